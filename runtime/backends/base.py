@@ -1,0 +1,58 @@
+"""The model backend interface. Backends are chosen by a spec string (see registry)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass
+class ModelCall:
+    """One request to a model for one attempt at one node."""
+
+    run_id: str
+    node: str
+    attempt: int
+    messages: list[dict[str, str]]
+    schema: dict[str, Any] | None  # None: unconstrained (the reasoning stage of two_stage)
+    max_tokens: int = 256
+    temperature: float = 0.0
+    case_id: str | None = None
+    input: dict[str, Any] = field(default_factory=dict)
+    purpose: str = "answer"  # "answer" | "reasoning"
+    cancel: threading.Event | None = None
+
+    @property
+    def request_id(self) -> str:
+        suffix = "r" if self.purpose == "reasoning" else ""
+        return f"{self.run_id}.{self.node}.{self.attempt}{suffix}"
+
+
+@dataclass
+class ModelReply:
+    text: str
+    finish_reason: str = "stop"
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    latency_s: float = 0.0
+    ttft_s: float | None = None
+    cost_usd: float = 0.0
+    request_id: str = ""
+    reasoning_text: str | None = None
+
+
+class Backend(Protocol):
+    """A model. `complete` raises BackendError when no answer can be had."""
+
+    spec: str
+
+    def complete(self, call: ModelCall) -> ModelReply: ...
+
+    def close(self) -> None: ...
+
+
+def estimate_tokens(text: str) -> int:
+    """A token count for scripted models, which have no tokenizer (about 4 chars/token)."""
+    return max(1, (len(text) + 3) // 4)

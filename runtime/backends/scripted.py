@@ -1,0 +1,164 @@
+"""Scripted models: `fake:FILE` answers from a JSON file; `sim:` adds seeded errors.
+
+The script file:
+    {"nodes":  {"classify": {"category": "billing"}},           # default per node
+     "cases":  {"case-7": {"classify": {"category": "other"}}},  # per evalset case id
+     "inputs": [{"match": {"ticket": "..."}, "answers": {...}}], # per input (subset match)
+     "reasoning": "text returned to two_stage reasoning calls",
+     "prices": {"input": 0.15, "output": 0.60}}                  # USD per million tokens
+An answer is a JSON object (sent as its JSON text), a string (sent verbatim, e.g. to
+script a malformed answer) or a list (the Nth call for that node in a run gets item N;
+the last repeats)."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+from runtime.backends.base import ModelCall, ModelReply, estimate_tokens
+from runtime.errors import BackendError, BadSpec
+
+
+class Script:
+    def __init__(self, path: Path) -> None:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise BadSpec(f"scripted model file not found: {path}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise BadSpec(f"scripted model file {path} is not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise BadSpec(f"scripted model file {path} must hold a JSON object")
+        self.path = path
+        self.nodes: dict[str, Any] = data.get("nodes", {})
+        self.cases: dict[str, dict[str, Any]] = data.get("cases", {})
+        self.inputs: list[dict[str, Any]] = data.get("inputs", [])
+        self.reasoning: str = data.get("reasoning", "Let me think about what the answer should be.")
+        prices = data.get("prices", {})
+        self.price_in = float(prices.get("input", 0.0))
+        self.price_out = float(prices.get("output", 0.0))
+
+    def answer(self, call: ModelCall) -> Any:
+        found: Any = None
+        if call.case_id is not None and call.node in self.cases.get(call.case_id, {}):
+            found = self.cases[call.case_id][call.node]
+        else:
+            for entry in self.inputs:
+                match = entry.get("match", {})
+                if all(call.input.get(k) == v for k, v in match.items()) and call.node in entry.get("answers", {}):
+                    found = entry["answers"][call.node]
+                    break
+            else:
+                found = self.nodes.get(call.node)
+        if found is None:
+            case = f" for case '{call.case_id}'" if call.case_id else ""
+            raise BackendError(f"scripted model {self.path.name} has no answer for node '{call.node}'{case}")
+        if isinstance(found, list):
+            found = found[min(call.attempt, len(found)) - 1] if found else None
+        return found
+
+    def reply(self, call: ModelCall, text: str) -> ModelReply:
+        prompt_tokens = sum(estimate_tokens(m["content"]) for m in call.messages)
+        completion_tokens = estimate_tokens(text)
+        cost = (prompt_tokens * self.price_in + completion_tokens * self.price_out) / 1e6
+        return ModelReply(
+            text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+            cost_usd=cost, request_id=call.request_id,
+        )
+
+
+def _text(answer: Any) -> str:
+    return answer if isinstance(answer, str) else json.dumps(answer)
+
+
+class FakeBackend:
+    """Answers exactly what the script says."""
+
+    def __init__(self, script: Script, spec: str) -> None:
+        self.script = script
+        self.spec = spec
+
+    def complete(self, call: ModelCall) -> ModelReply:
+        if call.purpose == "reasoning":
+            return self.script.reply(call, self.script.reasoning)
+        return self.script.reply(call, _text(self.script.answer(call)))
+
+    def close(self) -> None:
+        pass
+
+
+def unit_hash(*parts: object) -> float:
+    """A uniform number in [0, 1) from the parts, stable across processes."""
+    digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest()
+    return float(struct.unpack(">Q", digest)[0] / 2**64)
+
+
+class SimBackend:
+    """Answers correctly (from a script) except with probability `error` per call.
+
+    Whether a call errs depends only on (seed, run, node, attempt), so two arms of a
+    benchmark that make the same calls see the same errors."""
+
+    def __init__(self, script: Script, spec: str, error: float, seed: int, invalid: float) -> None:
+        self.script = script
+        self.spec = spec
+        self.error = error
+        self.seed = seed
+        self.invalid = invalid
+
+    def complete(self, call: ModelCall) -> ModelReply:
+        if call.purpose == "reasoning":
+            return self.script.reply(call, self.script.reasoning)
+        correct = self.script.answer(call)
+        key = (self.seed, call.run_id, call.node, call.attempt)
+        if unit_hash(*key) >= self.error:
+            return self.script.reply(call, _text(correct))
+        if unit_hash(*key, "mode") < self.invalid:
+            return self.script.reply(call, _text(correct)[: max(1, len(_text(correct)) // 2)])
+        return self.script.reply(call, json.dumps(perturb(correct, call.schema, unit_hash(*key, "pick"))))
+
+    def close(self) -> None:
+        pass
+
+
+def perturb(answer: Any, schema: dict[str, Any] | None, u: float) -> Any:
+    """A wrong answer of the same shape: one field changed."""
+    if not isinstance(answer, dict) or not answer:
+        return {"wrong": True}
+    out = copy.deepcopy(answer)
+    keys = sorted(out)
+    key = keys[int(u * len(keys))]
+    props = (schema or {}).get("properties", {}).get(key, {})
+    value = out[key]
+    enum = props.get("enum")
+    if enum and len(enum) > 1:
+        choices = [v for v in enum if v != value]
+        out[key] = choices[int(u * 997) % len(choices)]
+    elif isinstance(value, bool):
+        out[key] = not value
+    elif isinstance(value, (int, float)):
+        out[key] = value + 1 + int(u * 997) % 5
+    elif isinstance(value, str):
+        out[key] = value + "?" if value else "?"
+    elif isinstance(value, list):
+        out[key] = value[:-1] if value else [None]
+    else:
+        out[key] = None
+    return out
+
+
+def parse_sim_spec(body: str) -> dict[str, str]:
+    options: dict[str, str] = {}
+    for part in filter(None, body.split(",")):
+        name, sep, value = part.partition("=")
+        if not sep:
+            raise BadSpec(f"sim option {part!r} must look like name=value")
+        options[name.strip()] = value.strip()
+    unknown = set(options) - {"error", "seed", "base", "invalid"}
+    if unknown:
+        raise BadSpec(f"unknown sim option(s) {', '.join(sorted(unknown))}; known: error, seed, base, invalid")
+    return options

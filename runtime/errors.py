@@ -1,0 +1,67 @@
+"""The runtime's exception tree. Lower-level errors are translated at the seam."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class PackforgeError(Exception):
+    """Base of every error the runtime raises on purpose."""
+
+
+@dataclass(frozen=True)
+class PackIssue:
+    """One problem found while loading a pack: where it is and what to do."""
+
+    file: str
+    message: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line is not None else self.file
+        return f"{where}: {self.message}"
+
+
+class PackInvalid(PackforgeError):
+    """A pack failed to load. Carries every issue found, not only the first."""
+
+    def __init__(self, issues: list[PackIssue]) -> None:
+        self.issues = issues
+        super().__init__("\n".join(str(i) for i in issues))
+
+
+class ExprError(PackforgeError):
+    """An expression was refused at compile time or failed while evaluating."""
+
+
+class OutputRejected(PackforgeError):
+    """A model answer failed verification. `category` is one of REJECTION_CATEGORIES."""
+
+    def __init__(self, category: str, reason: str) -> None:
+        self.category = category
+        self.reason = reason
+        super().__init__(f"{category}: {reason}")
+
+
+class BackendError(PackforgeError):
+    """A model backend could not produce an answer."""
+
+
+class BadSpec(PackforgeError):
+    """A model spec string or tools reference could not be understood."""
+
+
+class FencedOut(PackforgeError):
+    """A checkpoint write carried a stale fencing token: another process owns the run."""
+
+
+class RunNotFound(PackforgeError):
+    """A run id was not found in the checkpoint store."""
+
+
+class RunStateError(PackforgeError):
+    """A run cannot do what was asked in its current state (e.g. resume a finished run)."""
+
+
+class Cancelled(PackforgeError):
+    """The run was cancelled by its host."""

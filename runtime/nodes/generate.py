@@ -1,0 +1,145 @@
+"""`generate`: one schema-constrained model answer, verified before commit.
+
+The ladder: sample; re-sample (`resamples` times); re-sample told what was wrong
+(`feedback` times; the description, never the rejected text); then fail, which takes
+on_fail. With a run-wide `budget`, retries draw on the budget instead. With
+`samples: N`, N verified draws must agree (`agree`) on the written fields, or the
+node is unsure and takes on_unsure."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from runtime.errors import OutputRejected
+from runtime.nodes.base import Outcome
+from runtime.pack.checks import covered
+from runtime.verify import feedback_message, parse_answer, verify_answer
+
+if TYPE_CHECKING:
+    from runtime.pack.load import NodeLoader
+    from runtime.pack.model import Node
+    from runtime.walker import Walk
+
+SYSTEM = "You fill in one JSON object that follows the given schema. Reply with the JSON object only."
+THINK = "Before answering, think step by step about the request above. Do not give the final JSON yet."
+ANSWER = "Now give the final answer as one JSON object that follows the schema."
+
+
+class GenerateKind:
+    name = "generate"
+    keys = frozenset({"assert", "two_stage", "samples", "agree", "max_tokens", "temperature", "retry"})
+
+    def load(self, node: Node, spec: dict[str, Any], loader: NodeLoader) -> None:
+        at = ("nodes", node.id)
+        node.prompt = loader.prompt(node.id, required=True)
+        node.schema, node.validator = loader.schema(node.id, required=True)
+        if not node.writes:
+            loader.error(f"generate node '{node.id}' must declare 'writes', the fields its answer fills", *at)
+        props = (node.schema or {}).get("properties", {})
+        for w in node.writes:
+            if node.schema is not None and w not in props:
+                loader.error(f"node '{node.id}' writes '{w}', but grammars/{node.id}.json has no such property",
+                             *at, "writes")
+        if node.prompt is not None:
+            for name in sorted(node.prompt.fields):
+                if not covered(name, node.reads):
+                    loader.error(f"prompts/{node.id}.txt uses {{{{ {name} }}}}, which is not in the node's reads; "
+                                 "add it to reads", *at, "reads")
+        if "assert" in spec:
+            node.check = loader.expr(spec["assert"], *at, "assert")
+            if node.check is not None:
+                for ref in sorted(node.check.references):
+                    if not covered(ref, node.reads + node.writes):
+                        loader.error(f"node '{node.id}': assert uses '{ref}', which is neither read nor written",
+                                     *at, "assert")
+        node.two_stage = _flag(spec, "two_stage", loader, at)
+        node.samples = _int(spec, "samples", 1, 1, 15, loader, at)
+        node.agree = _int(spec, "agree", node.samples // 2 + 1, 1, node.samples, loader, at)
+        node.max_tokens = _int(spec, "max_tokens", 256, 1, 32768, loader, at)
+        temperature = spec.get("temperature", 0.7 if node.samples > 1 else 0.0)
+        if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not 0 <= temperature <= 2:
+            loader.error("temperature must be a number from 0 to 2", *at, "temperature")
+        else:
+            node.temperature = float(temperature)
+        node.retry = loader.retry(spec.get("retry"), *at, "retry")
+
+    def run(self, node: Node, walk: Walk) -> Outcome:
+        assert node.prompt is not None
+        prompt = node.prompt.render(walk.view())
+        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
+        if node.samples == 1:
+            outcome = self._ladder(node, walk, messages)
+            outcome.prompt = prompt
+            return outcome
+        draws: list[Outcome] = []
+        for _ in range(node.samples):
+            draw = self._ladder(node, walk, messages)
+            if draw.status != "ok":
+                draw.prompt = prompt
+                return draw
+            draws.append(draw)
+        counts = Counter(json.dumps(d.writes, sort_keys=True) for d in draws)
+        best, count = counts.most_common(1)[0]
+        if count < node.agree:
+            tally = ", ".join(str(c) for c in sorted(counts.values(), reverse=True))
+            return Outcome("unsure", reason=f"draws disagreed ({tally} of {node.samples}; need {node.agree})",
+                           prompt=prompt)
+        chosen = next(d for d in draws if json.dumps(d.writes, sort_keys=True) == best)
+        return Outcome("ok", writes=chosen.writes, attempt=chosen.attempt, prompt=prompt)
+
+    def _ladder(self, node: Node, walk: Walk, messages: list[dict[str, str]]) -> Outcome:
+        policy = walk.pack.retry_for(node)
+        tries = 0
+        reason = ""
+        while True:
+            tries += 1
+            stage = "sample" if tries == 1 else ("resample" if tries <= 1 + policy.resamples else "feedback")
+            asked = messages + ([{"role": "user", "content": feedback_message(reason)}] if stage == "feedback" else [])
+            if node.two_stage:
+                thought, attempt = walk.ask(node, asked + [{"role": "user", "content": THINK}], None, stage, "reasoning")
+                walk.record(node, thought, attempt, "reasoning", ok=True)
+                # The reasoning conditions this answer only; it never enters state or a later prompt.
+                asked = asked + [{"role": "assistant", "content": thought.text}, {"role": "user", "content": ANSWER}]
+            reply, attempt = walk.ask(node, asked, node.schema, stage)
+            try:
+                answer = parse_answer(reply.text, reply.finish_reason)
+                if walk.options.verify:
+                    writes = verify_answer(node, answer, walk.state, walk.input)
+                else:
+                    writes = {w: answer.get(w) for w in node.writes} if isinstance(answer, dict) else {}
+            except OutputRejected as exc:
+                walk.record(node, reply, attempt, stage, ok=False, category=exc.category, reason=exc.reason)
+                reason = exc.reason
+                if walk.options.verify and _may_retry(policy, tries, walk):
+                    continue
+                return Outcome("fail", reason=f"{exc.category}: {exc.reason} (after {tries} attempt(s))")
+            walk.record(node, reply, attempt, stage, ok=True)
+            return Outcome("ok", writes=writes, attempt=attempt)
+
+
+def _may_retry(policy: Any, tries: int, walk: Walk) -> bool:
+    if policy.budget is None:
+        return bool(tries < policy.ladder_attempts)
+    if tries >= policy.max_attempts or not walk.budget_left:
+        return False
+    walk.budget_left -= 1
+    return True
+
+
+def _flag(spec: dict[str, Any], key: str, loader: NodeLoader, at: tuple[str, ...]) -> bool:
+    value = spec.get(key, False)
+    if not isinstance(value, bool):
+        loader.error(f"{key} must be true or false", *at, key)
+        return False
+    return value
+
+
+def _int(spec: dict[str, Any], key: str, default: int, low: int, high: int,
+         loader: NodeLoader, at: tuple[str, ...]) -> int:
+    value = spec.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        loader.error(f"{key} must be a whole number from {low} to {high}", *at, key)
+        return default
+    return value

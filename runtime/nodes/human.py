@@ -1,0 +1,37 @@
+"""`human`: pause the run (status `waiting`) until a person's answer arrives.
+
+The answer must validate against grammars/<node>.json; it is then committed like a
+model's answer. prompts/<node>.txt, when present, is the question shown to the person."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from runtime.errors import OutputRejected
+from runtime.nodes.base import Outcome
+from runtime.verify import verify_answer
+
+if TYPE_CHECKING:
+    from runtime.pack.load import NodeLoader
+    from runtime.pack.model import Node
+    from runtime.walker import Walk
+
+
+class HumanKind:
+    name = "human"
+    keys = frozenset()
+
+    def load(self, node: Node, spec: dict[str, Any], loader: NodeLoader) -> None:
+        node.prompt = loader.prompt(node.id, required=False)
+        node.schema, node.validator = loader.schema(node.id, required=True)
+
+    def run(self, node: Node, walk: Walk) -> Outcome:
+        answer = walk.answers.pop(node.id, None)
+        if answer is None:
+            return Outcome("wait")
+        try:
+            writes = verify_answer(node, answer, walk.state, walk.input)
+        except OutputRejected as exc:
+            return Outcome("fail", reason=f"human answer rejected: {exc.reason}")
+        prompt = node.prompt.render(walk.view()) if node.prompt is not None else ""
+        return Outcome("ok", writes=writes, prompt=prompt)

@@ -1,0 +1,192 @@
+"""Whole-graph checks: entry, reachability, dataflow, cycles, routing, tools."""
+
+from __future__ import annotations
+
+from runtime.errors import PackIssue
+from runtime.pack.model import Node, Pack
+from runtime.pack.yamlsrc import SourceMap
+
+
+def covered(ref: str, reads: tuple[str, ...] | frozenset[str] | set[str]) -> bool:
+    """Whether the field path `ref` is inside one of `reads` ('a.b' is inside 'a')."""
+    return any(ref == r or ref.startswith(r + ".") for r in reads)
+
+
+def check_graph(pack: Pack, graph: SourceMap, manifest: SourceMap, issues: list[PackIssue]) -> None:
+    nodes = pack.nodes
+    if not nodes:
+        return
+    if pack.entry and pack.entry not in nodes:
+        issues.append(manifest.issue(f"entry '{pack.entry}' is not a node in graph.yaml", "entry"))
+        return
+    if not pack.entry:
+        return
+    _check_routing(pack, graph, issues)
+    reachable = _reachable(pack)
+    for node_id in nodes:
+        if node_id not in reachable:
+            issues.append(graph.issue(
+                f"node '{node_id}' is unreachable from entry '{pack.entry}'; add an edge to it or remove it",
+                "nodes", node_id))
+    _check_cycles(pack, graph, issues)
+    _check_dataflow(pack, graph, reachable, issues)
+    for node in nodes.values():
+        if node.tool is not None and node.tool not in pack.tools:
+            issues.append(graph.issue(
+                f"node '{node.id}' uses tool '{node.tool}', which the manifest's 'tools' does not list; add it there",
+                "nodes", node.id, "tool"))
+    for name in pack.output or ():
+        if not any(name in n.writes for n in nodes.values()):
+            issues.append(manifest.issue(f"output field '{name}' is written by no node", "output"))
+
+
+def _check_routing(pack: Pack, graph: SourceMap, issues: list[PackIssue]) -> None:
+    for node in pack.nodes.values():
+        at = ("nodes", node.id)
+        nexts = pack.outgoing(node.id)
+        if node.kind == "end":
+            if any(e.source == node.id for e in pack.edges):
+                issues.append(graph.issue(f"end node '{node.id}' cannot have outgoing edges", *at))
+            continue
+        if not nexts:
+            issues.append(graph.issue(
+                f"node '{node.id}' has no outgoing 'to' edge; add one or make it kind: end", *at))
+        for earlier, later in zip(nexts, nexts[1:]):
+            if earlier.when is None:
+                issues.append(graph.issue(
+                    f"edge {node.id} -> {later.target} is never taken: the edge before it "
+                    f"({node.id} -> {earlier.target}) has no 'when'; put unconditional edges last",
+                    "edges", later.index))
+        for kind in ("on_fail", "on_unsure"):
+            if len(pack.outgoing(node.id, kind)) > 1:
+                issues.append(graph.issue(f"node '{node.id}' has more than one {kind} edge; keep one", *at))
+        if pack.outgoing(node.id, "on_unsure") and node.samples < 2:
+            issues.append(graph.issue(
+                f"node '{node.id}' has an on_unsure edge but no 'samples' (>= 2): the edge could never "
+                "be taken; set samples and agree, or remove the edge", "edges", pack.outgoing(node.id, "on_unsure")[0].index))
+        if pack.outgoing(node.id, "on_fail") and node.kind in ("human", "end"):
+            issues.append(graph.issue(f"a {node.kind} node cannot fail; remove its on_fail edge", *at))
+
+
+def _reachable(pack: Pack) -> set[str]:
+    seen = {pack.entry}
+    stack = [pack.entry]
+    while stack:
+        current = stack.pop()
+        for edge in pack.edges:
+            if edge.source == current and edge.target not in seen:
+                seen.add(edge.target)
+                stack.append(edge.target)
+    return seen
+
+
+def _sccs(pack: Pack) -> list[list[str]]:
+    """Tarjan's strongly connected components, iteratively."""
+    succ: dict[str, list[str]] = {n: [] for n in pack.nodes}
+    for e in pack.edges:
+        succ[e.source].append(e.target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    out: list[list[str]] = []
+    counter = 0
+    for start in pack.nodes:
+        if start in index:
+            continue
+        work = [(start, 0)]
+        while work:
+            node, i = work.pop()
+            if i == 0:
+                index[node] = low[node] = counter
+                counter += 1
+                stack.append(node)
+                on_stack.add(node)
+            recurse = False
+            for j in range(i, len(succ[node])):
+                nxt = succ[node][j]
+                if nxt not in index:
+                    work.append((node, j + 1))
+                    work.append((nxt, 0))
+                    recurse = True
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            if recurse:
+                continue
+            if low[node] == index[node]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == node:
+                        break
+                out.append(comp)
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+    return out
+
+
+def _check_cycles(pack: Pack, graph: SourceMap, issues: list[PackIssue]) -> None:
+    for comp in _sccs(pack):
+        members = set(comp)
+        looped = len(comp) > 1 or any(e.source == e.target == comp[0] for e in pack.edges)
+        if not looped:
+            continue
+        exits = [e for e in pack.edges if e.source in members and e.target not in members and e.kind == "next"]
+        if not exits:
+            ordered = [n for n in pack.nodes if n in members]
+            issues.append(graph.issue(
+                f"cycle {' -> '.join(ordered + ordered[:1])} has no way out: add an edge with 'when' "
+                "that leaves it", "nodes", ordered[0]))
+
+
+def _check_dataflow(pack: Pack, graph: SourceMap, reachable: set[str], issues: list[PackIssue]) -> None:
+    """A node may read only fields that some path from the entry can have written.
+
+    An on_fail/on_unsure edge carries what was available before the node, not its
+    writes: a node that failed committed nothing."""
+    avail: dict[str, set[str]] = {pack.entry: set()}
+    changed = True
+    while changed:
+        changed = False
+        for edge in pack.edges:
+            if edge.source not in avail:
+                continue
+            carried = set(avail[edge.source])
+            if edge.kind == "next":
+                carried |= set(pack.nodes[edge.source].writes)
+            target = avail.setdefault(edge.target, set())
+            if not carried <= target:
+                target |= carried
+                changed = True
+    for node in pack.nodes.values():
+        if node.id not in reachable:
+            continue
+        known = avail.get(node.id, set())
+        for read in node.reads:
+            _check_ref(pack, node, read, known, graph, issues, ("nodes", node.id, "reads"))
+        for edge in pack.outgoing(node.id):
+            if edge.when is None:
+                continue
+            for ref in edge.when.references:
+                _check_ref(pack, node, ref, known | set(node.writes), graph, issues, ("edges", edge.index, "when"))
+
+
+def _check_ref(
+    pack: Pack, node: Node, ref: str, known: set[str], graph: SourceMap,
+    issues: list[PackIssue], at: tuple[str | int, ...],
+) -> None:
+    root, _, rest = ref.partition(".")
+    if root == "input":
+        if pack.inputs is not None and rest and rest.split(".")[0] not in pack.inputs:
+            issues.append(graph.issue(
+                f"node '{node.id}' reads '{ref}', but the manifest's 'inputs' does not declare "
+                f"'{rest.split('.')[0]}'", *at))
+        return
+    if root not in known:
+        issues.append(graph.issue(
+            f"node '{node.id}' reads '{ref}', which no node before it can have written; "
+            "write it earlier or read something else", *at))

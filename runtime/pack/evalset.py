@@ -1,0 +1,101 @@
+"""evalset.jsonl: one gold case per line. The pack's contract; nothing edits it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from runtime.errors import PackIssue
+from runtime.pack.model import Case, Pack
+
+CASE_KEYS = frozenset({"id", "input", "expected", "path", "end", "tags", "human", "note"})
+FILE = "evalset.jsonl"
+
+
+def parse_evalset(text: str, pack: Pack, issues: list[PackIssue]) -> list[Case]:
+    cases: list[Case] = []
+    seen: dict[str, int] = {}
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        found = len(issues)
+        case = _parse_line(raw, lineno, pack, issues)
+        if case is None or len(issues) > found:
+            continue
+        if case.id in seen:
+            issues.append(PackIssue(FILE, f"duplicate case id '{case.id}' (first on line {seen[case.id]})", lineno))
+            continue
+        seen[case.id] = lineno
+        cases.append(case)
+    return cases
+
+
+def _parse_line(raw: str, lineno: int, pack: Pack, issues: list[PackIssue]) -> Case | None:
+    def bad(message: str) -> None:
+        issues.append(PackIssue(FILE, message, lineno))
+
+    try:
+        body = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        bad(f"not valid JSON: {exc.msg} (column {exc.colno}); each line must be one JSON object")
+        return None
+    if not isinstance(body, dict):
+        bad("each line must be a JSON object with 'input' and 'expected'")
+        return None
+    for key in body:
+        if key not in CASE_KEYS:
+            from runtime.pack.load import nearest
+
+            bad(f"unknown key '{key}'; {nearest(key, CASE_KEYS)}")
+    case_id = body.get("id", f"line-{lineno}")
+    if not isinstance(case_id, str) or not case_id:
+        bad("'id' must be a non-empty string")
+    inp, expected = body.get("input"), body.get("expected")
+    if not isinstance(inp, dict):
+        bad("'input' is required and must be a JSON object")
+    if not isinstance(expected, dict):
+        bad("'expected' is required and must be a JSON object (use {} to check only the path)")
+    path = body.get("path")
+    if path is not None:
+        if not isinstance(path, list) or not all(isinstance(p, str) for p in path):
+            bad("'path' must be a list of node ids")
+            path = None
+        else:
+            for p in path:
+                if p not in pack.nodes:
+                    bad(f"'path' names unknown node '{p}'")
+    end = body.get("end")
+    if end is not None and (not isinstance(end, str) or end not in pack.nodes):
+        bad(f"'end' names unknown node {end!r}")
+    elif end is not None and pack.nodes[end].kind not in ("end", "human"):
+        bad(f"'end' must be an end or human node; '{end}' is a {pack.nodes[end].kind} node")
+    tags = body.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        bad("'tags' must be a list of strings")
+        tags = []
+    human = body.get("human", {})
+    if not isinstance(human, dict):
+        bad("'human' must map human node ids to their answers")
+        human = {}
+    for node_id, answer in human.items():
+        node = pack.nodes.get(node_id)
+        if node is None or node.kind != "human":
+            bad(f"'human' names '{node_id}', which is not a human node")
+        elif node.validator is not None:
+            err = _first_error(node.validator, answer)
+            if err:
+                bad(f"'human.{node_id}' does not match grammars/{node_id}.json: {err}")
+    if not isinstance(inp, dict) or not isinstance(expected, dict) or not isinstance(case_id, str):
+        return None
+    return Case(
+        id=case_id, input=inp, expected=expected, path=tuple(path) if path else None,
+        end=end, tags=tuple(tags), human=human, line=lineno,
+    )
+
+
+def _first_error(validator: Any, value: Any) -> str | None:
+    from runtime.verify import describe_schema_error
+
+    for error in validator.iter_errors(value):
+        return describe_schema_error(error)
+    return None

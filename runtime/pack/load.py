@@ -1,0 +1,297 @@
+"""Strict pack loading: every error names its file, its line and what to do."""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from runtime.errors import ExprError, PackInvalid, PackIssue
+from runtime.expr import Expression, compile_expr
+from runtime.pack.checks import check_graph
+from runtime.pack.evalset import parse_evalset
+from runtime.pack.model import Edge, Node, Pack, RetryPolicy
+from runtime.pack.yamlsrc import SourceMap, load_yaml
+from runtime.prompt import Template, TemplateError, parse_template
+
+MANIFEST_KEYS = frozenset(
+    {"name", "version", "entry", "description", "model", "tools", "inputs", "output", "retry", "max_steps"}
+)
+GRAPH_KEYS = frozenset({"nodes", "edges"})
+EDGE_KEYS = frozenset({"from", "to", "when", "on_fail", "on_unsure"})
+RETRY_KEYS = frozenset({"resamples", "feedback", "budget", "max_attempts"})
+NODE_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def nearest(key: str, valid: Collection[str]) -> str:
+    match = difflib.get_close_matches(key, sorted(valid), n=1, cutoff=0.5)
+    hint = f"did you mean '{match[0]}'? " if match else ""
+    return f"{hint}valid keys: {', '.join(sorted(valid))}"
+
+
+class NodeLoader:
+    """What a node kind needs while loading: the pack's files and a place for issues."""
+
+    def __init__(self, root: Path, graph: SourceMap, issues: list[PackIssue]) -> None:
+        self.root = root
+        self.graph = graph
+        self.issues = issues
+        self.files: dict[str, bytes] = {}
+
+    def error(self, message: str, *path: str | int) -> None:
+        self.issues.append(self.graph.issue(message, *path))
+
+    def read(self, rel: str, *, required: bool, why: str) -> str | None:
+        path = self.root / rel
+        if not path.is_file():
+            if required:
+                self.issues.append(PackIssue(rel, f"missing file: {why}; create it"))
+            return None
+        data = path.read_bytes()
+        self.files[rel] = data
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            self.issues.append(PackIssue(rel, f"not UTF-8 text (byte {exc.start}); save it as UTF-8"))
+            return None
+
+    def prompt(self, node_id: str, *, required: bool) -> Template | None:
+        rel = f"prompts/{node_id}.txt"
+        text = self.read(rel, required=required, why=f"node '{node_id}' needs a prompt template")
+        if text is None:
+            return None
+        try:
+            return parse_template(text)
+        except TemplateError as exc:
+            self.issues.append(PackIssue(rel, str(exc), exc.line))
+            return None
+
+    def schema(self, node_id: str, *, required: bool) -> tuple[dict[str, Any] | None, Any]:
+        rel = f"grammars/{node_id}.json"
+        text = self.read(rel, required=required, why=f"node '{node_id}' needs a JSON schema for its answer")
+        if text is None:
+            return None, None
+        try:
+            schema = json.loads(text)
+        except json.JSONDecodeError as exc:
+            self.issues.append(PackIssue(rel, f"JSON syntax error: {exc.msg} (column {exc.colno})", exc.lineno))
+            return None, None
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError as exc:
+            where = "/".join(str(p) for p in exc.path) or "(root)"
+            self.issues.append(PackIssue(rel, f"invalid JSON Schema at {where}: {exc.message}"))
+            return None, None
+        if not isinstance(schema, dict) or schema.get("type") != "object":
+            self.issues.append(PackIssue(rel, 'the answer schema must be an object schema: {"type": "object", ...}'))
+            return None, None
+        return schema, Draft202012Validator(schema)
+
+    def expr(self, source: Any, *path: str | int) -> Expression | None:
+        if not isinstance(source, str):
+            self.error(f"expected an expression string, got {type(source).__name__}", *path)
+            return None
+        try:
+            return compile_expr(source)
+        except ExprError as exc:
+            self.error(f"bad expression {source!r}: {exc}", *path)
+            return None
+
+    def retry(self, spec: Any, *path: str | int) -> RetryPolicy | None:
+        if spec is None:
+            return None
+        if not isinstance(spec, dict):
+            self.error("retry must be a mapping", *path)
+            return None
+        values: dict[str, Any] = {}
+        for key, value in spec.items():
+            if key not in RETRY_KEYS:
+                self.error(f"unknown retry key '{key}'; {nearest(key, RETRY_KEYS)}", *path, key)
+            elif value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+                self.error(f"retry.{key} must be a whole number >= 0", *path, key)
+            else:
+                values[key] = value
+        return RetryPolicy(**values)
+
+    def field_list(self, value: Any, *path: str | int) -> tuple[str, ...]:
+        if value is None:
+            return ()
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            self.error("expected a list of field names", *path)
+            return ()
+        return tuple(value)
+
+
+def load_pack(root: str | Path, tools: Collection[str] | None = None) -> Pack:
+    """Load and validate the pack at `root`. Raises PackInvalid listing every issue.
+
+    `tools` is the set of tool names the host registered; when given, a pack naming
+    any other tool is refused. When None, tool names are checked against the
+    manifest only (what `packforge validate` does without `--tools`)."""
+    from runtime.nodes import NODE_KINDS
+
+    root = Path(root)
+    if not root.is_dir():
+        raise PackInvalid([PackIssue(str(root), "not a pack directory")])
+    issues: list[PackIssue] = []
+    manifest_src, graph_src = SourceMap("manifest.yaml"), SourceMap("graph.yaml")
+    loader = NodeLoader(root, graph_src, issues)
+    manifest_text = loader.read("manifest.yaml", required=True, why="every pack has a manifest")
+    graph_text = loader.read("graph.yaml", required=True, why="every pack has a graph")
+    manifest = load_yaml(manifest_text or "", manifest_src, issues) if manifest_text is not None else None
+    graph = load_yaml(graph_text or "", graph_src, issues) if graph_text is not None else None
+    if manifest_text is not None and not isinstance(manifest, dict):
+        issues.append(manifest_src.issue("the manifest must be a mapping of keys (name, version, entry, ...)"))
+        manifest = None
+    if graph_text is not None and not isinstance(graph, dict):
+        issues.append(graph_src.issue("the graph must be a mapping with 'nodes' and 'edges'"))
+        graph = None
+    manifest = manifest or {}
+    for key in manifest:
+        if key not in MANIFEST_KEYS:
+            issues.append(manifest_src.issue(f"unknown key '{key}'; {nearest(key, MANIFEST_KEYS)}", key))
+    for key in ("name", "version", "entry"):
+        if manifest_text is not None and manifest.get(key) in (None, ""):
+            issues.append(manifest_src.issue(f"'{key}' is required"))
+
+    nodes = _load_nodes((graph or {}).get("nodes"), loader, NODE_KINDS) if graph else {}
+    edges = _load_edges((graph or {}).get("edges"), loader, nodes) if graph else []
+    for key in graph or {}:
+        if key not in GRAPH_KEYS:
+            issues.append(graph_src.issue(f"unknown key '{key}'; {nearest(key, GRAPH_KEYS)}", key))
+
+    manifest_tools = _str_list(manifest.get("tools"), manifest_src, issues, "tools")
+    if tools is not None:
+        for name in manifest_tools:
+            if name not in tools:
+                registered = ", ".join(sorted(tools)) or "none"
+                issues.append(manifest_src.issue(
+                    f"tool '{name}' is not registered by the host (registered: {registered}); "
+                    "pass a registry that provides it with --tools", "tools"))
+    retry = NodeLoader(root, manifest_src, issues).retry(manifest.get("retry"), "retry") or RetryPolicy()
+    max_steps = manifest.get("max_steps", 200)
+    if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
+        issues.append(manifest_src.issue("max_steps must be a whole number >= 1", "max_steps"))
+        max_steps = 200
+    inputs = manifest.get("inputs")
+    output = manifest.get("output")
+    pack = Pack(
+        root=root,
+        name=str(manifest.get("name", root.name)),
+        version=str(manifest.get("version", "")),
+        entry=str(manifest.get("entry", "")),
+        description=str(manifest.get("description", "")),
+        model=manifest.get("model") if isinstance(manifest.get("model"), str) else None,
+        tools=manifest_tools,
+        inputs=_str_list(inputs, manifest_src, issues, "inputs") if inputs is not None else None,
+        output=_str_list(output, manifest_src, issues, "output") if output is not None else None,
+        retry=retry,
+        max_steps=max_steps,
+        nodes=nodes,
+        edges=edges,
+        cases=[],
+    )
+    if graph is not None and manifest_text is not None:
+        check_graph(pack, graph_src, manifest_src, issues)
+    evalset_text = loader.read("evalset.jsonl", required=False, why="")
+    if evalset_text is not None:
+        pack.cases = parse_evalset(evalset_text, pack, issues)
+    if issues:
+        raise PackInvalid(issues)
+    pack.digest = hashlib.sha256(
+        b"".join(name.encode() + b"\0" + data for name, data in sorted(loader.files.items()))
+    ).hexdigest()[:16]
+    return pack
+
+
+def _str_list(value: Any, src: SourceMap, issues: list[PackIssue], key: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        issues.append(src.issue(f"'{key}' must be a list of names", key))
+        return ()
+    return tuple(value)
+
+
+def _load_nodes(spec: Any, loader: NodeLoader, kinds: dict[str, Any]) -> dict[str, Node]:
+    from runtime.nodes.base import COMMON_KEYS
+
+    if not isinstance(spec, dict) or not spec:
+        loader.error("'nodes' must be a non-empty mapping of node id to node", "nodes")
+        return {}
+    nodes: dict[str, Node] = {}
+    for node_id, body in spec.items():
+        at = ("nodes", node_id)
+        if not node_id or not set(node_id) <= NODE_ID_CHARS:
+            loader.error(f"node id '{node_id}' must use lowercase letters, digits and '_'", *at)
+            continue
+        if not isinstance(body, dict):
+            loader.error(f"node '{node_id}' must be a mapping with at least 'kind'", *at)
+            continue
+        kind = kinds.get(body.get("kind", ""))
+        if kind is None:
+            loader.error(f"node '{node_id}': unknown kind {body.get('kind')!r}; "
+                         f"use one of: {', '.join(sorted(kinds))}", *at, "kind")
+            continue
+        valid = COMMON_KEYS | kind.keys
+        for key in body:
+            if key not in valid:
+                loader.error(f"node '{node_id}': unknown key '{key}' for kind {kind.name}; {nearest(key, valid)}",
+                             *at, key)
+        node = Node(
+            id=node_id,
+            kind=kind.name,
+            reads=loader.field_list(body.get("reads"), *at, "reads"),
+            writes=loader.field_list(body.get("writes"), *at, "writes"),
+            line=loader.graph.line(*at),
+        )
+        for w in node.writes:
+            if "." in w or w == "input":
+                loader.error(f"node '{node_id}': cannot write '{w}'; writes are top-level state fields", *at, "writes")
+        kind.load(node, body, loader)
+        nodes[node_id] = node
+    return nodes
+
+
+def _load_edges(spec: Any, loader: NodeLoader, nodes: dict[str, Node]) -> list[Edge]:
+    if spec is None:
+        return []
+    if not isinstance(spec, list):
+        loader.error("'edges' must be a list of {from, to} mappings", "edges")
+        return []
+    edges: list[Edge] = []
+    for i, body in enumerate(spec):
+        at = ("edges", i)
+        if not isinstance(body, dict):
+            loader.error("an edge must be a mapping like {from: a, to: b}", *at)
+            continue
+        for key in body:
+            if key not in EDGE_KEYS:
+                loader.error(f"unknown edge key '{key}'; {nearest(key, EDGE_KEYS)}", *at, key)
+        targets = [k for k in ("to", "on_fail", "on_unsure") if k in body]
+        if len(targets) != 1:
+            loader.error("an edge needs exactly one of 'to', 'on_fail', 'on_unsure'", *at)
+            continue
+        kind = "next" if targets[0] == "to" else targets[0]
+        source, target = body.get("from"), body[targets[0]]
+        ok = True
+        for role, name in (("from", source), (targets[0], target)):
+            if name not in nodes:
+                known = difflib.get_close_matches(str(name), list(nodes), n=1)
+                hint = f" (did you mean '{known[0]}'?)" if known else ""
+                loader.error(f"edge {role} unknown node {name!r}{hint}", *at, role)
+                ok = False
+        when = None
+        if "when" in body:
+            if kind != "next":
+                loader.error(f"'when' applies to 'to' edges only, not {kind}", *at, "when")
+            when = loader.expr(body["when"], *at, "when")
+        if ok:
+            edges.append(Edge(source=str(source), target=str(target), kind=kind, when=when, index=i))
+    return edges

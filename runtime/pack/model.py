@@ -1,0 +1,112 @@
+"""The loaded, validated form of a pack. Built only by `load_pack`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
+
+    from runtime.expr import Expression
+    from runtime.prompt import Template
+
+EDGE_KINDS = ("next", "on_fail", "on_unsure")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """The retry ladder. `resamples` plain re-draws, then `feedback` re-draws that are
+    told what was wrong. With `budget` set, a node may instead keep retrying (up to
+    `max_attempts`) while the run-wide budget of extra generations lasts."""
+
+    resamples: int = 2
+    feedback: int = 1
+    budget: int | None = None
+    max_attempts: int = 8
+
+    @property
+    def ladder_attempts(self) -> int:
+        return 1 + self.resamples + self.feedback
+
+
+@dataclass
+class Node:
+    id: str
+    kind: str
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    # generate / human
+    prompt: Template | None = None
+    schema: dict[str, Any] | None = None
+    validator: Validator | None = None
+    check: Expression | None = None  # `assert:` on generate, `expr:` on assert nodes
+    two_stage: bool = False
+    samples: int = 1
+    agree: int = 1
+    max_tokens: int = 256
+    temperature: float = 0.0
+    retry: RetryPolicy | None = None
+    # tool
+    tool: str | None = None
+    args: dict[str, str] = field(default_factory=dict)
+    # end
+    output: tuple[str, ...] | None = None
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class Edge:
+    source: str
+    target: str
+    kind: str = "next"  # one of EDGE_KINDS
+    when: Expression | None = None
+    index: int = 0  # position in graph.yaml; also the edge's stable id
+
+    @property
+    def label(self) -> str:
+        if self.kind != "next":
+            return self.kind
+        return self.when.source if self.when is not None else ""
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    input: dict[str, Any]
+    expected: dict[str, Any]
+    path: tuple[str, ...] | None = None
+    end: str | None = None
+    tags: tuple[str, ...] = ()
+    human: dict[str, dict[str, Any]] = field(default_factory=dict)
+    line: int = 0
+
+
+@dataclass
+class Pack:
+    root: Path
+    name: str
+    version: str
+    entry: str
+    nodes: dict[str, Node]
+    edges: list[Edge]
+    cases: list[Case]
+    description: str = ""
+    model: str | None = None
+    tools: tuple[str, ...] = ()
+    inputs: tuple[str, ...] | None = None
+    output: tuple[str, ...] | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    max_steps: int = 200
+    digest: str = ""
+
+    def outgoing(self, node_id: str, kind: str = "next") -> list[Edge]:
+        return [e for e in self.edges if e.source == node_id and e.kind == kind]
+
+    def edge_out(self, node_id: str, kind: str) -> Edge | None:
+        found = self.outgoing(node_id, kind)
+        return found[0] if found else None
+
+    def retry_for(self, node: Node) -> RetryPolicy:
+        return node.retry or self.retry

@@ -1,0 +1,292 @@
+"""The walker: runs a pack's graph against a model, one verified node at a time.
+
+Per step: the node's kind produces an Outcome from a read-only view of state; only
+then are its writes committed (with provenance), the next node chosen by the graph's
+edges (never by the model), and the step appended to the checkpoint journal."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from runtime.backends.base import Backend, ModelCall, ModelReply
+from runtime.checkpoint import CheckpointStore, Entry, MemoryStore
+from runtime.errors import BackendError, Cancelled, ExprError, RunStateError
+from runtime.nodes import NODE_KINDS
+from runtime.nodes.base import Outcome
+from runtime.pack.model import Edge, Node, Pack
+from runtime.trace import Attempt, EdgeTaken, Step, ToolCall, Trace
+
+log = logging.getLogger("packforge.run")
+
+Tool = Callable[..., Any]
+StepHook = Callable[[Step], None]
+
+
+@dataclass
+class RunOptions:
+    max_steps: int | None = None  # overrides the manifest's max_steps
+    verify: bool = True  # False only for measuring what verification buys (benchmarks)
+    on_step: StepHook | None = None  # called after each step is checkpointed
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    status: str  # done | failed | waiting | cancelled
+    output: dict[str, Any]
+    state: dict[str, Any]
+    trace: Trace
+    waiting_at: str | None = None
+
+    @property
+    def tier(self) -> str:
+        return self.trace.tier
+
+
+@dataclass
+class Walk:
+    """One run in progress. Node kinds read from it and ask the model through it."""
+
+    pack: Pack
+    backend: Backend
+    tools: Mapping[str, Tool]
+    store: CheckpointStore
+    run_id: str
+    fence: int
+    input: dict[str, Any]
+    case_id: str | None
+    options: RunOptions
+    trace: Trace
+    cancel: threading.Event | None = None
+    state: dict[str, Any] = field(default_factory=dict)
+    step: int = 0
+    answers: dict[str, dict[str, Any]] = field(default_factory=dict)  # human node answers
+    pending_tools: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+    calls: dict[str, int] = field(default_factory=dict)  # model calls per node, for attempt numbers
+    budget_left: int | None = None
+
+    def view(self) -> dict[str, Any]:
+        return {**self.state, "input": self.input}
+
+    def ask(self, node: Node, messages: list[dict[str, str]], schema: dict[str, Any] | None,
+            stage: str, purpose: str = "answer") -> tuple[ModelReply, int]:
+        """Call the model once; return the reply and this call's attempt number."""
+        if self.cancel is not None and self.cancel.is_set():
+            raise Cancelled("run cancelled")
+        if purpose == "answer":
+            self.calls[node.id] = self.calls.get(node.id, 0) + 1
+        attempt = self.calls.get(node.id, 0) + (1 if purpose == "reasoning" else 0)
+        call = ModelCall(
+            run_id=self.run_id, node=node.id, attempt=attempt, messages=messages, schema=schema,
+            max_tokens=node.max_tokens, temperature=node.temperature, case_id=self.case_id,
+            input=self.input, purpose=purpose, cancel=self.cancel,
+        )
+        started = time.perf_counter()
+        reply = self.backend.complete(call)
+        if not reply.latency_s:
+            reply.latency_s = time.perf_counter() - started
+        if not reply.request_id:
+            reply.request_id = call.request_id
+        log.info("backend.response", extra={"fields": {
+            "request_id": reply.request_id, "node": node.id, "duration_ms": round(reply.latency_s * 1000, 1),
+            "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
+            "reasoning_tokens": reply.reasoning_tokens, "finish_reason": reply.finish_reason}})
+        return reply, attempt
+
+    def record(self, node: Node, reply: ModelReply, attempt: int, stage: str, ok: bool,
+               category: str | None = None, reason: str | None = None) -> None:
+        self.trace.attempts.append(Attempt(
+            node=node.id, step=self.step, attempt=attempt, stage=stage, ok=ok, category=category,
+            reason=reason, text=reply.text, prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens, reasoning_tokens=reply.reasoning_tokens,
+            latency_s=reply.latency_s, ttft_s=reply.ttft_s, cost_usd=reply.cost_usd, request_id=reply.request_id,
+        ))
+        if not ok:
+            log.info("node.rejected", extra={"fields": {"node": node.id, "attempt": attempt, "category": category}})
+            log.debug("node.rejected.text", extra={"fields": {"node": node.id, "attempt": attempt, "text": reply.text}})
+
+    def record_tool(self, node: Node, tool: str, args: dict[str, Any], result: Any, latency_s: float) -> None:
+        """Journal a tool's result the moment it returns, before anything is committed,
+        so a resumed run replays it instead of calling the tool again (invariant 4)."""
+        self.store.append(self.run_id, self.fence, "tool", node.id, self.step,
+                          {"tool": tool, "args": args, "result": result, "latency_s": latency_s})
+        self.trace.tool_calls.append(ToolCall(node.id, self.step, tool, args, result, latency_s))
+
+
+def run_pack(
+    pack: Pack, input: dict[str, Any], *, backend: Backend, tools: Mapping[str, Tool] | None = None,
+    store: CheckpointStore | None = None, run_id: str | None = None, case_id: str | None = None,
+    answers: Mapping[str, dict[str, Any]] | None = None, options: RunOptions | None = None,
+    cancel: threading.Event | None = None,
+) -> RunResult:
+    """Walk `pack` on `input` from its entry node. Checkpoints every step to `store`."""
+    store = store if store is not None else MemoryStore()
+    run_id = run_id or uuid.uuid4().hex[:12]
+    fence = store.begin(run_id, pack=pack.name, digest=pack.digest, input=input, case_id=case_id)
+    walk = _new_walk(pack, backend, tools, store, run_id, fence, input, case_id, options, cancel, answers)
+    log.info("run.start", extra={"fields": {"run_id": run_id, "pack": pack.name, "entry": pack.entry}})
+    return _walk(walk, pack.entry)
+
+
+def resume_run(
+    pack: Pack, run_id: str, *, backend: Backend, store: CheckpointStore,
+    tools: Mapping[str, Tool] | None = None, answers: Mapping[str, dict[str, Any]] | None = None,
+    options: RunOptions | None = None, cancel: threading.Event | None = None,
+) -> RunResult:
+    """Continue a killed, failed-on-backend or waiting run. Finished steps are replayed
+    from the journal, not re-run; a tool result journaled before the kill is reused."""
+    record = store.get(run_id)
+    if record.status == "done" or (record.status == "failed" and (record.result or {}).get("error_kind") != "backend"):
+        raise RunStateError(f"run '{run_id}' already finished ({record.status}); nothing to resume")
+    if record.digest != pack.digest:
+        raise RunStateError(f"run '{run_id}' was started with a different version of pack '{record.pack}'")
+    fence, record, journal = store.take_over(run_id)
+    walk = _new_walk(pack, backend, tools, store, run_id, fence, record.input, record.case_id, options, cancel, answers)
+    current = _replay(walk, journal)
+    if current is None:
+        raise RunStateError(f"run '{run_id}' has nowhere to resume from")
+    store.set_status(run_id, fence, "running")
+    log.info("run.resume", extra={"fields": {"run_id": run_id, "at": current, "replayed_steps": walk.step}})
+    return _walk(walk, current)
+
+
+def _new_walk(pack: Pack, backend: Backend, tools: Mapping[str, Tool] | None, store: CheckpointStore,
+              run_id: str, fence: int, input: dict[str, Any], case_id: str | None,
+              options: RunOptions | None, cancel: threading.Event | None,
+              answers: Mapping[str, dict[str, Any]] | None) -> Walk:
+    return Walk(
+        pack=pack, backend=backend, tools=tools or {}, store=store, run_id=run_id, fence=fence,
+        input=input, case_id=case_id, options=options or RunOptions(), cancel=cancel,
+        trace=Trace(run_id=run_id, pack=pack.name, case_id=case_id), answers=dict(answers or {}),
+        budget_left=pack.retry.budget,
+    )
+
+
+def _replay(walk: Walk, journal: list[Entry]) -> str | None:
+    current: str | None = walk.pack.entry
+    for entry in journal:
+        payload = entry.payload
+        if entry.kind == "tool":
+            walk.pending_tools[(entry.node, entry.step)] = payload
+            walk.trace.tool_calls.append(ToolCall(entry.node, entry.step, payload["tool"], payload["args"],
+                                                  payload["result"], payload["latency_s"], replayed=True))
+        elif entry.kind == "wait":
+            current = entry.node
+        elif entry.kind == "step":
+            step = _step_from(payload)
+            walk.trace.steps.append(step)
+            for a in payload["attempts"]:
+                walk.trace.attempts.append(Attempt(**a))
+                if a["stage"] != "reasoning":
+                    walk.calls[a["node"]] = max(walk.calls.get(a["node"], 0), a["attempt"])
+            if step.status == "ok":
+                walk.state.update(step.writes)
+            walk.step = entry.step
+            walk.budget_left = payload.get("budget_left", walk.budget_left)
+            current = step.edge.target if step.edge else None
+    return current
+
+
+def _step_from(payload: dict[str, Any]) -> Step:
+    edge = payload["edge"]
+    fields = {k: v for k, v in payload.items() if k not in ("attempts", "edge", "budget_left")}
+    return Step(**fields, edge=EdgeTaken(**edge) if edge else None, replayed=True)
+
+
+def _walk(walk: Walk, current: str) -> RunResult:
+    pack = walk.pack
+    max_steps = walk.options.max_steps or pack.max_steps
+    try:
+        while True:
+            if walk.cancel is not None and walk.cancel.is_set():
+                raise Cancelled("run cancelled")
+            if walk.step >= max_steps:
+                return _finish(walk, "failed", f"step bound reached ({max_steps} steps); the graph may be looping")
+            node = pack.nodes[current]
+            walk.step += 1
+            first_attempt = len(walk.trace.attempts)
+            outcome = NODE_KINDS[node.kind].run(node, walk)
+            if outcome.status == "wait":
+                walk.store.append(walk.run_id, walk.fence, "wait", node.id, walk.step, {})
+                walk.step -= 1  # the human node's step is taken when its answer arrives
+                walk.trace.steps.append(Step(node.id, walk.step + 1, node.kind, "wait"))
+                return _finish(walk, "waiting", None, waiting_at=node.id)
+            edge = _route(pack, node, outcome, walk)
+            step = Step(node=node.id, step=walk.step, kind=node.kind, status=outcome.status,
+                        writes=outcome.writes if outcome.status == "ok" else {}, attempt=outcome.attempt,
+                        reason=outcome.reason, prompt=outcome.prompt,
+                        edge=EdgeTaken(edge.index, edge.kind, edge.target) if edge else None)
+            if outcome.status == "ok":
+                walk.state.update(outcome.writes)
+            walk.trace.steps.append(step)
+            payload = asdict(step)
+            payload.pop("replayed")
+            payload["attempts"] = [asdict(a) for a in walk.trace.attempts[first_attempt:]]
+            payload["budget_left"] = walk.budget_left
+            walk.store.append(walk.run_id, walk.fence, "step", node.id, walk.step, payload)
+            log.info("node.done", extra={"fields": {"node": node.id, "status": outcome.status,
+                                                    "attempts": len(payload["attempts"])}})
+            if walk.options.on_step is not None:
+                walk.options.on_step(step)
+            if outcome.status == "end":
+                walk.trace.end_node = node.id
+                return _finish(walk, "done", None)
+            if edge is None:
+                why = outcome.reason if outcome.status != "ok" else f"no edge out of '{node.id}' matched"
+                return _finish(walk, "failed", f"{node.id}: {why}")
+            current = edge.target
+    except Cancelled:
+        return _finish(walk, "cancelled", "run cancelled")
+    except BackendError as exc:
+        return _finish(walk, "failed", f"model backend: {exc}", error_kind="backend")
+
+
+def _route(pack: Pack, node: Node, outcome: Outcome, walk: Walk) -> Edge | None:
+    """Choose the next edge from the graph. The model's answer only enters through
+    `when:` expressions evaluated on committed state (invariant 3)."""
+    if outcome.status == "end":
+        return None
+    if outcome.status == "unsure":
+        return pack.edge_out(node.id, "on_unsure") or pack.edge_out(node.id, "on_fail")
+    if outcome.status == "fail":
+        return pack.edge_out(node.id, "on_fail")
+    view = {**walk.state, **outcome.writes, "input": walk.input}
+    for edge in pack.outgoing(node.id):
+        if edge.when is None:
+            return edge
+        try:
+            if edge.when.truthy(view):
+                return edge
+        except ExprError:
+            # A guard that cannot be evaluated here (say, a field this path never wrote)
+            # is not satisfied; the next edge is tried.
+            continue
+    return None
+
+
+def _finish(walk: Walk, status: str, error: str | None, *, waiting_at: str | None = None,
+            error_kind: str | None = None) -> RunResult:
+    walk.trace.status = status
+    walk.trace.error = error
+    output = _output(walk) if status == "done" else {}
+    result: dict[str, Any] = {"output": output, "error": error, "tier": walk.trace.tier}
+    if error_kind:
+        result["error_kind"] = error_kind
+    walk.store.set_status(walk.run_id, walk.fence, status, result)
+    log.info("run.end", extra={"fields": {"run_id": walk.run_id, "status": status, "steps": walk.step,
+                                          "generations": walk.trace.generations, "tier": walk.trace.tier}})
+    return RunResult(walk.run_id, status, output, dict(walk.state), walk.trace, waiting_at)
+
+
+def _output(walk: Walk) -> dict[str, Any]:
+    end = walk.pack.nodes.get(walk.trace.end_node or "")
+    fields = (end.output if end is not None else None) or walk.pack.output
+    if fields is None:
+        return dict(walk.state)
+    return {f: walk.state[f] for f in fields if f in walk.state}

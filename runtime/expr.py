@@ -286,18 +286,20 @@ class _Compiler:
     def __init__(self, source: str) -> None:
         self.source = source
 
-    def refuse(self, msg: str, node: ast.expr | None = None) -> ExprError:
+    def refuse(self, msg: str, node: ast.expr | None = None, tail: str = "") -> ExprError:
         where = ""
-        if node is not None:
+        if node is not None:  # `tail`: point at this text at the node's end (an attribute name)
+            lineno = (node.end_lineno or node.lineno) if tail else node.lineno
+            offset = (node.end_col_offset or 0) - len(tail.encode()) if tail else node.col_offset
             lines = re.split(r"\r\n|\r|\n", self.source)
-            line = lines[node.lineno - 1] if 0 < node.lineno <= len(lines) else ""
-            col = len(line.encode()[: node.col_offset].decode("utf-8", "ignore")) + 1
-            where = f" (line {node.lineno}, column {col})" if len(lines) > 1 else f" (column {col})"
+            line = lines[lineno - 1] if 0 < lineno <= len(lines) else ""
+            col = len(line.encode()[:offset].decode("utf-8", "ignore")) + 1
+            where = f" (line {lineno}, column {col})" if len(lines) > 1 else f" (column {col})"
         return ExprError(f"expression {_short(self.source)}: {msg}{where}")
 
-    def field(self, name: str, node: ast.expr) -> None:
+    def field(self, name: str, node: ast.expr, tail: str = "") -> None:
         if name.startswith("_"):
-            raise self.refuse(f"field names may not start with '_' ({name!r})", node)
+            raise self.refuse(f"field names may not start with '_' ({name!r})", node, tail)
 
     def c(self, node: ast.expr, depth: int) -> _Fn:
         if depth > MAX_DEPTH:
@@ -338,7 +340,7 @@ class _Compiler:
         if not isinstance(node.value, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
             raise self.refuse(f"'.{node.attr}' is only allowed on fields, not on a literal or "
                               f"other expression", node)
-        self.field(node.attr, node)
+        self.field(node.attr, node, node.attr)
         base, attr, path, btext = self.c(node.value, d), node.attr, ast.unparse(node), ast.unparse(node.value)
 
         def f(ctx: _Ctx) -> Any:

@@ -278,6 +278,8 @@ def _finish(walk: Walk, status: str, error: str | None, *, waiting_at: str | Non
     result: dict[str, Any] = {"output": output, "error": error, "tier": walk.trace.tier}
     if error_kind:
         result["error_kind"] = error_kind
+    if waiting_at:
+        result["waiting_at"] = waiting_at
     walk.store.set_status(walk.run_id, walk.fence, status, result)
     log.info("run.end", extra={"fields": {"run_id": walk.run_id, "status": status, "steps": walk.step,
                                           "generations": walk.trace.generations, "tier": walk.trace.tier}})

@@ -1,0 +1,260 @@
+"""The `packforge` command line. Bad input of any kind: one line on stderr, exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from runtime.backends import open_backend
+from runtime.checkpoint import CheckpointStore, MemoryStore, SQLiteStore
+from runtime.errors import BadSpec, PackforgeError, PackInvalid
+from runtime.logs import configure_logging
+from runtime.pack import Pack, load_pack
+from runtime.walker import RunResult, Tool, resume_run, run_pack
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING = 0, 1, 2, 3
+
+
+class UsageError(PackforgeError):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse's own errors: one line, exit 2
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    # Global options are accepted before or after the subcommand.
+    common = _Parser(add_help=False)
+    common.add_argument("--log-level", default=argparse.SUPPRESS, choices=["debug", "info", "warning", "error"])
+    common.add_argument("--log-format", default=argparse.SUPPRESS, choices=["text", "json"])
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
+    parser = _Parser(prog="packforge", description="Run LLM workflow packs reliably on small models.",
+                     parents=[common])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    _add = sub.add_parser
+
+    def add_parser(name: str, **kw: Any) -> argparse.ArgumentParser:
+        return _add(name, parents=[common], **kw)
+
+    sub.add_parser = add_parser  # type: ignore[method-assign]
+
+    p = sub.add_parser("validate", help="check a pack and report every problem")
+    p.add_argument("pack")
+    p.add_argument("--tools", help="MODULE:REGISTRY of host tools to check tool names against")
+
+    p = sub.add_parser("run", help="run a pack on one input")
+    p.add_argument("pack")
+    p.add_argument("--input", help="the input as JSON, or @FILE")
+    p.add_argument("--model", help="model spec (default: the manifest's model)")
+    p.add_argument("--tools", help="MODULE:REGISTRY: a dict of tool name -> function")
+    p.add_argument("--db", help="SQLite checkpoint file (default: in memory, not resumable)")
+    p.add_argument("--sync", default="normal", choices=["normal", "full"], help="SQLite synchronous mode")
+    p.add_argument("--run-id", help="id for a new run")
+    p.add_argument("--resume", metavar="RUN_ID", help="continue a killed or waiting run (needs --db)")
+    p.add_argument("--answer", help="JSON (or @FILE) answering the human node a run waits at")
+    p.add_argument("--trace", help="write the run's trace as JSON to this file")
+
+    p = sub.add_parser("eval", help="score a pack against its evalset")
+    p.add_argument("pack")
+    p.add_argument("--model")
+    p.add_argument("--tools")
+    p.add_argument("--concurrency", type=int, default=4)
+    p.add_argument("--tags", help="only cases with any of these comma-separated tags")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON document")
+    p.add_argument("--baseline", help="fail (exit 1) on a regression against this baseline file")
+    p.add_argument("--write-baseline", metavar="FILE", help="write this run's metrics as a baseline")
+
+    p = sub.add_parser("graph", help="print the pack's graph as Mermaid text")
+    p.add_argument("pack")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    try:
+        args = build_parser().parse_args(argv)
+        configure_logging(getattr(args, "log_level", "warning"), getattr(args, "log_format", "text"))
+        handler = {"validate": cmd_validate, "run": cmd_run, "eval": cmd_eval, "graph": cmd_graph}[args.command]
+        return handler(args)
+    except PackInvalid as exc:
+        n = len(exc.issues)
+        print(f"error: pack is invalid ({n} problem{'s' if n != 1 else ''}):", file=sys.stderr)
+        for issue in exc.issues:
+            print(f"  {issue}", file=sys.stderr)
+        return EXIT_USAGE
+    except PackforgeError as exc:
+        if debug:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:  # a bug: still one line unless --debug
+        if debug:
+            raise
+        print(f"error: internal error ({type(exc).__name__}: {exc}); rerun with --debug for details",
+              file=sys.stderr)
+        return EXIT_USAGE
+
+
+def load_tools(ref: str | None) -> dict[str, Tool] | None:
+    """Import MODULE:REGISTRY, where MODULE is a dotted name or a path to a .py file."""
+    if ref is None:
+        return None
+    module_ref, sep, attr = ref.rpartition(":")
+    if not sep or not module_ref or not attr:
+        raise BadSpec(f"--tools {ref!r} must look like MODULE:REGISTRY or path/to/tools.py:REGISTRY")
+    try:
+        if module_ref.endswith(".py"):
+            path = Path(module_ref)
+            if not path.is_file():
+                raise BadSpec(f"--tools: no such file {module_ref}")
+            spec = importlib.util.spec_from_file_location(f"packforge_tools_{path.stem}", path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_ref)
+    except ImportError as exc:
+        raise BadSpec(f"--tools: cannot import {module_ref}: {exc}") from None
+    registry = getattr(module, attr, None)
+    if not isinstance(registry, Mapping) or not all(callable(f) for f in registry.values()):
+        raise BadSpec(f"--tools: {module_ref}:{attr} must be a dict of tool name -> function")
+    return dict(registry)
+
+
+def _json_arg(value: str, what: str) -> Any:
+    text = value
+    if value.startswith("@"):
+        try:
+            text = Path(value[1:]).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"{what}: cannot read {value[1:]}: {exc.strerror}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{what} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+
+
+def _backend(pack: Pack, spec: str | None) -> Any:
+    chosen = spec or pack.model
+    if not chosen:
+        raise UsageError("no model: pass --model SPEC or set 'model' in the manifest")
+    return open_backend(chosen, base_dir=pack.root, default=pack.model)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    tools = load_tools(args.tools)
+    pack = load_pack(args.pack, tools=set(tools) if tools is not None else None)
+    print(f"{pack.name} v{pack.version}: {len(pack.nodes)} nodes, {len(pack.edges)} edges, "
+          f"{len(pack.cases)} evalset cases, entry '{pack.entry}'")
+    if pack.tools and tools is None:
+        print(f"note: tools {', '.join(pack.tools)} were not checked against a registry (pass --tools)")
+    return EXIT_OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    tools = load_tools(args.tools)
+    pack = load_pack(args.pack, tools=set(tools or {}))
+    store: CheckpointStore = SQLiteStore(args.db, synchronous=args.sync) if args.db else MemoryStore()
+    backend = _backend(pack, args.model)
+    try:
+        if args.resume:
+            if not args.db:
+                raise UsageError("--resume needs --db, the checkpoint file the run was started with")
+            answers = {}
+            if args.answer is not None:
+                waiting_at = _waiting_node(store, args.resume)
+                answers[waiting_at] = _json_arg(args.answer, "--answer")
+                _check_answer(pack, waiting_at, answers[waiting_at])
+            result = resume_run(pack, args.resume, backend=backend, store=store, tools=tools, answers=answers)
+        else:
+            if args.input is None:
+                raise UsageError("run needs --input JSON (or @FILE), or --resume RUN_ID")
+            value = _json_arg(args.input, "--input")
+            if not isinstance(value, dict):
+                raise UsageError("--input must be a JSON object")
+            result = run_pack(pack, value, backend=backend, tools=tools, store=store, run_id=args.run_id)
+    finally:
+        backend.close()
+        store.close()
+    if args.trace:
+        Path(args.trace).write_text(json.dumps(result.trace.to_dict(), indent=2, default=str), encoding="utf-8")
+    return _report_run(result, args)
+
+
+def _waiting_node(store: CheckpointStore, run_id: str) -> str:
+    record = store.get(run_id)
+    if record.status != "waiting":
+        raise UsageError(f"run '{run_id}' is {record.status}, not waiting for an answer; drop --answer")
+    waiting = (record.result or {}).get("waiting_at")
+    if not isinstance(waiting, str):
+        raise UsageError(f"run '{run_id}' does not record which node it waits at")
+    return waiting
+
+
+def _check_answer(pack: Pack, node_id: str, answer: Any) -> None:
+    from runtime.verify import describe_schema_error
+
+    node = pack.nodes[node_id]
+    if node.validator is not None:
+        for error in node.validator.iter_errors(answer):
+            raise UsageError(f"--answer does not match grammars/{node_id}.json: {describe_schema_error(error)}")
+
+
+def _report_run(result: RunResult, args: argparse.Namespace) -> int:
+    if result.status == "done":
+        print(json.dumps(result.output, sort_keys=True))
+        return EXIT_OK
+    if result.status == "waiting":
+        print(f"waiting at human node '{result.waiting_at}' (run {result.run_id}); resume with: "
+              f"packforge run {args.pack} --db {args.db or 'FILE'} --resume {result.run_id} --answer JSON",
+              file=sys.stderr)
+        return EXIT_WAITING
+    print(f"run {result.run_id} {result.status}: {result.trace.error}", file=sys.stderr)
+    return EXIT_FAILED
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from runtime.evaluate import baseline_document, check_baseline, evaluate
+    from runtime.report import format_report
+
+    tools = load_tools(args.tools)
+    pack = load_pack(args.pack, tools=set(tools or {}))
+    if args.concurrency < 1:
+        raise UsageError("--concurrency must be at least 1")
+    baseline = _json_arg(f"@{args.baseline}", "--baseline") if args.baseline else None
+    backend = _backend(pack, args.model)
+    tags = set(args.tags.split(",")) if args.tags else None
+    try:
+        report = evaluate(pack, backend, tools=tools, concurrency=args.concurrency, tags=tags,
+                          model=args.model or pack.model)
+    finally:
+        backend.close()
+    gate = check_baseline(report, baseline) if baseline is not None else None
+    if args.write_baseline:
+        Path(args.write_baseline).write_text(json.dumps(baseline_document(report), indent=2) + "\n", encoding="utf-8")
+    if args.json:
+        doc = report.to_dict()
+        if gate is not None:
+            doc["baseline"] = {"ok": all(r["ok"] for r in gate), "rows": gate}
+        print(json.dumps(doc, indent=2, default=str))
+    else:
+        print(format_report(report, gate))
+    if report.passed < report.total or (gate is not None and not all(r["ok"] for r in gate)):
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def cmd_graph(args: argparse.Namespace) -> int:
+    from runtime.report import mermaid
+
+    print(mermaid(load_pack(args.pack)))
+    return EXIT_OK

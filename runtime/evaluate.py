@@ -1,0 +1,285 @@
+"""The evalset runner: run every gold case, score it, blame a node for each failure.
+
+Report shape (`EvalReport.to_dict`, written by `packforge eval --json`) is documented
+in docs/eval-report.md."""
+
+from __future__ import annotations
+
+import statistics
+import threading
+from collections import Counter
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime.backends.base import Backend
+from runtime.checkpoint import CheckpointStore, MemoryStore
+from runtime.pack.model import Case, Edge, Pack
+from runtime.trace import Trace
+from runtime.walker import RunOptions, RunResult, Tool, run_pack
+
+SCHEMA_CATEGORIES = ("parse", "schema", "truncated")
+
+
+@dataclass
+class FieldDiff:
+    field: str
+    expected: Any
+    actual: Any
+    missing: bool = False
+
+
+@dataclass
+class CaseResult:
+    case_id: str
+    passed: bool
+    status: str
+    tier: str
+    output: dict[str, Any]
+    diffs: list[FieldDiff]
+    problems: list[str]  # path / end / status problems, in words
+    blamed: str | None
+    path: list[str]
+    edges: list[int]
+    totals: dict[str, float]
+    rejections: dict[str, int]
+    trace: Trace
+    tags: tuple[str, ...] = ()
+
+    @property
+    def schema_violations(self) -> int:
+        return sum(n for cat, n in self.rejections.items() if cat in SCHEMA_CATEGORIES)
+
+
+@dataclass
+class EvalReport:
+    pack: str
+    version: str
+    model: str
+    edges: list[Edge]
+    cases: list[CaseResult] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return len(self.cases)
+
+    @property
+    def passed(self) -> int:
+        return sum(c.passed for c in self.cases)
+
+    def failures_by_node(self) -> dict[str, int]:
+        return dict(Counter(c.blamed or "(none)" for c in self.cases if not c.passed).most_common())
+
+    def coverage(self) -> dict[str, Any]:
+        taken = Counter(i for c in self.cases for i in set(c.edges))
+        return {
+            "taken": sum(1 for e in self.edges if taken[e.index]),
+            "total": len(self.edges),
+            "untaken": [_edge_name(e) for e in self.edges if not taken[e.index]],
+            "per_edge": {_edge_name(e): taken[e.index] for e in self.edges},
+        }
+
+    def tiers(self) -> dict[str, Any]:
+        counts = Counter(c.tier for c in self.cases)
+        auto = [c for c in self.cases if c.tier == "auto"]
+        return {
+            "auto": counts["auto"], "escalated": counts["escalated"], "failed": counts["failed"],
+            "auto_accuracy": (sum(c.passed for c in auto) / len(auto)) if auto else None,
+        }
+
+    def metrics(self) -> dict[str, float]:
+        """The numbers a baseline gate compares."""
+        n = max(self.total, 1)
+        generations = sum(c.totals["generations"] for c in self.cases)
+        violations = sum(c.schema_violations for c in self.cases)
+        return {
+            "pass_rate": self.passed / n,
+            "escalation_rate": sum(c.tier == "escalated" for c in self.cases) / n,
+            "schema_violation_rate": violations / generations if generations else 0.0,
+            "mean_model_calls": sum(c.totals["model_calls"] for c in self.cases) / n,
+            "cost_per_case": sum(c.totals["cost_usd"] for c in self.cases) / n,
+        }
+
+    def per_case(self) -> dict[str, dict[str, float]]:
+        out = {}
+        for key in ("generations", "prompt_tokens", "completion_tokens", "reasoning_tokens", "latency_s", "cost_usd"):
+            values = [float(c.totals[key]) for c in self.cases] or [0.0]
+            out[key] = {"mean": statistics.fmean(values), "p50": _pct(values, 50), "p95": _pct(values, 95)}
+        return out
+
+    def per_node(self) -> dict[str, dict[str, float]]:
+        nodes: dict[str, dict[str, float]] = {}
+        for case in self.cases:
+            for a in case.trace.attempts:
+                row = nodes.setdefault(a.node, {"attempts": 0, "rejections": 0, "tokens": 0, "latency_s": 0.0,
+                                                "cost_usd": 0.0})
+                row["attempts"] += 1
+                row["rejections"] += 0 if a.ok else 1
+                row["tokens"] += a.prompt_tokens + a.completion_tokens + a.reasoning_tokens
+                row["latency_s"] += a.latency_s
+                row["cost_usd"] += a.cost_usd
+        return nodes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pack": self.pack, "version": self.version, "model": self.model,
+            "passed": self.passed, "total": self.total,
+            "metrics": self.metrics(), "tiers": self.tiers(), "coverage": self.coverage(),
+            "failures_by_node": self.failures_by_node(), "per_case": self.per_case(), "per_node": self.per_node(),
+            "cases": [_case_dict(c) for c in self.cases],
+        }
+
+
+def _case_dict(c: CaseResult) -> dict[str, Any]:
+    return {
+        "id": c.case_id, "passed": c.passed, "status": c.status, "tier": c.tier, "blamed": c.blamed,
+        "output": c.output, "path": c.path, "problems": c.problems, "tags": list(c.tags),
+        "diffs": [{"field": d.field, "expected": d.expected, "actual": d.actual, "missing": d.missing}
+                  for d in c.diffs],
+        "totals": c.totals, "rejections": c.rejections,
+    }
+
+
+def _edge_name(e: Edge) -> str:
+    kind = f" ({e.kind})" if e.kind != "next" else (f" [{e.when.source}]" if e.when else "")
+    return f"{e.source} -> {e.target}{kind}"
+
+
+def _pct(values: list[float], q: int) -> float:
+    ordered = sorted(values)
+    k = max(0, min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1))))
+    return ordered[k]
+
+
+def evaluate(
+    pack: Pack, backend: Backend, *, tools: Mapping[str, Tool] | None = None, concurrency: int = 4,
+    tags: set[str] | None = None, store: CheckpointStore | None = None, model: str | None = None,
+    run_prefix: str = "eval", on_case: Callable[[CaseResult], None] | None = None,
+) -> EvalReport:
+    """Run every case (those with any of `tags`, when given) with bounded concurrency."""
+    store = store if store is not None else MemoryStore()
+    cases = [c for c in pack.cases if not tags or tags & set(c.tags)]
+    report = EvalReport(pack.name, pack.version, model or backend.spec, pack.edges)
+    lock = threading.Lock()
+
+    def one(case: Case) -> CaseResult:
+        result = run_pack(pack, case.input, backend=backend, tools=tools, store=store,
+                          run_id=f"{run_prefix}-{case.id}", case_id=case.id, answers=case.human,
+                          options=RunOptions())
+        scored = score_case(pack, case, result)
+        if on_case is not None:
+            with lock:
+                on_case(scored)
+        return scored
+
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        report.cases = list(pool.map(one, cases))
+    return report
+
+
+def score_case(pack: Pack, case: Case, result: RunResult) -> CaseResult:
+    trace = result.trace
+    diffs = []
+    for name, want in case.expected.items():
+        if name not in result.state:
+            diffs.append(FieldDiff(name, want, None, missing=True))
+        elif result.state[name] != want:
+            diffs.append(FieldDiff(name, want, result.state[name]))
+    problems = []
+    stopped_at = trace.end_node or result.waiting_at
+    if case.end is not None and stopped_at != case.end:
+        problems.append(f"expected to stop at '{case.end}', stopped at '{stopped_at or result.status}'")
+    elif case.end is None and result.status != "done":
+        problems.append(f"run {result.status}" + (f": {trace.error}" if trace.error else ""))
+    missed = _missed_path(case.path, trace.path)
+    if missed is not None:
+        problems.append(f"path did not visit '{missed}' (took {' > '.join(trace.path)})")
+    passed = not diffs and not problems
+    rejections = Counter(a.category for a in trace.attempts if not a.ok and a.category)
+    return CaseResult(
+        case_id=case.id, passed=passed, status=result.status, tier=trace.tier, output=result.output,
+        diffs=diffs, problems=problems, blamed=None if passed else blame(case, trace, diffs, missed),
+        path=trace.path, edges=[s.edge.index for s in trace.steps if s.edge is not None],
+        totals=trace.totals(), rejections=dict(rejections), trace=trace, tags=case.tags,
+    )
+
+
+def _missed_path(expected: tuple[str, ...] | None, actual: list[str]) -> str | None:
+    """The first node of `expected` that `actual` does not visit in order, if any."""
+    if not expected:
+        return None
+    it = iter(actual)
+    for node in expected:
+        if not any(step == node for step in it):
+            return node
+    return None
+
+
+def blame(case: Case, trace: Trace, diffs: list[FieldDiff], missed: str | None) -> str | None:
+    """The node most responsible for a failed case.
+
+    In order: the node that failed the run; the earliest commit among the wrong
+    fields' last writers (where state first diverged); the node whose on_fail or
+    on_unsure edge was taken (where the run left the happy path); the node before
+    a missed path node or a wrong end; the last node walked."""
+    steps = trace.steps
+    if not steps:
+        return None
+    if trace.status in ("failed", "cancelled"):
+        failed = [s for s in steps if s.status == "fail"]
+        return (failed[-1] if failed else steps[-1]).node
+    writer: dict[str, tuple[int, str]] = {}
+    for order, step in enumerate(trace.commits()):
+        for name in step.writes:
+            writer[name] = (order, step.node)
+    wrong = [writer[d.field] for d in diffs if d.field in writer]
+    if wrong:
+        return min(wrong)[1]
+    for step in steps:
+        if step.edge is not None and step.edge.kind in ("on_fail", "on_unsure"):
+            return step.node
+    if missed is not None and case.path:
+        idx = case.path.index(missed)
+        if idx > 0 and case.path[idx - 1] in trace.path:
+            return case.path[idx - 1]
+        return steps[0].node
+    return steps[-2].node if len(steps) > 1 else steps[-1].node
+
+
+# -- the baseline gate -------------------------------------------------------------------
+
+DEFAULT_TOLERANCES = {
+    "pass_rate": 0.0,  # absolute drop allowed
+    "escalation_rate": 0.05,  # absolute rise allowed
+    "schema_violation_rate": 0.05,  # absolute rise allowed
+    "mean_model_calls": 0.10,  # relative rise allowed
+    "cost_per_case": 0.10,  # relative rise allowed
+}
+_HIGHER_IS_BETTER = {"pass_rate"}
+_RELATIVE = {"mean_model_calls", "cost_per_case"}
+
+
+def baseline_document(report: EvalReport) -> dict[str, Any]:
+    return {"pack": report.pack, "version": report.version, "model": report.model,
+            "metrics": report.metrics(), "tolerances": dict(DEFAULT_TOLERANCES)}
+
+
+def check_baseline(report: EvalReport, baseline: dict[str, Any]) -> list[dict[str, Any]]:
+    """Compare `report` to a baseline document; one row per metric with `ok`."""
+    current = report.metrics()
+    base = baseline.get("metrics", {})
+    tolerances = {**DEFAULT_TOLERANCES, **baseline.get("tolerances", {})}
+    rows = []
+    for name, tol in tolerances.items():
+        if name not in base or name not in current:
+            continue
+        was, now = float(base[name]), current[name]
+        if name in _HIGHER_IS_BETTER:
+            limit = was - tol
+            ok = now >= limit - 1e-12
+        else:
+            limit = was * (1 + tol) if name in _RELATIVE else was + tol
+            ok = now <= limit + 1e-12
+        rows.append({"metric": name, "baseline": was, "current": now, "limit": limit, "ok": ok})
+    return rows

@@ -1,0 +1,80 @@
+"""Structured logging with credentials redacted at the formatter.
+
+Redaction happens on the final formatted line, so no call site, extra field or
+exception text can carry a key past it. Off by default: a library does not configure
+logging for its host; the CLI turns it on with --log-level."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import sys
+import threading
+from typing import Any
+
+REDACTED = "[REDACTED]"
+_SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
+_PATTERNS = [
+    re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{6,}"),
+    re.compile(r"\bsk-[A-Za-z0-9_-]{8,}"),
+    re.compile(r"(?i)((?:api[_-]?key|token|secret|password)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]{4,}"),
+]
+_registered: set[str] = set()
+_lock = threading.Lock()
+
+
+def register_secret(value: str) -> None:
+    """Make `value` redacted from every log line from now on (e.g. a key read from an
+    environment variable named in an endpoint's config)."""
+    if len(value) >= 4:
+        with _lock:
+            _registered.add(value)
+
+
+def redact(text: str) -> str:
+    with _lock:
+        secrets = set(_registered)
+    secrets |= {v for k, v in os.environ.items() if _SECRET_ENV.search(k) and len(v) >= 6}
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    for pattern in _PATTERNS:
+        text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + REDACTED, text)
+    return text
+
+
+def _fields(record: logging.LogRecord) -> dict[str, Any]:
+    fields = getattr(record, "fields", None)
+    return fields if isinstance(fields, dict) else {}
+
+
+class TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        pairs = " ".join(f"{k}={v}" for k, v in _fields(record).items())
+        line = f"{record.getMessage():<16} {pairs}".rstrip()
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return redact(line)
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        body: dict[str, Any] = {"ts": round(record.created, 3), "level": record.levelname.lower(),
+                                "logger": record.name, "event": record.getMessage(), **_fields(record)}
+        if record.exc_info:
+            body["exception"] = self.formatException(record.exc_info)
+        return redact(json.dumps(body, default=str))
+
+
+def configure_logging(level: str = "warning", fmt: str = "text") -> None:
+    if fmt not in ("text", "json"):
+        raise ValueError("log format must be 'text' or 'json'")
+    logger = logging.getLogger("packforge")
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    logger.addHandler(handler)
+    logger.setLevel(level.upper())
+    logger.propagate = False

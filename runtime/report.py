@@ -1,0 +1,68 @@
+"""Text renderings: the eval report for a terminal, the graph as Mermaid."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from runtime.evaluate import EvalReport
+from runtime.pack.model import Pack
+
+
+def format_report(report: EvalReport, gate: list[dict[str, Any]] | None = None) -> str:
+    lines = [f"{report.pack} v{report.version}: {report.passed}/{report.total} cases passed (model {report.model})"]
+    for case in report.cases:
+        if case.passed:
+            continue
+        lines.append(f"  FAIL {case.case_id} [{case.blamed or '?'}] ({case.status}, {case.tier})")
+        for d in case.diffs:
+            got = "(not written)" if d.missing else json.dumps(d.actual)
+            lines.append(f"    {d.field}: expected {json.dumps(d.expected)}, got {got}")
+        for problem in case.problems:
+            lines.append(f"    {problem}")
+    by_node = report.failures_by_node()
+    if by_node:
+        lines.append("  failures by node: " + ", ".join(f"{n}={c}" for n, c in by_node.items()))
+    cov = report.coverage()
+    lines.append(f"  branch coverage: {cov['taken']}/{cov['total']} edges taken")
+    for name in cov["untaken"]:
+        lines.append(f"    untaken: {name}")
+    t = report.tiers()
+    acc = "n/a" if t["auto_accuracy"] is None else f"{100 * t['auto_accuracy']:.1f}%"
+    lines.append(f"  tiers: auto {t['auto']} (accuracy {acc}), escalated {t['escalated']}, failed {t['failed']}")
+    pc = report.per_case()
+    m = report.metrics()
+    tokens = pc["prompt_tokens"]["mean"] + pc["completion_tokens"]["mean"] + pc["reasoning_tokens"]["mean"]
+    lines.append(
+        f"  per case: {pc['generations']['mean']:.2f} generations, {tokens:.0f} tokens, "
+        f"latency p50 {1000 * pc['latency_s']['p50']:.1f} ms / p95 {1000 * pc['latency_s']['p95']:.1f} ms, "
+        f"cost ${pc['cost_usd']['mean']:.6f}; schema violations {100 * m['schema_violation_rate']:.1f}% of generations"
+    )
+    if gate is not None:
+        verdict = "passed" if all(r["ok"] for r in gate) else "REGRESSION"
+        lines.append(f"  baseline gate: {verdict}")
+        for r in gate:
+            mark = "ok " if r["ok"] else "BAD"
+            lines.append(f"    {mark} {r['metric']}: {r['current']:.4g} (baseline {r['baseline']:.4g}, "
+                         f"limit {r['limit']:.4g})")
+    return "\n".join(lines)
+
+
+def _label(text: str) -> str:
+    return text.replace('"', "#quot;").replace("|", "#124;")
+
+
+def mermaid(pack: Pack) -> str:
+    shapes = {"generate": ('["', '"]'), "assert": ('{"', '"}'), "tool": ('[["', '"]]'),
+              "human": ('[/"', '"/]'), "end": ('(["', '"])')}
+    lines = ["flowchart TD"]
+    for node in pack.nodes.values():
+        left, right = shapes[node.kind]
+        lines.append(f"  {node.id}{left}{_label(node.id)}<br/><small>{node.kind}</small>{right}")
+    for e in pack.edges:
+        if e.kind == "next":
+            arrow = f'-->|"{_label(e.when.source)}"|' if e.when is not None else "-->"
+        else:
+            arrow = f"-.->|{e.kind}|"
+        lines.append(f"  {e.source} {arrow} {e.target}")
+    return "\n".join(lines)

@@ -144,14 +144,11 @@ def load_pack(root: str | Path, tools: Collection[str] | None = None) -> Pack:
     loader = NodeLoader(root, graph_src, issues)
     manifest_text = loader.read("manifest.yaml", required=True, why="every pack has a manifest")
     graph_text = loader.read("graph.yaml", required=True, why="every pack has a graph")
-    manifest = load_yaml(manifest_text or "", manifest_src, issues) if manifest_text is not None else None
-    graph = load_yaml(graph_text or "", graph_src, issues) if graph_text is not None else None
-    if manifest_text is not None and not isinstance(manifest, dict):
-        issues.append(manifest_src.issue("the manifest must be a mapping of keys (name, version, entry, ...)"))
-        manifest = None
-    if graph_text is not None and not isinstance(graph, dict):
-        issues.append(graph_src.issue("the graph must be a mapping with 'nodes' and 'edges'"))
-        graph = None
+    manifest = _document(manifest_text, manifest_src, issues, "the manifest must be a mapping of keys "
+                         "(name, version, entry, ...)")
+    graph = _document(graph_text, graph_src, issues, "the graph must be a mapping with 'nodes' and 'edges'")
+    if manifest_text is not None and manifest is None:
+        manifest_text = None  # reported already; skip the checks that need it
     manifest = manifest or {}
     for key in manifest:
         if key not in MANIFEST_KEYS:
@@ -208,6 +205,19 @@ def load_pack(root: str | Path, tools: Collection[str] | None = None) -> Pack:
         b"".join(name.encode() + b"\0" + data for name, data in sorted(loader.files.items()))
     ).hexdigest()[:16]
     return pack
+
+
+def _document(text: str | None, src: SourceMap, issues: list[PackIssue], shape: str) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    before = len(issues)
+    value = load_yaml(text, src, issues)
+    if len(issues) > before:
+        return None
+    if not isinstance(value, dict):
+        issues.append(src.issue(shape))
+        return None
+    return value
 
 
 def _str_list(value: Any, src: SourceMap, issues: list[PackIssue], key: str) -> tuple[str, ...]:

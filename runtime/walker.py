@@ -149,8 +149,12 @@ def resume_run(
     fence, record, journal = store.take_over(run_id)
     walk = _new_walk(pack, backend, tools, store, run_id, fence, record.input, record.case_id, options, cancel, answers)
     current = _replay(walk, journal)
-    if current is None:
-        raise RunStateError(f"run '{run_id}' has nowhere to resume from")
+    if current is None:  # killed after its last step was journaled, before its status was
+        last = walk.trace.steps[-1] if walk.trace.steps else None
+        if last is not None and last.status == "end":
+            walk.trace.end_node = last.node
+            return _finish(walk, "done", None)
+        return _finish(walk, "failed", f"{last.node}: {last.reason}" if last else "nothing was journaled")
     store.set_status(run_id, fence, "running")
     log.info("run.resume", extra={"fields": {"run_id": run_id, "at": current, "replayed_steps": walk.step}})
     return _walk(walk, current)

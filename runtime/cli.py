@@ -39,18 +39,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="packforge", description="Run LLM workflow packs reliably on small models.",
                      parents=[common])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    _add = sub.add_parser
 
-    def add_parser(name: str, **kw: Any) -> argparse.ArgumentParser:
-        return _add(name, parents=[common], **kw)
+    def add_command(name: str, help: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, parents=[common])
 
-    sub.add_parser = add_parser  # type: ignore[method-assign]
-
-    p = sub.add_parser("validate", help="check a pack and report every problem")
+    p = add_command("validate", "check a pack and report every problem")
     p.add_argument("pack")
     p.add_argument("--tools", help="MODULE:REGISTRY of host tools to check tool names against")
 
-    p = sub.add_parser("run", help="run a pack on one input")
+    p = add_command("run", "run a pack on one input")
     p.add_argument("pack")
     p.add_argument("--input", help="the input as JSON, or @FILE")
     p.add_argument("--model", help="model spec (default: the manifest's model)")
@@ -62,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--answer", help="JSON (or @FILE) answering the human node a run waits at")
     p.add_argument("--trace", help="write the run's trace as JSON to this file")
 
-    p = sub.add_parser("eval", help="score a pack against its evalset")
+    p = add_command("eval", "score a pack against its evalset")
     p.add_argument("pack")
     p.add_argument("--model")
     p.add_argument("--tools")
@@ -72,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", help="fail (exit 1) on a regression against this baseline file")
     p.add_argument("--write-baseline", metavar="FILE", help="write this run's metrics as a baseline")
 
-    p = sub.add_parser("graph", help="print the pack's graph as Mermaid text")
+    p = add_command("graph", "print the pack's graph as Mermaid text")
     p.add_argument("pack")
     return parser
 

@@ -96,6 +96,20 @@ def _bad(what: str) -> Any:
 
 # --- operators ---------------------------------------------------------------------------
 
+def _weight(v: Any, cap: int) -> int:
+    """Chars plus items, counted through nested lists and objects (stops past `cap`).
+    Only `*` can repeat one value many times, so only `*` needs the deep count."""
+    total, stack = 0, [v]
+    while stack and total <= cap:
+        x = stack.pop()
+        total += len(x) if isinstance(x, (str, list, Mapping)) else 0
+        if total <= cap and isinstance(x, list):
+            stack.extend(x)
+        elif total <= cap and isinstance(x, Mapping):
+            stack.extend([*x.keys(), *x.values()])
+    return total
+
+
 def _add(a: Any, b: Any) -> Any:
     if _isnum(a) and _isnum(b):
         return _num(a + b)
@@ -111,7 +125,8 @@ def _mul(a: Any, b: Any) -> Any:
     if isinstance(a, int) and not isinstance(a, bool):
         a, b = b, a
     if isinstance(a, (str, list)) and isinstance(b, int) and not isinstance(b, bool):
-        _need(len(a) * max(b, 0) <= MAX_SIZE, f"{_kind(a)} result too long (over {MAX_SIZE} chars/items)")
+        ok = b <= 1 or _weight(a, MAX_SIZE // b) * b <= MAX_SIZE
+        _need(ok, f"{_kind(a)} result too long (over {MAX_SIZE} chars/items, nested ones counted)")
         return a * b
     raise _Fail(f"cannot multiply {_kind(a)} by {_kind(b)}")
 
@@ -341,7 +356,7 @@ class _Compiler:
             raise self.refuse(f"'.{node.attr}' is only allowed on fields, not on a literal or "
                               f"other expression", node)
         self.field(node.attr, node, node.attr)
-        base, attr, path, btext = self.c(node.value, d), node.attr, ast.unparse(node), ast.unparse(node.value)
+        base, attr, path, btext = self.c(node.value, d), node.attr, ast.unparse(node)[:80], ast.unparse(node.value)[:80]
 
         def f(ctx: _Ctx) -> Any:
             obj = base(ctx)
@@ -353,7 +368,7 @@ class _Compiler:
         return f
 
     def c_Subscript(self, node: ast.Subscript, d: int) -> _Fn:
-        base, key, btext = self.c(node.value, d), self.c(node.slice, d), ast.unparse(node.value)
+        base, key, btext = self.c(node.value, d), self.c(node.slice, d), ast.unparse(node.value)[:80]
 
         def f(ctx: _Ctx) -> Any:
             obj, k = base(ctx), key(ctx)

@@ -30,10 +30,11 @@ def describe_schema_error(error: ValidationError) -> str:
         elif seg == "items":
             names.append("[]")
     where = ".".join(names).replace(".[]", "[]") or "the answer"
-    v = error.validator_value
-    kind = error.validator
+    v: Any = error.validator_value
+    kind: Any = error.validator
     if kind == "required":
-        instance = error.instance if isinstance(error.instance, dict) else {}
+        found: Any = error.instance
+        instance = found if isinstance(found, dict) else {}
         missing = [k for k in v if k not in instance]
         return f"{where} is missing required field(s): {', '.join(missing)}"
     if kind == "enum":

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 class HumanKind:
     name = "human"
-    keys = frozenset()
+    keys: frozenset[str] = frozenset()
 
     def load(self, node: Node, spec: dict[str, Any], loader: NodeLoader) -> None:
         node.prompt = loader.prompt(node.id, required=False)

@@ -211,8 +211,12 @@ def _report_run(result: RunResult, args: argparse.Namespace) -> int:
         print(json.dumps(result.output, sort_keys=True))
         return EXIT_OK
     if result.status == "waiting":
+        tools = f" --tools {args.tools}" if args.tools else ""
+        question = result.trace.steps[-1].prompt if result.trace.steps else ""
+        if question:
+            print(f"question: {question.strip()}", file=sys.stderr)
         print(f"waiting at human node '{result.waiting_at}' (run {result.run_id}); resume with: "
-              f"packforge run {args.pack} --db {args.db or 'FILE'} --resume {result.run_id} --answer JSON",
+              f"packforge run {args.pack}{tools} --db {args.db or 'FILE'} --resume {result.run_id} --answer JSON",
               file=sys.stderr)
         return EXIT_WAITING
     print(f"run {result.run_id} {result.status}: {result.trace.error}", file=sys.stderr)

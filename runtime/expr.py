@@ -28,6 +28,8 @@ MAX_DEPTH = 32               # deepest AST nesting accepted
 MAX_SIZE = 100_000           # most chars/items in a string or list the expression builds
 MAX_INT = 10**18             # integer results must have abs below this
 MAX_PATTERN_CHARS = 200      # longest regex pattern `matches` accepts
+MAX_SUBJECT_CHARS = 2000     # longest text `matches` searches: `re` has no timeout, so the
+                             # text a model or user controls is bounded instead
 _ALIASES: dict[str, Any] = {"true": True, "false": False, "null": None}
 
 
@@ -188,6 +190,10 @@ _ARG_KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "*": ("anything", lambda v: True),
 }
 _SKIP, _REPEAT = ("ATOMIC_GROUP", "POSSESSIVE_REPEAT"), ("MAX_REPEAT", "MIN_REPEAT")
+try:  # private, but present in 3.11-3.13; without it the nested-repeat check is skipped
+    _RE_PARSER: Any = importlib.import_module("re._parser")
+except ImportError:  # pragma: no cover
+    _RE_PARSER = None
 
 
 def _subs(av: Any) -> Iterator[Any]:
@@ -212,6 +218,11 @@ def _check_nested(sp: Any) -> None:
             _check_nested(s)
 
 
+def _subject(text: str) -> str:
+    _need(len(text) <= MAX_SUBJECT_CHARS, f"matches() text longer than {MAX_SUBJECT_CHARS} chars")
+    return text
+
+
 @lru_cache(maxsize=256)
 def _regex(pattern: str) -> re.Pattern[str]:
     _need(len(pattern) <= MAX_PATTERN_CHARS, f"matches() pattern longer than {MAX_PATTERN_CHARS} chars")
@@ -219,7 +230,8 @@ def _regex(pattern: str) -> re.Pattern[str]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             rx = re.compile(pattern)
-            _check_nested(importlib.import_module("re._parser").parse(pattern))
+            if _RE_PARSER is not None:
+                _check_nested(_RE_PARSER.parse(pattern))
     except (re.error, RecursionError, OverflowError) as e:
         raise _Fail(f"invalid pattern {pattern!r}: {e}") from None
     return rx
@@ -265,7 +277,7 @@ _FUNCS: dict[str, tuple[str, int, Callable[..., Any]]] = {
     "len": ("c", 1, lambda ctx, x: len(x)),
     "lower": ("s", 1, lambda ctx, s: _sized(s.lower())), "upper": ("s", 1, lambda ctx, s: _sized(s.upper())),
     "strip": ("s", 1, lambda ctx, s: s.strip()),
-    "matches": ("ss", 2, lambda ctx, s, p: _regex(p).search(s) is not None),
+    "matches": ("ss", 2, lambda ctx, s, p: _regex(p).search(_subject(s)) is not None),
     "startswith": ("ss", 2, lambda ctx, s, p: s.startswith(p)),
     "endswith": ("ss", 2, lambda ctx, s, p: s.endswith(p)),
     "contains": ("**", 2, lambda ctx, c, x: _in(x, c, ctx)), "abs": ("n", 1, lambda ctx, x: abs(x)),

@@ -217,10 +217,10 @@ def _walk(walk: Walk, current: str) -> RunResult:
             first_attempt = len(walk.trace.attempts)
             outcome = NODE_KINDS[node.kind].run(node, walk)
             if outcome.status == "wait":
-                walk.store.append(walk.run_id, walk.fence, "wait", node.id, walk.step, {})
+                walk.store.append(walk.run_id, walk.fence, "wait", node.id, walk.step, {"question": outcome.prompt})
                 walk.step -= 1  # the human node's step is taken when its answer arrives
-                walk.trace.steps.append(Step(node.id, walk.step + 1, node.kind, "wait"))
-                return _finish(walk, "waiting", None, waiting_at=node.id)
+                walk.trace.steps.append(Step(node.id, walk.step + 1, node.kind, "wait", prompt=outcome.prompt))
+                return _finish(walk, "waiting", None, waiting_at=node.id, question=outcome.prompt)
             edge = _route(pack, node, outcome, walk)
             step = Step(node=node.id, step=walk.step, kind=node.kind, status=outcome.status,
                         writes=outcome.writes if outcome.status == "ok" else {}, attempt=outcome.attempt,
@@ -275,7 +275,7 @@ def _route(pack: Pack, node: Node, outcome: Outcome, walk: Walk) -> Edge | None:
 
 
 def _finish(walk: Walk, status: str, error: str | None, *, waiting_at: str | None = None,
-            error_kind: str | None = None) -> RunResult:
+            error_kind: str | None = None, question: str = "") -> RunResult:
     walk.trace.status = status
     walk.trace.error = error
     output = _output(walk) if status == "done" else {}
@@ -284,6 +284,7 @@ def _finish(walk: Walk, status: str, error: str | None, *, waiting_at: str | Non
         result["error_kind"] = error_kind
     if waiting_at:
         result["waiting_at"] = waiting_at
+        result["question"] = question
     walk.store.set_status(walk.run_id, walk.fence, status, result)
     log.info("run.end", extra={"fields": {"run_id": walk.run_id, "status": status, "steps": walk.step,
                                           "generations": walk.trace.generations, "tier": walk.trace.tier}})

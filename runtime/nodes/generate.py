@@ -33,7 +33,7 @@ class GenerateKind:
 
     def load(self, node: Node, spec: dict[str, Any], loader: NodeLoader) -> None:
         at = ("nodes", node.id)
-        node.prompt = loader.prompt(node.id, required=True)
+        node.prompt = loader.prompt(node, required=True)
         node.schema, node.validator = loader.schema(node.id, required=True)
         if not node.writes:
             loader.error(f"generate node '{node.id}' must declare 'writes', the fields its answer fills", *at)
@@ -42,11 +42,6 @@ class GenerateKind:
             if node.schema is not None and w not in props:
                 loader.error(f"node '{node.id}' writes '{w}', but grammars/{node.id}.json has no such property",
                              *at, "writes")
-        if node.prompt is not None:
-            for name in sorted(node.prompt.fields):
-                if not covered(name, node.reads):
-                    loader.error(f"prompts/{node.id}.txt uses {{{{ {name} }}}}, which is not in the node's reads; "
-                                 "add it to reads", *at, "reads")
         if "assert" in spec:
             node.check = loader.expr(spec["assert"], *at, "assert")
             if node.check is not None:

@@ -22,16 +22,16 @@ class HumanKind:
     keys: frozenset[str] = frozenset()
 
     def load(self, node: Node, spec: dict[str, Any], loader: NodeLoader) -> None:
-        node.prompt = loader.prompt(node.id, required=False)
+        node.prompt = loader.prompt(node, required=False)
         node.schema, node.validator = loader.schema(node.id, required=True)
 
     def run(self, node: Node, walk: Walk) -> Outcome:
+        prompt = node.prompt.render(walk.view()) if node.prompt is not None else ""
         answer = walk.answers.pop(node.id, None)
         if answer is None:
-            return Outcome("wait")
+            return Outcome("wait", prompt=prompt)
         try:
             writes = verify_answer(node, answer, walk.state, walk.input)
         except OutputRejected as exc:
-            return Outcome("fail", reason=f"human answer rejected: {exc.reason}")
-        prompt = node.prompt.render(walk.view()) if node.prompt is not None else ""
+            return Outcome("fail", reason=f"human answer rejected: {exc.reason}", prompt=prompt)
         return Outcome("ok", writes=writes, prompt=prompt)

@@ -14,7 +14,7 @@ from jsonschema.exceptions import SchemaError
 
 from runtime.errors import ExprError, PackInvalid, PackIssue
 from runtime.expr import Expression, compile_expr
-from runtime.pack.checks import check_graph
+from runtime.pack.checks import check_graph, covered
 from runtime.pack.evalset import parse_evalset
 from runtime.pack.model import Edge, Node, Pack, RetryPolicy
 from runtime.pack.yamlsrc import SourceMap, load_yaml
@@ -61,16 +61,22 @@ class NodeLoader:
             self.issues.append(PackIssue(rel, f"not UTF-8 text (byte {exc.start}); save it as UTF-8"))
             return None
 
-    def prompt(self, node_id: str, *, required: bool) -> Template | None:
-        rel = f"prompts/{node_id}.txt"
-        text = self.read(rel, required=required, why=f"node '{node_id}' needs a prompt template")
+    def prompt(self, node: Node, *, required: bool) -> Template | None:
+        """Load prompts/<node>.txt; every placeholder must be one of the node's reads."""
+        rel = f"prompts/{node.id}.txt"
+        text = self.read(rel, required=required, why=f"node '{node.id}' needs a prompt template")
         if text is None:
             return None
         try:
-            return parse_template(text)
+            template = parse_template(text)
         except TemplateError as exc:
             self.issues.append(PackIssue(rel, str(exc), exc.line))
             return None
+        for name in sorted(template.fields):
+            if not covered(name, node.reads):
+                self.error(f"prompts/{node.id}.txt uses {{{{ {name} }}}}, which is not in the node's reads; "
+                           "add it to reads", "nodes", node.id, "reads")
+        return template
 
     def schema(self, node_id: str, *, required: bool) -> tuple[dict[str, Any] | None, Any]:
         rel = f"grammars/{node_id}.json"

@@ -85,11 +85,13 @@ def test_it_waits_at_a_human_node_then_resumes_with_an_answer(tmp_path: Path) ->
                "review": {"kind": "human", "reads": ["category"], "writes": ["approved"]}, "done": {"kind": "end"}},
         edges=[{"from": "classify", "to": "review"}, {"from": "review", "to": "done"}],
         grammars={"review": {"type": "object", "required": ["approved"], "properties": {"approved": {"type": "boolean"}}}},
+        prompts={"review": "Approve a {{ category }} refund?"},
         script={"nodes": {"classify": {"category": "billing"}}},
     )
     db = str(tmp_path / "runs.sqlite")
     out = pf("run", str(root), "--input", "{}", "--db", db, "--run-id", "h1")
     assert out.returncode == 3
+    assert "question: Approve a billing refund?" in out.stderr
     assert "waiting at human node 'review'" in out.stderr
     bad = pf("run", str(root), "--db", db, "--resume", "h1", "--answer", '{"approved": "yes"}')
     assert bad.returncode == 2 and "approved must be of type boolean" in bad.stderr

@@ -74,7 +74,7 @@ def test_it_evaluates_the_documented_examples(source: str, expected: bool) -> No
         ("endswith('abc', 'bc')", True), ("contains(input.email, '@')", True),
         ("contains(items, 4)", False), ("contains(input, 'email')", True),
         ("len('abc') + len(input)", 6), ("get(input, 'nope', 5)", 5), ("get(input, 'email')", ENV["input"]["email"]),
-        ("get(items, 7, 'd')", "d"), ("get(null, 'a', 0)", 0), ("matches('abc', 'B')", False),
+        ("get(items, 7, 'd')", "d"), ("get({'__class__': 1}, '__class__')", 1), ("get(null, 'a', 0)", 0), ("matches('abc', 'B')", False),
         ("matches(input.email, '(?>[a-z]+\\\\.)+com$')", True), ("order.total * 2", 25.0),
     ],
 )
@@ -281,6 +281,16 @@ def test_it_refuses_deep_nesting() -> None:
 def test_it_refuses_huge_strings_and_lists(source: str) -> None:
     with pytest.raises(ExprError, match="too long"):
         ev(source)
+
+
+def test_it_counts_nested_items_when_repeating_lists() -> None:
+    assert len(ev("[[1] * 49999] * 2")) == 2
+    start = time.perf_counter()
+    for source in ["[[1] * 50000] * 2", "[[1] * 100000] * 100000 == [[1] * 100000] * 100000",
+                   "['x' * 100000] * 100000", "[{'k': 'x' * 99990}] * 2"]:
+        with pytest.raises(ExprError, match="too long"):
+            ev(source)
+    assert time.perf_counter() - start < 2
 
 
 def test_it_refuses_power_operator_for_huge_values() -> None:

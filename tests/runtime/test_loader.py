@@ -181,3 +181,12 @@ def test_it_reports_every_problem_at_once(tmp_path: Path) -> None:
 def test_it_refuses_a_directory_that_is_not_a_pack(tmp_path: Path) -> None:
     found = issues_of(tmp_path)
     assert "manifest.yaml: missing file" in found[0]
+
+
+def test_it_refuses_a_human_question_using_fields_outside_the_reads(tmp_path: Path) -> None:
+    root = write_pack(tmp_path / "p", nodes={"ask": {"kind": "human", "reads": [], "writes": ["ok"]},
+                                             "done": {"kind": "end"}},
+                      edges=[{"from": "ask", "to": "done"}], prompts={"ask": "Approve {{ input.secret }}?"},
+                      grammars={"ask": {"type": "object", "properties": {"ok": {"type": "boolean"}}}})
+    [issue] = issues_of(root)
+    assert "prompts/ask.txt uses {{ input.secret }}, which is not in the node's reads" in issue

@@ -1,0 +1,225 @@
+"""Build (once, cached) and start the two real OpenAI-compatible servers that contract
+tests run against, both from PyPI's llama-cpp-python source release:
+
+- llama.cpp's own `llama-server`, compiled from the sources vendored in the sdist;
+- llama-cpp-python's Python server, installed into its own virtual environment.
+
+Builds live under `var/cache/` keyed by version, guarded by a file lock so parallel
+sessions (or pytest workers) never build twice. `python -m tests.support.model_servers`
+builds both ahead of time.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+LLAMA_CPP_PYTHON_VERSION = "0.3.36"
+REPO = Path(__file__).resolve().parents[2]
+CACHE = Path(os.environ.get("PACKFORGE_BUILD_CACHE", REPO / "var" / "cache"))
+MODELS = (REPO / ".." / "shared" / "models").resolve()
+MODEL = MODELS / "stories260K.gguf"
+
+
+class BuildFailed(RuntimeError):
+    """A server could not be built; the message holds the tail of the build log."""
+
+
+@contextmanager
+def _locked(name: str) -> Iterator[None]:
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f"{name}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _run(cmd: list[str], log: Path, env: dict[str, str] | None = None,
+         cwd: Path | None = None) -> None:
+    with open(log, "a") as out:
+        out.write(f"\n$ {' '.join(cmd)}\n")
+        out.flush()
+        proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                              stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        tail = log.read_text(errors="replace")[-4000:]
+        raise BuildFailed(f"{cmd[0]} exited {proc.returncode}; see {log}\n{tail}")
+
+
+def _jobs() -> str:
+    return str(max(1, os.cpu_count() or 1))
+
+
+def _sdist(log: Path) -> Path:
+    """Download and unpack the llama-cpp-python sdist; return the unpacked folder."""
+    root = CACHE / f"llama-cpp-python-{LLAMA_CPP_PYTHON_VERSION}-src"
+    unpacked = root / f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}"
+    if (unpacked / ".complete").exists():
+        return unpacked
+    dl = root / "dl"
+    dl.mkdir(parents=True, exist_ok=True)
+    _run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
+          "--no-deps", "--no-binary", ":all:",
+          f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}", "-d", str(dl)], log)
+    archive = dl / f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}.tar.gz"
+    if unpacked.exists():
+        shutil.rmtree(unpacked)
+    with tarfile.open(archive) as tar:
+        tar.extractall(root, filter="data")
+    (unpacked / ".complete").write_text("ok\n")
+    return unpacked
+
+
+def llama_server_binary() -> Path:
+    return CACHE / f"llama-server-{LLAMA_CPP_PYTHON_VERSION}" / "llama-server"
+
+
+def build_llama_server() -> Path:
+    """Return the path of a built `llama-server`, building it first if needed."""
+    target = llama_server_binary()
+    if target.exists():
+        return target
+    with _locked("llama-server"):
+        if target.exists():
+            return target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        log = target.parent / "build.log"
+        log.write_text("")
+        src = _sdist(log) / "vendor" / "llama.cpp"
+        build = target.parent / "build"
+        _run(["cmake", "-S", str(src), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
+              "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
+              "-DLLAMA_BUILD_TOOLS=ON", "-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_USE_PREBUILT_UI=OFF",
+              "-DLLAMA_OPENSSL=OFF", "-DLLAMA_CURL=OFF", "-DGGML_NATIVE=OFF"], log)
+        _run(["cmake", "--build", str(build), "--target", "llama-server", "-j", _jobs()], log)
+        tmp = target.with_suffix(".tmp")
+        shutil.copy2(build / "bin" / "llama-server", tmp)
+        tmp.replace(target)
+        shutil.rmtree(build, ignore_errors=True)
+        return target
+
+
+def python_server_venv() -> Path:
+    return CACHE / f"llama-py-{LLAMA_CPP_PYTHON_VERSION}-venv"
+
+
+def build_python_server() -> Path:
+    """Return the python of a venv with llama-cpp-python[server], installing it if needed."""
+    venv = python_server_venv()
+    python = venv / "bin" / "python"
+    stamp = venv / ".complete"
+    if stamp.exists():
+        return python
+    with _locked("llama-py"):
+        if stamp.exists():
+            return python
+        if venv.exists():
+            shutil.rmtree(venv)
+        CACHE.mkdir(parents=True, exist_ok=True)
+        log = CACHE / f"llama-py-{LLAMA_CPP_PYTHON_VERSION}-build.log"
+        log.write_text("")
+        _run([sys.executable, "-m", "venv", str(venv)], log)
+        env = dict(os.environ)
+        env["CMAKE_ARGS"] = "-DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF"
+        env["CMAKE_BUILD_PARALLEL_LEVEL"] = _jobs()
+        _run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+              f"llama-cpp-python[server]=={LLAMA_CPP_PYTHON_VERSION}"], log, env=env)
+        stamp.write_text("ok\n")
+        return python
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class RunningServer:
+    name: str
+    base_url: str  # ends with /v1
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+
+    def log_tail(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-3000:]
+        except OSError:
+            return ""
+
+
+def _wait_ready(server: RunningServer, path: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    root = server.base_url.removesuffix("/v1")
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise BuildFailed(f"{server.name} exited {server.process.returncode}:\n"
+                              f"{server.log_tail()}")
+        try:
+            if httpx.get(root + path, timeout=2.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    server.stop()
+    raise BuildFailed(f"{server.name} not ready on {path} within {timeout}s:\n{server.log_tail()}")
+
+
+def start_llama_server(log_dir: Path, parallel: int = 2) -> RunningServer:
+    binary = build_llama_server()
+    port = free_port()
+    log = log_dir / "llama-server.log"
+    out = open(log, "wb")
+    proc = subprocess.Popen(
+        [str(binary), "-m", str(MODEL), "--host", "127.0.0.1", "--port", str(port),
+         "--no-webui", "-np", str(parallel), "-c", "2048", "--offline"],
+        stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    out.close()
+    server = RunningServer("llama-server", f"http://127.0.0.1:{port}/v1", proc, log)
+    _wait_ready(server, "/health", 60)
+    return server
+
+
+def start_python_server(log_dir: Path) -> RunningServer:
+    python = build_python_server()
+    port = free_port()
+    log = log_dir / "llama-cpp-python.log"
+    out = open(log, "wb")
+    proc = subprocess.Popen(
+        [str(python), "-m", "llama_cpp.server", "--model", str(MODEL), "--host", "127.0.0.1",
+         "--port", str(port), "--interrupt_requests", "False"],
+        stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    out.close()
+    server = RunningServer("llama-cpp-python", f"http://127.0.0.1:{port}/v1", proc, log)
+    _wait_ready(server, "/v1/models", 120)
+    return server
+
+
+if __name__ == "__main__":
+    t0 = time.monotonic()
+    print("llama-server:", build_llama_server(), f"{time.monotonic() - t0:.0f}s", flush=True)
+    t1 = time.monotonic()
+    print("python server:", build_python_server(), f"{time.monotonic() - t1:.0f}s", flush=True)

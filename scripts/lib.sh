@@ -1,0 +1,40 @@
+# Shared by scripts/test and scripts/start. Sourced, not run.
+
+# A Python >= 3.12 (Django 6 needs it; runtime/ alone runs on 3.11). Machines of this
+# kind have 3.11 as python3 and 3.12 under pyenv.
+find_python() {
+  local candidates=("${PYTHON:-}" python3.13 python3.12 /root/.pyenv/versions/3.13*/bin/python3.13
+                    /root/.pyenv/versions/3.12*/bin/python3.12 python3)
+  local py
+  for py in "${candidates[@]}"; do
+    [ -n "$py" ] || continue
+    command -v "$py" >/dev/null 2>&1 || [ -x "$py" ] || continue
+    if "$py" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
+      echo "$py"
+      return 0
+    fi
+  done
+  echo "error: no Python 3.12 or newer found; set PYTHON=/path/to/python3.12" >&2
+  return 1
+}
+
+# Create .venv (recreating it if it was made by a too-old Python) and install the
+# project with the given extras spec, e.g. '.[test]'.
+ensure_venv() {
+  local spec=$1
+  if [ -x .venv/bin/python ] && ! .venv/bin/python -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then
+    rm -rf .venv
+  fi
+  if [ ! -x .venv/bin/python ]; then
+    "$(find_python)" -m venv .venv
+  fi
+  local log
+  log=$(mktemp)
+  if ! .venv/bin/python -m pip install --quiet --disable-pip-version-check -e "$spec" >"$log" 2>&1; then
+    cat "$log" >&2
+    rm -f "$log"
+    return 1
+  fi
+  grep -v "^WARNING: Location .* is ignored" "$log" || true
+  rm -f "$log"
+}

@@ -1,0 +1,82 @@
+"""Scripted backends and spec strings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from runtime import BadSpec, open_backend
+from runtime.backends.base import ModelCall
+from runtime.errors import BackendError
+
+
+def call(node: str = "classify", attempt: int = 1, case_id: str | None = None, run_id: str = "r",
+         input: dict[str, object] | None = None) -> ModelCall:
+    return ModelCall(run_id=run_id, node=node, attempt=attempt, messages=[{"role": "user", "content": "hi"}],
+                     schema={"type": "object", "properties": {"category": {"enum": ["a", "b", "c"]}}},
+                     case_id=case_id, input=input or {})
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Path:
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({
+        "nodes": {"classify": {"category": "a"}},
+        "cases": {"c1": {"classify": [{"category": "b"}, "not json"]}},
+        "inputs": [{"match": {"ticket": "x"}, "answers": {"classify": {"category": "c"}}}],
+        "prices": {"input": 1.0, "output": 1.0},
+    }))
+    return path
+
+
+def test_it_answers_by_case_then_input_then_node(script: Path) -> None:
+    fake = open_backend(f"fake:{script}")
+    assert json.loads(fake.complete(call(case_id="c1")).text) == {"category": "b"}
+    assert fake.complete(call(case_id="c1", attempt=2)).text == "not json"
+    assert fake.complete(call(case_id="c1", attempt=9)).text == "not json"  # the last item repeats
+    assert json.loads(fake.complete(call(input={"ticket": "x"})).text) == {"category": "c"}
+    assert json.loads(fake.complete(call()).text) == {"category": "a"}
+
+
+def test_it_prices_scripted_calls(script: Path) -> None:
+    reply = open_backend(f"fake:{script}").complete(call())
+    assert reply.cost_usd == pytest.approx((reply.prompt_tokens + reply.completion_tokens) / 1e6)
+    assert reply.request_id == "r.classify.1"
+
+
+def test_it_says_which_node_has_no_scripted_answer(script: Path) -> None:
+    with pytest.raises(BackendError, match="no answer for node 'extract'"):
+        open_backend(f"fake:{script}").complete(call(node="extract"))
+
+
+def test_sim_is_deterministic_in_seed_run_node_and_attempt(script: Path) -> None:
+    spec = f"sim:error=0.5,seed=7,base={script}"
+    a, b = open_backend(spec), open_backend(spec)
+    texts = [a.complete(call(run_id=f"r{k}", attempt=n)).text for k in range(20) for n in (1, 2)]
+    assert texts == [b.complete(call(run_id=f"r{k}", attempt=n)).text for k in range(20) for n in (1, 2)]
+    wrong = sum(t != '{"category": "a"}' for t in texts)
+    assert 8 <= wrong <= 32  # about half of 40
+    other_seed = open_backend(f"sim:error=0.5,seed=8,base={script}")
+    assert texts != [other_seed.complete(call(run_id=f"r{k}", attempt=n)).text for k in range(20) for n in (1, 2)]
+
+
+def test_sim_wrong_answers_keep_the_schema_shape(script: Path) -> None:
+    sim = open_backend(f"sim:error=1,seed=1,invalid=0,base={script}")
+    for k in range(20):
+        answer = json.loads(sim.complete(call(run_id=f"r{k}")).text)
+        assert answer["category"] in ("b", "c")
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("nocolon", "needs a scheme"),
+    ("grpc:x", "unknown model scheme 'grpc'"),
+    ("fake:", "needs a file"),
+    ("sim:error=2,base=x.json", "between 0 and 1"),
+    ("sim:error=0.1,colour=red", "unknown sim option(s) colour"),
+    ("sim:error=0.1", "needs base=FILE"),
+])
+def test_it_refuses_bad_specs_with_a_clear_message(spec: str, message: str) -> None:
+    with pytest.raises(BadSpec, match=message.replace("(", r"\(").replace(")", r"\)")):
+        open_backend(spec)

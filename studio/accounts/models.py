@@ -1,0 +1,67 @@
+"""Who may do what: per-project roles and API tokens (hashed at rest)."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+TOKEN_PREFIX = "pf_"
+
+
+class Role(models.TextChoices):
+    AUTHOR = "author", "Author"  # edits the pack, runs evals
+    REVIEWER = "reviewer", "Reviewer"  # reads everything, works the review queue
+    VIEWER = "viewer", "Viewer"  # reads
+
+    @property
+    def can_edit(self) -> bool:
+        return self == Role.AUTHOR
+
+
+class Membership(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "project"], name="one_role_per_project")]
+
+    def __str__(self) -> str:
+        return f"{self.user} is {self.role} of {self.project}"
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class ApiToken(models.Model):
+    """A bearer token for the CLI and CI. Only its SHA-256 is stored; the token itself
+    is shown once, when it is made."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=12)  # to tell tokens apart in lists
+    digest = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked = models.BooleanField(default=False)
+
+    @classmethod
+    def issue(cls, user: object, name: str) -> tuple[ApiToken, str]:
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        row = cls.objects.create(user=user, name=name, prefix=token[:10], digest=_digest(token))
+        return row, token
+
+    @classmethod
+    def authenticate(cls, token: str) -> ApiToken | None:
+        if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
+            return None
+        row = cls.objects.select_related("user").filter(digest=_digest(token), revoked=False).first()
+        if row is None or not row.user.is_active:
+            return None
+        cls.objects.filter(pk=row.pk).update(last_used_at=timezone.now())
+        return row

@@ -1,0 +1,115 @@
+"""Reading uploaded pack archives (.zip, .tar.gz) safely.
+
+Refused, with nothing stored: members that would land outside the folder (absolute
+paths, '..'), links and device files, files over the size limit, too many files, a
+total over the limit, and text that is not UTF-8."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+
+class ArchiveRefused(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_total: int
+    max_file: int
+    max_files: int
+
+
+def _clean(name: str) -> str:
+    if "\\" in name or "\0" in name:
+        raise ArchiveRefused(f"{name!r}: backslashes and NUL bytes are not allowed in names")
+    path = PurePosixPath(name)
+    if path.is_absolute() or ".." in path.parts:
+        raise ArchiveRefused(f"{name!r} would be written outside the pack folder")
+    return str(path)
+
+
+def read_archive(filename: str, data: bytes, limits: Limits) -> dict[str, bytes]:
+    """Return {relative path: bytes}, with a single common top folder stripped."""
+    if len(data) > limits.max_total:
+        raise ArchiveRefused(f"the archive is {len(data)} bytes; the limit is {limits.max_total}")
+    lowered = filename.lower()
+    if lowered.endswith(".zip"):
+        files = _read_zip(data, limits)
+    elif lowered.endswith((".tar.gz", ".tgz")):
+        files = _read_tar(data, limits)
+    else:
+        raise ArchiveRefused(f"{filename!r}: upload a .zip or .tar.gz")
+    if not files:
+        raise ArchiveRefused("the archive holds no files")
+    for name, content in files.items():
+        try:
+            content.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ArchiveRefused(f"{name}: not UTF-8 text (byte {exc.start}); packs hold text files only") from None
+    tops = {name.split("/", 1)[0] for name in files}
+    if len(tops) == 1 and all("/" in name for name in files):
+        top = tops.pop() + "/"
+        files = {name[len(top):]: content for name, content in files.items()}
+    return files
+
+
+def _check_counts(count: int, size: int, total: int, name: str, limits: Limits) -> None:
+    if count > limits.max_files:
+        raise ArchiveRefused(f"the archive holds more than {limits.max_files} files")
+    if size > limits.max_file:
+        raise ArchiveRefused(f"{name} is {size} bytes; the limit per file is {limits.max_file}")
+    if total > limits.max_total:
+        raise ArchiveRefused(f"the archive unpacks to more than {limits.max_total} bytes")
+
+
+def _read_zip(data: bytes, limits: Limits) -> dict[str, bytes]:
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile:
+        raise ArchiveRefused("not a valid zip file") from None
+    files: dict[str, bytes] = {}
+    total = 0
+    with archive:
+        for info in archive.infolist():
+            if info.is_dir():
+                _clean(info.filename)
+                continue
+            name = _clean(info.filename)
+            mode = info.external_attr >> 16
+            if mode and (mode & 0o170000) not in (0, 0o100000):
+                raise ArchiveRefused(f"{name}: links and special files are not allowed")
+            total += info.file_size
+            _check_counts(len(files) + 1, info.file_size, total, name, limits)
+            with archive.open(info) as member:
+                content = member.read(limits.max_file + 1)  # do not trust the declared size
+            total += len(content) - info.file_size
+            _check_counts(len(files) + 1, len(content), total, name, limits)
+            files[name] = content
+    return files
+
+
+def _read_tar(data: bytes, limits: Limits) -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    total = 0
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+            for member in archive:
+                name = _clean(member.name)
+                if member.isdir():
+                    continue
+                if not member.isfile():
+                    raise ArchiveRefused(f"{name}: links and special files are not allowed")
+                total += member.size
+                _check_counts(len(files) + 1, member.size, total, name, limits)
+                extracted = archive.extractfile(member)
+                if extracted is None:
+                    raise ArchiveRefused(f"{name}: cannot be read")
+                files[name] = extracted.read(limits.max_file + 1)
+    except (tarfile.TarError, EOFError, OSError):
+        raise ArchiveRefused("not a valid .tar.gz file") from None
+    return files

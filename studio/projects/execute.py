@@ -1,0 +1,38 @@
+"""The studio's calls into the runtime for packs: validate files, load a version."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from runtime import PackInvalid, load_pack
+from runtime.pack import Pack
+
+PACK_PREFIX = "pack/"
+
+
+@dataclass
+class Problem:
+    file: str
+    line: int | None
+    message: str
+
+
+def materialize(files: dict[str, bytes], root: Path) -> Path:
+    for name, data in files.items():
+        target = root / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    return root
+
+
+def validate_files(files: dict[str, bytes], tools: set[str] | None = None) -> tuple[Pack | None, list[Problem]]:
+    """Load the pack made of `files` (paths relative to the pack root). Tools are
+    checked against the manifest only, unless `tools` names the host's registry."""
+    with tempfile.TemporaryDirectory(prefix="pf-validate-") as tmp:
+        try:
+            pack = load_pack(materialize(files, Path(tmp)), tools=tools)
+        except PackInvalid as exc:
+            return None, [Problem(i.file, i.line, i.message) for i in exc.issues]
+    return pack, []

@@ -1,0 +1,79 @@
+"""A project indexes one git repository; file contents live only in git."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+from django.utils import timezone
+
+from studio.accounts.models import Membership, Role
+
+slug_validator = RegexValidator(r"^[a-z0-9][a-z0-9_-]{0,62}$",
+                                "use 1-63 lowercase letters, digits, '-' or '_', starting with a letter or digit")
+
+
+class Project(models.Model):
+    slug = models.CharField(max_length=63, unique=True, validators=[slug_validator])
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    head = models.CharField(max_length=40, blank=True)  # cached tip of main, for lists
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-updated_at"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    @property
+    def repo_path(self) -> Path:
+        return Path(settings.GIT_ROOT) / f"{self.slug}.git"
+
+    def role_of(self, user: object) -> Role | None:
+        if not getattr(user, "is_authenticated", False):
+            return None
+        if getattr(user, "is_superuser", False):
+            return Role.AUTHOR
+        membership = Membership.objects.filter(project=self, user=user).only("role").first()
+        return Role(membership.role) if membership else None
+
+
+def create_project(*, slug: str, name: str, owner: object, pack_files: dict[str, bytes],
+                   spec_files: dict[str, bytes] | None = None, message: str = "Create project",
+                   description: str = "") -> Project:
+    """Make the repository (first commit: the pack under pack/, the spec under spec/),
+    then the row and the owner's author membership. The row is only made once the
+    repository exists, and a failed row insert removes the repository."""
+    import shutil
+
+    from django.db import transaction
+
+    from studio.projects.storage import PackRepo
+
+    project = Project(slug=slug, name=name or slug, description=description, created_by=owner)
+    project.full_clean(exclude=["created_by"])
+    files = {f"pack/{p}": d for p, d in pack_files.items()}
+    files.update({f"spec/{p}": d for p, d in (spec_files or {}).items()})
+    if not files:
+        files = {"pack/.keep": b""}
+    repo = PackRepo.create(project.repo_path, files, author=_display(owner), email=getattr(owner, "email", ""),
+                           message=message)
+    try:
+        with transaction.atomic():
+            project.head = repo.head() or ""
+            project.save()
+            Membership.objects.create(user=owner, project=project, role=Role.AUTHOR)
+    except Exception:
+        shutil.rmtree(project.repo_path, ignore_errors=True)
+        raise
+    return project
+
+
+def _display(user: object) -> str:
+    full = getattr(user, "get_full_name", lambda: "")()
+    return str(full or getattr(user, "username", "unknown"))

@@ -1,0 +1,254 @@
+"""Git-backed pack storage (dulwich): one bare repository per project, branch `main`.
+
+Every save is a commit that names the commit it was based on. Saves are serialised per
+repository by an exclusive file lock, and the branch moves by compare-and-swap, so two
+processes saving at once never corrupt the repository or lose a commit: the second
+save finds the branch moved and is refused with the diff to the newer version."""
+
+from __future__ import annotations
+
+import difflib
+import fcntl
+import io
+import tarfile
+import time
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dulwich.diff_tree import CHANGE_ADD, CHANGE_DELETE, tree_changes
+from dulwich.object_store import commit_tree_changes, iter_tree_contents
+from dulwich.objects import Blob, Commit, Tree
+from dulwich.repo import Repo
+
+BRANCH = b"refs/heads/main"
+FILE_MODE = 0o100644
+
+
+class StorageError(Exception):
+    pass
+
+
+@dataclass
+class Version:
+    sha: str
+    author: str
+    time: float
+    message: str
+
+
+@dataclass
+class FileChange:
+    path: str
+    status: str  # added | modified | deleted
+    old: str
+    new: str
+    rows: list[tuple[int | None, str, int | None, str, str]] = field(default_factory=list)
+    # side by side: (old line no, old text, new line no, new text, kind: same|del|add|change)
+
+
+class StaleBase(StorageError):
+    """The branch moved since the commit a save was based on."""
+
+    def __init__(self, base: str, head: str, changes: list[FileChange]) -> None:
+        self.base = base
+        self.head = head
+        self.changes = changes
+        super().__init__(f"this save was based on {base[:10]}, but the project is now at {head[:10]}")
+
+
+def _author(name: str, email: str) -> bytes:
+    clean = name.replace("<", "").replace(">", "").replace("\n", " ").strip() or "unknown"
+    return f"{clean} <{email or 'nobody@packforge.local'}>".encode()
+
+
+class PackRepo:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        if not (self.path / "HEAD").exists():
+            raise StorageError(f"no repository at {self.path}")
+        self.repo = Repo(str(self.path))
+
+    @classmethod
+    def create(cls, path: Path, files: dict[str, bytes], *, author: str, email: str, message: str) -> PackRepo:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            raise StorageError(f"a repository already exists at {path}")
+        repo = Repo.init_bare(str(path), mkdir=True)
+        repo.refs.set_symbolic_ref(b"HEAD", BRANCH)
+        pack = cls(path)
+        pack.save(files, base=None, author=author, email=email, message=message)
+        return pack
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        with open(self.path / "packforge.lock", "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def head(self) -> str | None:
+        try:
+            return self.repo.refs[BRANCH].decode()
+        except KeyError:
+            return None
+
+    def resolve(self, version: str | None) -> str:
+        """A full commit sha from a sha, a unique prefix of one, or None (the head)."""
+        if version is None or version in ("", "head", "main"):
+            head = self.head()
+            if head is None:
+                raise StorageError("the project has no commits")
+            return head
+        if len(version) == 40:
+            try:
+                if isinstance(self.repo[version.encode()], Commit):
+                    return version
+            except (KeyError, ValueError):
+                pass
+            raise StorageError(f"no version {version}")
+        if len(version) < 4 or not all(c in "0123456789abcdef" for c in version):
+            raise StorageError(f"no version {version!r}; give a commit sha (at least 4 hex digits)")
+        matches = [v.sha for v in self.log(limit=10_000) if v.sha.startswith(version)]
+        if len(matches) != 1:
+            raise StorageError(f"no version {version}" if not matches else f"version {version} is ambiguous")
+        return matches[0]
+
+    def log(self, limit: int = 200) -> list[Version]:
+        head = self.head()
+        if head is None:
+            return []
+        out = []
+        for entry in self.repo.get_walker(include=[head.encode()], max_entries=limit):
+            c = entry.commit
+            out.append(Version(c.id.decode(), c.author.decode(errors="replace"), float(c.commit_time),
+                               c.message.decode(errors="replace").strip()))
+        return out
+
+    def _tree(self, sha: str) -> bytes:
+        commit = self.repo[sha.encode()]
+        assert isinstance(commit, Commit)
+        return commit.tree
+
+    def files(self, version: str | None = None, prefix: str = "") -> dict[str, bytes]:
+        sha = self.resolve(version)
+        out: dict[str, bytes] = {}
+        for entry in iter_tree_contents(self.repo.object_store, self._tree(sha)):
+            path = entry.path.decode()
+            if path.startswith(prefix):
+                blob = self.repo[entry.sha]
+                assert isinstance(blob, Blob)
+                out[path[len(prefix):]] = blob.data
+        return out
+
+    def save(self, changes: dict[str, bytes | None], *, base: str | None, author: str, email: str,
+             message: str) -> str:
+        """Commit `changes` (path -> new bytes, or None to delete) on top of `base`.
+
+        Raises StaleBase when the branch is no longer at `base`."""
+        if not message.strip():
+            raise StorageError("a save needs a message")
+        for path in changes:
+            if not path or path.startswith("/") or ".." in path.split("/") or "\\" in path or "\0" in path:
+                raise StorageError(f"bad file path {path!r}")
+        with self._locked():
+            head = self.head()
+            if head != base:
+                if base is None or head is None:
+                    raise StorageError("the project's history does not match this save")
+                raise StaleBase(base, head, self.diff(base, head))
+            store = self.repo.object_store
+            if head is None:
+                empty = Tree()
+                store.add_object(empty)
+                root: bytes = empty.id
+            else:
+                root = self._tree(head)
+            entries: list[tuple[bytes, int | None, bytes | None]] = []
+            for path, data in sorted(changes.items()):
+                if data is None:
+                    entries.append((path.encode(), None, None))
+                else:
+                    blob = Blob.from_string(data)
+                    store.add_object(blob)
+                    entries.append((path.encode(), FILE_MODE, blob.id))
+            tree = commit_tree_changes(store, root, entries)
+            if head is not None and tree == root:
+                raise StorageError("nothing changed")
+            commit = Commit()
+            commit.tree = tree
+            commit.parents = [head.encode()] if head else []
+            commit.author = commit.committer = _author(author, email)
+            commit.author_time = commit.commit_time = int(time.time())
+            commit.author_timezone = commit.commit_timezone = 0
+            commit.encoding = b"UTF-8"
+            commit.message = message.strip().encode() + b"\n"
+            store.add_object(commit)
+            if not self.repo.refs.set_if_equals(BRANCH, head.encode() if head else None, commit.id):
+                raise StorageError("the branch moved during the save; try again")
+            return commit.id.decode()
+
+    def diff(self, a: str, b: str, prefix: str = "") -> list[FileChange]:
+        """File-by-file changes from version `a` to version `b`, with side-by-side rows."""
+        store = self.repo.object_store
+        out = []
+        for change in tree_changes(store, self._tree(self.resolve(a)), self._tree(self.resolve(b))):
+            path = (change.new.path if change.type == CHANGE_ADD else change.old.path).decode()
+            if not path.startswith(prefix):
+                continue
+            old = self._text(change.old.sha) if change.type != CHANGE_ADD else ""
+            new = self._text(change.new.sha) if change.type != CHANGE_DELETE else ""
+            status = {CHANGE_ADD: "added", CHANGE_DELETE: "deleted"}.get(change.type, "modified")
+            out.append(FileChange(path[len(prefix):], status, old, new, side_by_side(old, new)))
+        return sorted(out, key=lambda c: c.path)
+
+    def _text(self, sha: bytes | None) -> str:
+        if sha is None:
+            return ""
+        blob = self.repo[sha]
+        assert isinstance(blob, Blob)
+        return blob.data.decode("utf-8", errors="replace")
+
+    def archive(self, version: str | None, fmt: str, *, prefix: str, folder: str) -> bytes:
+        """The files under `prefix` at `version`, in one folder named `folder`, as zip or tar.gz."""
+        files = self.files(version, prefix=prefix)
+        buf = io.BytesIO()
+        stamp = self.repo[self.resolve(version).encode()]
+        assert isinstance(stamp, Commit)
+        if fmt == "zip":
+            with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+                for path, data in sorted(files.items()):
+                    info = zipfile.ZipInfo(f"{folder}/{path}", date_time=time.gmtime(stamp.commit_time)[:6])
+                    info.external_attr = 0o644 << 16
+                    info.compress_type = zipfile.ZIP_DEFLATED
+                    zf.writestr(info, data)
+        elif fmt == "tar.gz":
+            with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+                for path, data in sorted(files.items()):
+                    info = tarfile.TarInfo(f"{folder}/{path}")
+                    info.size = len(data)
+                    info.mode = 0o644
+                    info.mtime = stamp.commit_time
+                    tf.addfile(info, io.BytesIO(data))
+        else:
+            raise StorageError(f"unknown archive format {fmt!r}; use zip or tar.gz")
+        return buf.getvalue()
+
+
+def side_by_side(old: str, new: str) -> list[tuple[int | None, str, int | None, str, str]]:
+    a, b = old.splitlines(), new.splitlines()
+    rows: list[tuple[int | None, str, int | None, str, str]] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            rows += [(i1 + k + 1, a[i1 + k], j1 + k + 1, b[j1 + k], "same") for k in range(i2 - i1)]
+            continue
+        for k in range(max(i2 - i1, j2 - j1)):
+            left = (i1 + k + 1, a[i1 + k]) if i1 + k < i2 else (None, "")
+            right = (j1 + k + 1, b[j1 + k]) if j1 + k < j2 else (None, "")
+            kind = "change" if left[0] and right[0] else ("del" if left[0] else "add")
+            rows.append((left[0], left[1], right[0], right[1], kind))
+    return rows

@@ -1,0 +1,38 @@
+"""Try-it runs: one pack version on one input against one endpoint, as a Celery task."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class TryRun(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+        WAITING = "waiting"
+        CANCELLED = "cancelled"
+
+    FINAL = {Status.DONE, Status.FAILED, Status.WAITING, Status.CANCELLED}
+
+    project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="try_runs")
+    version = models.CharField(max_length=40)
+    endpoint = models.ForeignKey("endpoints.Endpoint", on_delete=models.SET_NULL, null=True, blank=True)
+    input = models.JSONField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    steps = models.JSONField(default=list)  # the trace's steps and attempts, appended as they happen
+    output = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in self.FINAL

@@ -1,0 +1,126 @@
+"""Studio settings. Everything comes from the environment (studio/env.py); with nothing
+set, the studio runs on embedded defaults: SQLite and git repositories under var/, and
+a Celery broker on the local filesystem that needs no server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from studio.env import database_from_url, env_bool, env_int, env_list, env_str, secret_key
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("PACKFORGE_VAR", str(BASE_DIR / "var")))
+
+SECRET_KEY = secret_key(VAR_DIR)
+DEBUG = env_bool("DEBUG", False)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "studio.accounts",
+    "studio.projects",
+    "studio.endpoints",
+    "studio.runs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "studio.urls"
+WSGI_APPLICATION = "studio.wsgi.application"
+TEMPLATES = [{
+    "BACKEND": "django.template.backends.django.DjangoTemplates",
+    "DIRS": [BASE_DIR / "frontend" / "templates"],
+    "APP_DIRS": True,
+    "OPTIONS": {"context_processors": [
+        "django.template.context_processors.request",
+        "django.contrib.auth.context_processors.auth",
+        "django.contrib.messages.context_processors.messages",
+    ]},
+}]
+
+DATABASES = {"default": database_from_url(env_str("DATABASE_URL", "sqlite:///var/studio.sqlite3"), BASE_DIR)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "projects-list"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "frontend" / "static"]
+STATIC_ROOT = VAR_DIR / "static"
+# Served by WhiteNoise from the finders, so neither `collectstatic` nor a separate web
+# server is needed on one machine; htmx comes from django-htmx's own static files.
+WHITENOISE_USE_FINDERS = True
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+
+# -- packforge ---------------------------------------------------------------------------
+GIT_ROOT = Path(env_str("PACKFORGE_GIT_ROOT", str(VAR_DIR / "git")))
+EXAMPLE_PACKS = BASE_DIR / "packs"
+UPLOAD_MAX_BYTES = env_int("PACKFORGE_UPLOAD_MAX_BYTES", 5 * 1024 * 1024, minimum=1024)
+UPLOAD_MAX_FILE_BYTES = env_int("PACKFORGE_UPLOAD_MAX_FILE_BYTES", 1024 * 1024, minimum=1024)
+UPLOAD_MAX_FILES = env_int("PACKFORGE_UPLOAD_MAX_FILES", 500, minimum=1)
+DATA_UPLOAD_MAX_MEMORY_SIZE = UPLOAD_MAX_BYTES + 1024 * 1024
+
+# -- celery ------------------------------------------------------------------------------
+REDIS_URL = env_str("REDIS_URL", "")
+if REDIS_URL:
+    if not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(f"REDIS_URL={REDIS_URL!r}: expected redis://host:port/db")
+    CELERY_BROKER_URL = REDIS_URL
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {"visibility_timeout": 3600}
+else:
+    _queue = VAR_DIR / "celery"
+    for _sub in ("queue", "processed"):
+        (_queue / _sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_queue / "queue"), "data_folder_out": str(_queue / "queue"),
+        "processed_folder": str(_queue / "processed"), "store_processed": False,
+    }
+CELERY_TASK_IGNORE_RESULT = True  # tasks write their results to rows
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"redacted": {"()": "runtime.logs.TextFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "redacted"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "WARNING").upper()},
+}

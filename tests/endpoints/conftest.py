@@ -1,0 +1,62 @@
+"""Fixtures for endpoint tests: the fault-injecting server (per test) and the two real
+model servers (built once per machine, cached under var/cache/, started once per
+session on free loopback ports)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from runtime.backends import Backend, open_backend
+from tests.support import model_servers
+from tests.support.fault_server import FaultServer
+from tests.support.model_servers import RunningServer
+
+
+@pytest.fixture
+def fault() -> Iterator[FaultServer]:
+    with FaultServer() as server:
+        yield server
+
+
+Opener = Callable[[str], Backend]
+
+
+@pytest.fixture
+def opened() -> Iterator[Opener]:
+    """open_backend, with every backend it opened closed at teardown."""
+    backends: list[Backend] = []
+
+    def open_(spec: str) -> Backend:
+        backend = open_backend(spec)
+        backends.append(backend)
+        return backend
+
+    yield open_
+    for backend in backends:
+        backend.close()
+
+
+def _need_model() -> None:
+    if not model_servers.MODEL.exists():
+        pytest.skip(f"the test model is absent: {model_servers.MODEL} (see shared/models/README.md)")
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """llama.cpp's own llama-server (-np 2), built from the llama-cpp-python sdist."""
+    _need_model()
+    server = model_servers.start_llama_server(Path(tmp_path_factory.mktemp("llama-server")))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def python_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """llama-cpp-python's server (one request at a time, --interrupt_requests False)."""
+    _need_model()
+    server = model_servers.start_python_server(Path(tmp_path_factory.mktemp("llama-cpp-python")))
+    yield server
+    server.stop()

@@ -1,0 +1,85 @@
+"""Studio test personas and projects, built in plain sight.
+
+Personas, as a user would meet them: `owner` (author of the project), `reviewer` and
+`viewer` (members with those roles), `stranger` (logged in, not a member)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from studio.accounts.models import Membership, Role
+from studio.projects.models import Project, create_project
+from studio.projects.views import example_files
+
+PASSWORD = "correct horse battery staple"
+
+
+@pytest.fixture(autouse=True)
+def git_root(tmp_path: Path, settings: Any) -> Path:
+    settings.GIT_ROOT = tmp_path / "git"
+    return settings.GIT_ROOT  # type: ignore[no-any-return]
+
+
+def make_user(name: str, **extra: Any) -> User:
+    return User.objects.create_user(name, f"{name}@example.com", PASSWORD, **extra)
+
+
+@pytest.fixture
+def owner(db: None) -> User:
+    return make_user("olive")
+
+
+@pytest.fixture
+def reviewer(db: None) -> User:
+    return make_user("rita")
+
+
+@pytest.fixture
+def viewer(db: None) -> User:
+    return make_user("victor")
+
+
+@pytest.fixture
+def stranger(db: None) -> User:
+    return make_user("sam")
+
+
+@pytest.fixture
+def project(owner: User, reviewer: User, viewer: User) -> Project:
+    """support_triage, owned by `owner`, with a reviewer and a viewer."""
+    made = create_project(slug="triage", name="Support triage", owner=owner,
+                          pack_files=example_files("support_triage"), message="Create from example")
+    Membership.objects.create(user=reviewer, project=made, role=Role.REVIEWER)
+    Membership.objects.create(user=viewer, project=made, role=Role.VIEWER)
+    return made
+
+
+def client_for(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def as_owner(owner: User) -> Client:
+    return client_for(owner)
+
+
+@pytest.fixture
+def as_viewer(viewer: User) -> Client:
+    return client_for(viewer)
+
+
+@pytest.fixture
+def as_reviewer(reviewer: User) -> Client:
+    return client_for(reviewer)
+
+
+@pytest.fixture
+def as_stranger(stranger: User) -> Client:
+    return client_for(stranger)

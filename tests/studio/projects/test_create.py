@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+
+from studio.accounts.models import Membership, Role
+from studio.projects.models import Project
+from studio.projects.storage import PackRepo
+
+
+def test_it_creates_a_project_from_an_example(as_owner: Client, owner: object) -> None:
+    page = as_owner.post("/new", {"slug": "st", "name": "ST", "example": "support_triage"})
+    assert page.status_code == 302 and page["Location"] == "/p/st/"
+    project = Project.objects.get(slug="st")
+    assert Membership.objects.get(project=project).role == Role.AUTHOR
+    files = PackRepo(project.repo_path).files(prefix="pack/")
+    assert "graph.yaml" in files and "evalset.jsonl" in files
+    assert project.head == PackRepo(project.repo_path).head()
+
+
+def test_it_creates_a_project_from_an_upload(as_owner: Client) -> None:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("mypack/manifest.yaml", "name: x\nversion: 1\nentry: a\n")
+    upload = SimpleUploadedFile("mypack.zip", buf.getvalue(), content_type="application/zip")
+    page = as_owner.post("/new", {"slug": "up", "archive": upload})
+    assert page.status_code == 302
+    files = PackRepo(Project.objects.get(slug="up").repo_path).files(prefix="pack/")
+    assert files == {"manifest.yaml": b"name: x\nversion: 1\nentry: a\n"}
+
+
+def test_it_refuses_an_unsafe_upload_and_stores_nothing(as_owner: Client, git_root: Path) -> None:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("../../evil.txt", "x")
+    upload = SimpleUploadedFile("evil.zip", buf.getvalue(), content_type="application/zip")
+    page = as_owner.post("/new", {"slug": "evil", "archive": upload})
+    assert page.status_code == 400
+    assert b"would be written outside the pack folder" in page.content
+    assert not Project.objects.filter(slug="evil").exists()
+    assert not (git_root / "evil.git").exists()
+
+
+def test_it_refuses_a_bad_slug(as_owner: Client) -> None:
+    page = as_owner.post("/new", {"slug": "Bad Slug!"})
+    assert page.status_code == 400
+    assert b"lowercase letters" in page.content

@@ -1,0 +1,7 @@
+"""The accounts API routes (gathered into studio.api)."""
+
+from __future__ import annotations
+
+from ninja import Router
+
+router = Router(tags=["accounts"])

@@ -16,6 +16,7 @@ from typing import Any
 from runtime.backends.base import Backend
 from runtime.checkpoint import CheckpointStore, MemoryStore
 from runtime.pack.model import Case, Edge, Pack
+from runtime.stats import percentile, wilson_interval
 from runtime.trace import Trace
 from runtime.walker import RunOptions, RunResult, Tool, run_pack
 
@@ -105,7 +106,7 @@ class EvalReport:
         out = {}
         for key in ("generations", "prompt_tokens", "completion_tokens", "reasoning_tokens", "latency_s", "cost_usd"):
             values = [float(c.totals[key]) for c in self.cases] or [0.0]
-            out[key] = {"mean": statistics.fmean(values), "p50": _pct(values, 50), "p95": _pct(values, 95)}
+            out[key] = {"mean": statistics.fmean(values), "p50": percentile(values, 50), "p95": percentile(values, 95)}
         return out
 
     def per_node(self) -> dict[str, dict[str, float]]:
@@ -125,6 +126,7 @@ class EvalReport:
         return {
             "pack": self.pack, "version": self.version, "model": self.model,
             "passed": self.passed, "total": self.total,
+            "pass_rate_ci95": list(wilson_interval(self.passed, self.total)),
             "metrics": self.metrics(), "tiers": self.tiers(), "coverage": self.coverage(),
             "failures_by_node": self.failures_by_node(), "per_case": self.per_case(), "per_node": self.per_node(),
             "cases": [_case_dict(c) for c in self.cases],
@@ -144,12 +146,6 @@ def _case_dict(c: CaseResult) -> dict[str, Any]:
 def _edge_name(e: Edge) -> str:
     kind = f" ({e.kind})" if e.kind != "next" else (f" [{e.when.source}]" if e.when else "")
     return f"{e.source} -> {e.target}{kind}"
-
-
-def _pct(values: list[float], q: int) -> float:
-    ordered = sorted(values)
-    k = max(0, min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1))))
-    return ordered[k]
 
 
 def evaluate(

@@ -27,6 +27,7 @@ INSTALLED_APPS = [
     "studio.projects",
     "studio.endpoints",
     "studio.runs",
+    "studio.evals",
 ]
 
 MIDDLEWARE = [

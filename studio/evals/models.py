@@ -1,0 +1,120 @@
+"""Eval runs: a pack version scored against its evalset on one endpoint, fanned out as
+one Celery task per (case, repeat). Each case's run checkpoints into the database
+(RunCheckpoint + JournalEntry) through the runtime's checkpoint interface, so a case
+whose worker died resumes where it stopped."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class Eval(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        CANCELLED = "cancelled"
+
+    project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="evals")
+    version = models.CharField(max_length=40)
+    endpoint = models.ForeignKey("endpoints.Endpoint", on_delete=models.PROTECT, null=True, blank=True,
+                                 related_name="evals")  # null: the pack's own (scripted) model
+    model_spec = models.CharField(max_length=500)  # what was actually used, for the record
+    batch = models.CharField(max_length=32, blank=True)  # evals started together (one per endpoint)
+    tags = models.JSONField(default=list)  # only cases with any of these tags; [] = all
+    repeats = models.PositiveIntegerField(default=1)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    total = models.PositiveIntegerField(default=0)  # case runs = cases x repeats
+    is_baseline = models.BooleanField(default=False)
+    summary = models.JSONField(null=True, blank=True)  # computed when the eval ends
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [models.UniqueConstraint(fields=["project"], condition=models.Q(is_baseline=True),
+                                               name="one_baseline_per_project")]
+
+    def __str__(self) -> str:
+        return f"eval {self.pk} of {self.project} @ {self.version[:10]}"
+
+
+class EvalCase(models.Model):
+    """One run of one gold case. Keyed by (eval, case, repeat): the task is idempotent."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        PASSED = "passed"
+        FAILED = "failed"
+        ERROR = "error"  # the case could not be run to an outcome (e.g. kept killing workers)
+        CANCELLED = "cancelled"
+
+    FINAL = {Status.PASSED, Status.FAILED, Status.ERROR, Status.CANCELLED}
+
+    eval = models.ForeignKey(Eval, on_delete=models.CASCADE, related_name="cases")
+    case_id = models.CharField(max_length=200)
+    repeat = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    attempts = models.PositiveIntegerField(default=0)  # task deliveries that started this case
+    tier = models.CharField(max_length=16, blank=True)  # auto | escalated | failed
+    blamed = models.CharField(max_length=100, blank=True)
+    run_status = models.CharField(max_length=16, blank=True)  # the runtime's: done | failed | waiting ...
+    path = models.JSONField(default=list)
+    edges = models.JSONField(default=list)  # graph.yaml edge indexes taken
+    diffs = models.JSONField(default=list)
+    problems = models.JSONField(default=list)
+    rejections = models.JSONField(default=dict)  # category -> count
+    generations = models.PositiveIntegerField(default=0)
+    model_calls = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    reasoning_tokens = models.PositiveIntegerField(default=0)
+    latency_s = models.FloatField(default=0.0)
+    cost_usd = models.FloatField(default=0.0)
+    error = models.TextField(blank=True)
+    trace = models.JSONField(null=True, blank=True)  # for the drill-down
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["eval", "case_id", "repeat"], name="one_row_per_case_run")]
+        indexes = [models.Index(fields=["eval", "status"])]
+
+    @property
+    def run_id(self) -> str:
+        return f"eval{self.eval_id}-{self.case_id}-{self.repeat}"
+
+    @property
+    def passed(self) -> bool:
+        return self.status == self.Status.PASSED
+
+
+class RunCheckpoint(models.Model):
+    """runtime.checkpoint.RunRecord, in the database (see studio/evals/store.py)."""
+
+    run_id = models.CharField(max_length=255, primary_key=True)
+    pack = models.CharField(max_length=200)
+    digest = models.CharField(max_length=64)
+    input = models.JSONField()
+    case_id = models.CharField(max_length=200, null=True, blank=True)
+    status = models.CharField(max_length=16)
+    fence = models.PositiveIntegerField()
+    result = models.JSONField(null=True, blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+
+class JournalEntry(models.Model):
+    run = models.ForeignKey(RunCheckpoint, on_delete=models.CASCADE, related_name="journal")
+    seq = models.PositiveIntegerField()
+    kind = models.CharField(max_length=8)
+    node = models.CharField(max_length=100)
+    step = models.PositiveIntegerField()
+    payload = models.JSONField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="one_entry_per_seq")]
+        ordering = ["seq"]

@@ -1,0 +1,79 @@
+"""The runtime's CheckpointStore, kept in the studio database.
+
+Each write checks the fencing token inside the same transaction as the write, with the
+run's row locked (SELECT ... FOR UPDATE on Postgres; SQLite transactions take the
+write lock up front, settings' transaction_mode IMMEDIATE). A worker that stalled and
+wakes up after another worker took the case over gets FencedOut, never a write."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from runtime.checkpoint import Entry, RunRecord
+from runtime.errors import FencedOut, RunNotFound, RunStateError
+from studio.evals.models import JournalEntry, RunCheckpoint
+
+
+def _record(row: RunCheckpoint) -> RunRecord:
+    return RunRecord(row.run_id, row.pack, row.digest, row.input, row.case_id, row.status, row.fence, row.result)
+
+
+class DatabaseStore:
+    def begin(self, run_id: str, *, pack: str, digest: str, input: dict[str, Any], case_id: str | None) -> int:
+        try:
+            with transaction.atomic():
+                RunCheckpoint.objects.create(run_id=run_id, pack=pack, digest=digest, input=input,
+                                             case_id=case_id, status="running", fence=1)
+        except IntegrityError:
+            raise RunStateError(f"run '{run_id}' already exists") from None
+        return 1
+
+    def take_over(self, run_id: str) -> tuple[int, RunRecord, list[Entry]]:
+        with transaction.atomic():
+            row = self._locked(run_id)
+            row.fence += 1
+            row.updated_at = timezone.now()
+            row.save(update_fields=["fence", "updated_at"])
+            entries = [Entry(e.seq, e.kind, e.node, e.step, e.payload) for e in row.journal.order_by("seq")]
+        return row.fence, _record(row), entries
+
+    def append(self, run_id: str, fence: int, kind: str, node: str, step: int, payload: dict[str, Any]) -> None:
+        with transaction.atomic():
+            row = self._checked(run_id, fence)
+            last = row.journal.aggregate(m=Max("seq"))["m"] or 0
+            JournalEntry.objects.create(run=row, seq=last + 1, kind=kind, node=node, step=step, payload=payload)
+
+    def set_status(self, run_id: str, fence: int, status: str, result: dict[str, Any] | None = None) -> None:
+        with transaction.atomic():
+            row = self._checked(run_id, fence)
+            row.status, row.result, row.updated_at = status, result, timezone.now()
+            row.save(update_fields=["status", "result", "updated_at"])
+
+    def get(self, run_id: str) -> RunRecord:
+        row = RunCheckpoint.objects.filter(run_id=run_id).first()
+        if row is None:
+            raise RunNotFound(f"no run '{run_id}'")
+        return _record(row)
+
+    def exists(self, run_id: str) -> bool:
+        return RunCheckpoint.objects.filter(run_id=run_id).exists()
+
+    def close(self) -> None:
+        pass
+
+    @staticmethod
+    def _locked(run_id: str) -> RunCheckpoint:
+        row = RunCheckpoint.objects.select_for_update().filter(run_id=run_id).first()
+        if row is None:
+            raise RunNotFound(f"no run '{run_id}'")
+        return row
+
+    def _checked(self, run_id: str, fence: int) -> RunCheckpoint:
+        row = self._locked(run_id)
+        if row.fence != fence:
+            raise FencedOut(f"run '{run_id}' was taken over (fence {row.fence}, this writer has {fence})")
+        return row

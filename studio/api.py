@@ -5,13 +5,15 @@ use the {"detail": ...} shape."""
 
 from __future__ import annotations
 
+from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
 
 from studio.accounts.auth import API_AUTH
 
-api = NinjaAPI(title="Packforge studio", version="1", urls_namespace="api", auth=API_AUTH)
+api = NinjaAPI(title="Packforge studio", version="1", urls_namespace="api", auth=API_AUTH,
+               docs_decorator=login_required)
 
 
 @api.exception_handler(Http404)
@@ -33,3 +35,4 @@ api.add_router("/projects", "studio.projects.api.router")
 api.add_router("/endpoints", "studio.endpoints.api.router")
 api.add_router("/runs", "studio.runs.api.router")
 api.add_router("/tokens", "studio.accounts.api.router")
+api.add_router("/evals", "studio.evals.api.router")

@@ -23,6 +23,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    "ninja",  # serves Swagger UI for /api/docs from its own static files, not a CDN
     "studio.accounts",
     "studio.projects",
     "studio.endpoints",
@@ -56,7 +57,7 @@ TEMPLATES = [{
     ]},
 }]
 
-DATABASES = {"default": database_from_url(env_str("DATABASE_URL", "sqlite:///var/studio.sqlite3"), BASE_DIR)}
+DATABASES = {"default": database_from_url(env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'studio.sqlite3'}"), BASE_DIR)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -83,6 +84,9 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie
 SECURE_CONTENT_TYPE_NOSNIFF = True
+if env_bool("BEHIND_TLS_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
 X_FRAME_OPTIONS = "DENY"
 
 # -- packforge ---------------------------------------------------------------------------
@@ -110,6 +114,7 @@ else:
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_queue / "queue"), "data_folder_out": str(_queue / "queue"),
         "processed_folder": str(_queue / "processed"), "store_processed": False,
+        "polling_interval": 0.1,  # the default 1 s delays every task and every worker stop
     }
 CELERY_TASK_IGNORE_RESULT = True  # tasks write their results to rows
 CELERY_TASK_ACKS_LATE = True

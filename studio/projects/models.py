@@ -11,8 +11,9 @@ from django.utils import timezone
 
 from studio.accounts.models import Membership, Role
 
-slug_validator = RegexValidator(r"^[a-z0-9][a-z0-9_-]{0,62}$",
-                                "use 1-63 lowercase letters, digits, '-' or '_', starting with a letter or digit")
+slug_validator = RegexValidator(r"^(?!(upload|new)$)[a-z0-9][a-z0-9_-]{0,62}$",
+                                "use 1-63 lowercase letters, digits, '-' or '_', starting with a letter or digit "
+                                "('upload' and 'new' are reserved)")
 
 
 class Project(models.Model):

@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+from django.test import Client
+
+ROUTES = ["/api/projects", "/api/projects/upload", "/api/projects/{slug}", "/api/projects/{slug}/versions",
+          "/api/projects/{slug}/files", "/api/projects/{slug}/files/{path}", "/api/projects/{slug}/diff",
+          "/api/projects/{slug}/validate", "/api/projects/{slug}/download", "/api/tokens", "/api/tokens/{token_id}"]
+
+
+def test_it_renders_the_openapi_document(as_owner: Client) -> None:
+    answer = as_owner.get("/api/openapi.json")
+    assert answer.status_code == 200
+    doc = answer.json()
+    assert set(ROUTES) <= set(doc["paths"])
+    schemes = doc["components"]["securitySchemes"]
+    assert any(s.get("scheme") == "bearer" for s in schemes.values())
+    for path in ROUTES:
+        for operation in doc["paths"][path].values():
+            assert operation.get("security"), f"{path} must be authenticated"
+
+
+def test_it_renders_the_docs_page(as_owner: Client) -> None:
+    answer = as_owner.get("/api/docs")
+    assert answer.status_code == 200
+    assert b"/static/ninja/swagger-ui-bundle.js" in answer.content and b"/api/openapi.json" in answer.content
+
+
+def test_it_serves_the_docs_page_without_a_cdn(as_owner: Client) -> None:
+    assert b"cdn." not in as_owner.get("/api/docs").content
+
+
+def test_it_keeps_the_docs_behind_login(db: None) -> None:
+    answer = Client().get("/api/docs")
+    assert answer.status_code == 302 and answer["Location"].startswith("/login/")

@@ -1,0 +1,153 @@
+"""`scripts/start`, the README's first command, run for real: it migrates, makes the
+admin, loads the example packs, serves pages under gunicorn and runs a Celery worker
+process, and SIGTERM stops them all. On a fresh var/ (temp folders); the venv is the
+one the suite runs in, so the script's install step finds everything in place."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted(p.name for p in (ROOT / "packs").iterdir() if (p / "manifest.yaml").is_file())
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def group_processes(pgid: int) -> dict[int, str]:
+    """pid -> command line of every live process in the process group."""
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2:].split()
+            if fields[0] != "Z" and int(fields[2]) == pgid:
+                out[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+class Started:
+    def __init__(self, proc: subprocess.Popen[str], port: int) -> None:
+        self.proc, self.port, self.lines = proc, port, []  # type: list[str]
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    def close(self) -> None:
+        self._reader.join(timeout=10)
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def wait_for(self, pattern: str, timeout: float) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            match = re.search(pattern, self.output, re.M)
+            if match:
+                return match
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise AssertionError(f"no {pattern!r} in scripts/start's output:\n{self.output}")
+
+
+@pytest.fixture
+def started(tmp_path: Path) -> Iterator[Started]:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "SECRET_KEY", "DEBUG")}
+    env.update(PORT=str(port), HOST="127.0.0.1", PACKFORGE_VAR=str(tmp_path / "var"),
+               DATABASE_URL=f"sqlite:///{tmp_path}/var/studio.sqlite3",
+               PACKFORGE_GIT_ROOT=str(tmp_path / "var" / "git"), WEB_WORKERS="1", CELERY_CONCURRENCY="1")
+    proc = subprocess.Popen([str(ROOT / "scripts" / "start")], cwd=ROOT, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    started = Started(proc, port)
+    try:
+        yield started
+    finally:
+        if proc.poll() is None or group_processes(proc.pid):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        started.close()
+        print(started.output)  # shown by pytest when the test fails
+
+
+def log_in(client: httpx.Client, username: str, password: str) -> None:
+    page = client.get("/login/")
+    assert page.status_code == 200
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
+    assert token, page.text
+    done = client.post("/login/", data={"csrfmiddlewaretoken": token.group(1), "username": username,
+                                        "password": password, "next": ""})
+    assert done.status_code == 302 and done.headers["location"] == "/", done.text
+
+
+def test_it_starts_the_studio_and_a_worker_and_stops_both(started: Started) -> None:
+    url = started.wait_for(r"^Packforge studio: (http://\S+)", timeout=60).group(1)
+    assert url == f"http://127.0.0.1:{started.port}/"
+    password = started.wait_for(r"^admin password: (\S+)$", timeout=1).group(1)
+    assert "log in as admin" in started.output
+    started.wait_for(r"example packs: loaded %d" % len(EXAMPLES), timeout=1)
+
+    with httpx.Client(base_url=url, timeout=10) as client:
+        log_in(client, "admin", password)
+        projects = client.get("/")
+    assert projects.status_code == 200
+    for name in EXAMPLES:
+        assert f'href="/p/{name}/"' in projects.text
+
+    # A real worker process, connected to the filesystem broker.
+    started.wait_for(r"Connected to filesystem://", timeout=30)
+    started.wait_for(r"\bready\.", timeout=30)
+    running = group_processes(started.proc.pid)
+    assert any("celery -A studio worker" in cmd for cmd in running.values()), running
+    assert any("gunicorn studio.wsgi" in cmd for cmd in running.values()), running
+
+    started.proc.send_signal(signal.SIGTERM)  # the script alone, as `kill PID` would
+    assert started.proc.wait(timeout=30) == 0, started.output
+    deadline = time.monotonic() + 10
+    while group_processes(started.proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert group_processes(started.proc.pid) == {}
+    assert started.output.count(password) == 1
+
+
+def test_the_compose_file_parses_and_names_the_scale_out_stack() -> None:
+    compose = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())
+    services = compose["services"]
+    assert {"postgres", "redis", "migrate", "web", "worker"} <= set(services)
+    for name in ("web", "worker", "migrate"):
+        env = services[name]["environment"]
+        assert env["DATABASE_URL"].startswith("postgres://") and env["REDIS_URL"].startswith("redis://")
+        assert any(str(v).endswith(":/data/git") for v in services[name]["volumes"])
+    assert "gunicorn" in " ".join(services["web"]["command"])
+    assert services["worker"]["deploy"]["replicas"] >= 2
+    dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
+    assert "FROM python:3.12-slim" in dockerfile and '"gunicorn", "studio.wsgi"' in dockerfile

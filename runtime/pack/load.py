@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import difflib
+import functools
 import hashlib
 import json
 from collections.abc import Collection
@@ -27,6 +29,15 @@ GRAPH_KEYS = frozenset({"nodes", "edges"})
 EDGE_KEYS = frozenset({"from", "to", "when", "on_fail", "on_unsure"})
 RETRY_KEYS = frozenset({"resamples", "feedback", "budget", "max_attempts"})
 NODE_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+@functools.lru_cache(maxsize=512)
+def _compiled_schema(text: str) -> tuple[Any, Any]:
+    """Parse and check a grammar once per distinct text: checking a schema against the
+    metaschema dominates loading, and the studio validates the same pack on every keystroke."""
+    schema = json.loads(text)
+    Draft202012Validator.check_schema(schema)
+    return schema, Draft202012Validator(schema)
 
 
 def nearest(key: str, valid: Collection[str]) -> str:
@@ -84,12 +95,10 @@ class NodeLoader:
         if text is None:
             return None, None
         try:
-            schema = json.loads(text)
+            schema, validator = _compiled_schema(text)
         except json.JSONDecodeError as exc:
             self.issues.append(PackIssue(rel, f"JSON syntax error: {exc.msg} (column {exc.colno})", exc.lineno))
             return None, None
-        try:
-            Draft202012Validator.check_schema(schema)
         except SchemaError as exc:
             where = "/".join(str(p) for p in exc.path) or "(root)"
             self.issues.append(PackIssue(rel, f"invalid JSON Schema at {where}: {exc.message}"))
@@ -97,7 +106,7 @@ class NodeLoader:
         if not isinstance(schema, dict) or schema.get("type") != "object":
             self.issues.append(PackIssue(rel, 'the answer schema must be an object schema: {"type": "object", ...}'))
             return None, None
-        return schema, Draft202012Validator(schema)
+        return copy.deepcopy(schema), validator
 
     def expr(self, source: Any, *path: str | int) -> Expression | None:
         if not isinstance(source, str):

@@ -9,6 +9,8 @@ import yaml
 from runtime.errors import PackIssue
 
 Path_ = tuple[str | int, ...]
+# libyaml's parser when PyYAML was built with it (the wheels are): same nodes and marks, faster.
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class SourceMap:
@@ -37,7 +39,7 @@ class SourceMap:
 def load_yaml(text: str, source: SourceMap, issues: list[PackIssue]) -> Any:
     """Parse `text`; on a syntax error append an issue and return None."""
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=_Loader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         line = mark.line + 1 if mark is not None else None

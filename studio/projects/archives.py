@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import tarfile
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
@@ -85,8 +86,14 @@ def _read_zip(data: bytes, limits: Limits) -> dict[str, bytes]:
                 raise ArchiveRefused(f"{name}: links and special files are not allowed")
             total += info.file_size
             _check_counts(len(files) + 1, info.file_size, total, name, limits)
-            with archive.open(info) as member:
-                content = member.read(limits.max_file + 1)  # do not trust the declared size
+            try:
+                with archive.open(info) as member:
+                    content = member.read(limits.max_file + 1)  # do not trust the declared size
+            except (zipfile.BadZipFile, zlib.error, EOFError, OSError, RuntimeError, NotImplementedError):
+                # zipfile stops at the declared size, so a member whose real size is larger
+                # (a zip bomb that lies) fails its CRC here; so do damaged and encrypted ones.
+                raise ArchiveRefused(f"{name}: damaged, encrypted, or its declared size does not match "
+                                     "its contents") from None
             total += len(content) - info.file_size
             _check_counts(len(files) + 1, len(content), total, name, limits)
             files[name] = content
@@ -110,6 +117,6 @@ def _read_tar(data: bytes, limits: Limits) -> dict[str, bytes]:
                 if extracted is None:
                     raise ArchiveRefused(f"{name}: cannot be read")
                 files[name] = extracted.read(limits.max_file + 1)
-    except (tarfile.TarError, EOFError, OSError):
+    except (tarfile.TarError, EOFError, OSError, zlib.error):
         raise ArchiveRefused("not a valid .tar.gz file") from None
     return files

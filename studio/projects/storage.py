@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dulwich.diff_tree import CHANGE_ADD, CHANGE_DELETE, tree_changes
-from dulwich.object_store import commit_tree_changes, iter_tree_contents
+from dulwich.object_store import commit_tree_changes, iter_tree_contents, tree_lookup_path
 from dulwich.objects import Blob, Commit, Tree
 from dulwich.repo import Repo
 
@@ -171,6 +171,11 @@ class PackRepo:
             entries: list[tuple[bytes, int | None, bytes | None]] = []
             for path, data in sorted(changes.items()):
                 if data is None:
+                    # dulwich raises KeyError for a path that is not in the tree
+                    try:
+                        tree_lookup_path(self.repo.__getitem__, root, path.encode())
+                    except KeyError:
+                        raise StorageError(f"cannot delete {path}: no such file") from None
                     entries.append((path.encode(), None, None))
                 else:
                     blob = Blob.from_string(data)

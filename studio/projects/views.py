@@ -12,8 +12,21 @@ from django.shortcuts import redirect, render
 
 from studio.accounts.access import visible_projects
 from studio.projects.archives import ArchiveRefused, Limits, read_archive
+from studio.projects.execute import validate_files
 from studio.projects.forms import ProjectCreateForm
+from studio.projects.graph_svg import draw
 from studio.projects.models import Project, create_project
+from studio.projects.pages import (
+    SHORT,
+    Opened,
+    changed_files,
+    commit_at,
+    commit_of,
+    head_commit,
+    open_project,
+    pack_files,
+    page,
+)
 from studio.projects.storage import StorageError
 
 
@@ -63,7 +76,60 @@ def project_create(request: HttpRequest) -> HttpResponse:
 
 
 def project_overview(request: HttpRequest, slug: str) -> HttpResponse:
-    from studio.accounts.access import project_for
+    opened = open_project(request, slug)
+    files = pack_files(opened.repo)
+    pack, problems = validate_files(files)
+    context = opened.context("overview", head=head_commit(opened.repo), pack=pack, problems=problems,
+                             drawing=draw(pack) if pack is not None else None,
+                             nodes=list(pack.nodes.values()) if pack is not None else [],
+                             file_count=len([f for f in files if f != ".keep"]))
+    return page(request, "projects/overview.html", context)
 
-    project, role = project_for(request.user, slug)
-    return render(request, "projects/overview.html", {"project": project, "role": role})
+
+def project_history(request: HttpRequest, slug: str) -> HttpResponse:
+    opened = open_project(request, slug)
+    commits = [commit_of(v) for v in opened.repo.log(limit=500)]
+    for newer, older in zip(commits, commits[1:], strict=False):
+        newer.parent = older.sha
+    return page(request, "projects/history.html", opened.context("history", commits=commits))
+
+
+def project_diff(request: HttpRequest, slug: str) -> HttpResponse:
+    opened = open_project(request, slug)
+    a, b = request.GET.get("a", "").strip(), request.GET.get("b", "").strip()
+    context = opened.context("history", a=a, b=b)
+    if not a or not b:
+        context["error"] = "Choose two versions to compare: ?a=SHA&b=SHA (pick them on the History tab)."
+        return page(request, "projects/diff.html", context, status=400)
+    try:
+        old, new = opened.repo.resolve(a), opened.repo.resolve(b)
+        changes = changed_files(opened.repo.diff(old, new))
+    except StorageError as exc:
+        context["error"] = f"Cannot compare these versions: {exc}."
+        return page(request, "projects/diff.html", context, status=400)
+    context.update(old=commit_at(opened.repo, old), new=commit_at(opened.repo, new), changes=changes)
+    return page(request, "projects/diff.html", context)
+
+
+ARCHIVE_TYPES = {"zip": "application/zip", "tar.gz": "application/gzip"}
+
+
+def project_download(request: HttpRequest, slug: str) -> HttpResponse:
+    opened = open_project(request, slug)
+    fmt = request.GET.get("format", "zip")
+    version = request.GET.get("version") or None
+    if fmt not in ARCHIVE_TYPES:
+        return _download_refused(request, opened, f"Unknown format {fmt!r}: use zip or tar.gz.")
+    try:
+        sha = opened.repo.resolve(version)
+        data = opened.repo.archive(sha, fmt, prefix="pack/", folder=opened.project.slug)
+    except StorageError as exc:
+        return _download_refused(request, opened, f"Cannot download: {exc}.")
+    response = HttpResponse(data, content_type=ARCHIVE_TYPES[fmt])
+    response["Content-Disposition"] = f'attachment; filename="{opened.project.slug}-{sha[:SHORT]}.{fmt}"'
+    return response
+
+
+def _download_refused(request: HttpRequest, opened: Opened, message: str) -> HttpResponse:
+    context = opened.context("history", error=message)
+    return page(request, "projects/download_error.html", context, status=400)

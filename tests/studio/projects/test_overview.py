@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+from django.test import Client
+
+from studio.projects.models import Project
+from studio.projects.storage import PackRepo
+
+from .conftest import HTMX, teammate_saves
+
+
+def test_it_draws_the_graph_and_lists_the_nodes(as_owner: Client, project: Project) -> None:
+    page = as_owner.get("/p/triage/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert '<svg class="graph"' in html
+    assert 'data-node="classify"' in html and 'class="node node-generate"' in html
+    assert 'class="node node-end" data-node="billing_ops"' in html
+    assert "category == &#x27;billing&#x27;" in html  # the `when` label, escaped
+    assert 'class="edge edge-on_fail" data-from="classify" data-to="manual_triage"' in html
+    assert 'stroke-dasharray="6 4"' in html
+    assert '<table id="nodes">' in html and "input.ticket, category, amount_usd, sentiment" in html
+    assert "fake:fakes/scripted.json" in html  # the manifest
+    assert project.head[:10] in html  # the head commit
+    for link in ('/p/triage/files/', '/p/triage/evalset/', '/p/triage/history/', '/p/triage/download/',
+                 '/runs/new?project=triage'):
+        assert f'href="{link}' in html
+
+
+def test_it_shows_every_node_kind_with_its_shape(as_owner: Client, owner: object) -> None:
+    from studio.projects.models import create_project
+    from studio.projects.views import example_files
+
+    create_project(slug="refunds", name="Refunds", owner=owner, pack_files=example_files("refund_desk"))
+    html = as_owner.get("/p/refunds/").content.decode()
+    for kind in ("generate", "assert", "tool", "human", "end"):
+        assert f'class="node node-{kind}"' in html
+    assert 'class="edge edge-on_unsure" data-from="approve" data-to="review"' in html
+
+
+def test_it_escapes_pack_text_in_the_svg(as_owner: Client, project: Project) -> None:
+    repo = PackRepo(project.repo_path)
+    graph = repo.files(prefix="pack/")["graph.yaml"].decode()
+    graph = graph.replace("when: \"category == 'billing'\"", "when: \"category == '<script>alert(1)</script>'\"")
+    teammate_saves(repo, "graph.yaml", graph)
+    html = as_owner.get("/p/triage/").content.decode()
+    assert "<script>alert(1)" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_it_shows_the_loader_problems_when_the_pack_does_not_load(as_owner: Client, project: Project) -> None:
+    teammate_saves(PackRepo(project.repo_path), "grammars/classify.json", "{ not json")
+    page = as_owner.get("/p/triage/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert '<svg class="graph"' not in html
+    assert 'id="load-problems"' in html and "grammars/classify.json" in html
+
+
+def test_it_requires_login(project: Project) -> None:
+    page = Client().get("/p/triage/")
+    assert page.status_code == 302 and page["Location"].startswith("/login/")
+
+
+def test_it_hides_the_project_from_a_stranger(as_stranger: Client, project: Project) -> None:
+    assert as_stranger.get("/p/triage/").status_code == 404
+
+
+def test_it_shows_the_project_to_a_viewer(as_viewer: Client, project: Project) -> None:
+    assert as_viewer.get("/p/triage/").status_code == 200
+
+
+def test_it_answers_404_for_an_unknown_project(as_owner: Client, project: Project) -> None:
+    assert as_owner.get("/p/nope/").status_code == 404
+
+
+def test_it_renders_the_fragment_for_htmx(as_owner: Client, project: Project) -> None:
+    full = as_owner.get("/p/triage/").content.decode()
+    fragment = as_owner.get("/p/triage/", headers=HTMX).content.decode()
+    assert "<html" in full and "<html" not in fragment
+    assert fragment.lstrip().startswith('<div id="project-page">')

@@ -86,12 +86,22 @@ def project_overview(request: HttpRequest, slug: str) -> HttpResponse:
     return page(request, "projects/overview.html", context)
 
 
+HISTORY_PAGE = 50
+
+
 def project_history(request: HttpRequest, slug: str) -> HttpResponse:
     opened = open_project(request, slug)
-    commits = [commit_of(v) for v in opened.repo.log(limit=500)]
-    for newer, older in zip(commits, commits[1:], strict=False):
+    raw = request.GET.get("page", "1")
+    number = int(raw) if raw.isdigit() and 0 < int(raw) <= 10_000 else 1
+    start = (number - 1) * HISTORY_PAGE
+    # One more than the page so the last row knows its parent and we know if there is more.
+    walked = [commit_of(v) for v in opened.repo.log(limit=start + HISTORY_PAGE + 1)][start:]
+    for newer, older in zip(walked, walked[1:], strict=False):
         newer.parent = older.sha
-    return page(request, "projects/history.html", opened.context("history", commits=commits))
+    commits = walked[:HISTORY_PAGE]
+    return page(request, "projects/history.html", opened.context(
+        "history", commits=commits, page_number=number, has_older=len(walked) > HISTORY_PAGE,
+        first_on_page=start + 1, last_on_page=start + len(commits)))
 
 
 def project_diff(request: HttpRequest, slug: str) -> HttpResponse:

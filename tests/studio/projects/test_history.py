@@ -39,3 +39,17 @@ def test_it_shows_a_viewer_the_history(as_viewer: Client, project: Project) -> N
 def test_it_renders_the_fragment_for_htmx(as_owner: Client, project: Project) -> None:
     fragment = as_owner.get("/p/triage/history/", headers=HTMX).content.decode()
     assert "<html" not in fragment and fragment.lstrip().startswith('<div id="project-page">')
+
+
+def test_it_pages_a_long_history(as_owner: Client, project: Project, repo: PackRepo) -> None:
+    head = repo.head()
+    for n in range(55):
+        head = repo.save({"pack/prompts/classify.txt": f"v{n} {{{{ input.ticket }}}}".encode()}, base=head,
+                         author="olive", email="", message=f"edit {n}")
+    first = as_owner.get(f"/p/{project.slug}/history/")
+    assert first.status_code == 200
+    assert b"Commits 1\xe2\x80\x9350" in first.content and b"edit 54" in first.content
+    assert b"?page=2" in first.content and b"edit 4<" not in first.content
+    second = as_owner.get(f"/p/{project.slug}/history/?page=2")
+    assert b"Commits 51\xe2\x80\x9356" in second.content and b"Create from example" in second.content
+    assert b"?page=3" not in second.content

@@ -1,0 +1,337 @@
+"""Server-side SVG charts for the result pages: readable with JavaScript off, printable,
+and nothing fetched from elsewhere.
+
+Every piece of text that reaches the markup (node ids, `when` sources, model names,
+case ids, numbers) goes through `escape`, in one place (`Svg.text` / `Svg.title` /
+`_attrs`); the finished SVG is marked safe only after that."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+from runtime.pack.model import Pack
+from studio.projects.graph_svg import draw
+
+__all__ = ["PALETTE", "Bar", "Point", "blame_colour", "graph", "hbars", "histogram", "line_plot"]
+
+PALETTE = ("#2f5bea", "#dc6803", "#067647", "#9e77ed", "#c11574", "#0e9384", "#475467")
+INK, MUTED, GRID, AXIS = "#1d2330", "#667085", "#eaecf0", "#98a2b3"
+UNTAKEN = "#c11574"  # untaken edges: magenta, distinct from on_fail red and on_unsure orange
+FONT = 'font-family="system-ui, -apple-system, Segoe UI, sans-serif"'
+MONO = "ui-monospace, Menlo, Consolas, monospace"
+
+
+def _num(v: float) -> str:
+    return f"{v:.1f}".rstrip("0").rstrip(".") if isinstance(v, float) else str(v)
+
+
+def _attrs(attrs: dict[str, Any]) -> str:
+    return "".join(f' {k.rstrip("_").replace("_", "-")}="{escape(_num(v) if isinstance(v, float) else v)}"'
+                   for k, v in attrs.items() if v is not None)
+
+
+class Svg:
+    def __init__(self, width: float, height: float, *, label: str, css_class: str = "chart") -> None:
+        self.width, self.height = width, height
+        self.parts: list[str] = []
+        self.label = label
+        self.css_class = css_class
+
+    def add(self, tag: str, content: str = "", **attrs: Any) -> None:
+        self.parts.append(f"<{tag}{_attrs(attrs)}>{content}</{tag}>" if content else f"<{tag}{_attrs(attrs)}/>")
+
+    def text(self, x: float, y: float, label: object, *, tip: object = None, **attrs: Any) -> None:
+        title = f"<title>{escape(tip)}</title>" if tip is not None else ""
+        self.parts.append(f"<text{_attrs({'x': x, 'y': y, **attrs})}>{title}{escape(label)}</text>")
+
+    @staticmethod
+    def title(label: object) -> str:
+        return f"<title>{escape(label)}</title>"
+
+    def open(self, tag: str, **attrs: Any) -> None:
+        self.parts.append(f"<{tag}{_attrs(attrs)}>")
+
+    def close(self, tag: str) -> None:
+        self.parts.append(f"</{tag}>")
+
+    def render(self) -> SafeString:
+        head = (f'<svg xmlns="http://www.w3.org/2000/svg" class="{escape(self.css_class)}" role="img" '
+                f'width="{_num(float(self.width))}" height="{_num(float(self.height))}" '
+                f'viewBox="0 0 {_num(float(self.width))} {_num(float(self.height))}" {FONT} font-size="12">'
+                f"<title>{escape(self.label)}</title>")
+        return mark_safe(head + "".join(self.parts) + "</svg>")  # noqa: S308 - every part escaped above
+
+
+def _nice_ticks(hi: float, count: int = 4) -> list[float]:
+    """Round tick values from 0 to at least `hi`."""
+    if hi <= 0:
+        return [0.0, 1.0]
+    raw = hi / count
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    return [i * step for i in range(int(math.ceil(hi / step - 1e-9)) + 1)]
+
+
+# -- histogram ----------------------------------------------------------------------------
+
+
+def histogram(values: Sequence[float], *, label: str, fmt: Callable[[float], str] = _num, bins: int = 20,
+              marks: Sequence[tuple[str, float]] = (), width: int = 720, height: int = 240,
+              unit: str = "runs") -> SafeString:
+    """Counts of `values` in equal-width bins, with optional vertical marks (p50, p95)."""
+    left, right, top, bottom = 56, 48, 24, 44
+    svg = Svg(width, height, label=label)
+    plot_w, plot_h = width - left - right, height - top - bottom
+    if not values:
+        svg.text(width / 2, height / 2, "no scored runs yet", text_anchor="middle", fill=MUTED)
+        return svg.render()
+    lo, hi = min(values), max(values)
+    if hi - lo < 1e-15:
+        bins, hi = 1, lo + (abs(lo) or 1.0) * 1e-9
+    step = (hi - lo) / bins
+    counts = [0] * bins
+    for v in values:
+        counts[min(bins - 1, int((v - lo) / step))] += 1
+    ticks = _nice_ticks(max(counts))
+    ymax = ticks[-1]
+    for t in ticks:
+        y = top + plot_h - plot_h * t / ymax
+        svg.add("line", x1=left, x2=left + plot_w, y1=y, y2=y, stroke=GRID)
+        svg.text(left - 6, y + 4, _num(float(t)) if t % 1 else int(t), text_anchor="end", fill=MUTED)
+    bar_w = plot_w / bins
+    for i, n in enumerate(counts):
+        h = plot_h * n / ymax
+        x0, x1 = lo + i * step, lo + (i + 1) * step
+        svg.open("g", class_="bin")
+        svg.add("rect", Svg.title(f"{fmt(x0)} – {fmt(x1)}: {n} {unit}"), x=left + i * bar_w + 1,
+                y=top + plot_h - h, width=max(bar_w - 2, 1), height=max(h, 0), fill="#2f5bea")
+        svg.close("g")
+    svg.add("line", x1=left, x2=left + plot_w, y1=top + plot_h, y2=top + plot_h, stroke=AXIS)
+    for i in range(0, bins + 1, max(1, bins // 5)):
+        x = left + i * bar_w
+        svg.add("line", x1=x, x2=x, y1=top + plot_h, y2=top + plot_h + 4, stroke=AXIS)
+        svg.text(x, top + plot_h + 17, fmt(lo + i * step), text_anchor="middle", fill=MUTED)
+    for k, (name, value) in enumerate(marks):
+        x = left + plot_w * (value - lo) / (hi - lo)
+        colour = PALETTE[(k + 1) % len(PALETTE)]
+        svg.add("line", x1=x, x2=x, y1=top - 4, y2=top + plot_h, stroke=colour, stroke_dasharray="4 3",
+                stroke_width=1.5)
+        svg.text(x + 3, top - 8 + (k % 2) * 12, f"{name} {fmt(value)}", fill=colour, font_weight="600")
+    svg.text(left - 44, top - 10, unit, fill=MUTED)
+    svg.text(left + plot_w / 2, height - 6, label, text_anchor="middle", fill=INK)
+    return svg.render()
+
+
+# -- horizontal bars ----------------------------------------------------------------------
+
+
+@dataclass
+class Bar:
+    label: str
+    value: float
+    text: str = ""  # shown after the bar
+    colour: str = "#2f5bea"
+    href: str | None = None
+
+
+def hbars(bars: Sequence[Bar], *, label: str, max_value: float | None = None, width: int = 560) -> SafeString:
+    """One labelled horizontal bar per row (failures per node, runs per tier)."""
+    row_h, left, right, top = 24, 150, 150, 8
+    height = top * 2 + row_h * max(len(bars), 1)
+    svg = Svg(width, height, label=label)
+    top_value = max_value if max_value else max((b.value for b in bars), default=0) or 1
+    plot_w = width - left - right
+    for i, b in enumerate(bars):
+        y = top + i * row_h
+        name = b.label if len(b.label) <= 20 else b.label[:19] + "…"
+        svg.text(left - 8, y + 16, name, tip=b.label, text_anchor="end", fill=INK)
+        w = plot_w * max(b.value, 0) / top_value
+        svg.add("rect", x=left, y=y + 5, width=plot_w, height=row_h - 10, fill=GRID, rx=3)
+        if b.href:
+            svg.open("a", href=b.href)
+        svg.add("rect", Svg.title(f"{b.label}: {b.text or _num(b.value)}"), x=left, y=y + 5, width=max(w, 0),
+                height=row_h - 10, fill=b.colour, rx=3)
+        if b.href:
+            svg.close("a")
+        svg.text(left + plot_w + 8, y + 16, b.text or _num(b.value), fill=MUTED)
+    return svg.render()
+
+
+# -- line plot ----------------------------------------------------------------------------
+
+
+@dataclass
+class Point:
+    x: int  # index into the x labels
+    y: float
+    tip: str
+    href: str | None = None
+    low: float | None = None  # an interval drawn as a whisker
+    high: float | None = None
+
+
+def line_plot(x_labels: Sequence[str], series: Sequence[tuple[str, Sequence[Point]]], *, label: str,
+              y_label: str, fmt: Callable[[float], str] = _num, y_max: float | None = None,
+              width: int = 760, height: int = 280) -> SafeString:
+    """One line per series over categorical x (pack versions, oldest first)."""
+    left, right, top = 64, 24, 28
+    bottom = 64
+    pad = 36  # keeps the first and last points (and their x labels) off the plot's edges
+    legend_h = 18 * len(series)
+    svg = Svg(width, height + legend_h, label=label)
+    plot_w, plot_h = width - left - right, height - top - bottom
+    highest = max((max(p.y, p.high or 0) for _, pts in series for p in pts), default=0.0)
+    ticks = [i / 4 * y_max for i in range(5)] if y_max else _nice_ticks(highest or 1.0)
+    ymax = ticks[-1] or 1.0
+
+    def px(i: int) -> float:
+        return left + (plot_w / 2 if len(x_labels) <= 1 else pad + (plot_w - 2 * pad) * i / (len(x_labels) - 1))
+
+    def py(v: float) -> float:
+        return top + plot_h - plot_h * v / ymax
+
+    for t in ticks:
+        svg.add("line", x1=left, x2=left + plot_w, y1=py(t), y2=py(t), stroke=GRID)
+        svg.text(left - 6, py(t) + 4, fmt(t), text_anchor="end", fill=MUTED)
+    svg.add("line", x1=left, x2=left + plot_w, y1=top + plot_h, y2=top + plot_h, stroke=AXIS)
+    every = max(1, math.ceil(len(x_labels) / 12))
+    for i, name in enumerate(x_labels):
+        if i % every:
+            continue
+        svg.add("line", x1=px(i), x2=px(i), y1=top + plot_h, y2=top + plot_h + 4, stroke=AXIS)
+        svg.text(px(i), top + plot_h + 18, name, text_anchor="middle", fill=MUTED, class_="mono")
+    svg.text(12, top - 12, y_label, fill=INK, font_weight="600")
+    svg.text(left + plot_w / 2, top + plot_h + 40, "pack version (oldest → newest)", text_anchor="middle", fill=MUTED)
+    if not any(pts for _, pts in series):
+        svg.text(left + plot_w / 2, top + plot_h / 2, "no evals with scored runs yet", text_anchor="middle", fill=MUTED)
+    for k, (name, pts) in enumerate(series):
+        colour = PALETTE[k % len(PALETTE)]
+        ordered = sorted(pts, key=lambda p: p.x)
+        if len(ordered) > 1:
+            svg.add("polyline", points=" ".join(f"{px(p.x):.1f},{py(p.y):.1f}" for p in ordered), fill="none",
+                    stroke=colour, stroke_width=2)
+        for p in ordered:
+            if p.low is not None and p.high is not None:
+                svg.add("line", x1=px(p.x), x2=px(p.x), y1=py(p.low), y2=py(p.high), stroke=colour, stroke_width=1,
+                        opacity=0.6)
+            if p.href:
+                svg.open("a", href=p.href)
+            svg.add("circle", Svg.title(p.tip), cx=px(p.x), cy=py(p.y), r=4.5, fill=colour, stroke="#fff",
+                    stroke_width=1.5)
+            if p.href:
+                svg.close("a")
+        y = height + 18 * k + 4
+        svg.add("line", x1=left, x2=left + 22, y1=y, y2=y, stroke=colour, stroke_width=3)
+        svg.text(left + 28, y + 4, name, fill=INK)
+    return svg.render()
+
+
+# -- the graph, coloured -------------------------------------------------------------------
+
+
+def blame_colour(share: float) -> str:
+    """White-ish at 0, through amber, to deep red at 1: heat that reads in greyscale too."""
+    stops = [(0.0, (248, 249, 251)), (0.25, (254, 228, 226)), (0.5, (249, 112, 102)), (1.0, (145, 24, 18))]
+    share = min(max(share, 0.0), 1.0)
+    for (s0, c0), (s1, c1) in zip(stops, stops[1:], strict=False):
+        if share <= s1:
+            t = (share - s0) / (s1 - s0)
+            return "#" + "".join(f"{round(a + (b - a) * t):02x}" for a, b in zip(c0, c1, strict=True))
+    return "#911812"
+
+
+EDGE_COLOUR = {"next": "#475467", "on_fail": "#d92d20", "on_unsure": "#dc6803"}
+
+
+def graph(pack: Pack, *, label: str, shares: dict[str, float] | None = None,
+          notes: dict[str, str] | None = None, edge_counts: dict[int, int] | None = None,
+          runs: int = 0) -> SafeString:
+    """The pack's graph (layout from studio.projects.graph_svg). With `shares`, each node
+    is filled by its share of blamed failures; with `edge_counts`, each edge is as thick
+    as the share of runs that took it, labelled with its count, and untaken edges are
+    drawn in magenta and labelled `untaken`."""
+    drawing = draw(pack)
+    legend = 56
+    # Not class "graph": studio.css styles that one (the project overview's), and CSS would
+    # override the fills and stroke widths that carry the data here.
+    svg = Svg(drawing.width, drawing.height + legend, label=label, css_class="chart result-graph")
+    svg.open("defs")
+    for kind, colour in [*EDGE_COLOUR.items(), ("untaken", UNTAKEN)]:
+        svg.add("marker", f'<path d="M0,0 L10,5 L0,10 z" fill="{colour}"/>', id=f"res-arrow-{kind}",
+                viewBox="0 0 10 10", refX=9, refY=5, markerWidth=10, markerHeight=10, markerUnits="userSpaceOnUse",
+                orient="auto-start-reverse")  # arrowheads keep their size on thick edges
+    svg.close("defs")
+    # draw() routes pack.edges in order, skipping only edges to unknown nodes: pair them back up.
+    routed = [e for e in pack.edges if e.source in pack.nodes and e.target in pack.nodes]
+    paired = list(zip(routed, drawing.edges, strict=False)) if len(routed) == len(drawing.edges) else []
+    labels = []
+    for edge, drawn in paired:
+        n = edge_counts.get(edge.index, 0) if edge_counts is not None else None
+        untaken = n == 0
+        colour = UNTAKEN if untaken else EDGE_COLOUR.get(edge.kind, "#475467")
+        width = 1.5
+        if n:
+            width = 1.5 + 5 * (n / runs if runs else 0)
+        tip = f"{edge.source} → {edge.target}" + (f": {edge.label}" if edge.label else "")
+        if n is not None:
+            tip += f" · taken by {n} run{'s' if n != 1 else ''}" if n else " · never taken"
+        svg.open("g", class_="edge untaken" if untaken else "edge", data_edge=edge.index)
+        if untaken:
+            svg.add("path", d=drawn.d, fill="none", stroke="#fce7f6", stroke_width=9)
+        svg.add("path", Svg.title(tip), d=drawn.d, fill="none", stroke=colour, stroke_width=width,
+                marker_end=f"url(#res-arrow-{'untaken' if untaken else edge.kind})",
+                stroke_dasharray="6 4" if edge.kind != "next" or untaken else None)
+        svg.close("g")
+        text = drawn.short_label
+        if n is not None:
+            text = ("untaken" if untaken else f"×{n}") + (f" · {text}" if text else "")
+        if text:
+            labels.append((drawn.label_x, drawn.label_y, text, tip, untaken))
+    for node in drawing.nodes:
+        share = (shares or {}).get(node.id, 0.0)
+        fill = blame_colour(share) if shares is not None else "#ffffff"
+        ink = "#ffffff" if shares is not None and share > 0.45 else INK
+        note = (notes or {}).get(node.id)
+        tip = f"{node.id} ({node.kind})" + (f" · {note}" if note else "")
+        svg.open("g", class_="node", data_node=node.id)
+        stroke = dict(stroke="#475467", stroke_width=1.5, fill=fill)
+        if node.shape == "assert":
+            svg.add("polygon", Svg.title(tip), points=node.hexagon, **stroke)
+        elif node.shape == "human":
+            svg.add("ellipse", Svg.title(tip), cx=node.cx, cy=node.cy, rx=node.rx, ry=node.ry, **stroke)
+        elif node.shape == "end":
+            svg.add("rect", Svg.title(tip), x=node.x, y=node.y, width=node.w, height=node.h, rx=24, **stroke)
+        else:
+            svg.add("rect", Svg.title(tip), x=node.x, y=node.y, width=node.w, height=node.h,
+                    rx=0 if node.shape == "tool" else 8, **stroke)
+        svg.text(node.cx, node.cy - 2, node.id, text_anchor="middle", fill=ink, font_weight="600", font_size=13,
+                 font_family=MONO)
+        svg.text(node.cx, node.cy + 14, note or node.kind, text_anchor="middle", fill=ink, font_size=11)
+        if node.entry:
+            svg.text(node.cx, node.y - 8, "▼ entry", text_anchor="middle", fill=MUTED, font_size=11)
+        svg.close("g")
+    for x, y, text, tip, untaken in labels:
+        svg.text(x, y, text, tip=tip, text_anchor="middle", fill=UNTAKEN if untaken else MUTED, font_size=11,
+                 font_weight="600" if untaken else None, paint_order="stroke", stroke="#ffffff", stroke_width=4)
+    y = drawing.height + 12
+    if shares is not None:
+        svg.open("defs")
+        stops = "".join(f'<stop offset="{s:g}" stop-color="{blame_colour(s)}"/>' for s in (0, .25, .5, .75, 1))
+        svg.add("linearGradient", stops, id="res-blame-scale")
+        svg.close("defs")
+        svg.text(24, y + 14, "share of failures blamed", fill=INK)
+        svg.add("rect", x=190, y=y + 3, width=200, height=14, fill="url(#res-blame-scale)", stroke=AXIS)
+        svg.text(190, y + 32, "0%", text_anchor="middle", fill=MUTED)
+        svg.text(390, y + 32, "100%", text_anchor="middle", fill=MUTED)
+    if edge_counts is not None:
+        svg.add("line", x1=24, x2=64, y1=y + 10, y2=y + 10, stroke=UNTAKEN, stroke_width=2, stroke_dasharray="6 4")
+        svg.text(70, y + 14, "untaken edge", fill=UNTAKEN, font_weight="600")
+        svg.add("line", x1=180, x2=220, y1=y + 10, y2=y + 10, stroke="#475467", stroke_width=5)
+        svg.text(226, y + 14, "thicker: taken by more runs (×n = runs)", fill=INK)
+    return svg.render()

@@ -1,0 +1,395 @@
+"""studio/evals/results.py on rows built in plain sight; the helpers here are shared by
+the page tests (test_results_*.py)."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.cache import cache
+from django.utils import timezone
+
+from runtime import load_pack, open_backend
+from runtime.cli import load_tools
+from runtime.evaluate import EvalReport, check_baseline, evaluate
+from runtime.pack.model import Pack
+from runtime.stats import wilson_interval
+from runtime.trace import Attempt, EdgeTaken, Step, ToolCall, Trace
+from studio.evals import results
+from studio.evals.models import Eval, EvalCase
+from studio.projects.models import Project, create_project
+from studio.projects.views import example_files
+
+REJECTED = "REJECTED-ANSWER-<b>only-authors</b>"
+
+
+# -- helpers shared by the page tests -----------------------------------------------------
+
+
+def make_eval(project: Project, user: User, *, version: str | None = None, status: str = "done",
+              model: str = "fake:fakes/scripted.json", repeats: int = 1, ago_s: float = 0, total: int = 0,
+              tags: list[str] | None = None) -> Eval:
+    return Eval.objects.create(project=project, version=version or project.head, model_spec=model, repeats=repeats,
+                               status=status, total=total, tags=tags or [], created_by=user,
+                               created_at=timezone.now() - timedelta(seconds=ago_s))
+
+
+def add_run(ev: Eval, case_id: str, *, repeat: int = 0, status: str = "passed", tier: str = "auto",
+            blamed: str = "", edges: list[int] | None = None, problems: list[str] | None = None,
+            rejections: dict[str, int] | None = None, generations: int = 4, model_calls: int | None = None,
+            cost: float = 0.0, latency: float = 0.0, tokens: tuple[int, int, int] = (0, 0, 0),
+            trace: dict[str, Any] | None = None, diffs: list[dict[str, Any]] | None = None) -> EvalCase:
+    return EvalCase.objects.create(
+        eval=ev, case_id=case_id, repeat=repeat, status=status, tier=tier, blamed=blamed, edges=edges or [],
+        problems=problems or [], rejections=rejections or {}, generations=generations,
+        model_calls=generations if model_calls is None else model_calls, cost_usd=cost, latency_s=latency,
+        prompt_tokens=tokens[0], completion_tokens=tokens[1], reasoning_tokens=tokens[2], trace=trace,
+        diffs=diffs or [], run_status="done" if status != "queued" else "", finished_at=timezone.now())
+
+
+def rejected_trace(case_id: str = "bad-1") -> dict[str, Any]:
+    """classify is rejected once (schema) then accepted; extract calls a tool; the run fails."""
+    trace = Trace(run_id=f"r-{case_id}", pack="support_triage", case_id=case_id, status="done", end_node="general")
+    trace.attempts = [
+        Attempt("classify", 1, 1, "sample", False, "schema", "category must be one of: \"billing\"", text=REJECTED,
+                prompt_tokens=100, completion_tokens=10, latency_s=0.5, cost_usd=0.001, request_id="req-1"),
+        Attempt("classify", 1, 2, "resample", True, text='{"category": "other"}', prompt_tokens=100,
+                completion_tokens=8, latency_s=0.25, cost_usd=0.001),
+        Attempt("extract", 2, 1, "sample", True, text='{"order_id": null, "amount_usd": null}', prompt_tokens=50,
+                completion_tokens=5, latency_s=0.125, cost_usd=0.0005),
+    ]
+    trace.steps = [
+        Step("classify", 1, "generate", "ok", {"category": "other"}, attempt=2, edge=EdgeTaken(0, "next", "extract"),
+             prompt="Classify <this> ticket"),
+        Step("extract", 2, "generate", "ok", {"order_id": None, "amount_usd": None}, attempt=1,
+             edge=EdgeTaken(7, "next", "general"), prompt="Extract from the ticket"),
+        Step("general", 3, "end", "end"),
+    ]
+    trace.tool_calls = [ToolCall("extract", 2, "lookup_order", {"order_id": "ORD-1"}, {"found": False},
+                                 latency_s=0.0625)]
+    return trace.to_dict()
+
+
+def example_pack(name: str = "support_triage") -> Pack:
+    return load_pack(Path(settings.EXAMPLE_PACKS) / name)
+
+
+def run_example(name: str = "support_triage") -> tuple[Pack, EvalReport]:
+    """The example pack against its own scripted model: real traces, from the runtime."""
+    pack = example_pack(name)
+    tools_file = pack.root / "tools.py"
+    tools = load_tools(f"{tools_file}:registry") if tools_file.exists() else None
+    return pack, evaluate(pack, open_backend(pack.model or "", base_dir=pack.root), tools=tools, concurrency=1)
+
+
+def store_report(ev: Eval, report: EvalReport, repeat: int = 0) -> None:
+    EvalCase.objects.bulk_create([
+        EvalCase(eval=ev, case_id=c.case_id, repeat=repeat, status="passed" if c.passed else "failed", tier=c.tier,
+                 blamed=c.blamed or "", run_status=c.status, path=c.path, edges=c.edges, problems=c.problems,
+                 diffs=[{"field": d.field, "expected": d.expected, "actual": d.actual, "missing": d.missing}
+                        for d in c.diffs],
+                 rejections=c.rejections, generations=int(c.totals["generations"]),
+                 model_calls=int(c.totals["model_calls"]), prompt_tokens=int(c.totals["prompt_tokens"]),
+                 completion_tokens=int(c.totals["completion_tokens"]),
+                 reasoning_tokens=int(c.totals["reasoning_tokens"]), latency_s=c.totals["latency_s"],
+                 cost_usd=c.totals["cost_usd"], trace=c.trace.to_dict(), finished_at=timezone.now())
+        for c in report.cases])
+    Eval.objects.filter(pk=ev.pk).update(total=ev.cases.count())
+    ev.refresh_from_db()
+
+
+@pytest.fixture(autouse=True)
+def results_setup(settings: Any) -> None:
+    """A cold cache per test; a fast password hasher, since every test makes four users."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    cache.clear()
+
+
+# -- summary ------------------------------------------------------------------------------
+
+
+def test_it_computes_the_pass_rate_with_a_wilson_interval(project: Project, owner: User) -> None:
+    ev = make_eval(project, owner, total=13)
+    for i in range(8):
+        add_run(ev, f"p{i}", cost=0.001 * (i + 1), latency=0.1 * (i + 1))
+    add_run(ev, "f1", status="failed", blamed="classify")
+    add_run(ev, "f2", status="failed", blamed="classify")
+    add_run(ev, "e1", status="error", tier="")
+    add_run(ev, "q1", status="queued", tier="")
+    add_run(ev, "c1", status="cancelled", tier="")
+    summary = results.summarize(ev)
+    assert (summary["scored"], summary["passed"], summary["total"]) == (11, 8, 13)
+    assert summary["pass_rate"] == pytest.approx(8 / 11)
+    assert summary["ci95"] == pytest.approx(wilson_interval(8, 11))
+    assert summary["counts"]["queued"] == summary["counts"]["cancelled"] == 1
+    assert summary["cost"]["p50"] == pytest.approx(0.003)  # nearest rank over 11 runs: 3 zeros, then 0.001...
+    assert summary["cost"]["p95"] == pytest.approx(0.008)
+
+
+def test_it_agrees_with_the_runtime_report_on_a_real_eval(project: Project, owner: User) -> None:
+    pack, report = run_example("refund_desk")
+    ev = make_eval(project, owner)
+    store_report(ev, report)
+    assert results.metrics_of(ev) == pytest.approx(report.metrics())
+    split = results.tiers(ev)
+    assert {k: split[k] for k in ("auto", "escalated", "failed", "auto_accuracy")} == report.tiers()
+    cov = results.coverage(ev, pack)
+    assert {e["name"]: e["cases"] for e in cov["edges"]} == report.coverage()["per_edge"]
+    assert [e["name"] for e in cov["untaken"]] == report.coverage()["untaken"]
+    blame = {r["node"]: r for r in results.node_blame(ev, pack)["nodes"]}
+    for node, want in report.per_node().items():
+        got = blame[node]
+        assert (got["attempts"], got["rejections"], got["tokens"]) == (want["attempts"], want["rejections"],
+                                                                       want["tokens"])
+        assert (got["latency_s"], got["cost_usd"]) == pytest.approx((want["latency_s"], want["cost_usd"]))
+    assert {n: r["failures"] for n, r in blame.items() if r["failures"]} == report.failures_by_node()
+    assert sum(r["tool_calls"] for r in blame.values()) == sum(len(c.trace.tool_calls) for c in report.cases)
+
+
+def test_it_splits_tiers_with_accuracy_inside_auto(project: Project, owner: User) -> None:
+    ev = make_eval(project, owner)
+    add_run(ev, "a1", cost=0.002)
+    add_run(ev, "a2", cost=0.004)
+    add_run(ev, "a3", status="failed", cost=0.006)
+    add_run(ev, "s1", tier="escalated", cost=0.01)
+    add_run(ev, "x1", status="error", tier="")  # no tier: counted in failed, as the runtime does
+    split = {r["tier"]: r for r in results.tiers(ev)["rows"]}
+    assert [split[t]["count"] for t in ("auto", "escalated", "failed")] == [3, 1, 1]
+    assert split["auto"]["accuracy"] == pytest.approx(2 / 3)
+    assert split["auto"]["cost_per_case"] == pytest.approx(0.004)
+    assert split["failed"]["accuracy"] == 0
+
+
+# -- blame --------------------------------------------------------------------------------
+
+
+def test_it_shares_blame_across_nodes(project: Project, owner: User) -> None:
+    ev = make_eval(project, owner)
+    for i in range(3):
+        add_run(ev, f"c{i}", status="failed", blamed="classify")
+    add_run(ev, "e1", status="failed", blamed="extract")
+    add_run(ev, "ok", blamed="")
+    add_run(ev, "queued", status="queued", blamed="sentiment")  # not scored: not blamed
+    blame = results.node_blame(ev, example_pack())
+    assert blame["failures"] == 4
+    assert blame["shares"]["classify"] == pytest.approx(0.75)
+    assert blame["shares"]["extract"] == pytest.approx(0.25)
+    assert blame["shares"]["sentiment"] == 0
+    assert [r["node"] for r in blame["nodes"]][:4] == ["classify", "extract", "sentiment", "prioritise"]
+
+
+def test_it_counts_attempts_rejections_and_reasons_per_node_from_traces(project: Project, owner: User) -> None:
+    ev = make_eval(project, owner)
+    add_run(ev, "bad-1", status="failed", blamed="classify", trace=rejected_trace("bad-1"))
+    add_run(ev, "bad-2", status="failed", blamed="classify", trace=rejected_trace("bad-2"))
+    add_run(ev, "gone", status="cancelled", trace=rejected_trace("gone"))  # not scored
+    nodes = {r["node"]: r for r in results.node_blame(ev, example_pack())["nodes"]}
+    classify = nodes["classify"]
+    assert (classify["attempts"], classify["rejections"], classify["tokens"]) == (4, 2, 436)
+    assert classify["categories"] == {"schema": 2}
+    assert classify["reasons"] == [{"category": "schema", "reason": 'category must be one of: "billing"', "count": 2}]
+    assert classify["latency_s"] == pytest.approx(1.5)
+    assert nodes["extract"]["tool_calls"] == 0  # support_triage has no tool node: that pass is skipped
+    extract = results.node_stats(ev)["nodes"]["extract"]
+    assert (extract["tool_calls"], extract["tool_latency_s"]) == (2, pytest.approx(0.125))
+
+
+def test_it_recomputes_node_stats_when_rows_change(project: Project, owner: User) -> None:
+    ev = make_eval(project, owner, status="running")
+    add_run(ev, "bad-1", status="failed", trace=rejected_trace("bad-1"))
+    assert results.node_stats(ev)["nodes"]["classify"]["attempts"] == 2
+    add_run(ev, "bad-2", status="failed", trace=rejected_trace("bad-2"))
+    assert results.node_stats(ev)["nodes"]["classify"]["attempts"] == 4
+
+
+def test_it_reads_node_stats_the_backend_stored_in_the_summary(project: Project, owner: User) -> None:
+    ev = make_eval(project, owner)
+    add_run(ev, "bad-1", status="failed", trace=rejected_trace("bad-1"))
+    ev.summary = {"node_stats": results.node_stats(ev)}
+    ev.summary["node_stats"]["nodes"]["classify"]["attempts"] = 99  # proves it is read, not recomputed
+    ev.save()
+    assert results.node_stats(ev)["nodes"]["classify"]["attempts"] == 99
+
+
+# -- coverage -----------------------------------------------------------------------------
+
+
+def test_it_counts_runs_per_edge_and_lists_untaken_edges(project: Project, owner: User) -> None:
+    ev = make_eval(project, owner)
+    add_run(ev, "billing", edges=[0, 2, 3, 4])
+    add_run(ev, "billing-2", edges=[0, 2, 3, 4, 4])  # an edge taken twice in one run counts once
+    add_run(ev, "manual", status="failed", tier="failed", edges=[1])
+    add_run(ev, "queued", status="queued", edges=[5])  # not scored
+    cov = results.coverage(ev, example_pack())
+    assert {e["index"]: e["cases"] for e in cov["edges"]} == {0: 2, 1: 1, 2: 2, 3: 2, 4: 2, 5: 0, 6: 0, 7: 0}
+    assert (cov["taken"], cov["total"]) == (5, 8)
+    assert [e["name"] for e in cov["untaken"]] == [
+        "prioritise -> tech_support [category == 'technical']",
+        "prioritise -> account_team [category == 'account']", "prioritise -> general"]
+
+
+def test_it_lists_runs_whose_declared_path_or_end_was_not_reached(project: Project, owner: User) -> None:
+    ev = make_eval(project, owner)
+    add_run(ev, "wrong-end", status="failed", problems=["expected to stop at 'billing_ops', stopped at 'general'"])
+    add_run(ev, "wrong-path", status="failed", problems=["path did not visit 'extract' (took classify > general)"])
+    add_run(ev, "crashed", status="failed", problems=["run failed: boom"])
+    add_run(ev, "fine")
+    cov = results.coverage(ev, example_pack())
+    assert [(c["case_id"], len(c["problems"])) for c in cov["unreached"]] == [("wrong-end", 1), ("wrong-path", 1)]
+    assert cov["unreached_count"] == 2
+
+
+# -- cost ---------------------------------------------------------------------------------
+
+
+def test_it_sorts_the_cost_table_by_a_whitelisted_column(project: Project, owner: User) -> None:
+    ev = make_eval(project, owner)
+    add_run(ev, "a", cost=0.3, tokens=(1, 1, 1), latency=3)
+    add_run(ev, "b", cost=0.1, tokens=(50, 0, 0), latency=1)
+    add_run(ev, "c", cost=0.2, tokens=(5, 5, 0), latency=2)
+    assert [r["case_id"] for r in results.cost_table(ev)["rows"]] == ["a", "c", "b"]
+    assert [r["case_id"] for r in results.cost_table(ev, sort="tokens", direction="asc")["rows"]] == ["a", "c", "b"]
+    assert [r["case_id"] for r in results.cost_table(ev, sort="latency", direction="asc")["rows"]] == ["b", "c", "a"]
+    table = results.cost_table(ev, sort="trace; DROP TABLE", direction="sideways", per_page=2, page=9)
+    assert (table["sort"], table["dir"], table["page"], table["pages"]) == ("cost", "desc", 2, 2)
+
+
+# -- compare ------------------------------------------------------------------------------
+
+
+def _outcomes(ev: Eval, passed: list[bool], repeat: int = 0) -> None:
+    for i, ok in enumerate(passed):
+        add_run(ev, f"case-{i:02d}", repeat=repeat, status="passed" if ok else "failed")
+
+
+def test_it_gives_the_exact_mcnemar_p_value_on_a_known_table(project: Project, owner: User) -> None:
+    # before/after: 5 pass both, 2 fail both, 1 fixed, 8 broken
+    before = [True] * 5 + [False] * 2 + [False] * 1 + [True] * 8
+    after = [True] * 5 + [False] * 2 + [True] * 1 + [False] * 8
+    a, b = make_eval(project, owner, ago_s=60), make_eval(project, owner)
+    _outcomes(a, before)
+    _outcomes(b, after)
+    cmp = results.compare(a, b)
+    assert (cmp["both_pass"], cmp["n_fixed"], cmp["n_broken"], cmp["both_fail"]) == (5, 1, 8, 2)
+    # two-sided binomial tail: 2 * (C(9,0) + C(9,1)) / 2^9
+    assert cmp["p_value"] == pytest.approx(2 * (1 + 9) / 512)
+    assert [c["case_id"] for c in cmp["fixed"]] == ["case-07"]
+    deltas = {m["metric"]: m for m in cmp["metrics"]}
+    assert deltas["pass_rate"]["delta"] == pytest.approx(-7 / 16)
+    assert deltas["pass_rate"]["better"] is False
+
+
+def test_it_pairs_by_case_when_the_repeats_differ(project: Project, owner: User) -> None:
+    a, b = make_eval(project, owner, ago_s=60), make_eval(project, owner, repeats=3)
+    _outcomes(a, [False, True])
+    for repeat, outcome in enumerate([[True, True], [True, False], [False, False]]):
+        _outcomes(b, outcome, repeat=repeat)
+    cmp = results.compare(a, b)
+    assert cmp["paired_by"] == "case"
+    assert (cmp["n_fixed"], cmp["n_broken"]) == (1, 1)  # case-00: 0 -> 2/3; case-01: 1 -> 1/3
+    assert cmp["fixed"][0]["after"] == pytest.approx(2 / 3)
+
+
+def test_it_refuses_to_compare_different_case_sets(project: Project, owner: User) -> None:
+    a, b = make_eval(project, owner), make_eval(project, owner)
+    _outcomes(a, [True, True, True])
+    _outcomes(b, [True, True])
+    with pytest.raises(results.NotComparable, match="1 case\\(s\\) only in eval"):
+        results.compare(a, b)
+
+
+def test_it_refuses_to_compare_evals_of_different_projects(project: Project, owner: User) -> None:
+    other = create_project(slug="other", name="Other", owner=owner, pack_files=example_files("support_triage"))
+    a, b = make_eval(project, owner), make_eval(other, owner)
+    with pytest.raises(results.NotComparable, match="different|only evals of one project"):
+        results.compare(a, b)
+
+
+# -- history ------------------------------------------------------------------------------
+
+
+def test_it_gives_pass_rate_and_cost_per_version_and_model(project: Project, owner: User) -> None:
+    v1, v2 = "a" * 40, "b" * 40
+    old = make_eval(project, owner, version=v1, ago_s=300)
+    _outcomes(old, [True, False])
+    newer = make_eval(project, owner, version=v1, ago_s=200)  # the same version again: the later one counts
+    _outcomes(newer, [True, True])
+    other_model = make_eval(project, owner, version=v1, model="openai:http://x#m", ago_s=150)
+    _outcomes(other_model, [False, False])
+    v2_eval = make_eval(project, owner, version=v2, ago_s=100)
+    add_run(v2_eval, "case-00", cost=0.5)
+    add_run(v2_eval, "case-01", status="failed", cost=1.5)
+    make_eval(project, owner, version=v2, status="queued")  # nothing scored: no point
+    hist = results.history(project, order=[v1, v2])
+    assert hist["versions"] == [v1, v2]
+    by_model = {s["model"]: [(p["x"], p["pass_rate"], p["cost_per_case"]) for p in s["points"]] for s in hist["series"]}
+    assert by_model["fake:fakes/scripted.json"] == [(0, 1.0, 0.0), (1, 0.5, 1.0)]
+    assert by_model["openai:http://x#m"] == [(0, 0.0, 0.0)]
+    assert len(hist["evals"]) == 5
+
+
+# -- the gate -----------------------------------------------------------------------------
+
+
+def test_it_rejects_a_worse_eval_at_the_gate(project: Project, owner: User) -> None:
+    base = make_eval(project, owner, ago_s=60)
+    _outcomes(base, [True] * 9 + [False])
+    worse = make_eval(project, owner)
+    _outcomes(worse, [True] * 7 + [False] * 3)
+    rows = {r["metric"]: r for r in results.gate(worse, base)}
+    assert rows["pass_rate"]["ok"] is False
+    assert (rows["pass_rate"]["baseline"], rows["pass_rate"]["current"]) == pytest.approx((0.9, 0.7))
+    assert all(r["ok"] for name, r in rows.items() if name != "pass_rate")
+
+
+def test_it_gates_exactly_as_the_runtime_does(project: Project, owner: User) -> None:
+    _, report = run_example("refund_desk")
+    base, now = make_eval(project, owner, ago_s=60), make_eval(project, owner)
+    store_report(base, report)
+    store_report(now, report)
+    EvalCase.objects.filter(eval=now).update(cost_usd=1.0)  # cost per case far above the baseline
+    rows = results.gate(now, base)
+    runtime_rows = check_baseline(type("R", (), {"metrics": lambda self: results.metrics_of(now)})(),
+                                  {"metrics": report.metrics()})
+    assert [(r["metric"], r["ok"]) for r in rows] == [(r["metric"], r["ok"]) for r in runtime_rows]
+    assert [r["limit"] for r in rows] == pytest.approx([r["limit"] for r in runtime_rows])
+    assert [r["metric"] for r in rows if not r["ok"]] == ["cost_per_case"]
+
+
+def test_it_gates_only_evals_made_after_the_baseline(project: Project, owner: User) -> None:
+    before = make_eval(project, owner, ago_s=120)
+    base = make_eval(project, owner, ago_s=60)
+    after = make_eval(project, owner)
+    Eval.objects.filter(pk=base.pk).update(is_baseline=True)
+    assert results.baseline_for(after) == base
+    assert results.baseline_for(before) is None
+    assert results.baseline_for(base) is None
+
+
+def test_it_reports_zero_rates_for_an_eval_with_no_scored_runs(project: Project, owner: User) -> None:
+    ev = make_eval(project, owner, status="queued")
+    add_run(ev, "q", status="queued")
+    summary = results.summarize(ev)
+    assert summary["pass_rate"] is None
+    assert summary["ci95"] == (0.0, 1.0)
+    assert not math.isnan(summary["cost"]["mean"])
+    assert results.metrics_of(ev)["pass_rate"] == 0.0
+
+
+def sample_eval(project: Project, owner: User, **kwargs: Any) -> Eval:
+    """The example pack's real eval (15 runs, traces from the runtime) plus one failed run
+    with a rejected generation, for the pages."""
+    ev = make_eval(project, owner, **kwargs)
+    store_report(ev, run_example("support_triage")[1])
+    add_run(ev, "bad-1", status="failed", blamed="classify", edges=[0, 7], tier="auto",
+            problems=["expected to stop at 'billing_ops', stopped at 'general'"], rejections={"schema": 1},
+            generations=3, cost=0.0025, latency=0.875, tokens=(250, 23, 0), trace=rejected_trace("bad-1"),
+            diffs=[{"field": "category", "expected": "billing", "actual": "other", "missing": False}])
+    Eval.objects.filter(pk=ev.pk).update(total=ev.cases.count())
+    ev.refresh_from_db()
+    return ev

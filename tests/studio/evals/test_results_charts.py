@@ -1,0 +1,57 @@
+"""studio/evals/charts.py: SVG that reads without JavaScript and escapes every label."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from studio.evals import charts
+from tests.studio.evals.test_results import example_pack
+
+EVIL = '<script>alert("x")</script>&'
+
+
+def _parses(svg: str) -> ET.Element:
+    return ET.fromstring(svg)  # well-formed XML: nothing unescaped slipped in
+
+
+def test_it_escapes_every_label_in_a_histogram() -> None:
+    svg = charts.histogram([0.1, 0.2, 0.2, 0.9], label=EVIL, fmt=lambda v: f"{EVIL}{v:.1f}", marks=[(EVIL, 0.2)])
+    assert "<script>" not in svg
+    assert _parses(svg).tag.endswith("svg")
+    assert svg.count('<g class="bin">') == 20
+
+
+def test_it_draws_one_bin_when_every_value_is_equal() -> None:
+    svg = charts.histogram([0.5] * 7, label="same")
+    assert svg.count('<g class="bin">') == 1
+    assert "7 runs" in svg
+    assert "no scored runs yet" in charts.histogram([], label="empty")
+
+
+def test_it_escapes_bar_and_plot_labels() -> None:
+    bars = charts.hbars([charts.Bar(EVIL, 3, EVIL, href='/x?a=1&b="2"')], label=EVIL)
+    plot = charts.line_plot([EVIL, "v2"], [(EVIL, [charts.Point(0, 0.5, EVIL, "/e/1?x=<y>", 0.2, 0.8),
+                                                  charts.Point(1, 0.7, "ok")])],
+                            label=EVIL, y_label=EVIL, y_max=1.0)
+    for svg in (bars, plot):
+        assert "<script>" not in svg
+        _parses(svg)
+    assert "<polyline" in plot
+
+
+def test_it_colours_nodes_by_blame_and_highlights_untaken_edges() -> None:
+    pack = example_pack()
+    svg = charts.graph(pack, label="g", shares={"classify": 1.0}, notes={"classify": EVIL},
+                       edge_counts={0: 10, 2: 10, 3: 10, 4: 10}, runs=10)
+    root = _parses(svg)
+    assert "<script>" not in svg
+    assert svg.count('class="edge untaken"') == 4  # edges 1, 5, 6, 7
+    assert f'fill="{charts.blame_colour(1.0)}"' in svg
+    assert "category == &#x27;billing&#x27;" in svg  # a `when` source, escaped
+    assert root.find(".//{http://www.w3.org/2000/svg}linearGradient") is not None  # the legend
+
+
+def test_it_runs_blame_colours_from_pale_to_dark() -> None:
+    assert charts.blame_colour(0.0) == "#f8f9fb"
+    assert charts.blame_colour(1.0) == "#911812"
+    assert charts.blame_colour(2.0) == charts.blame_colour(1.0)

@@ -1,0 +1,46 @@
+"""The branch coverage page: /evals/<id>/coverage."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import User
+from django.test import Client
+
+from studio.projects.models import Project
+from tests.studio.evals.test_results import add_run, make_eval, results_setup, sample_eval  # noqa: F401
+
+
+def test_it_highlights_and_lists_untaken_edges(as_owner: Client, project: Project, owner: User) -> None:
+    ev = make_eval(project, owner)
+    add_run(ev, "billing", edges=[0, 2, 3, 4])
+    add_run(ev, "lost", status="failed", edges=[0, 2, 3, 7],
+            problems=["expected to stop at 'billing_ops', stopped at 'general'"])
+    page = as_owner.get(f"/evals/{ev.pk}/coverage")
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "5 / 8" in text
+    assert '<g class="edge untaken" data-edge="1">' in text  # classify -> manual_triage (on_fail)
+    assert '<g class="edge" data-edge="0">' in text
+    assert "classify -&gt; manual_triage (on_fail)" in text  # listed, escaped
+    assert "stopped at &#x27;general&#x27;" in text  # the run that missed its declared end
+    assert f"/evals/{ev.pk}/cases/lost/0" in text
+
+
+def test_it_requires_login(project: Project, owner: User) -> None:
+    ev = sample_eval(project, owner)
+    assert Client().get(f"/evals/{ev.pk}/coverage").status_code == 302
+
+
+def test_it_hides_the_eval_from_strangers(as_stranger: Client, project: Project, owner: User) -> None:
+    ev = sample_eval(project, owner)
+    assert as_stranger.get(f"/evals/{ev.pk}/coverage").status_code == 404
+
+
+def test_it_lets_a_viewer_read(as_viewer: Client, project: Project, owner: User) -> None:
+    ev = sample_eval(project, owner)
+    assert as_viewer.get(f"/evals/{ev.pk}/coverage").status_code == 200
+
+
+def test_it_answers_htmx_with_the_results_fragment(as_owner: Client, project: Project, owner: User) -> None:
+    ev = sample_eval(project, owner)
+    page = as_owner.get(f"/evals/{ev.pk}/coverage", headers={"HX-Request": "true"})
+    assert page.content.decode().lstrip().startswith('<div id="results-page"')

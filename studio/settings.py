@@ -108,12 +108,13 @@ if REDIS_URL:
     CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {"visibility_timeout": 3600}
 else:
     _queue = VAR_DIR / "celery"
-    for _sub in ("queue", "processed"):
+    for _sub in ("queue", "processed", "control"):
         (_queue / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_queue / "queue"), "data_folder_out": str(_queue / "queue"),
         "processed_folder": str(_queue / "processed"), "store_processed": False,
+        "control_folder": str(_queue / "control"),  # broadcast exchanges; default is ./control
         "polling_interval": 0.1,  # the default 1 s delays every task and every worker stop
     }
 CELERY_TASK_IGNORE_RESULT = True  # tasks write their results to rows

@@ -1,0 +1,78 @@
+"""A real studio (scripts/start: gunicorn + a Celery worker process, on a fresh var/)
+and a real browser (Debian's chromium driven by Playwright's Python package)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.test_start import ROOT, Started, free_port
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+@dataclass
+class Studio:
+    url: str
+    password: str
+    var: Path
+
+
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Studio]:
+    var = tmp_path_factory.mktemp("studio-var")
+    port = free_port()
+    env = {**os.environ, "PACKFORGE_VAR": str(var), "DATABASE_URL": f"sqlite:///{var}/studio.sqlite3",
+           "PACKFORGE_GIT_ROOT": str(var / "git"), "PORT": str(port)}
+    env.pop("REDIS_URL", None)
+    proc = subprocess.Popen([str(ROOT / "scripts" / "start")], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    started = Started(proc, port)
+    try:
+        password = started.wait_for(r"^admin password: (\S+)", timeout=120).group(1)
+        started.wait_for(r"Packforge studio: http", timeout=60)
+        yield Studio(f"http://127.0.0.1:{port}", password, var)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+        started.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail("chromium is not installed (apt-get install chromium); .ci/run installs it")
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"])
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Any, studio: Studio) -> Iterator[Any]:
+    context = browser.new_context(accept_downloads=True, viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(20_000)
+    tab = context.new_page()
+    tab.goto(f"{studio.url}/login/")
+    tab.fill("input[name=username]", "admin")
+    tab.fill("input[name=password]", studio.password)
+    tab.click("button[type=submit]")
+    tab.wait_for_url(f"{studio.url}/")
+    yield tab
+    context.close()

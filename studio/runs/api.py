@@ -1,7 +1,84 @@
-"""The runs API routes (gathered into studio.api)."""
+"""The runs API routes (gathered into studio.api): start a try-it run, read one.
+
+Same rules as the pages: any member may read a run of their project; only authors may
+start one (403); a stranger gets 404. `endpoint` names an endpoint by its name; leave
+it out for the pack's own model. `version` is a commit sha (or a prefix); leave it
+out for the head."""
 
 from __future__ import annotations
 
-from ninja import Router
+from datetime import datetime
+from typing import Any
+
+from django.http import HttpRequest
+from django.shortcuts import get_object_or_404
+from ninja import Router, Schema, Status
+from ninja.errors import HttpError
+
+from studio.accounts.access import project_for
+from studio.endpoints.models import Endpoint
+from studio.runs import execute
+from studio.runs.models import TryRun
 
 router = Router(tags=["runs"])
+
+
+class RunIn(Schema):
+    project: str
+    version: str | None = None
+    endpoint: str | None = None
+    input: dict[str, Any]
+
+
+class RunOut(Schema):
+    id: int
+    project: str
+    version: str
+    endpoint: str | None
+    model_spec: str
+    status: str
+    final: bool
+    input: dict[str, Any]
+    output: dict[str, Any] | None
+    error: str
+    steps: list[dict[str, Any]]
+    created_by: str
+    created_at: datetime
+    finished_at: datetime | None
+
+
+def _out(run: TryRun, *, author: bool) -> dict[str, Any]:
+    return {
+        "id": run.pk, "project": run.project.slug, "version": run.version,
+        "endpoint": run.endpoint.name if run.endpoint else None, "model_spec": run.model_spec,
+        "status": run.status, "final": run.is_final, "input": run.input, "output": run.output, "error": run.error,
+        "steps": execute.public_steps(run.steps or [], author=author),
+        "created_by": run.created_by.username, "created_at": run.created_at, "finished_at": run.finished_at,
+    }
+
+
+@router.post("", response={201: RunOut})
+def create_run(request: HttpRequest, payload: RunIn) -> Any:
+    project, _ = project_for(request.user, payload.project, edit=True)
+    endpoint = None
+    if payload.endpoint:
+        endpoint = Endpoint.objects.filter(name=payload.endpoint).first()
+        if endpoint is None:
+            raise HttpError(400, f"no endpoint named {payload.endpoint!r}")
+    try:
+        run = execute.new_try_run(project, user=request.user, version=payload.version, endpoint=endpoint,
+                                  input=payload.input)
+    except execute.TryRefused as exc:
+        raise HttpError(400, str(exc)) from None
+    from studio.runs.tasks import execute_try_run
+
+    execute_try_run.delay_on_commit(run.pk)
+    run = TryRun.objects.select_related("project", "endpoint", "created_by").get(pk=run.pk)
+    return Status(201, _out(run, author=True))
+
+
+@router.get("/{run_id}", response=RunOut)
+def get_run(request: HttpRequest, run_id: int) -> Any:
+    run = get_object_or_404(TryRun.objects.select_related("project", "endpoint", "created_by"), pk=run_id)
+    _, role = project_for(request.user, run.project.slug)
+    return _out(run, author=role.can_edit)

@@ -21,6 +21,9 @@ class TryRun(models.Model):
     project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="try_runs")
     version = models.CharField(max_length=40)
     endpoint = models.ForeignKey("endpoints.Endpoint", on_delete=models.SET_NULL, null=True, blank=True)
+    # The spec the run opened, as it was then (an endpoint can be edited or deleted
+    # later); it names the key's environment variable, never the key.
+    model_spec = models.CharField(max_length=700, blank=True)
     input = models.JSONField()
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     steps = models.JSONField(default=list)  # the trace's steps and attempts, appended as they happen

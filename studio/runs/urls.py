@@ -1,3 +1,8 @@
 from django.urls import path
 
-urlpatterns: list = []
+from studio.runs import views
+
+urlpatterns = [
+    path("new", views.try_new, name="runs-new"),
+    path("<int:run_id>", views.run_detail, name="runs-detail"),
+]

@@ -1,0 +1,110 @@
+"""The studio's calls into the runtime for model endpoints: validate a spec, open one,
+check one.
+
+An endpoint row keeps its spec string and, in their own fields, the name of the
+environment variable that holds its key, its prices and its concurrency cap. Opening
+it adds those to an `openai:` spec as options (`key_env=`, `price_in=`, `price_out=`,
+`concurrency=`), so the runtime reads the key from the environment of the process that
+opens it; the key itself is never stored, shown or logged."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from django.utils import timezone
+
+from runtime import Backend, BadSpec, open_backend
+from studio.endpoints.models import Endpoint
+
+log = logging.getLogger("packforge.studio.endpoints")
+
+# Options that have their own field on the row; giving them in the spec too would be
+# two sources of truth for one value.
+OWN_FIELDS = {"key_env": "Key env var", "price_in": "Price in", "price_out": "Price out",
+              "concurrency": "Concurrency"}
+
+
+def plain_number(value: object) -> str:
+    """0.15 for Decimal('0.1500'), 2 for Decimal('2.0000'): prices as a person writes them."""
+    text = format(value, "f") if not isinstance(value, int) else str(value)
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def opening_spec(spec: str, *, key_env: str = "", price_in: object = 0, price_out: object = 0,
+                 concurrency: int | None = None) -> str:
+    """The spec string the runtime opens: for `openai:` endpoints, the row's own fields
+    appended as options. Scripted models (`fake:`, `sim:`) take none of them."""
+    if not spec.startswith("openai:"):
+        return spec
+    options = []
+    if key_env:
+        options.append(f"key_env={key_env}")
+    if concurrency is not None:
+        options.append(f"concurrency={concurrency}")
+    options.append(f"price_in={plain_number(price_in)}")
+    options.append(f"price_out={plain_number(price_out)}")
+    return spec + "".join(f";{o}" for o in options)
+
+
+def spec_for(endpoint: Endpoint) -> str:
+    return opening_spec(endpoint.spec, key_env=endpoint.key_env, price_in=endpoint.price_in,
+                        price_out=endpoint.price_out, concurrency=endpoint.concurrency)
+
+
+def spec_problem(spec: str, key_env: str = "") -> str | None:
+    """Why `spec` cannot be saved, or None. The spec is opened by the runtime (so every
+    syntax rule is the runtime's own); the key is not looked up here, because the web
+    process need not hold it: the worker that runs the endpoint does."""
+    spec = spec.strip()
+    if spec.startswith("openai:"):
+        from runtime.backends.openai import parse_spec
+
+        try:
+            parse_spec(spec)
+        except BadSpec as exc:
+            return str(exc)
+        given = _given_options(spec)
+        for option, label in OWN_FIELDS.items():
+            if option in given:
+                return f"set {option} in the '{label}' field, not in the spec"
+    elif key_env:
+        return "only openai: endpoints take a key; clear the key env var for a scripted model"
+    try:
+        backend = open_backend(spec)
+    except BadSpec as exc:
+        return str(exc)
+    backend.close()
+    return None
+
+
+def _given_options(spec: str) -> set[str]:
+    fragment = spec.partition("#")[2]
+    return {part.partition("=")[0].strip() for part in fragment.split(";")[1:] if "=" in part}
+
+
+def open_endpoint(endpoint: Endpoint, *, base_dir: Path | None = None, default: str | None = None) -> Backend:
+    """Open the backend an endpoint names. Raises BadSpec (for instance when the key's
+    environment variable is not set in this process)."""
+    return open_backend(spec_for(endpoint), base_dir=base_dir, default=default)
+
+
+def check(endpoint_id: int) -> dict[str, Any] | None:
+    """One constrained call to the endpoint (runtime.endpoints.check_endpoint); the
+    result, with the time it was taken, is stored in `last_check` and returned."""
+    from runtime.endpoints import check_endpoint
+
+    endpoint = Endpoint.objects.filter(pk=endpoint_id).first()
+    if endpoint is None:
+        log.warning("endpoint %s is gone; nothing to check", endpoint_id)
+        return None
+    started = timezone.now()
+    try:
+        result: dict[str, Any] = check_endpoint(spec_for(endpoint)).to_dict()
+    except BadSpec as exc:
+        result = {"ok": False, "answered": False, "honoured": None, "error": str(exc)}
+    result.pop("spec", None)  # the row shows its own spec; this one carries the options
+    result.update(state="done", checked_at=started.isoformat())
+    Endpoint.objects.filter(pk=endpoint_id).update(last_check=result)
+    return result

@@ -1,0 +1,88 @@
+"""Try-it pages: start a run of one pack version on one input, and watch its trace
+arrive node by node. Authors start runs; every member can watch them; strangers get
+404. Function views that return early; htmx gets fragments, pollers stop with 286."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_http_methods
+from django_htmx.http import HttpResponseStopPolling
+
+from studio.accounts.access import project_for
+from studio.projects.storage import PackRepo
+from studio.runs import execute
+from studio.runs.forms import TryRunForm
+from studio.runs.models import TryRun
+
+# A run still queued after this long gets a hint on its page (is a worker running?).
+QUEUE_PATIENCE = timedelta(seconds=30)
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+@require_http_methods(["GET", "POST"])
+def try_new(request: HttpRequest) -> HttpResponse:
+    slug = request.GET.get("project") or request.POST.get("project")
+    if not slug:
+        raise Http404("name a project: /runs/new?project=SLUG")
+    project, _ = project_for(request.user, slug, edit=True)
+    versions = PackRepo(project.repo_path).log(limit=50)
+    problem = refused = None
+    prepared = None
+    try:
+        prepared = execute.prepare(project, None, None)
+        problem = prepared.problem
+    except execute.TryRefused as exc:
+        refused = str(exc)
+    default_model = prepared.pack.model if prepared else None
+    form = TryRunForm(request.POST or None, versions=versions, default_model=default_model)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            run = execute.new_try_run(project, user=request.user, version=data["version"],
+                                      endpoint=data["endpoint"], input=data["input"])
+        except execute.TryRefused as exc:
+            form.add_error(None, str(exc))
+        else:
+            from studio.runs.tasks import execute_try_run
+
+            execute_try_run.delay_on_commit(run.pk)
+            return redirect("runs-detail", run_id=run.pk)
+    if request.method == "GET" and prepared is not None:
+        example = execute.first_case_input(prepared.pack)
+        if example is None:
+            example = {name: "" for name in (prepared.pack.inputs or ())}
+        form.initial["input"] = _pretty(example)
+    context = {"project": project, "form": form, "problem": problem, "refused": refused,
+               "recent": TryRun.objects.filter(project=project).select_related("endpoint")[:10]}
+    return render(request, "runs/new.html", context, status=400 if request.method == "POST" else 200)
+
+
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(TryRun.objects.select_related("project", "endpoint", "created_by"), pk=run_id)
+    project, role = project_for(request.user, run.project.slug)
+    steps = execute.public_steps(run.steps or [], author=role.can_edit)
+    for step in steps:
+        step["writes_json"] = _pretty(step.get("writes") or {})
+        for call in step.get("tool_calls", []):
+            call["args_json"], call["result_json"] = _pretty(call.get("args")), _pretty(call.get("result"))
+    context = {
+        "run": run, "project": project, "role": role, "author": role.can_edit, "steps": steps,
+        "totals": execute.totals(steps), "input_json": _pretty(run.input),
+        "output_json": _pretty(run.output) if run.output is not None else "",
+        "slow_queue": run.status == TryRun.Status.QUEUED and timezone.now() - run.created_at > QUEUE_PATIENCE,
+    }
+    if not request.htmx:
+        return render(request, "runs/detail.html", context)
+    page = render(request, "runs/detail.html#run-trace", context)
+    if run.is_final:
+        return HttpResponseStopPolling(page.content)
+    return page

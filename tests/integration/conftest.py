@@ -1,0 +1,152 @@
+"""Integration fixtures: a real Celery worker process on the test's own database and
+broker.
+
+The worker is a subprocess, so it must reach the very database pytest-django made for
+the test, and the test's writes must be committed before it looks (`transactional_db`):
+
+- SQLite: pytest-django's test database is in memory by default, which no other
+  process can open. Importing this conftest (which happens whenever tests/integration
+  is collected) names a file for it instead, through the standard TEST NAME setting,
+  for the whole pytest session; the worker gets `DATABASE_URL=sqlite:////that/file`.
+- Postgres: the test database is `test_<name>` on the same server; the worker gets a
+  DATABASE_URL naming it, built from the live connection's settings.
+
+Broker: the worker uses the same broker settings as the test process (the filesystem
+broker under var/celery by default, or REDIS_URL), but listens on a queue of its own
+(`-Q it-<random>`), and the test process sends to that queue for the duration
+(`task_default_queue`), so a developer's worker on the same broker neither steals the
+test's tasks nor hands it stale ones.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import pytest
+from django.conf import settings as django_settings
+from django.db import connections
+
+ROOT = Path(__file__).resolve().parents[2]
+READY_TIMEOUT_S = 60.0
+
+
+def _file_test_database() -> None:
+    db = connections["default"].settings_dict
+    if db["ENGINE"] != "django.db.backends.sqlite3":
+        return
+    test = db.setdefault("TEST", {})
+    if not test.get("NAME"):
+        folder = Path(tempfile.mkdtemp(prefix="pf-test-db-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        test["NAME"] = str(folder / "test.sqlite3")
+
+
+_file_test_database()
+
+
+def database_url() -> str:
+    """A DATABASE_URL for the database the test process is connected to now."""
+    db = connections["default"].settings_dict
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        name = str(db["NAME"])
+        if name.startswith("file:") or name == ":memory:":
+            raise RuntimeError("the test database is in memory; a worker process cannot open it")
+        return "sqlite:///" + str(Path(name).resolve())
+    if db["ENGINE"] == "django.db.backends.postgresql":
+        user = quote(db.get("USER") or "", safe="")
+        password = quote(db.get("PASSWORD") or "", safe="")
+        auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
+        query = urlencode(db.get("OPTIONS") or {})
+        return f"postgres://{auth}{db['HOST']}:{db['PORT']}/{quote(db['NAME'], safe='')}" + (
+            f"?{query}" if query else "")
+    raise RuntimeError(f"no DATABASE_URL for engine {db['ENGINE']}")
+
+
+@dataclass
+class Worker:
+    process: subprocess.Popen[bytes]
+    log: Path
+    queue: str
+    git_root: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def _wait_ready(worker: Worker) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if worker.process.poll() is not None:
+            raise RuntimeError(f"the Celery worker exited with {worker.process.returncode}:\n{worker.output()}")
+        if " ready." in worker.output():
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"the Celery worker was not ready within {READY_TIMEOUT_S:.0f} s:\n{worker.output()}")
+
+
+def _stop(worker: Worker) -> None:
+    if worker.process.poll() is None:
+        worker.process.send_signal(signal.SIGTERM)  # warm shutdown: finish the task in hand
+        try:
+            worker.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            worker.process.kill()
+            worker.process.wait()
+
+
+@pytest.fixture(autouse=True)
+def fast_passwords(settings: Any) -> None:
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(scope="module")
+def worker(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
+    """A real `celery worker` process (solo pool) on the test database, a git root of
+    its own and a private queue; one per test module (starting and stopping one takes
+    seconds), stopped after the module's last test."""
+    from studio.celery import app
+
+    folder = tmp_path_factory.mktemp("worker")
+    queue = f"it-{uuid.uuid4().hex[:12]}"
+    env = {**os.environ, "DATABASE_URL": database_url(), "PACKFORGE_GIT_ROOT": str(folder / "git"),
+           "CELERY_TASK_ALWAYS_EAGER": "false", "PYTHONUNBUFFERED": "1"}
+    if getattr(django_settings, "REDIS_URL", ""):
+        env["REDIS_URL"] = django_settings.REDIS_URL
+    log = folder / "worker.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "studio", "worker", "--pool=solo", "--concurrency=1",
+             "--loglevel=INFO", "-Q", queue, "-n", f"{queue}@%h", "--without-gossip", "--without-mingle",
+             "--without-heartbeat"],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    running = Worker(process, log, queue, folder / "git")
+    saved_queue = app.conf.task_default_queue
+    try:
+        _wait_ready(running)
+        app.conf.task_default_queue = queue
+        yield running
+    finally:
+        app.conf.task_default_queue = saved_queue
+        _stop(running)
+
+
+@pytest.fixture
+def live(worker: Worker, transactional_db: None, settings: Any) -> Iterator[Worker]:
+    """The worker, with this test's writes committed (so the worker sees them) and the
+    test process using the worker's git root; the repositories go with the test."""
+    settings.GIT_ROOT = worker.git_root
+    yield worker
+    shutil.rmtree(worker.git_root, ignore_errors=True)

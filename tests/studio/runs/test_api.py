@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.test import Client
+
+from studio.accounts.models import ApiToken
+from studio.endpoints.models import Endpoint
+from studio.projects.models import Project
+from studio.runs import execute
+from studio.runs.models import TryRun
+from tests.studio.runs.conftest import REJECTED_TEXT
+
+Capture = Callable[..., AbstractContextManager[list[Callable[[], Any]]]]
+TICKET = {"ticket": "Hi, I was charged TWICE for order ORD-48213 ($59.98 each time). I want one of the charges "
+                    "reversed today or I'm disputing it with my bank."}
+
+
+def bearer(user: User) -> dict[str, str]:
+    _, token = ApiToken.issue(user, "tests")
+    return {"Authorization": f"Bearer {token}"}
+
+
+def _post(user: User, **body: Any) -> Any:
+    return Client().post("/api/runs", {"project": "triage", "input": TICKET, **body},
+                         content_type="application/json", headers=bearer(user))
+
+
+def test_it_starts_a_run(owner: User, project: Project, django_capture_on_commit_callbacks: Capture) -> None:
+    with django_capture_on_commit_callbacks() as callbacks:
+        page = _post(owner)
+    assert page.status_code == 201, page.content
+    data = page.json()
+    assert data["status"] == "queued" and data["version"] == project.head and data["final"] is False
+    assert len(callbacks) == 1 and TryRun.objects.get().pk == data["id"]
+
+
+def test_it_starts_a_run_on_a_named_endpoint_and_version_prefix(owner: User, project: Project,
+                                                                scripted: Endpoint) -> None:
+    page = _post(owner, endpoint="scripted", version=project.head[:8])
+    assert page.status_code == 201
+    assert page.json()["endpoint"] == "scripted" and page.json()["version"] == project.head
+
+
+def test_it_gets_a_run_with_its_steps(owner: User, project: Project, eager: None,
+                                      django_capture_on_commit_callbacks: Capture) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        run_id = _post(owner).json()["id"]
+    page = Client().get(f"/api/runs/{run_id}", headers=bearer(owner))
+    assert page.status_code == 200
+    data = page.json()
+    assert data["status"] == "done" and data["final"] and data["output"]["priority"] == "p1"
+    assert [s["node"] for s in data["steps"]][-1] == "billing_ops"
+
+
+def test_it_hides_rejected_text_from_viewers(owner: User, viewer: User, project: Project,
+                                            stumbling: Endpoint) -> None:
+    run = execute.new_try_run(project, user=owner, version=None, endpoint=stumbling, input=TICKET)
+    execute.run_try(run.pk)
+    as_owner = Client().get(f"/api/runs/{run.pk}", headers=bearer(owner)).json()
+    as_viewer = Client().get(f"/api/runs/{run.pk}", headers=bearer(viewer)).json()
+    assert as_owner["steps"][0]["attempts"][0]["text"] == REJECTED_TEXT
+    assert as_viewer["steps"][0]["attempts"][0]["text"] == ""
+
+
+def test_it_refuses_an_unknown_version(owner: User, project: Project) -> None:
+    page = _post(owner, version="deadbeef")
+    assert page.status_code == 400 and "no version deadbeef" in page.json()["detail"]
+
+
+def test_it_refuses_an_unknown_endpoint(owner: User, project: Project) -> None:
+    page = _post(owner, endpoint="nope")
+    assert page.status_code == 400 and page.json() == {"detail": "no endpoint named 'nope'"}
+
+
+def test_it_refuses_input_that_is_not_an_object(owner: User, project: Project) -> None:
+    page = _post(owner, input=["a ticket"])
+    assert page.status_code == 422 and "detail" in page.json()
+    assert not TryRun.objects.exists()
+
+
+def test_it_refuses_a_body_that_is_not_json(owner: User, project: Project) -> None:
+    page = Client().post("/api/runs", '{"project": "triage", "input": ', content_type="application/json",
+                         headers=bearer(owner))
+    assert page.status_code in (400, 422) and "detail" in page.json()
+
+
+def test_it_forbids_viewers_to_start_runs(viewer: User, project: Project) -> None:
+    page = _post(viewer)
+    assert page.status_code == 403 and "only authors" in page.json()["detail"]
+
+
+def test_it_hides_projects_and_runs_from_strangers(owner: User, stranger: User, project: Project) -> None:
+    assert _post(stranger).status_code == 404
+    run = execute.new_try_run(project, user=owner, version=None, endpoint=None, input=TICKET)
+    page = Client().get(f"/api/runs/{run.pk}", headers=bearer(stranger))
+    assert page.status_code == 404 and page.json() == {"detail": "Not found"}
+
+
+def test_it_requires_authentication(project: Project) -> None:
+    page = Client().post("/api/runs", {"project": "triage", "input": TICKET}, content_type="application/json")
+    assert page.status_code == 401

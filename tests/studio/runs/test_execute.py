@@ -1,0 +1,144 @@
+"""What a worker does with a try-it run: studio.runs.execute.run_try."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from studio.endpoints.models import Endpoint
+from studio.projects.models import Project, create_project
+from studio.projects.views import example_files
+from studio.runs import execute
+from studio.runs.models import TryRun
+from tests.studio.runs.conftest import REJECTED_TEXT
+from tests.support.fault_server import FaultServer
+
+CASE = {"ticket": "Hi, I was charged TWICE for order ORD-48213 ($59.98 each time). I want one of the charges "
+                  "reversed today or I'm disputing it with my bank."}
+EXPECTED = {"category": "billing", "order_id": "ORD-48213", "amount_usd": 59.98, "sentiment": "angry",
+            "priority": "p1"}
+
+
+def _queued(project: Project, owner: User, endpoint: Endpoint | None = None, input: dict | None = None) -> TryRun:
+    return execute.new_try_run(project, user=owner, version=None, endpoint=endpoint, input=input or CASE)
+
+
+def test_it_runs_the_pack_on_its_own_model(project: Project, owner: User) -> None:
+    run = _queued(project, owner)
+    assert execute.run_try(run.pk) == "done"
+    run.refresh_from_db()
+    assert run.status == "done" and run.output == EXPECTED and run.error == "" and run.finished_at
+    assert [s["node"] for s in run.steps] == ["classify", "extract", "sentiment", "prioritise", "billing_ops"]
+    first = run.steps[0]
+    assert first["writes"] == {"category": "billing"} and first["edge"] == {"kind": "next", "target": "extract"}
+    assert first["attempts"][0]["ok"] and first["prompt_tokens"] > 0
+
+
+def test_it_writes_each_step_to_the_row_as_it_happens(project: Project, owner: User) -> None:
+    run = _queued(project, owner)
+    with CaptureQueriesContext(connection) as queries:
+        execute.run_try(run.pk)
+    updates = [q["sql"] for q in queries if q["sql"].startswith('UPDATE "runs_tryrun"')]
+    # claim + one per step (5) + the final write
+    assert len(updates) == 7
+
+
+def test_it_keeps_every_attempt_with_its_rejection(project: Project, owner: User, stumbling: Endpoint) -> None:
+    run = _queued(project, owner, stumbling)
+    execute.run_try(run.pk)
+    run.refresh_from_db()
+    attempts = run.steps[0]["attempts"]
+    assert [(a["attempt"], a["stage"], a["ok"], a["category"]) for a in attempts] == [
+        (1, "sample", False, "parse"), (2, "resample", True, None)]
+    assert attempts[0]["text"] == REJECTED_TEXT and attempts[0]["reason"]
+    assert run.status == "done" and run.output == EXPECTED
+
+
+def test_it_hides_rejected_text_from_non_authors(project: Project, owner: User, stumbling: Endpoint) -> None:
+    run = _queued(project, owner, stumbling)
+    execute.run_try(run.pk)
+    run.refresh_from_db()
+    shown = execute.public_steps(run.steps, author=False)
+    assert shown[0]["attempts"][0]["text"] == "" and shown[0]["attempts"][0]["reason"]
+    assert shown[0]["attempts"][1]["text"] == '{"category": "billing"}'
+
+
+def test_it_calls_an_openai_endpoint_with_the_key_from_its_variable(
+        project: Project, owner: User, staff: User, fault: FaultServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PF_TEST_KEY", "sk-run-secret-42")
+    endpoint = Endpoint.objects.create(name="served", spec=fault.spec(), key_env="PF_TEST_KEY", created_by=staff)
+    run = _queued(project, owner, endpoint)
+    assert run.model_spec.endswith(";key_env=PF_TEST_KEY;concurrency=4;price_in=0;price_out=0")
+    execute.run_try(run.pk)
+    run.refresh_from_db()
+    assert run.status in ("done", "failed") and run.steps, run.error
+    calls = fault.completions()
+    assert calls and all(c.headers["authorization"] == "Bearer sk-run-secret-42" for c in calls)
+    assert calls[0].body["response_format"]["type"] == "json_schema"  # the node's schema, as a grammar
+    assert "sk-run-secret-42" not in str(run.steps) + run.error
+
+
+def test_it_fails_the_run_when_the_key_variable_is_unset(project: Project, owner: User, staff: User,
+                                                        fault: FaultServer) -> None:
+    endpoint = Endpoint.objects.create(name="served", spec=fault.spec(), key_env="PF_UNSET_IN_TESTS_KEY",
+                                       created_by=staff)
+    run = _queued(project, owner, endpoint)
+    assert execute.run_try(run.pk) == "failed"
+    run.refresh_from_db()
+    assert "PF_UNSET_IN_TESTS_KEY" in run.error and run.finished_at
+
+
+def test_it_fails_a_run_whose_model_gives_up(project: Project, owner: User, staff: User,
+                                             fault: FaultServer) -> None:
+    fault.configure(script=[{"status": 400, "message": "model 'nope' not found"}])
+    endpoint = Endpoint.objects.create(name="served", spec=fault.spec(), created_by=staff)
+    run = _queued(project, owner, endpoint)
+    execute.run_try(run.pk)
+    run.refresh_from_db()
+    assert run.status == "failed" and "model 'nope' not found" in run.error
+
+
+def test_it_runs_a_pack_with_tools_when_the_studio_has_a_registry(owner: User, settings: object) -> None:
+    settings.PACKFORGE_TOOLS = str(settings.EXAMPLE_PACKS / "refund_desk" / "tools.py") + ":registry"  # type: ignore[attr-defined]
+    project = create_project(slug="refunds", name="Refunds", owner=owner, pack_files=example_files("refund_desk"))
+    script = json.loads((settings.EXAMPLE_PACKS / "refund_desk" / "fakes" / "scripted.json").read_text())  # type: ignore[attr-defined]
+    run = _queued(project, owner, input=script["inputs"][0]["match"])  # an input the script answers
+    execute.run_try(run.pk)
+    run.refresh_from_db()
+    assert run.steps[1]["node"] == "lookup", run.error
+    assert run.steps[1]["tool_calls"][0]["tool"] == "lookup_order"
+    assert run.steps[1]["tool_calls"][0]["result"]["order"]["status"] == "delivered"
+
+
+def test_it_refuses_a_pack_with_tools_without_a_registry(owner: User, settings: object) -> None:
+    settings.PACKFORGE_TOOLS = ""  # type: ignore[attr-defined]
+    project = create_project(slug="refunds", name="Refunds", owner=owner, pack_files=example_files("refund_desk"))
+    with pytest.raises(execute.TryRefused, match="calls host tools"):
+        _queued(project, owner, input={"message": "refund please"})
+
+
+def test_it_leaves_a_final_run_alone(project: Project, owner: User) -> None:
+    run = _queued(project, owner)
+    execute.run_try(run.pk)
+    run.refresh_from_db()
+    finished = run.finished_at
+    assert execute.run_try(run.pk) is None  # a redelivered task
+    run.refresh_from_db()
+    assert run.finished_at == finished
+
+
+def test_it_does_nothing_for_a_deleted_run(db: None) -> None:
+    assert execute.run_try(424242) is None
+
+
+def test_it_asks_the_model_recorded_when_the_run_started(project: Project, owner: User,
+                                                         stumbling: Endpoint) -> None:
+    run = _queued(project, owner, stumbling)
+    Endpoint.objects.filter(pk=stumbling.pk).update(spec="openai:http://127.0.0.1:9/v1#gone")
+    execute.run_try(run.pk)
+    run.refresh_from_db()
+    assert run.status == "done" and run.model_spec == stumbling.spec

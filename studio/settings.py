@@ -92,6 +92,10 @@ X_FRAME_OPTIONS = "DENY"
 # -- packforge ---------------------------------------------------------------------------
 GIT_ROOT = Path(env_str("PACKFORGE_GIT_ROOT", str(VAR_DIR / "git")))
 EXAMPLE_PACKS = BASE_DIR / "packs"
+# The host's tools for try-it runs and evals: MODULE:REGISTRY or path/to/tools.py:REGISTRY
+# (as the CLI's --tools). Packs reach only these (invariant 5). Empty: packs that name
+# tools cannot be run from the studio, and say so.
+PACKFORGE_TOOLS = env_str("PACKFORGE_TOOLS", "")
 UPLOAD_MAX_BYTES = env_int("PACKFORGE_UPLOAD_MAX_BYTES", 5 * 1024 * 1024, minimum=1024)
 UPLOAD_MAX_FILE_BYTES = env_int("PACKFORGE_UPLOAD_MAX_FILE_BYTES", 1024 * 1024, minimum=1024)
 UPLOAD_MAX_FILES = env_int("PACKFORGE_UPLOAD_MAX_FILES", 500, minimum=1)

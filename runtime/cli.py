@@ -46,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add_command("validate", "check a pack and report every problem")
     p.add_argument("pack")
     p.add_argument("--tools", help="MODULE:REGISTRY of host tools to check tool names against")
+    p.add_argument("--endpoint", metavar="SPEC",
+                   help="warn per node about schema keywords this endpoint's grammar mode does not enforce")
 
     p = add_command("run", "run a pack on one input")
     p.add_argument("pack")
@@ -71,6 +73,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add_command("graph", "print the pack's graph as Mermaid text")
     p.add_argument("pack")
+
+    p = add_command("endpoints", "check a model endpoint")
+    endpoints = p.add_subparsers(dest="endpoints_command", metavar="check", required=True, parser_class=_Parser)
+    c = endpoints.add_parser("check", parents=[common],
+                             help="one call: does it answer, does it honour a schema, how fast (exit 0/1)")
+    c.add_argument("spec", help="openai:BASE_URL#MODEL[;key=value...] (docs/endpoints.md)")
+    c.add_argument("--json", action="store_true", help="print the result as one JSON document")
+
+    p = add_command("pull", "download a pack version from a studio (docs/api.md)")
+    p.add_argument("target", metavar="STUDIO_URL/PROJECT", help="e.g. http://localhost:8000/triage")
+    p.add_argument("--version", dest="pack_version", metavar="SHA", help="a commit sha or prefix (default: the head)")
+    p.add_argument("--out", metavar="DIR", help="where to unpack (default: ./PROJECT)")
+    p.add_argument("--token", help="API token (default: $PACKFORGE_TOKEN, which keeps it out of the process list)")
+    p.add_argument("--format", default="tar.gz", choices=["tar.gz", "zip"], help="archive to download")
+    p.add_argument("--force", action="store_true", help="replace the contents of a non-empty DIR")
     return parser
 
 
@@ -80,7 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         configure_logging(getattr(args, "log_level", "warning"), getattr(args, "log_format", "text"))
-        handler = {"validate": cmd_validate, "run": cmd_run, "eval": cmd_eval, "graph": cmd_graph}[args.command]
+        handler = {"validate": cmd_validate, "run": cmd_run, "eval": cmd_eval, "graph": cmd_graph,
+                   "endpoints": cmd_endpoints, "pull": cmd_pull}[args.command]
         return handler(args)
     except PackInvalid as exc:
         n = len(exc.issues)
@@ -154,6 +172,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
           f"{len(pack.cases)} evalset cases, entry '{pack.entry}'")
     if pack.tools and tools is None:
         print(f"note: tools {', '.join(pack.tools)} were not checked against a registry (pass --tools)")
+    if args.endpoint:
+        from runtime.endpoints import lint_pack
+
+        warnings = lint_pack(pack, args.endpoint)
+        for warning in warnings:
+            print(f"warning: {warning}")
+        if not warnings:
+            print("schema lint: no warnings; the endpoint's grammar mode enforces every keyword used")
     return EXIT_OK
 
 
@@ -251,6 +277,23 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(format_report(report, gate))
     if report.passed < report.total or (gate is not None and not all(r["ok"] for r in gate)):
         return EXIT_FAILED
+    return EXIT_OK
+
+
+def cmd_endpoints(args: argparse.Namespace) -> int:
+    from runtime.endpoints import check_endpoint
+
+    result = check_endpoint(args.spec)
+    print(json.dumps(result.to_dict(), indent=2) if args.json else "\n".join(result.lines()))
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def cmd_pull(args: argparse.Namespace) -> int:
+    from runtime.pull import pull
+
+    pulled = pull(args.target, token=args.token, version=args.pack_version, out=args.out, force=args.force,
+                  fmt=args.format)
+    print(pulled.summary())
     return EXIT_OK
 
 

@@ -71,7 +71,7 @@ def test_it_rides_out_a_429_storm_without_spending_attempts(opened: Opener, faul
     assert all(gap >= 0.2 for gap in gaps(fault))
 
 
-@pytest.mark.parametrize("plan", ["500", "502", "504", "truncate", "no_done", "inband"])
+@pytest.mark.parametrize("plan", ["500", "502", "504", "truncate", "no_done", "done_early", "inband"])
 def test_it_backs_off_and_retries_server_failures(opened: Opener, fault: FaultServer, plan: str) -> None:
     fault.configure(script=[plan, plan])
     reply = opened(fault.spec("backoff=0.1")).complete(call())
@@ -131,6 +131,14 @@ def test_it_never_has_more_calls_in_flight_than_its_cap(opened: Opener, fault: F
     with ThreadPoolExecutor(max_workers=12) as pool:
         list(pool.map(lambda i: backend.complete(call(attempt=i)), range(24)))
     assert fault.max_in_flight == 3 and fault.count("ok") == 24
+
+
+def test_it_shares_the_cap_between_backends_opened_on_one_endpoint(opened: Opener, fault: FaultServer) -> None:
+    fault.configure(latency=0.05)
+    first, second = opened(fault.spec("concurrency=2")), opened(fault.spec("concurrency=2"))
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(lambda i: (first if i % 2 else second).complete(call(attempt=i)), range(16)))
+    assert fault.max_in_flight == 2
 
 
 def test_it_closes_the_stream_when_the_run_is_cancelled(opened: Opener, fault: FaultServer) -> None:

@@ -14,11 +14,14 @@ Behaviour is set per server (or changed with `configure`):
 - loading_for T: 503 "Loading model" (llama.cpp's body) for the first T seconds;
 - storm_for T: 429 + Retry-After for the first T seconds;
 - script: what the next requests get, in order ("ok", "429", "503", "500", "502",
-  "504", "truncate", "no_done", "inband", "inband_400", or a dict such as
+  "504", "truncate", "no_done", "done_early", "inband", "inband_400", or a dict such as
   {"status": 401, "message": "...", "echo_auth": True});
 - answer: the text to stream (default: a minimal instance of the request's schema),
   finish_reason, usage on/off, reasoning text streamed as `reasoning_content`.
-Every request is recorded (headers, JSON body, timing, what it got).
+Every request is recorded (headers, JSON body, timing, what it got); `GET /_stats` gives
+the counts as JSON. `python -m tests.support.fault_server --capacity 4 --latency 0.1`
+serves in its own process (as benchmarks/overload.py does, so the server does not share
+the client's interpreter), prints its base URL, and stops when its stdin closes.
 """
 
 from __future__ import annotations
@@ -220,7 +223,13 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         owner = self.server.owner
         loading = owner.faults.loading_for and time.monotonic() - owner.started_at < owner.faults.loading_for
-        if self.path in ("/health", "/v1/health"):
+        if self.path == "/_stats":
+            with owner.lock:
+                outcomes: dict[str, int] = {}
+                for r in owner.completions():
+                    outcomes[r.outcome] = outcomes.get(r.outcome, 0) + 1
+                self._json(200, {"max_in_flight": owner.max_in_flight, "outcomes": outcomes})
+        elif self.path in ("/health", "/v1/health"):
             if loading:
                 self._json(503, {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}})
             else:
@@ -272,29 +281,33 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self, plan: Any, body: dict[str, Any], record: Recorded) -> bool:
         """Answer per `plan`. Returns True if it already left the in-flight count."""
-        f = self.server.owner.faults
+        owner = self.server.owner
+        f = owner.faults
         status_plans = {"429": 429, "503": 503, "500": 500, "502": 502, "504": 504}
         if plan == "loading":
             record.outcome, record.status = "loading", 503
-            self._json(503, {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}})
-            return False
-        if isinstance(plan, str) and plan in status_plans:
+            body_out: Any = {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}
+            headers: dict[str, str] | None = None
+        elif isinstance(plan, str) and plan in status_plans:
             status = status_plans[plan]
             record.outcome, record.status = (plan if status in (429, 503) else "5xx"), status
             headers = {"Retry-After": f.retry_after} if status in (429, 503) and f.retry_after else {}
             message = {429: "rate limited", 503: "server busy"}.get(status, "internal error")
-            self._json(status, {"error": {"message": message, "code": status}}, headers)
-            return False
-        if isinstance(plan, dict):
+            body_out = {"error": {"message": message, "code": status}}
+        elif isinstance(plan, dict):
             status = int(plan.get("status", 400))
             message = str(plan.get("message", "bad request"))
             if plan.get("echo_auth"):
                 message += f" (you sent Authorization: {self.headers.get('Authorization')})"
             record.outcome, record.status = ("4xx" if status < 500 else "5xx"), status
-            self._json(status, {"error": {"message": message, "type": "invalid_request_error", "code": status}},
-                       plan.get("headers"))
-            return False
-        return self._stream(plan, body, record)
+            body_out = {"error": {"message": message, "type": "invalid_request_error", "code": status}}
+            headers = plan.get("headers")
+        else:
+            return self._stream(plan, body, record)
+        # Out of the in-flight count before the client can read the answer (see _stream).
+        owner._leave()
+        self._json(record.status, body_out, headers)
+        return True
 
     def _stream(self, plan: str, body: dict[str, Any], record: Recorded) -> bool:
         owner = self.server.owner
@@ -334,13 +347,14 @@ class _Handler(BaseHTTPRequestHandler):
             if f.token_delay:
                 time.sleep(f.token_delay)
         for n, piece in enumerate(pieces):
-            if plan in ("truncate", "no_done", "inband", "inband_400") and n == len(pieces) // 2:
+            if plan in ("truncate", "no_done", "done_early", "inband", "inband_400") and n == len(pieces) // 2:
                 return self._fault(plan, record)
             self._event(chunk({"content": piece}))
             if f.token_delay:
                 time.sleep(f.token_delay)
-        # Leave the in-flight count before the last bytes, so a client that starts its next
-        # call the moment it reads [DONE] is never counted twice.
+        # Leave the in-flight count (and record the outcome) before the last bytes, so a
+        # client that acts the moment it reads [DONE] never sees stale numbers.
+        record.outcome = "ok"
         owner._leave()
         self._event(chunk({}, f.finish_reason))
         if f.usage and (body.get("stream_options") or {}).get("include_usage"):
@@ -352,7 +366,6 @@ class _Handler(BaseHTTPRequestHandler):
             self._event({**base, "choices": [], "usage": usage})
         self._write(b"data: [DONE]\n\n")
         self._end()
-        record.outcome = "ok"
         return True
 
     def _fault(self, plan: str, record: Recorded) -> bool:
@@ -363,6 +376,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
             return False
         if plan == "no_done":  # a cleanly ended body that never finished the answer
+            self._end()
+            return False
+        if plan == "done_early":  # [DONE] with no finish_reason, as an interrupted llama-cpp-python sends
+            self._write(b"data: [DONE]\n\n")
             self._end()
             return False
         code = 400 if plan == "inband_400" else 500
@@ -381,3 +398,22 @@ class _Handler(BaseHTTPRequestHandler):
     def _end(self) -> None:
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(description="Serve the fault-injecting server until stdin closes.")
+    parser.add_argument("--capacity", type=int)
+    parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--retry-after", default="1")
+    args = parser.parse_args(argv)
+    with FaultServer(capacity=args.capacity, latency=args.latency, retry_after=args.retry_after) as server:
+        print(server.base_url, flush=True)
+        sys.stdin.read()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -164,9 +164,9 @@ class RunningServer:
                 self.process.kill()
                 self.process.wait(timeout=10)
 
-    def log_tail(self) -> str:
+    def log_tail(self, chars: int = 3000) -> str:
         try:
-            return self.log.read_text(errors="replace")[-3000:]
+            return self.log.read_text(errors="replace")[-chars:]
         except OSError:
             return ""
 

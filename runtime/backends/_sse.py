@@ -1,0 +1,151 @@
+"""Reading an OpenAI chat-completions SSE stream into one answer.
+
+A stream is complete when it carried a `finish_reason` (and normally `data: [DONE]`);
+one that ends without a finish_reason, with or without [DONE], was cut off and is a
+`truncated` failure. An
+`error` object inside the stream is an in-band error. Reasoning deltas
+(`reasoning_content`, `reasoning`) are kept apart from the answer: they are counted and
+may be shown in a trace, never parsed as the answer."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from runtime.backends._retry import Failure
+from runtime.backends.base import ModelCall
+from runtime.errors import Cancelled
+from runtime.logs import redact
+
+_REASONING_KEYS = ("reasoning_content", "reasoning")
+
+
+@dataclass
+class StreamResult:
+    parts: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = None
+    first_token_at: float | None = None
+    content_deltas: int = 0
+    reasoning_deltas: int = 0
+    done: bool = False
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+    @property
+    def reasoning_text(self) -> str:
+        return "".join(self.reasoning)
+
+
+def _in_band(error: Any) -> Failure:
+    message = error.get("message") if isinstance(error, dict) else error
+    code = error.get("code") if isinstance(error, dict) else None
+    if isinstance(code, str) and code.isdigit():
+        code = int(code)
+    text = redact(str(message or error))[:1000]
+    if isinstance(code, int) and 400 <= code < 500 and code not in (408, 429):
+        return Failure("rejected", f"in-band error: {text}", code)
+    return Failure("server", f"in-band error: {text}", code if isinstance(code, int) else None)
+
+
+def _take(chunk: dict[str, Any], result: StreamResult) -> None:
+    if isinstance(chunk.get("usage"), dict):
+        result.usage = chunk["usage"]
+    for choice in chunk.get("choices") or []:
+        if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+            continue
+        delta = choice.get("delta") or choice.get("message") or {}
+        if isinstance(delta, dict):
+            content = delta.get("content")
+            if isinstance(content, str) and content:
+                result.parts.append(content)
+                result.content_deltas += 1
+                if result.first_token_at is None:
+                    result.first_token_at = time.monotonic()
+            for key in _REASONING_KEYS:
+                thought = delta.get(key)
+                if isinstance(thought, str) and thought:
+                    result.reasoning.append(thought)
+                    result.reasoning_deltas += 1
+                    if result.first_token_at is None:
+                        result.first_token_at = time.monotonic()
+                    break
+        if choice.get("finish_reason"):
+            result.finish_reason = str(choice["finish_reason"])
+
+
+def read_stream(response: httpx.Response, call: ModelCall, deadline_at: float) -> StreamResult | Failure:
+    """Consume `response` (status 200). Returns the answer, or the Failure that ended it."""
+    result = StreamResult()
+    if "text/event-stream" not in response.headers.get("content-type", ""):
+        # A server that ignored stream=true and answered with one JSON document.
+        response.read()
+        try:
+            doc = json.loads(response.content)
+        except json.JSONDecodeError:
+            return Failure("server", "the server answered 200 with neither an event stream nor JSON")
+        if isinstance(doc, dict) and "error" in doc:
+            return _in_band(doc["error"])
+        if isinstance(doc, dict):
+            _take(doc, result)
+        result.done = result.finish_reason is not None
+        return result if result.done else Failure("truncated", "the JSON answer had no finish_reason")
+    event = "message"
+    data: list[str] = []
+    for line in response.iter_lines():
+        if call.cancel is not None and call.cancel.is_set():
+            raise Cancelled("run cancelled")
+        if time.monotonic() > deadline_at:
+            return Failure("timeout", "the deadline passed while the answer was streaming")
+        if line:
+            field_name, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if field_name == "data":
+                data.append(value)
+            elif field_name == "event":
+                event = value.strip()
+            continue
+        if not data:
+            continue
+        failure = _dispatch(event, "\n".join(data), result)
+        event, data = "message", []
+        if failure is not None:
+            return failure
+        if result.done:
+            break
+    if data:  # a last event without its blank line
+        failure = _dispatch(event, "\n".join(data), result)
+        if failure is not None:
+            return failure
+    if call.cancel is not None and call.cancel.is_set():
+        raise Cancelled("run cancelled")
+    if result.finish_reason is None:
+        # Also when [DONE] came: llama-cpp-python's server, when interrupted by another
+        # request, ends an unfinished answer with [DONE] and no finish_reason.
+        return Failure("truncated", "the stream ended before the answer finished (no finish_reason)")
+    return result
+
+
+def _dispatch(event: str, payload: str, result: StreamResult) -> Failure | None:
+    if payload.strip() == "[DONE]":
+        result.done = True
+        return None
+    try:
+        chunk = json.loads(payload)
+    except json.JSONDecodeError:
+        if event == "error":
+            return _in_band(payload)
+        return Failure("truncated", "the stream carried an event that is not JSON")
+    if not isinstance(chunk, dict):
+        return Failure("truncated", "the stream carried an event that is not a JSON object")
+    if event == "error" or "error" in chunk:
+        return _in_band(chunk.get("error", chunk))
+    _take(chunk, result)
+    return None

@@ -1,0 +1,405 @@
+"""`openai:BASE_URL#MODEL;key=value;...`: any OpenAI-compatible chat-completions server
+(llama.cpp, vLLM, SGLang, Ollama, hosted APIs).
+
+Every call streams (SSE) so that cancelling a run stops generation on the server; the
+node's JSON schema goes out as a grammar in the endpoint's dialect; failures are
+classified and retried (runtime.backends._retry); at most `concurrency` calls are in
+flight per opened endpoint; usage, latency and cost come back on the ModelReply.
+Spec syntax, defaults and the failure table: docs/endpoints.md."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from runtime.backends import register_scheme
+from runtime.backends._grammar import schema_to_gbnf
+from runtime.backends._retry import CANCEL_WATCH, Failure, RetryPolicy, classify_status, parse_retry_after, wait
+from runtime.backends._sse import StreamResult, read_stream
+from runtime.backends.base import Backend, ModelCall, ModelReply, estimate_tokens
+from runtime.errors import BackendError, BadSpec, Cancelled
+from runtime.logs import redact, register_secret
+
+__all__ = [
+    "GRAMMAR_MODES", "EndpointConfig", "EndpointRejected", "EndpointUnavailable", "OpenAIBackend",
+    "parse_spec",
+]
+
+log = logging.getLogger("packforge.backend")
+
+GRAMMAR_MODES = ("json_schema", "json_object", "guided_json", "gbnf", "none")
+_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+_MAX_ERROR_BODY = 64 * 1024
+# uuid5 namespace for `request_id=uuid`: the same run.node.attempt always maps to the same UUID.
+REQUEST_ID_NAMESPACE = uuid.UUID("5f0c3a52-8d8e-4c1e-9d38-2f6a1f0b7c11")
+
+
+class EndpointRejected(BackendError):
+    """The server refused the request itself (a 4xx): retrying cannot help. The message
+    is the server's own, redacted."""
+
+    def __init__(self, message: str, status: int | None = None, request_id: str = "") -> None:
+        self.status = status
+        self.request_id = request_id
+        super().__init__(message)
+
+
+class EndpointUnavailable(BackendError):
+    """No answer within the endpoint's attempts or deadline (overload, 5xx, timeouts,
+    truncated streams, a model that never finished loading)."""
+
+    def __init__(self, message: str, last: str = "", request_id: str = "") -> None:
+        self.last = last
+        self.request_id = request_id
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class EndpointConfig:
+    """An `openai:` spec string, parsed. Defaults are documented in docs/endpoints.md."""
+
+    base_url: str
+    model: str
+    grammar: str = "json_schema"
+    key_env: str | None = None
+    concurrency: int = 4
+    attempts: int = 6
+    deadline: float = 120.0
+    timeout: float = 60.0
+    backoff: float = 0.5
+    jitter: bool = True
+    price_in: float = 0.0
+    price_out: float = 0.0
+    usage: bool = True
+    strict: bool = False
+    request_id: str = "plain"
+
+    @property
+    def url(self) -> str:
+        return self.base_url + "/chat/completions"
+
+
+def _bool(value: str) -> bool:
+    low = value.lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("expected true or false")
+
+
+def _number(low: float, high: float, kind: type = float) -> Any:
+    def parse(value: str) -> Any:
+        number = kind(value)
+        if not low <= number <= high:
+            raise ValueError(f"must be from {low:g} to {high:g}")
+        return number
+    return parse
+
+
+def _grammar(value: str) -> str:
+    if value not in GRAMMAR_MODES:
+        raise ValueError(f"must be one of {', '.join(GRAMMAR_MODES)}")
+    return value
+
+
+def _request_id(value: str) -> str:
+    if value not in ("plain", "uuid"):
+        raise ValueError("must be plain (X-Request-ID: run.node.attempt) or uuid (for servers that demand one)")
+    return value
+
+
+class _SecretValueError(ValueError):
+    """A bad key_env value: it may be a key pasted by mistake, so it is never echoed."""
+
+
+def _env_name(value: str) -> str:
+    if not _ENV_NAME.match(value):
+        raise _SecretValueError("must be the NAME of an environment variable, in capitals (e.g. PROVIDER_API_KEY); "
+                                "the key itself never goes in a spec")
+    return value
+
+
+_OPTIONS: dict[str, Any] = {
+    "grammar": _grammar, "key_env": _env_name, "concurrency": _number(1, 1024, int),
+    "attempts": _number(1, 100, int), "deadline": _number(0.001, 86400), "timeout": _number(0.001, 3600),
+    "backoff": _number(0.0, 60), "jitter": _bool, "price_in": _number(0, 1e6), "price_out": _number(0, 1e6),
+    "usage": _bool, "strict": _bool, "request_id": _request_id,
+}
+
+
+def parse_spec(spec: str) -> EndpointConfig:
+    """Parse `openai:BASE_URL#MODEL[;key=value]...` without touching the network or env."""
+    body = spec.removeprefix("openai:")
+    url, sep, fragment = body.partition("#")
+    parts = fragment.split(";")
+    model = parts[0].strip()
+    if not sep or not model:
+        raise BadSpec(f"openai spec {spec!r} needs a model after '#': openai:http://HOST:PORT/v1#MODEL")
+    if not re.match(r"^https?://[^/\s]+", url):
+        raise BadSpec(f"openai spec {spec!r}: the base URL must start with http:// or https://")
+    values: dict[str, Any] = {}
+    for part in parts[1:]:
+        if not part.strip():
+            continue
+        key, eq, value = part.partition("=")
+        key = key.strip()
+        if not eq or key not in _OPTIONS:
+            known = ", ".join(sorted(_OPTIONS))
+            raise BadSpec(f"openai spec option {part!r} is not key=value with a known key ({known})")
+        if key in values:
+            raise BadSpec(f"openai spec option {key!r} is given twice")
+        try:
+            values[key] = _OPTIONS[key](value.strip())
+        except _SecretValueError as exc:
+            raise BadSpec(f"openai spec option {key}: {exc}") from None
+        except ValueError as exc:
+            raise BadSpec(f"openai spec option {key}={value!r}: {exc}") from None
+    return EndpointConfig(base_url=url.rstrip("/"), model=model, **values)
+
+
+_CAPS: dict[tuple[str, int], threading.BoundedSemaphore] = {}
+_CAPS_LOCK = threading.Lock()
+
+
+def _cap(config: EndpointConfig) -> threading.BoundedSemaphore:
+    """The in-flight cap for an endpoint, shared by every backend this process opens on
+    the same base URL with the same `concurrency` (the eval runner and a studio worker
+    may open several)."""
+    with _CAPS_LOCK:
+        key = (config.base_url, config.concurrency)
+        if key not in _CAPS:
+            _CAPS[key] = threading.BoundedSemaphore(config.concurrency)
+        return _CAPS[key]
+
+
+def _server_message(response: httpx.Response) -> str:
+    """The server's own words from an error body, whatever shape it uses."""
+    raw = response.content[:_MAX_ERROR_BODY].decode("utf-8", errors="replace")
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError:
+        return raw.strip()[:500] or (response.reason_phrase or "")
+    for path in (("error", "message"), ("error",), ("detail",), ("message",)):
+        node: Any = data
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, str) and node:
+            return node[:1000]
+        if node is not None and path == ("detail",):
+            return json.dumps(node)[:1000]
+    return raw.strip()[:500]
+
+
+class OpenAIBackend:
+    """A chat-completions client for one endpoint. Thread-safe: the eval runner calls
+    `complete` from many threads; at most `concurrency` calls are in flight at once,
+    across every backend this process opened on the same base URL and concurrency."""
+
+    def __init__(self, spec: str, config: EndpointConfig, *, transport: httpx.BaseTransport | None = None) -> None:
+        self.spec = spec
+        self.config = config
+        self._key: str | None = None
+        if config.key_env is not None:
+            key = os.environ.get(config.key_env)
+            if not key:
+                raise BadSpec(f"environment variable {config.key_env} (key_env of {config.base_url}) is not set")
+            register_secret(key)  # before anything can log or raise with it
+            self._key = key
+        self._slots = _cap(config)
+        self._policy = RetryPolicy(backoff_s=config.backoff, jitter=config.jitter)
+        self._client = httpx.Client(
+            transport=transport, follow_redirects=False,
+            limits=httpx.Limits(max_connections=config.concurrency, max_keepalive_connections=config.concurrency),
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    # -- the request -------------------------------------------------------------------
+
+    def body(self, call: ModelCall) -> dict[str, Any]:
+        cfg = self.config
+        body: dict[str, Any] = {
+            "model": cfg.model, "messages": call.messages, "max_tokens": call.max_tokens,
+            "temperature": call.temperature, "stream": True,
+        }
+        if cfg.usage:
+            body["stream_options"] = {"include_usage": True}
+        schema = call.schema
+        if schema is None or cfg.grammar == "none":
+            return body
+        if cfg.grammar == "json_schema":
+            name = re.sub(r"[^a-zA-Z0-9_-]", "_", call.node)[:64] or "answer"
+            spec: dict[str, Any] = {"name": name, "schema": schema}
+            if cfg.strict:
+                spec["strict"] = True
+            body["response_format"] = {"type": "json_schema", "json_schema": spec}
+        elif cfg.grammar == "json_object":
+            body["response_format"] = {"type": "json_object", "schema": schema}
+        elif cfg.grammar == "guided_json":
+            body["guided_json"] = schema
+        elif cfg.grammar == "gbnf":
+            body["grammar"] = schema_to_gbnf(schema).text
+        return body
+
+    def headers(self, call: ModelCall) -> dict[str, str]:
+        headers = {"X-Request-ID": call.request_id, "Accept": "text/event-stream"}
+        if self.config.request_id == "uuid":
+            # Some servers (llama-cpp-python's, via starlette-context) answer 400 to an
+            # X-Request-ID that is not a UUID; the readable id travels alongside.
+            headers["X-Request-ID"] = str(uuid.uuid5(REQUEST_ID_NAMESPACE, call.request_id))
+            headers["X-Packforge-Request-ID"] = call.request_id
+        if self._key is not None:
+            headers["Authorization"] = f"Bearer {self._key}"
+        return headers
+
+    # -- one call ----------------------------------------------------------------------
+
+    def complete(self, call: ModelCall) -> ModelReply:
+        started = time.monotonic()
+        deadline_at = started + self.config.deadline
+        body, headers = self.body(call), self.headers(call)
+        log.debug("backend.request", extra={"fields": {
+            "request_id": call.request_id, "url": self.config.url, "grammar": self.config.grammar,
+            "max_tokens": call.max_tokens, "constrained": call.schema is not None}})
+        self._acquire(call, deadline_at)
+        try:
+            result = self._with_retries(call, body, headers, started, deadline_at)
+        finally:
+            self._slots.release()
+        return self._reply(call, result, started)
+
+    def _acquire(self, call: ModelCall, deadline_at: float) -> None:
+        while not self._slots.acquire(timeout=0.05):
+            if call.cancel is not None and call.cancel.is_set():
+                raise Cancelled("run cancelled")
+            if time.monotonic() >= deadline_at:
+                raise EndpointUnavailable(
+                    f"{self.config.base_url}: no free slot (concurrency={self.config.concurrency}) within the "
+                    f"deadline of {self.config.deadline:g}s", request_id=call.request_id)
+
+    def _with_retries(self, call: ModelCall, body: dict[str, Any], headers: dict[str, str],
+                      started: float, deadline_at: float) -> StreamResult:
+        cfg = self.config
+        tries = failures = 0
+        while True:
+            tries += 1
+            outcome = self._attempt(call, body, headers, deadline_at)
+            if isinstance(outcome, StreamResult):
+                return outcome
+            failure = outcome
+            where = f"{cfg.base_url} (request {call.request_id})"
+            if not failure.retried:
+                raise EndpointRejected(f"{where}: {self._describe(failure, kind=False)}", failure.status,
+                                       call.request_id)
+            if failure.counted:
+                failures += 1
+            if failures >= cfg.attempts:
+                raise EndpointUnavailable(
+                    f"{where}: gave up after {tries} tries ({failures} counted of attempts={cfg.attempts}); "
+                    f"last: {self._describe(failure)}", failure.message, call.request_id)
+            delay = self._policy.delay(failure, max(1, failures))
+            if time.monotonic() + delay >= deadline_at:
+                raise EndpointUnavailable(
+                    f"{where}: deadline of {cfg.deadline:g}s exhausted after {tries} tries "
+                    f"({time.monotonic() - started:.1f}s); last: {self._describe(failure)}", failure.message,
+                    call.request_id)
+            log.info("backend.retry", extra={"fields": {
+                "request_id": call.request_id, "failure": failure.kind, "status": failure.status,
+                "retry_after": failure.retry_after, "delay_s": round(delay, 3), "try": tries}})
+            if wait(delay, call.cancel):
+                raise Cancelled("run cancelled")
+
+    @staticmethod
+    def _describe(failure: Failure, kind: bool = True) -> str:
+        status = f"HTTP {failure.status}: " if failure.status is not None else ""
+        return f"{failure.kind + ': ' if kind else ''}{status}{failure.message}"
+
+    def _attempt(self, call: ModelCall, body: dict[str, Any], headers: dict[str, str],
+                 deadline_at: float) -> StreamResult | Failure:
+        remaining = max(0.001, deadline_at - time.monotonic())
+        read = min(self.config.timeout, remaining)
+        timeout = httpx.Timeout(read, connect=min(10.0, read), pool=remaining)
+        token: int | None = None
+        try:
+            with self._client.stream("POST", self.config.url, json=body, headers=headers,
+                                     timeout=timeout) as response:
+                if call.cancel is not None:
+                    token = CANCEL_WATCH.add(call.cancel, _closer(response))
+                if response.status_code != 200:
+                    response.read()
+                    message = redact(_server_message(response))
+                    retry_after = parse_retry_after(response.headers.get("retry-after"))
+                    return classify_status(response.status_code, retry_after, message)
+                return read_stream(response, call, deadline_at)
+        except httpx.TimeoutException as exc:
+            if call.cancel is not None and call.cancel.is_set():
+                raise Cancelled("run cancelled") from None
+            return Failure("timeout", f"{type(exc).__name__} (timeout={read:g}s)")
+        except httpx.TransportError as exc:
+            if call.cancel is not None and call.cancel.is_set():
+                raise Cancelled("run cancelled") from None
+            kind = "truncated" if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)) else "connection"
+            return Failure(kind, redact(f"{type(exc).__name__}: {exc}"))
+        finally:
+            if token is not None:
+                CANCEL_WATCH.remove(token)
+
+    # -- the reply ---------------------------------------------------------------------
+
+    def _reply(self, call: ModelCall, result: StreamResult, started: float) -> ModelReply:
+        cfg = self.config
+        usage = result.usage or {}
+        prompt = usage.get("prompt_tokens")
+        completion = usage.get("completion_tokens")
+        details = usage.get("completion_tokens_details") or {}
+        reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
+        if not isinstance(reasoning, int):
+            reasoning = result.reasoning_deltas
+        if isinstance(completion, int):
+            # Servers count reasoning inside completion_tokens; keep the answer's share here.
+            completion = max(0, completion - reasoning) if reasoning else completion
+        else:
+            completion = result.content_deltas
+        if not isinstance(prompt, int):
+            prompt = sum(estimate_tokens(m.get("content", "")) for m in call.messages)
+        cost = (prompt * cfg.price_in + (completion + reasoning) * cfg.price_out) / 1_000_000
+        now = time.monotonic()
+        ttft = result.first_token_at - started if result.first_token_at is not None else None
+        return ModelReply(
+            text=result.text, finish_reason=result.finish_reason or "stop", prompt_tokens=prompt,
+            completion_tokens=completion, reasoning_tokens=reasoning, latency_s=now - started, ttft_s=ttft,
+            cost_usd=cost, request_id=call.request_id, reasoning_text=result.reasoning_text or None,
+        )
+
+
+def _closer(response: httpx.Response) -> Any:
+    """Shut the response's socket down from another thread (a plain close does not wake
+    a recv blocked in this one)."""
+    def close() -> None:
+        stream = response.extensions.get("network_stream")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if isinstance(sock, socket.socket):
+            sock.shutdown(socket.SHUT_RDWR)
+        else:
+            response.close()
+    return close
+
+
+def _open(spec: str, body: str, base_dir: Path | None, default: str | None) -> Backend:
+    return OpenAIBackend(spec, parse_spec(spec))
+
+
+register_scheme("openai", _open)

@@ -1,0 +1,202 @@
+"""Endpoint tools: `check_endpoint` (does it answer, does it honour a schema, how fast)
+and the schema lint (which of a pack's schema keywords an endpoint's grammar mode is
+known not to enforce, so the author knows which constraints only verification holds).
+
+The lint table per mode is documented in docs/endpoints.md."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from runtime.backends.base import ModelCall
+from runtime.errors import BadSpec, PackforgeError
+from runtime.pack.model import Pack
+
+__all__ = ["CHECK_SCHEMA", "LINT_TABLE", "CheckResult", "LintWarning", "check_endpoint", "lint_pack", "lint_schema"]
+
+# Keywords the grammar engines behind json_schema (llama.cpp's json-schema-to-grammar,
+# xgrammar in vLLM and SGLang) do not turn into grammar: only verification holds them.
+_NEVER = frozenset({
+    "multipleOf", "uniqueItems", "contains", "minContains", "maxContains", "not", "if", "then", "else",
+    "dependentRequired", "dependentSchemas", "patternProperties", "propertyNames", "minProperties",
+    "maxProperties", "unevaluatedProperties", "unevaluatedItems", "format",
+})
+_BOUNDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+
+# mode -> (keywords never enforced, bounds not enforced on "number", bounds not enforced on "integer")
+LINT_TABLE: dict[str, tuple[frozenset[str], bool, bool]] = {
+    "json_schema": (_NEVER, True, False),
+    "guided_json": (_NEVER, True, False),
+    # llama-cpp-python's server: observed here to ignore minimum/maximum on integers too,
+    # and its string grammar lets raw control characters through (verification rejects them).
+    "json_object": (_NEVER, True, True),
+}
+
+CHECK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"word": {"enum": ["zqx-amber", "zqx-violet"]}},
+    "required": ["word"],
+    "additionalProperties": False,
+}
+_CHECK_MESSAGES = [
+    {"role": "system", "content": "Reply with one JSON object only."},
+    {"role": "user", "content": "Reply with a JSON object that has one field."},
+]
+
+
+@dataclass(frozen=True)
+class LintWarning:
+    node: str
+    path: str  # JSON pointer into grammars/<node>.json
+    keyword: str
+    mode: str
+
+    def __str__(self) -> str:
+        if self.mode == "none":
+            return (f"node '{self.node}': grammar=none sends no schema; only verification holds "
+                    f"grammars/{self.node}.json")
+        return (f"node '{self.node}': grammars/{self.node}.json {self.path or '/'}: '{self.keyword}' is not "
+                f"enforced by grammar={self.mode}; only verification holds it")
+
+
+def _walk(schema: Any, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    if not isinstance(schema, dict):
+        return
+    yield path, schema
+    for key in ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas"):
+        children = schema.get(key)
+        if isinstance(children, dict):
+            for name, child in children.items():
+                yield from _walk(child, f"{path}/{key}/{name}")
+    for key in ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames"):
+        if isinstance(schema.get(key), dict):
+            yield from _walk(schema[key], f"{path}/{key}")
+    for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
+        if isinstance(schema.get(key), list):
+            for i, child in enumerate(schema[key]):
+                yield from _walk(child, f"{path}/{key}/{i}")
+
+
+def lint_schema(schema: dict[str, Any], mode: str, node: str = "") -> list[LintWarning]:
+    """Keywords in `schema` that grammar mode `mode` is known not to enforce."""
+    if mode == "none":
+        return [LintWarning(node, "", "*", mode)]
+    if mode == "gbnf":
+        from runtime.backends._grammar import schema_to_gbnf
+
+        return [LintWarning(node, p if p != "/" else "", k, mode) for p, k in schema_to_gbnf(schema).ignored]
+    if mode not in LINT_TABLE:
+        raise BadSpec(f"no lint table for grammar mode {mode!r}")
+    never, number_bounds, integer_bounds = LINT_TABLE[mode]
+    found: list[LintWarning] = []
+    for path, sub in _walk(schema, ""):
+        kinds = sub.get("type")
+        kinds = set(kinds) if isinstance(kinds, list) else {kinds}
+        for keyword in sub:
+            if keyword in never:
+                found.append(LintWarning(node, path, keyword, mode))
+            elif keyword in _BOUNDS and (
+                (number_bounds and ("number" in kinds or None in kinds)) or (integer_bounds and "integer" in kinds)
+            ):
+                found.append(LintWarning(node, path, keyword, mode))
+        if mode == "json_object" and "string" in kinds:
+            found.append(LintWarning(node, path, "string (raw control characters)", mode))
+    return found
+
+
+def lint_pack(pack: Pack, spec: str) -> list[LintWarning]:
+    """Per generate node, the schema keywords the endpoint named by `spec` won't enforce."""
+    mode = _grammar_mode(spec)
+    found: list[LintWarning] = []
+    for node in pack.nodes.values():
+        if node.kind == "generate" and node.schema is not None:
+            found.extend(lint_schema(node.schema, mode, node.id))
+    return found
+
+
+def _grammar_mode(spec: str) -> str:
+    if not spec.startswith("openai:"):
+        raise BadSpec(f"--endpoint {spec!r}: schema lint applies to openai: endpoints (scripted models send no "
+                      "grammar)")
+    from runtime.backends.openai import parse_spec
+
+    return parse_spec(spec).grammar
+
+
+@dataclass
+class CheckResult:
+    spec: str
+    grammar: str
+    answered: bool
+    honoured: bool | None  # None: no schema was sent (grammar=none) or no answer
+    answer: str = ""
+    finish_reason: str = ""
+    latency_s: float = 0.0
+    ttft_s: float | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.answered and self.honoured is not False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "ok": self.ok}
+
+    def lines(self) -> list[str]:
+        out = [f"endpoint   {self.spec}", f"grammar    {self.grammar}"]
+        if not self.answered:
+            out += [f"answers    no: {self.error}", "result     FAIL"]
+            return out
+        out.append(f"answers    yes (finish_reason {self.finish_reason})")
+        if self.honoured is None:
+            out.append("schema     not sent (grammar=none): only verification holds a pack's schemas")
+        else:
+            verdict = "honoured" if self.honoured else "NOT honoured"
+            out.append(f"schema     {verdict}: the answer {self.answer[:80]!r} "
+                       f"{'is' if self.honoured else 'is not'} one of the enum's values")
+        ttft = f", first token {self.ttft_s:.3f} s" if self.ttft_s is not None else ""
+        out.append(f"latency    {self.latency_s:.3f} s{ttft}; tokens {self.prompt_tokens} in, "
+                   f"{self.completion_tokens} out")
+        out.append(f"result     {'OK' if self.ok else 'FAIL'}")
+        return out
+
+
+def check_endpoint(spec: str) -> CheckResult:
+    """One constrained call to the endpoint: does it answer, is the answer inside an enum
+    the prompt never mentions (so only a grammar can produce it), and how fast. Retries
+    are capped at 2 tries within 30 s so a dead server is reported quickly."""
+    from runtime.backends.openai import OpenAIBackend, parse_spec
+
+    if not spec.startswith("openai:"):
+        raise BadSpec("endpoints check takes an openai: spec, e.g. openai:http://127.0.0.1:8080/v1#MODEL")
+    config = parse_spec(spec)
+    config = dataclasses.replace(config, attempts=min(config.attempts, 2), deadline=min(config.deadline, 30.0))
+    backend = OpenAIBackend(spec, config)
+    call = ModelCall(run_id=f"check-{int(time.time())}", node="check", attempt=1, messages=_CHECK_MESSAGES,
+                     schema=CHECK_SCHEMA, max_tokens=128, temperature=0.0)
+    try:
+        reply = backend.complete(call)
+    except PackforgeError as exc:
+        return CheckResult(spec, config.grammar, answered=False, honoured=None, error=str(exc))
+    finally:
+        backend.close()
+    honoured: bool | None = None
+    if config.grammar != "none":
+        try:
+            value = json.loads(reply.text)
+        except json.JSONDecodeError:
+            honoured = False
+        else:
+            honoured = Draft202012Validator(CHECK_SCHEMA).is_valid(value)
+    return CheckResult(spec, config.grammar, answered=True, honoured=honoured, answer=reply.text,
+                       finish_reason=reply.finish_reason, latency_s=reply.latency_s, ttft_s=reply.ttft_s,
+                       prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens)

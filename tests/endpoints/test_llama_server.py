@@ -1,0 +1,151 @@
+"""Contract tests against llama.cpp's own llama-server, built from the sources vendored in
+PyPI's llama-cpp-python sdist and serving the tiny stories260K model on loopback.
+
+The model writes nonsense; under a grammar every committed answer must still validate."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from jsonschema import Draft202012Validator
+
+from runtime import RunResult, load_pack, run_pack
+from runtime.backends import ModelCall
+from runtime.backends._grammar import schema_to_gbnf
+from runtime.errors import Cancelled
+from tests.endpoints.conftest import Opener
+from tests.support.model_servers import REPO, RunningServer
+from tests.support.packs import RATING_SCHEMA, write_chain_pack
+
+# The first test here builds llama-server when var/cache/ has none (about 5 minutes).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+
+STORY = {"story": "Lily found a red ball in the park and smiled."}
+
+
+def spec(server: RunningServer, options: str = "") -> str:
+    return f"openai:{server.base_url}#stories260K" + (f";{options}" if options else "")
+
+
+def assert_committed_answers_validate(result: RunResult, pack_dir: Path) -> None:
+    """Every write committed to state validates against its node's schema."""
+    for step in result.trace.commits():
+        schema = json.loads((pack_dir / "grammars" / f"{step.node}.json").read_text())
+        Draft202012Validator(schema).validate(step.writes)
+
+
+def run_chain(opened: Opener, server_spec: str, tmp_path: Path, **kw: Any) -> tuple[RunResult, Path]:
+    pack_dir = write_chain_pack(tmp_path / "pack", **kw)
+    result = run_pack(load_pack(pack_dir), STORY, backend=opened(server_spec))
+    assert_committed_answers_validate(result, pack_dir)
+    return result, pack_dir
+
+
+@pytest.mark.parametrize("mode", ["json_schema", "json_object", "gbnf"])
+def test_it_runs_a_constrained_pack_end_to_end_in_each_grammar_mode(
+        llama_server: RunningServer, opened: Opener, tmp_path: Path, mode: str) -> None:
+    result, _ = run_chain(opened, spec(llama_server, f"grammar={mode}"), tmp_path, nodes=2)
+    assert result.status == "done", result.trace.error
+    assert set(result.output) == {"n1_mood", "n1_stars", "n2_mood", "n2_stars"}
+    assert all(1 <= result.output[k] <= 3 for k in ("n1_stars", "n2_stars"))  # minimum/maximum enforced
+    assert [a.request_id for a in result.trace.attempts][:1] == [f"{result.run_id}.n1.1"]
+
+
+def test_it_streams_and_reports_usage_and_cost(llama_server: RunningServer, opened: Opener) -> None:
+    backend = opened(spec(llama_server, "price_in=0.15;price_out=0.6"))
+    reply = backend.complete(ModelCall("usage", "rate", 1, [{"role": "user", "content": "Rate the story."}],
+                                       RATING_SCHEMA, max_tokens=256))
+    Draft202012Validator(RATING_SCHEMA).validate(json.loads(reply.text))
+    assert reply.prompt_tokens > 10 and reply.completion_tokens > 5
+    assert reply.ttft_s is not None and reply.ttft_s < reply.latency_s
+    assert reply.cost_usd == pytest.approx((reply.prompt_tokens * 0.15 + reply.completion_tokens * 0.6) / 1e6)
+
+
+def test_it_serves_two_runs_at_once(llama_server: RunningServer, opened: Opener, tmp_path: Path) -> None:
+    pack_dir = write_chain_pack(tmp_path / "pack", nodes=2)
+    pack = load_pack(pack_dir)
+    backend = opened(spec(llama_server, "concurrency=2"))
+    results: list[RunResult] = []
+    threads = [threading.Thread(target=lambda i=i: results.append(
+        run_pack(pack, {"story": f"Tom had a dog number {i}."}, backend=backend))) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [r.status for r in results] == ["done", "done"]
+    for result in results:
+        assert_committed_answers_validate(result, pack_dir)
+
+
+def test_it_stops_generation_on_the_server_when_cancelled(llama_server: RunningServer, opened: Opener) -> None:
+    root = llama_server.base_url.removesuffix("/v1")
+    cancels_before = llama_server.log_tail(10**7).count("cancel task")
+    cancel = threading.Event()
+    call = ModelCall("cancel", "story", 1, [{"role": "user", "content": "Tell me a very long story."}], None,
+                     max_tokens=900, cancel=cancel)  # about 2 s of generation here, uncancelled
+    threading.Timer(0.3, cancel.set).start()
+    started = time.monotonic()
+    with pytest.raises(Cancelled):
+        opened(spec(llama_server)).complete(call)
+    assert time.monotonic() - started < 1.0
+    deadline = time.monotonic() + 2
+    while llama_server.log_tail(10**7).count("cancel task") == cancels_before:  # the server's own word
+        assert time.monotonic() < deadline, "llama-server did not cancel the task when the stream closed"
+        time.sleep(0.05)
+    assert not any(slot.get("is_processing") for slot in httpx.get(f"{root}/slots").json())
+
+
+def test_it_retries_finish_reason_length_as_a_truncation(
+        llama_server: RunningServer, opened: Opener, tmp_path: Path) -> None:
+    result, _ = run_chain(opened, spec(llama_server), tmp_path, nodes=1, node_options={"max_tokens": 8})
+    assert result.status == "failed" and result.state == {}
+    assert [a.category for a in result.trace.attempts] == ["truncated"] * 4
+
+
+GBNF_SCHEMAS: list[dict[str, Any]] = [
+    {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+                                      "tags": {"type": "array", "items": {"enum": ["a", "b"]},
+                                               "minItems": 1, "maxItems": 3},
+                                      "ok": {"type": "boolean"}},
+     "required": ["name", "tags"]},
+    {"type": "object", "properties": {"who": {"type": "object", "properties": {"age": {"type": "integer",
+                                                                                        "minimum": 0},
+                                                                                "pet": {"type": ["string",
+                                                                                                 "null"]}},
+                                              "required": ["age", "pet"]},
+                                      "score": {"type": "number"}, "kind": {"const": "story"}},
+     "required": ["who", "score", "kind"]},
+    {"$defs": {"item": {"type": "object", "properties": {"n": {"type": "integer", "minimum": -2, "maximum": 2}},
+                        "required": ["n"]}},
+     "type": "object", "properties": {"items": {"type": "array", "items": {"$ref": "#/$defs/item"},
+                                                "maxItems": 2},
+                                      "note": {"anyOf": [{"type": "null"}, {"type": "string", "maxLength": 5}]}},
+     "required": ["items", "note"]},
+]
+
+
+@pytest.mark.parametrize("schema", GBNF_SCHEMAS, ids=["strings-arrays", "nested-nullable", "refs-anyof"])
+def test_it_converts_schemas_to_gbnf_that_llama_server_accepts_and_obeys(
+        llama_server: RunningServer, opened: Opener, schema: dict[str, Any]) -> None:
+    assert schema_to_gbnf(schema).ignored == []
+    backend = opened(spec(llama_server, "grammar=gbnf"))
+    for temperature in (0.0, 1.0):
+        reply = backend.complete(ModelCall("gbnf", "x", 1, [{"role": "user", "content": "Fill in the form."}],
+                                           schema, max_tokens=256, temperature=temperature))
+        assert reply.finish_reason == "stop"
+        Draft202012Validator(schema).validate(json.loads(reply.text))
+
+
+def test_it_checks_the_endpoint_from_the_command_line(llama_server: RunningServer) -> None:
+    proc = subprocess.run([sys.executable, "-m", "runtime", "endpoints", "check", spec(llama_server)],
+                          capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "schema     honoured" in proc.stdout and "result     OK" in proc.stdout

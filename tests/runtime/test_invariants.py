@@ -11,7 +11,6 @@ import pytest
 
 from runtime import PackInvalid, SQLiteStore, load_pack, open_backend, resume_run, run_pack
 from runtime.pack.model import Pack
-from runtime.walker import RunOptions
 from tests.runtime.conftest import ENUM_SCHEMA, Recorder, write_pack
 from tests.runtime.test_cli import pf
 from tests.runtime.test_walker import Killed, Tools, tool_pack

@@ -29,13 +29,6 @@ def head_of(project: Project) -> str:
     return head
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings: Any) -> None:
-    # The personas log in with force_login; hashing their passwords with PBKDF2 cost
-    # half a second each. (A candidate for tests/studio/conftest.py.)
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def anonymous(db: None) -> Client:
     return Client()

@@ -17,12 +17,6 @@ from tests.studio.conftest import client_for, make_user
 from tests.support.fault_server import FaultServer
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings: Any) -> None:
-    """Personas are made with passwords; the production hasher spends ~0.5 s on each."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def staff(db: None) -> User:
     return make_user("stella", is_staff=True)

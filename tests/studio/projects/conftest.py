@@ -3,7 +3,6 @@ made behind the page's back (to make a base stale)."""
 
 from __future__ import annotations
 
-from typing import Any
 
 import pytest
 
@@ -11,13 +10,6 @@ from studio.projects.models import Project
 from studio.projects.storage import PackRepo
 
 HTMX = {"HX-Request": "true"}
-
-
-@pytest.fixture(autouse=True)
-def fast_passwords(settings: Any) -> None:
-    """The personas' passwords are hashed once per test; PBKDF2 at full strength makes
-    that most of each test's time. (A candidate for tests/studio/conftest.py.)"""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture

@@ -23,6 +23,8 @@ urlpatterns = [
     path("api/", (_public(api.urls[0]), api.urls[1], api.urls[2])),
     path("endpoints/", include("studio.endpoints.urls")),
     path("runs/", include("studio.runs.urls")),
+    path("evals/", include("studio.evals.urls")),
     path("", include("studio.accounts.urls")),
     path("", include("studio.projects.urls")),
+    path("evals/", include("studio.evals.urls_results")),
 ]

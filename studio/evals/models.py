@@ -32,6 +32,11 @@ class Eval(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # When a worker's sweep last re-sent this eval's queued cases (lost messages); a
+    # conditional UPDATE on it lets one sweeper per round do it (studio/evals/execute.py).
+    swept_at = models.DateTimeField(null=True, blank=True)
+
+    ENDED = {Status.DONE, Status.CANCELLED}
 
     class Meta:
         ordering = ["-created_at"]
@@ -40,6 +45,12 @@ class Eval(models.Model):
 
     def __str__(self) -> str:
         return f"eval {self.pk} of {self.project} @ {self.version[:10]}"
+
+    @property
+    def is_final(self) -> bool:
+        """No more cases will start (done, or cancelled). Cases already in flight when an
+        eval is cancelled still finish; `finished_at` is set once the last one has."""
+        return self.status in self.ENDED
 
 
 class EvalCase(models.Model):
@@ -79,6 +90,11 @@ class EvalCase(models.Model):
     trace = models.JSONField(null=True, blank=True)  # for the drill-down
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The lease of the delivery that runs the case (studio/evals/execute.py): its owner's
+    # token and when it lapses unless renewed. A running case whose lease lapsed lost its
+    # worker; an empty owner with a live lease means "re-sent, not yet claimed".
+    lease_owner = models.CharField(max_length=64, blank=True)
+    lease_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["eval", "case_id", "repeat"], name="one_row_per_case_run")]

@@ -1,0 +1,160 @@
+"""The evals API routes (gathered into studio.api): start an eval, read its status and
+counts, cancel it, mark it as the project's baseline, and ask whether it passes the
+baseline gate (for CI).
+
+Same rules as the pages: any member reads; only authors start, cancel or mark a
+baseline (403); a stranger gets 404. `endpoints` lists endpoint ids or names, `null`
+for the pack's own model; one eval per endpoint is made, sharing a `batch`."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.http import HttpRequest
+from django.shortcuts import get_object_or_404
+from ninja import Field, Router, Schema, Status
+from ninja.errors import HttpError
+
+from studio.accounts.access import project_for
+from studio.evals import execute
+from studio.evals.models import Eval
+
+router = Router(tags=["evals"])
+
+
+class EvalIn(Schema):
+    project: str
+    version: str | None = None
+    endpoints: list[int | str | None] = Field(default_factory=lambda: [None])
+    tags: list[str] = Field(default_factory=list)
+    repeats: int = 1
+
+
+class CountsOut(Schema):
+    total: int
+    finished: int
+    queued: int
+    running: int
+    passed: int
+    failed: int
+    error: int
+    cancelled: int
+    escalated: int
+
+
+class EvalOut(Schema):
+    id: int
+    project: str
+    version: str
+    endpoint: str | None
+    model_spec: str
+    batch: str
+    tags: list[str]
+    repeats: int
+    status: str
+    ended: bool
+    total: int
+    counts: CountsOut
+    is_baseline: bool
+    summary: dict[str, Any] | None
+    created_by: str
+    created_at: datetime
+    finished_at: datetime | None
+
+
+class StartOut(Schema):
+    batch: str
+    evals: list[EvalOut]
+
+
+class GateRowOut(Schema):
+    metric: str
+    baseline: float
+    current: float
+    limit: float
+    ok: bool
+
+
+class GateOut(Schema):
+    eval: int
+    passes: bool
+    baseline: int | None
+    detail: str
+    metrics: dict[str, float]
+    rows: list[GateRowOut]
+
+
+class ErrorOut(Schema):
+    detail: str
+
+
+ERRORS: dict[int, type[Schema]] = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut}
+
+
+def eval_out(ev: Eval) -> dict[str, Any]:
+    return {
+        "id": ev.pk, "project": ev.project.slug, "version": ev.version,
+        "endpoint": ev.endpoint.name if ev.endpoint else None, "model_spec": ev.model_spec, "batch": ev.batch,
+        "tags": ev.tags, "repeats": ev.repeats, "status": ev.status, "ended": ev.is_final, "total": ev.total,
+        "counts": execute.counts_of(ev), "is_baseline": ev.is_baseline, "summary": ev.summary,
+        "created_by": ev.created_by.username, "created_at": ev.created_at, "finished_at": ev.finished_at,
+    }
+
+
+def _eval(request: HttpRequest, eval_id: int, *, edit: bool = False) -> Eval:
+    ev = get_object_or_404(Eval.objects.select_related("project", "endpoint", "created_by"), pk=eval_id)
+    project_for(request.user, ev.project.slug, edit=edit)  # 404 for strangers, 403 for readers on writes
+    return ev
+
+
+@router.post("", response={201: StartOut, **ERRORS}, summary="Start an eval (one per endpoint)")
+def start(request: HttpRequest, payload: EvalIn) -> Any:
+    project, _ = project_for(request.user, payload.project, edit=True)
+    try:
+        evals = execute.start_eval(project, user=request.user, version=payload.version,
+                                   endpoints=payload.endpoints, tags=payload.tags, repeats=payload.repeats)
+    except execute.EvalRefused as exc:
+        raise HttpError(400, str(exc)) from None
+    fresh = Eval.objects.select_related("project", "endpoint", "created_by").filter(pk__in=[e.pk for e in evals])
+    return Status(201, {"batch": evals[0].batch, "evals": [eval_out(ev) for ev in fresh.order_by("pk")]})
+
+
+@router.get("", response={200: list[EvalOut], **ERRORS}, summary="A project's evals, newest first")
+def list_evals(request: HttpRequest, project: str, limit: int = 50) -> Any:
+    found, _ = project_for(request.user, project)
+    rows = Eval.objects.filter(project=found).select_related("project", "endpoint", "created_by")
+    return [eval_out(ev) for ev in rows[: max(1, min(limit, 200))]]
+
+
+@router.get("/{eval_id}", response={200: EvalOut, **ERRORS}, summary="An eval's status and counts")
+def get_eval(request: HttpRequest, eval_id: int) -> Any:
+    return eval_out(_eval(request, eval_id))
+
+
+@router.post("/{eval_id}/cancel", response={200: EvalOut, **ERRORS}, summary="Cancel an eval")
+def cancel(request: HttpRequest, eval_id: int) -> Any:
+    ev = _eval(request, eval_id, edit=True)
+    if not execute.cancel_eval(ev) and ev.status == Eval.Status.DONE:
+        raise HttpError(409, f"eval {ev.pk} already finished; there is nothing to cancel")
+    ev.refresh_from_db()
+    return eval_out(ev)
+
+
+@router.post("/{eval_id}/baseline", response={200: EvalOut, **ERRORS},
+             summary="Mark an eval as its project's baseline")
+def baseline(request: HttpRequest, eval_id: int) -> Any:
+    ev = _eval(request, eval_id, edit=True)
+    if ev.status != Eval.Status.DONE:
+        raise HttpError(409, f"eval {ev.pk} is {ev.status}; only a finished eval can be the baseline")
+    execute.mark_baseline(ev)
+    return eval_out(ev)
+
+
+@router.get("/{eval_id}/gate", response={200: GateOut, **ERRORS},
+            summary="Does the eval pass its project's baseline? (for CI)")
+def gate(request: HttpRequest, eval_id: int) -> Any:
+    ev = _eval(request, eval_id)
+    if ev.status != Eval.Status.DONE:
+        raise HttpError(409, f"eval {ev.pk} is {ev.status}; only a finished eval is gated (poll GET /api/evals/{ev.pk})")
+    return {"eval": ev.pk, **execute.gate(ev)}

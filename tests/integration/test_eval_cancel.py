@@ -1,0 +1,62 @@
+"""Cancelling an eval stops its in-flight model calls, and a worker's calls to an
+endpoint never exceed the endpoint's global cap.
+
+A real worker process (threads pool, more threads than the cap) runs an eval against
+the fault-injecting OpenAI-compatible server (tests/support/fault_server.py) with a
+latency far longer than the test waits: once the cap's worth of calls is in flight,
+the eval is cancelled through the API, and every case must be closed within seconds,
+which only happens if the in-flight calls were dropped (the worker's watcher sets each
+case's cancel event; the openai backend closes the streaming response)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from django.contrib.auth.models import User
+
+from studio.accounts.models import ApiToken
+from studio.endpoints.models import Endpoint
+from studio.evals import execute
+from studio.evals.models import Eval, EvalCase
+from studio.projects.models import create_project
+from studio.projects.views import example_files
+from tests.integration.test_eval_kill import EvalWorker, _wait, workers  # noqa: F401  (the fixture)
+from tests.support.fault_server import FaultServer
+
+LATENCY_S = 30.0
+CAP = 2
+
+
+def test_it_stops_in_flight_model_calls_when_an_eval_is_cancelled(
+        workers: Callable[[str, int], EvalWorker], tmp_path: Path) -> None:  # noqa: F811
+    owner = User.objects.create_user("olive", "olive@example.com", "correct horse battery staple")
+    project = create_project(slug="triage", name="Support triage", owner=owner,
+                             pack_files=example_files("support_triage"), message="Create from example")
+    with FaultServer(latency=LATENCY_S) as server:
+        endpoint = Endpoint.objects.create(name="slow", spec=server.spec(), concurrency=CAP, created_by=owner)
+        worker = workers("canceller", 6)  # wishes for 6 calls at once; the cap allows 2
+        ev = execute.start_eval(project, user=owner, endpoints=[endpoint.pk])[0]
+        _wait(f"{CAP} calls in flight", lambda: server.in_flight >= CAP, [worker])
+        time.sleep(0.5)  # give the other threads time to (not) get past the cap
+        assert server.max_in_flight == CAP
+
+        _, token = ApiToken.issue(owner, "ci")
+        from django.test import Client
+
+        cancelled_at = time.monotonic()
+        response = Client(headers={"Authorization": f"Bearer {token}"}).post(f"/api/evals/{ev.pk}/cancel")
+        assert response.status_code == 200 and response.json()["status"] == "cancelled"
+
+        def ended() -> bool:  # every case closed, and the eval's end written
+            return Eval.objects.get(pk=ev.pk).finished_at is not None
+
+        _wait("the cancelled eval to end", ended, [worker])
+        took = time.monotonic() - cancelled_at
+        ev.refresh_from_db()
+        assert ev.status == "cancelled" and ev.finished_at is not None
+        assert set(EvalCase.objects.filter(eval=ev).values_list("status", flat=True)) == {"cancelled"}
+        assert took < 5.0, f"cancelled cases took {took:.1f} s to stop (the model takes {LATENCY_S:.0f} s)"
+        assert server.max_in_flight == CAP
+        assert Eval.objects.get(pk=ev.pk).summary is not None

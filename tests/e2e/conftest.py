@@ -26,7 +26,7 @@ class Studio:
     var: Path
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Studio]:
     var = tmp_path_factory.mktemp("studio-var")
     port = free_port()
@@ -44,13 +44,14 @@ def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Studio]:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
             try:
-                proc.wait(timeout=30)
+                proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=30)
         started.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 

@@ -577,3 +577,14 @@ def baseline_for(ev: Eval) -> Eval | None:
     if base is None or (base.created_at, base.pk) >= (ev.created_at, ev.pk):
         return None
     return base
+
+
+def case_pass_rates(ev: Eval, limit: int = 200) -> list[dict[str, Any]]:
+    """With repeats: each case's pass rate over its scored runs, least reliable first."""
+    rows = (scored(ev).values("case_id")
+            .annotate(runs=Count("id"), passed=Count("id", filter=Q(status=EvalCase.Status.PASSED)))
+            .order_by("case_id"))
+    out = [{"case_id": r["case_id"], "runs": r["runs"], "passed": r["passed"],
+            "rate": r["passed"] / r["runs"] if r["runs"] else 0.0} for r in rows]
+    out.sort(key=lambda r: (r["rate"], r["case_id"]))
+    return out[:limit]

@@ -180,8 +180,9 @@ def eval_summary(request: HttpRequest, eval_id: int) -> HttpResponse:
                     reverse("evals-tiers", args=[ev.pk])) for r in tier_rows],
         label="Runs per confidence tier")
     others = list(Eval.objects.filter(project=ev.project).exclude(pk=ev.pk).order_by("-created_at")[:50])
+    per_case = results.case_pass_rates(ev) if ev.repeats > 1 else []
     context = context_for(ev, role, "summary", tier_chart=tier_chart, others=others, gate=baseline_panel(ev),
-                          **shown)
+                          per_case=per_case, **shown)
     return page(request, "evals/results_summary.html", context, fragments=("baseline-panel",))
 
 

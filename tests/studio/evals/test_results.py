@@ -393,3 +393,16 @@ def sample_eval(project: Project, owner: User, **kwargs: Any) -> Eval:
     Eval.objects.filter(pk=ev.pk).update(total=ev.cases.count())
     ev.refresh_from_db()
     return ev
+
+
+def test_it_gives_each_case_a_pass_rate_over_its_repeats(project: Project, owner: User, as_owner: Any) -> None:
+    ev = make_eval(project, owner, repeats=4)
+    for repeat in range(4):
+        add_run(ev, "steady", repeat=repeat, status="passed")
+        add_run(ev, "flaky", repeat=repeat, status="passed" if repeat % 2 else "failed")
+    assert [(r["case_id"], r["passed"], r["runs"]) for r in results.case_pass_rates(ev)] == [
+        ("flaky", 2, 4), ("steady", 4, 4)]
+    page = as_owner.get(f"/evals/{ev.pk}/summary")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'id="per-case-pass-rate"' in html and html.index("flaky") < html.index("steady")

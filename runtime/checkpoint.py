@@ -130,6 +130,8 @@ class SQLiteStore:
         self.synchronous = synchronous.upper()
         self.busy_timeout_ms = busy_timeout_ms
         self._local = threading.local()
+        self._opened: list[sqlite3.Connection] = []  # every thread's connection, for close()
+        self._opened_lock = threading.Lock()
         with self._tx() as db:
             for statement in _SCHEMA:
                 db.execute(statement)
@@ -142,6 +144,8 @@ class SQLiteStore:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
             self._local.conn = conn
+            with self._opened_lock:
+                self._opened.append(conn)
         return conn
 
     class _Tx:
@@ -198,10 +202,18 @@ class SQLiteStore:
         return self._record(self._conn(), run_id)
 
     def close(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
+        """Close the connections of every thread that used this store."""
+        with self._opened_lock:
+            opened, self._opened = self._opened, []
+        for conn in opened:
             conn.close()
-            self._local.conn = None
+        self._local = threading.local()
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @staticmethod
     def _record(db: sqlite3.Connection, run_id: str) -> RunRecord:

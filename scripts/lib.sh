@@ -3,8 +3,9 @@
 # A Python >= 3.12 (Django 6 needs it; runtime/ alone runs on 3.11). Machines of this
 # kind have 3.11 as python3 and 3.12 under pyenv.
 find_python() {
-  local candidates=("${PYTHON:-}" python3.13 python3.12 /root/.pyenv/versions/3.13*/bin/python3.13
-                    /root/.pyenv/versions/3.12*/bin/python3.12 python3)
+  # 3.12 first: the version the project is developed and tested on.
+  local candidates=("${PYTHON:-}" python3.12 /root/.pyenv/versions/3.12*/bin/python3.12 python3.13
+                    /root/.pyenv/versions/3.13*/bin/python3.13 python3)
   local py
   for py in "${candidates[@]}"; do
     [ -n "$py" ] || continue

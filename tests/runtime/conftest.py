@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 import yaml
 
 from runtime.backends.base import ModelCall, ModelReply
+from runtime.checkpoint import SQLiteStore
 
 ENUM_SCHEMA = {"type": "object", "properties": {"category": {"enum": ["billing", "technical", "other"]}},
                "required": ["category"], "additionalProperties": False}
@@ -99,3 +101,18 @@ def triage(tmp_path: Path) -> Path:
              "end": "done"},
         ],
     )
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> Iterator[Callable[..., SQLiteStore]]:
+    """Make SQLite checkpoint stores that are closed when the test ends."""
+    made: list[SQLiteStore] = []
+
+    def make(name: str = "runs.sqlite", **kw: Any) -> SQLiteStore:
+        store = SQLiteStore(tmp_path / name, **kw)
+        made.append(store)
+        return store
+
+    yield make
+    for store in made:
+        store.close()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from runtime import PackInvalid, SQLiteStore, load_pack, open_backend, resume_run, run_pack
+from runtime import PackInvalid, load_pack, open_backend, resume_run, run_pack
 from runtime.pack.model import Pack
 from tests.runtime.conftest import ENUM_SCHEMA, Recorder, write_pack
 from tests.runtime.test_cli import pf
@@ -84,12 +84,12 @@ def test_invariant_3_the_model_never_chooses_the_next_node(tmp_path: Path) -> No
     assert result.trace.path == ["decide", "safe"]
 
 
-def test_invariant_4_a_returned_tool_call_is_never_executed_again(tmp_path: Path) -> None:
+def test_invariant_4_a_returned_tool_call_is_never_executed_again(tmp_path: Path, sqlite_store: Any) -> None:
     root = tool_pack(tmp_path)
     pack = load_pack(root, tools={"lookup", "refund"})
     for kill_at in range(1, 8):  # die after each journal write in turn, then resume
         tools = Tools()
-        store = SQLiteStore(tmp_path / f"runs{kill_at}.sqlite")
+        store = sqlite_store(f"runs{kill_at}.sqlite")
         writes = {"n": 0}
 
         class Dying:

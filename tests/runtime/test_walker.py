@@ -237,10 +237,10 @@ class KillAfterToolRecorded:
             raise Killed()
 
 
-def test_it_replays_a_tool_result_journaled_before_a_crash(tmp_path: Path) -> None:
+def test_it_replays_a_tool_result_journaled_before_a_crash(tmp_path: Path, sqlite_store: Any) -> None:
     root = tool_pack(tmp_path)
     pack, tools = load_pack(root), Tools()
-    store = SQLiteStore(tmp_path / "runs.sqlite")
+    store = sqlite_store()
     with pytest.raises(Killed):
         run_pack(pack, {"order": "A1"}, backend=backend_for(root), tools=tools.registry(),
                  store=KillAfterToolRecorded(store, "refund"), run_id="r1")  # type: ignore[arg-type]
@@ -251,9 +251,9 @@ def test_it_replays_a_tool_result_journaled_before_a_crash(tmp_path: Path) -> No
     assert [t.replayed for t in result.trace.tool_calls] == [True, True]
 
 
-def test_it_resumes_a_killed_run_without_repeating_model_calls(tmp_path: Path, triage: Path) -> None:
+def test_it_resumes_a_killed_run_without_repeating_model_calls(tmp_path: Path, triage: Path, sqlite_store: Any) -> None:
     pack = load_pack(triage)
-    store = SQLiteStore(tmp_path / "runs.sqlite")
+    store = sqlite_store()
 
     def die_after_classify(step: Any) -> None:
         if step.node == "classify":
@@ -273,8 +273,8 @@ def test_it_resumes_a_killed_run_without_repeating_model_calls(tmp_path: Path, t
     assert result.trace.steps[0].replayed and not result.trace.steps[1].replayed
 
 
-def test_it_refuses_to_resume_a_finished_run(tmp_path: Path, triage: Path) -> None:
-    pack, store = load_pack(triage), SQLiteStore(tmp_path / "runs.sqlite")
+def test_it_refuses_to_resume_a_finished_run(tmp_path: Path, triage: Path, sqlite_store: Any) -> None:
+    pack, store = load_pack(triage), sqlite_store()
     run_pack(pack, {"ticket": "x"}, backend=backend_for(triage), store=store, run_id="r1")
     with pytest.raises(RunStateError, match="already finished"):
         resume_run(pack, "r1", backend=backend_for(triage), store=store)
@@ -295,9 +295,9 @@ def human_pack(tmp_path: Path) -> Path:
     )
 
 
-def test_it_waits_at_a_human_node_and_resumes_with_an_answer(tmp_path: Path) -> None:
+def test_it_waits_at_a_human_node_and_resumes_with_an_answer(tmp_path: Path, sqlite_store: Any) -> None:
     root = human_pack(tmp_path)
-    pack, store = load_pack(root), SQLiteStore(tmp_path / "runs.sqlite")
+    pack, store = load_pack(root), sqlite_store()
     waiting = run_pack(pack, {"ticket": "t"}, backend=backend_for(root), store=store, run_id="h1")
     assert (waiting.status, waiting.waiting_at, waiting.tier) == ("waiting", "review", "escalated")
     assert store.get("h1").status == "waiting"
@@ -320,8 +320,8 @@ def test_it_fails_the_human_node_on_an_answer_that_does_not_validate(tmp_path: P
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
-def test_it_refuses_a_write_from_a_fenced_out_process(tmp_path: Path, kind: str) -> None:
-    store = MemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "runs.sqlite")
+def test_it_refuses_a_write_from_a_fenced_out_process(tmp_path: Path, kind: str, sqlite_store: Any) -> None:
+    store = MemoryStore() if kind == "memory" else sqlite_store()
     old = store.begin("r1", pack="p", digest="d", input={}, case_id=None)
     new, _, _ = store.take_over("r1")
     assert new == old + 1
@@ -333,9 +333,9 @@ def test_it_refuses_a_write_from_a_fenced_out_process(tmp_path: Path, kind: str)
     assert store.get("r1").status == "running"
 
 
-def test_a_stalled_walker_cannot_overwrite_a_run_taken_over(tmp_path: Path, triage: Path) -> None:
+def test_a_stalled_walker_cannot_overwrite_a_run_taken_over(tmp_path: Path, triage: Path, sqlite_store: Any) -> None:
     pack = load_pack(triage)
-    store = SQLiteStore(tmp_path / "runs.sqlite")
+    store = sqlite_store()
     takeover: dict[str, Any] = {}
 
     def another_process_takes_over(step: Any) -> None:

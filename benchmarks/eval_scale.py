@@ -22,7 +22,7 @@ fragment and GET /api/evals/<id>, on a finished eval of --page-cases rows (defau
 rows into one more eval, so the pages are timed at full size). Goal p95 < 300 ms.
 
 `--poll S` starts the workers with the filesystem broker's polling interval set to S
-seconds (kombu's default is 1 s: a worker whose prefetched tasks are all running sleeps
+seconds (studio/settings.py ships 0.05 s; kombu's own default is 1 s: a worker whose prefetched tasks are all running sleeps
 that long before it looks for more; see docs/evals.md). With DATABASE_URL / REDIS_URL
 set (e.g. under scripts/with-services) it runs on Postgres and Redis; the database must
 be empty (it is migrated here). Raw rows: benchmarks/results/eval_scale.jsonl.
@@ -324,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps({"meta": meta, "runs": runs, "pages": pages}, indent=2))
         return 0
-    poll = "kombu's default 1 s" if args.poll is None else f"{args.poll} s"
+    poll = "the settings' 0.05 s" if args.poll is None else f"{args.poll} s"
     broker_text = f"filesystem broker (polling {poll})" if broker == "filesystem" else "Redis broker"
     print(f"Eval scale: {args.cases} cases x {GENERATE_NODES + 1} nodes, scripted model; {db} + {broker_text}; "
           f"threads pool x {args.threads} per worker; {os.cpu_count()} CPUs")

@@ -58,3 +58,11 @@ def test_it_forbids_non_staff(as_owner: Client) -> None:
 def test_it_requires_login(db: None) -> None:
     page = Client().post("/endpoints/new", FORM)
     assert page.status_code == 302 and page["Location"].startswith("/login/")
+
+
+def test_it_refuses_a_key_variable_that_holds_a_studio_secret(as_staff: Client) -> None:
+    for name in ("SECRET_KEY", "DATABASE_URL", "PACKFORGE_GIT_ROOT"):
+        page = as_staff.post("/endpoints/new", {**FORM, "key_env": name})
+        assert page.status_code == 400
+        assert b"belongs to the studio itself" in page.content
+    assert not Endpoint.objects.exists()

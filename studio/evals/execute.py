@@ -71,7 +71,7 @@ from runtime.walker import RunResult
 from studio.endpoints.models import Endpoint
 from studio.evals.models import Eval, EvalCase, JournalEntry, RunCheckpoint
 from studio.evals.store import DatabaseStore
-from studio.projects.execute import PACK_PREFIX, materialize
+from studio.projects.execute import PACK_PREFIX, materialize, own_model_problem
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo, StorageError
 
@@ -212,6 +212,8 @@ def plan_eval(project: Project, *, version: str | None, endpoints: Sequence[int 
                           "registry; set PACKFORGE_TOOLS=MODULE:REGISTRY for the studio and its workers")
     if None in chosen and not pack.model:
         raise EvalRefused("this pack's manifest names no model; choose an endpoint")
+    if None in chosen and (problem := own_model_problem(pack)) is not None:
+        raise EvalRefused(problem)
     if not pack.cases:
         raise EvalRefused(f"the pack at {sha[:10]} has no evalset cases (evalset.jsonl)")
     wanted = {t.strip() for t in tags if t.strip()}

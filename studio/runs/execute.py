@@ -30,7 +30,7 @@ from runtime.pack import Pack
 from runtime.trace import Step
 from studio.endpoints.execute import spec_for
 from studio.endpoints.models import Endpoint
-from studio.projects.execute import PACK_PREFIX, materialize
+from studio.projects.execute import PACK_PREFIX, materialize, own_model_problem
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo, StorageError
 from studio.runs.models import TryRun
@@ -103,6 +103,8 @@ def prepare(project: Project, version: str | None, endpoint: Endpoint | None) ->
     problem = tools_problem(pack, tools)
     if problem is None and endpoint is None and not pack.model:
         problem = "this pack's manifest names no model; choose an endpoint"
+    if problem is None and endpoint is None:
+        problem = own_model_problem(pack)
     return Prepared(sha, pack, problem)
 
 

@@ -307,3 +307,16 @@ def test_it_stops_a_case_whose_lease_moved_to_another_worker(project: Project, o
     finally:
         execute.watcher().unregister(row.pk)
     assert active.lost and active.cancel.is_set()
+
+
+def test_it_refuses_a_pack_whose_own_model_is_a_real_server(project: Project, owner: User, sent: list[int]) -> None:
+    from studio.projects.storage import PackRepo
+
+    repo = PackRepo(project.repo_path)
+    manifest = repo.files(prefix="pack/")["manifest.yaml"].decode()
+    evil = manifest.replace("model: fake:fakes/scripted.json", "model: openai:http://127.0.0.1:9/v1#m;key_env=SECRET_KEY")
+    head = repo.save({"pack/manifest.yaml": evil.encode()}, base=project.head, author="olive", email="",
+                     message="point at a server")
+    with pytest.raises(execute.EvalRefused, match="is not a scripted model"):
+        execute.start_eval(project, user=owner, version=head)
+    assert not Eval.objects.exists() and sent == []

@@ -112,3 +112,23 @@ def test_it_needs_a_project(as_owner: Client, project: Project) -> None:
 def test_it_requires_login(project: Project) -> None:
     page = Client().get(URL)
     assert page.status_code == 302 and page["Location"].startswith("/login/")
+
+
+def test_it_refuses_a_pack_whose_own_model_is_a_real_server(as_owner: Client, project: Project, owner: object) -> None:
+    """An author could otherwise point the worker at any server with the studio's own
+    secrets as the key (key_env=SECRET_KEY): real servers go through endpoints."""
+    repo = PackRepo(project.repo_path)
+    manifest = repo.files(prefix="pack/")["manifest.yaml"].decode()
+    evil = manifest.replace("model: fake:fakes/scripted.json",
+                            "model: openai:http://127.0.0.1:9/v1#m;key_env=SECRET_KEY")
+    assert evil != manifest
+    head = repo.save({"pack/manifest.yaml": evil.encode()}, base=project.head, author="olive", email="",
+                     message="point at a server")
+    page = _post(as_owner, project, version=head)
+    assert page.status_code == 400 and b"is not a scripted model" in page.content
+    outside = manifest.replace("model: fake:fakes/scripted.json", "model: fake:../../../var/secret_key")
+    head = repo.save({"pack/manifest.yaml": outside.encode()}, base=head, author="olive", email="",
+                     message="read a file outside")
+    page = _post(as_owner, project, version=head)
+    assert page.status_code == 400 and b"names a file outside the pack" in page.content
+    assert not TryRun.objects.exists()

@@ -39,3 +39,18 @@ ensure_venv() {
   grep -v "^WARNING: Location .* is ignored" "$log" || true
   rm -f "$log"
 }
+
+# The system packages the tests use, installed from Debian's archive where missing (fast
+# when present): Postgres and Redis for the services harness, Chromium for the browser.
+ensure_system_packages() {
+  local missing=()
+  compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
+  command -v redis-server >/dev/null || missing+=(redis-server)
+  command -v chromium >/dev/null || missing+=(chromium)
+  [ ${#missing[@]} -gt 0 ] || return 0
+  echo "installing ${missing[*]} (apt)" >&2
+  local sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}

@@ -13,7 +13,6 @@ for measuring replay on resume."""
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -92,10 +91,3 @@ def write_chain(root: Path, n: int, *, asserts: bool = True, retry: dict[str, An
     (root / "fakes" / "scripted.json").write_text(json.dumps({"nodes": answers}, indent=1) + "\n",
                                                   encoding="utf-8")
     return values
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
-    ordered = sorted(values)
-    k = max(0, min(len(ordered) - 1, math.ceil(q / 100 * len(ordered)) - 1))
-    return ordered[k]

@@ -42,6 +42,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._chain import X, write_chain  # noqa: E402
+from benchmarks._rows import write_rows  # noqa: E402
 from runtime import MemoryStore, RunOptions, load_pack, open_backend, run_pack  # noqa: E402
 
 NODES = (20, 50)
@@ -213,10 +214,7 @@ def main(argv: list[str] | None = None) -> int:
                      "budget": load_pack(Path(tmp) / f"budget{nodes}")}
             for error in ERRORS:
                 cells.append(run_cell(packs, correct, nodes, error, seeds, rows))
-    args.rows.parent.mkdir(parents=True, exist_ok=True)
-    with args.rows.open("w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row) + "\n")
+    write_rows(args.rows, rows)
     elapsed = time.perf_counter() - started
     if args.json:
         print(json.dumps(cells, indent=1))

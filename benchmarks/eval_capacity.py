@@ -36,12 +36,9 @@ import math
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -49,28 +46,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.eval_scale import configure, start_workers, stop  # noqa: E402
+from tests.support.fault_server import in_own_process  # noqa: E402
 from tests.support.packs import write_chain_pack  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "eval_capacity.jsonl"
 GOAL_WITHIN = 1.05
 GOAL_OVERSUBSCRIBED = 1.3
-
-
-@contextmanager
-def fault_server(capacity: int, latency: float) -> Iterator[str]:
-    """The fault-injecting server in its own process; yields its base URL."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.fault_server", "--capacity", str(capacity), "--latency", str(latency),
-         "--retry-after", "1"], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        yield proc.stdout.readline().strip()
-    finally:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        proc.wait(timeout=10)
-        if proc.stdout is not None:
-            proc.stdout.close()
 
 
 def chain_files(tmp: Path, cases: int, nodes: int) -> dict[str, bytes]:
@@ -91,7 +72,7 @@ def run_config(label: str, workers: int, threads: int, *, project: Any, user: An
     from studio.evals import execute
     from studio.evals.models import Eval, EvalCase
 
-    with fault_server(capacity, latency) as base_url:
+    with in_own_process(capacity, latency) as base_url:
         endpoint = Endpoint.objects.create(name=f"fault-{label}", spec=f"openai:{base_url}#fault",
                                            concurrency=capacity, created_by=user)
         ev = execute.start_eval(project, user=user, endpoints=[endpoint.pk])[0]

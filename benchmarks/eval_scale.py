@@ -50,7 +50,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._chain import percentile, write_chain  # noqa: E402
+from benchmarks._chain import write_chain  # noqa: E402
+from runtime.stats import percentile  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "eval_scale.jsonl"
 GENERATE_NODES = 6  # + the end node = 7 nodes

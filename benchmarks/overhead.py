@@ -41,7 +41,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import runtime.walker as walker_mod  # noqa: E402
-from benchmarks._chain import X, percentile, write_chain  # noqa: E402
+from benchmarks._chain import X, write_chain  # noqa: E402
+from runtime.stats import percentile  # noqa: E402
+from benchmarks._rows import write_rows  # noqa: E402
 from runtime import MemoryStore, SQLiteStore, load_pack, open_backend, resume_run, run_pack  # noqa: E402
 
 NODES = 50
@@ -214,10 +216,7 @@ def main(argv: list[str] | None = None) -> int:
             summary.append(summarise("replay", replay["replay"], "step replayed"))
             summary.append(summarise("journal-read", replay["journal-read"], "step replayed"))
             summary.append(summarise("resume-total", replay["resume-total"], "step replayed"))
-    args.rows.parent.mkdir(parents=True, exist_ok=True)
-    with args.rows.open("w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row) + "\n")
+    write_rows(args.rows, rows)
     elapsed = time.perf_counter() - started
     if args.json:
         print(json.dumps(summary, indent=1))

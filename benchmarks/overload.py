@@ -20,13 +20,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +33,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from runtime import load_pack, open_backend, run_pack  # noqa: E402
+from tests.support.fault_server import in_own_process  # noqa: E402
 from tests.support.packs import write_chain_pack  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "overload.jsonl"
@@ -51,27 +49,10 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (k - low)
 
 
-@contextmanager
-def fault_server(capacity: int, latency: float, retry_after: str) -> Iterator[str]:
-    """The fault-injecting server in its own process; yields its base URL."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.fault_server", "--capacity", str(capacity), "--latency", str(latency),
-         "--retry-after", retry_after], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        yield proc.stdout.readline().strip()
-    finally:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        proc.wait(timeout=10)
-        if proc.stdout is not None:
-            proc.stdout.close()
-
-
 def run_config(pack_dir: Path, *, runs: int, capacity: int, latency: float, retry_after: str,
                concurrency: int, jitter: bool, repeat: int) -> dict[str, Any]:
     pack = load_pack(pack_dir)
-    with fault_server(capacity, latency, retry_after) as base_url:
+    with in_own_process(capacity, latency, retry_after) as base_url:
         spec = (f"openai:{base_url}#fault;concurrency={concurrency};jitter={'true' if jitter else 'false'};"
                 "deadline=600;attempts=8")
         backend = open_backend(spec)

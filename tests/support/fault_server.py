@@ -30,7 +30,8 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -398,6 +399,31 @@ class _Handler(BaseHTTPRequestHandler):
     def _end(self) -> None:
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
+
+
+@contextmanager
+def in_own_process(capacity: int | None, latency: float, retry_after: str = "1") -> Iterator[str]:
+    """The server in a process of its own (so the measuring process's GIL does not slow
+    it); yields its base URL and stops it on exit."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    args = [sys.executable, "-m", "tests.support.fault_server", "--latency", str(latency),
+            "--retry-after", retry_after]
+    if capacity is not None:
+        args += ["--capacity", str(capacity)]
+    proc = subprocess.Popen(args, cwd=Path(__file__).resolve().parents[2], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        yield proc.stdout.readline().strip()
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def main(argv: list[str] | None = None) -> int:

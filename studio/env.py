@@ -63,7 +63,7 @@ def database_from_url(url: str, base_dir: Path) -> dict[str, Any]:
     if parts.scheme in ("postgres", "postgresql"):
         name = unquote(parts.path.removeprefix("/"))
         if not name or not parts.hostname:
-            raise ImproperlyConfigured(f"DATABASE_URL: expected postgres://user:password@host:port/dbname")
+            raise ImproperlyConfigured("DATABASE_URL: expected postgres://user:password@host:port/dbname")
         options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         return {"ENGINE": "django.db.backends.postgresql", "NAME": name, "USER": unquote(parts.username or ""),
                 "PASSWORD": unquote(parts.password or ""), "HOST": parts.hostname, "PORT": str(parts.port or 5432),

@@ -71,6 +71,8 @@ from runtime.walker import RunResult
 from studio.endpoints.models import Endpoint
 from studio.evals.models import Eval, EvalCase, JournalEntry, RunCheckpoint
 from studio.evals.store import DatabaseStore
+from studio import host_tools
+from studio.host_tools import registry_broken, tool_registry, tools_problem
 from studio.projects.execute import PACK_PREFIX, materialize, own_model_problem
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo, StorageError
@@ -144,25 +146,6 @@ class Plan:
     endpoints: list[Endpoint | None]
 
 
-def tool_registry() -> dict[str, Callable[..., Any]] | None:
-    """The host's tools (PACKFORGE_TOOLS, as for try-it runs: studio.runs.execute), loaded
-    once per process and reused: a registry module is imported once, not per case."""
-    from runtime.cli import load_tools
-    from studio.runs.execute import tools_ref
-
-    ref = tools_ref()
-    if not ref:
-        return None
-    with _cache_lock:
-        if ref not in _tools_cache:
-            _tools_cache[ref] = load_tools(ref) or {}
-        return _tools_cache[ref]
-
-
-_tools_cache: dict[str, dict[str, Callable[..., Any]]] = {}
-_cache_lock = threading.RLock()
-
-
 def _load(files: dict[str, bytes], root: Path, tools: dict[str, Callable[..., Any]] | None, sha: str) -> Pack:
     try:
         return load_pack(materialize(files, root), tools=set(tools) if tools is not None else None)
@@ -204,12 +187,11 @@ def plan_eval(project: Project, *, version: str | None, endpoints: Sequence[int 
     try:
         tools = tool_registry()
     except BadSpec as exc:
-        raise EvalRefused(f"the studio's tool registry (PACKFORGE_TOOLS) does not load: {exc}") from None
+        raise EvalRefused(registry_broken(exc)) from None
     with tempfile.TemporaryDirectory(prefix="pf-eval-plan-") as tmp:
         pack = _load(files, Path(tmp), tools, sha)
-    if pack.tools and tools is None:
-        raise EvalRefused(f"this pack calls host tools ({', '.join(pack.tools)}) and the studio has no tool "
-                          "registry; set PACKFORGE_TOOLS=MODULE:REGISTRY for the studio and its workers")
+    if (problem := tools_problem(pack, tools)) is not None:
+        raise EvalRefused(problem)
     if None in chosen and not pack.model:
         raise EvalRefused("this pack's manifest names no model; choose an endpoint")
     if None in chosen and (problem := own_model_problem(pack)) is not None:
@@ -337,6 +319,7 @@ class Runner:
     tools: dict[str, Callable[..., Any]] | None
 
 
+_cache_lock = threading.RLock()  # guards the runner and pack-folder caches
 _runners: OrderedDict[tuple[int, float], Runner] = OrderedDict()
 _pack_dirs: dict[tuple[int, str], Path] = {}
 _pack_root: list[Path] = []
@@ -405,7 +388,7 @@ def forget_runners() -> None:
             runner.backend.close()
         _runners.clear()
         _pack_dirs.clear()
-        _tools_cache.clear()
+        host_tools.forget()
 
 
 def _claimable(now: Any) -> Q:

@@ -23,6 +23,7 @@ from django_htmx.http import HttpResponseStopPolling
 from studio.accounts.access import project_for
 from studio.endpoints.models import Endpoint
 from studio.evals import execute
+from studio.host_tools import registry_broken, tool_registry, tools_problem
 from studio.evals.models import Eval
 from studio.projects.execute import PACK_PREFIX, validate_files
 from studio.projects.models import Project
@@ -72,13 +73,10 @@ def _head_pack(project: Project) -> tuple[Any, str | None]:
     if pack is None:
         return None, f"the pack at the head does not load ({problems[0].file}: {problems[0].message})"
     try:
-        tools = execute.tool_registry()
+        tools = tool_registry()
     except Exception as exc:  # a registry that does not import: the start would say so too
-        return pack, f"the studio's tool registry (PACKFORGE_TOOLS) does not load: {exc}"
-    if pack.tools and tools is None:
-        return pack, (f"this pack calls host tools ({', '.join(pack.tools)}) and the studio has no tool registry; "
-                      "set PACKFORGE_TOOLS=MODULE:REGISTRY for the studio and its workers")
-    return pack, None
+        return pack, registry_broken(exc)
+    return pack, tools_problem(pack, tools)
 
 
 @require_http_methods(["GET", "POST"])

@@ -15,14 +15,11 @@ the host registered (invariant 5)."""
 from __future__ import annotations
 
 import logging
-import os
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.utils import timezone
 
 from runtime import BadSpec, MemoryStore, PackforgeError, PackInvalid, RunOptions, load_pack, open_backend, run_pack
@@ -30,6 +27,7 @@ from runtime.pack import Pack
 from runtime.trace import Step
 from studio.endpoints.execute import spec_for
 from studio.endpoints.models import Endpoint
+from studio.host_tools import registry_broken, tool_registry, tools_problem
 from studio.projects.execute import PACK_PREFIX, materialize, own_model_problem
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo, StorageError
@@ -37,36 +35,10 @@ from studio.runs.models import TryRun
 
 log = logging.getLogger("packforge.studio.runs")
 
-Tool = Callable[..., Any]
 
 
 class TryRefused(Exception):
     """The run cannot start; the message says why and what to do."""
-
-
-def tools_ref() -> str:
-    """The host's tool registry, `MODULE:REGISTRY`, or "" when none is configured."""
-    ref = getattr(settings, "PACKFORGE_TOOLS", None)
-    if ref is None:  # until settings.py reads it, the environment variable itself
-        ref = os.environ.get("PACKFORGE_TOOLS", "")
-    return str(ref).strip()
-
-
-def tool_registry() -> dict[str, Tool] | None:
-    """The registered tools, or None when no registry is configured. Raises BadSpec
-    when one is configured but cannot be imported."""
-    from runtime.cli import load_tools
-
-    ref = tools_ref()
-    return load_tools(ref) if ref else None
-
-
-def tools_problem(pack: Pack, tools: dict[str, Tool] | None) -> str | None:
-    if not pack.tools or tools is not None:
-        return None
-    return (f"this pack calls host tools ({', '.join(pack.tools)}), and the studio has no tool registry, so it "
-            "cannot be tried here. Set PACKFORGE_TOOLS=MODULE:REGISTRY for the studio and its workers, or run "
-            "it with `packforge run --tools MODULE:REGISTRY`.")
 
 
 @dataclass
@@ -92,7 +64,7 @@ def prepare(project: Project, version: str | None, endpoint: Endpoint | None) ->
     try:
         tools = tool_registry()
     except BadSpec as exc:
-        raise TryRefused(f"the studio's tool registry (PACKFORGE_TOOLS) does not load: {exc}") from None
+        raise TryRefused(registry_broken(exc)) from None
     with tempfile.TemporaryDirectory(prefix="pf-try-") as tmp:
         try:
             pack = load_pack(materialize(files, Path(tmp)), tools=set(tools) if tools is not None else None)

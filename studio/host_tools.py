@@ -1,0 +1,51 @@
+"""The host's tools for try-it runs and evals (settings.PACKFORGE_TOOLS, MODULE:REGISTRY
+as the CLI's --tools). Packs reach only these (invariant 5)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+
+from runtime.pack import Pack
+
+Tool = Callable[..., Any]
+
+_cache: dict[str, dict[str, Tool]] = {}
+_lock = threading.Lock()
+
+
+def tool_registry() -> dict[str, Tool] | None:
+    """The registered tools, or None when no registry is configured. Loaded once per
+    process: a worker imports the registry module once, not per case. Raises BadSpec when
+    one is configured but cannot be imported."""
+    from runtime.cli import load_tools
+
+    ref = str(settings.PACKFORGE_TOOLS).strip()
+    if not ref:
+        return None
+    with _lock:
+        if ref not in _cache:
+            _cache[ref] = load_tools(ref) or {}
+        return _cache[ref]
+
+
+def forget() -> None:
+    """Drop the loaded registries (tests change PACKFORGE_TOOLS between runs)."""
+    with _lock:
+        _cache.clear()
+
+
+def registry_broken(exc: Exception) -> str:
+    return f"the studio's tool registry (PACKFORGE_TOOLS) does not load: {exc}"
+
+
+def tools_problem(pack: Pack, tools: dict[str, Tool] | None) -> str | None:
+    """Why `pack` cannot run in the studio for want of tools, or None."""
+    if not pack.tools or tools is not None:
+        return None
+    return (f"this pack calls host tools ({', '.join(pack.tools)}) and the studio has no tool registry; set "
+            "PACKFORGE_TOOLS=MODULE:REGISTRY for the studio and its workers, or run it with "
+            "`packforge run --tools MODULE:REGISTRY`")

@@ -38,8 +38,16 @@ def correct_values(n: int, x: int = X) -> dict[str, int]:
     return values
 
 
-def write_chain(root: Path, n: int, *, asserts: bool = True, retry: dict[str, Any] | None = None,
-                human_tail: bool = False, x: int = X, name: str | None = None) -> dict[str, int]:
+def write_chain(
+    root: Path,
+    n: int,
+    *,
+    asserts: bool = True,
+    retry: dict[str, Any] | None = None,
+    human_tail: bool = False,
+    x: int = X,
+    name: str | None = None,
+) -> dict[str, int]:
     """Write an n-node chain pack into `root` (created). Returns the correct output."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "prompts").mkdir(exist_ok=True)
@@ -67,27 +75,42 @@ def write_chain(root: Path, n: int, *, asserts: bool = True, retry: dict[str, An
             node["assert"] = f"{out} == {prev} + {constant(i)}"
         nodes[nid] = node
         (root / "prompts" / f"{nid}.txt").write_text(
-            f"Add {constant(i)} to {{{{ {prev} }}}}. Reply with {out}.\n", encoding="utf-8")
-        (root / "grammars" / f"{nid}.json").write_text(json.dumps({
-            "type": "object", "properties": {out: {"type": "integer"}},
-            "required": [out], "additionalProperties": False}), encoding="utf-8")
+            f"Add {constant(i)} to {{{{ {prev} }}}}. Reply with {out}.\n", encoding="utf-8"
+        )
+        (root / "grammars" / f"{nid}.json").write_text(
+            json.dumps(
+                {
+                    "type": "object",
+                    "properties": {out: {"type": "integer"}},
+                    "required": [out],
+                    "additionalProperties": False,
+                }
+            ),
+            encoding="utf-8",
+        )
         answers[nid] = {out: values[out]}
         if i > 1:
             edges.append({"from": f"n{i - 1}", "to": nid})
     last = f"n{n}"
     if human_tail:
         nodes["confirm"] = {"kind": "human", "reads": [f"v{n}"], "writes": ["ok"]}
-        (root / "grammars" / "confirm.json").write_text(json.dumps({
-            "type": "object", "properties": {"ok": {"type": "boolean"}},
-            "required": ["ok"], "additionalProperties": False}), encoding="utf-8")
+        (root / "grammars" / "confirm.json").write_text(
+            json.dumps(
+                {
+                    "type": "object",
+                    "properties": {"ok": {"type": "boolean"}},
+                    "required": ["ok"],
+                    "additionalProperties": False,
+                }
+            ),
+            encoding="utf-8",
+        )
         edges.append({"from": last, "to": "confirm"})
         last = "confirm"
     nodes["done"] = {"kind": "end"}
     edges.append({"from": last, "to": "done"})
     # JSON is YAML: no quoting questions for the generated expressions.
     (root / "manifest.yaml").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
-    (root / "graph.yaml").write_text(json.dumps({"nodes": nodes, "edges": edges}, indent=1) + "\n",
-                                     encoding="utf-8")
-    (root / "fakes" / "scripted.json").write_text(json.dumps({"nodes": answers}, indent=1) + "\n",
-                                                  encoding="utf-8")
+    (root / "graph.yaml").write_text(json.dumps({"nodes": nodes, "edges": edges}, indent=1) + "\n", encoding="utf-8")
+    (root / "fakes" / "scripted.json").write_text(json.dumps({"nodes": answers}, indent=1) + "\n", encoding="utf-8")
     return values

@@ -41,9 +41,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._chain import X, write_chain  # noqa: E402
-from benchmarks._rows import write_rows  # noqa: E402
-from runtime import MemoryStore, RunOptions, load_pack, open_backend, run_pack  # noqa: E402
+from benchmarks._chain import X, write_chain
+from benchmarks._rows import write_rows
+from runtime import MemoryStore, RunOptions, load_pack, open_backend, run_pack
 
 NODES = (20, 50)
 ERRORS = (0.02, 0.10, 0.30)
@@ -68,8 +68,9 @@ def label(nodes: int, error: float) -> str:
     return f"{nodes}n/{error * 100:g}%"
 
 
-def run_cell(packs: dict[str, Any], correct: dict[str, int], nodes: int, error: float, seeds: int,
-             rows: list[dict[str, Any]]) -> dict[str, Any]:
+def run_cell(
+    packs: dict[str, Any], correct: dict[str, int], nodes: int, error: float, seeds: int, rows: list[dict[str, Any]]
+) -> dict[str, Any]:
     seed = cell_seed(nodes, error)
     arms = {
         "verified": (packs["ladder"], RunOptions()),
@@ -86,8 +87,9 @@ def run_cell(packs: dict[str, Any], correct: dict[str, int], nodes: int, error: 
     for k in range(seeds):
         first: dict[str, dict[str, str]] = {}
         for arm, (pack, options) in arms.items():
-            result = run_pack(pack, {"x": X}, backend=backends[arm], store=stores[arm], run_id=f"seed-{k}",
-                              options=options)
+            result = run_pack(
+                pack, {"x": X}, backend=backends[arm], store=stores[arm], run_id=f"seed-{k}", options=options
+            )
             ok = result.status == "done" and result.output == correct
             gens = result.trace.generations
             steps = sum(1 for st in result.trace.steps if st.kind == "generate")
@@ -98,13 +100,26 @@ def run_cell(packs: dict[str, Any], correct: dict[str, int], nodes: int, error: 
             s["generations"] += gens
             s["steps"] += steps
             first[arm] = {a.node: a.text for a in result.trace.attempts if a.attempt == 1 and a.stage != "reasoning"}
-            rows.append({"cell": label(nodes, error), "nodes": nodes, "error_rate": error, "arm": arm,
-                         "seed": k, "sim_seed": seed, "run_id": f"seed-{k}", "status": result.status,
-                         "generations": gens, "steps": steps, "correct": ok})
+            rows.append(
+                {
+                    "cell": label(nodes, error),
+                    "nodes": nodes,
+                    "error_rate": error,
+                    "arm": arm,
+                    "seed": k,
+                    "sim_seed": seed,
+                    "run_id": f"seed-{k}",
+                    "status": result.status,
+                    "generations": gens,
+                    "steps": steps,
+                    "correct": ok,
+                }
+            )
         # The pairing: at every node two arms both reached, the first answer is the same.
         for arm in ("unverified", "budget"):
-            mismatches += sum(1 for node, text in first[arm].items()
-                              if node in first["verified"] and first["verified"][node] != text)
+            mismatches += sum(
+                1 for node, text in first[arm].items() if node in first["verified"] and first["verified"][node] != text
+            )
     for backend in backends.values():
         backend.close()
     unv = stats["unverified"]
@@ -135,7 +150,7 @@ def run_cell(packs: dict[str, Any], correct: dict[str, int], nodes: int, error: 
         "verified_silent_wrong": stats["verified"]["silent_wrong"],
         "unverified_silent_wrong": stats["unverified"]["silent_wrong"],
         "analytical": round(100.0 * (1 - error) ** nodes, 1),
-        "analytical_verified": round(100.0 * (1 - error ** 4) ** nodes, 1),
+        "analytical_verified": round(100.0 * (1 - error**4) ** nodes, 1),
         "generations_ratio_per_step": per_step("verified"),
         "budget_generations_ratio_per_step": per_step("budget"),
         "budget": round(BUDGET_FRACTION * nodes),
@@ -154,39 +169,84 @@ def goals(cell: dict[str, Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     ref = VERIFIED_REFERENCE.get(key)
     if ref is not None:
-        out.append({"goal": f"verified >= {ref}", "value": cell["verified_success"],
-                    "met": cell["verified_success"] >= ref})
-    out.append({"goal": "paired first attempts identical", "value": cell["pairing_mismatches"],
-                "met": cell["pairing_mismatches"] == 0})
-    out.append({"goal": "verified silent wrong == 0", "value": cell["silent_wrong"],
-                "met": cell["silent_wrong"] == 0})
+        out.append(
+            {"goal": f"verified >= {ref}", "value": cell["verified_success"], "met": cell["verified_success"] >= ref}
+        )
+    out.append(
+        {
+            "goal": "paired first attempts identical",
+            "value": cell["pairing_mismatches"],
+            "met": cell["pairing_mismatches"] == 0,
+        }
+    )
+    out.append({"goal": "verified silent wrong == 0", "value": cell["silent_wrong"], "met": cell["silent_wrong"] == 0})
     if key in BUDGET_GOALS:
         min_success, max_ratio = BUDGET_GOALS[key]
-        out.append({"goal": f"budget >= {min_success}", "value": cell["budget_success"],
-                    "met": cell["budget_success"] >= min_success})
-        out.append({"goal": f"budget gen ratio <= {max_ratio}", "value": cell["budget_generations_ratio"],
-                    "met": cell["budget_generations_ratio"] <= max_ratio,
-                    "per_step_value": cell["budget_generations_ratio_per_step"],
-                    "per_step_met": cell["budget_generations_ratio_per_step"] <= max_ratio})
+        out.append(
+            {
+                "goal": f"budget >= {min_success}",
+                "value": cell["budget_success"],
+                "met": cell["budget_success"] >= min_success,
+            }
+        )
+        out.append(
+            {
+                "goal": f"budget gen ratio <= {max_ratio}",
+                "value": cell["budget_generations_ratio"],
+                "met": cell["budget_generations_ratio"] <= max_ratio,
+                "per_step_value": cell["budget_generations_ratio_per_step"],
+                "per_step_met": cell["budget_generations_ratio_per_step"] <= max_ratio,
+            }
+        )
     return out
 
 
 def table(cells: list[dict[str, Any]]) -> str:
-    head = ("cell", "verified%", "unverif%", "budget%", "(1-p)^N%", "gen ver/unv", "gen bud/unv",
-            "per-step v/b", "silent v/u/b", "goal met")
+    head = (
+        "cell",
+        "verified%",
+        "unverif%",
+        "budget%",
+        "(1-p)^N%",
+        "gen ver/unv",
+        "gen bud/unv",
+        "per-step v/b",
+        "silent v/u/b",
+        "goal met",
+    )
     lines = []
     for c in cells:
         sw = c["silent_wrong_by_arm"]
         missed = [g for g in c["goals"] if not g["met"]]
-        met = "yes" if not missed else "NO: " + "; ".join(
-            f"{g['goal']} (got {g['value']}" + (f"; per step {g['per_step_value']}: "
-                                                 f"{'ok' if g['per_step_met'] else 'also over'}" if "per_step_value" in g else "")
-            + ")" for g in missed)
-        lines.append((label(c["nodes"], c["error_rate"]), f"{c['verified_success']:.1f}",
-                      f"{c['unverified_success']:.1f}", f"{c['budget_success']:.1f}", f"{c['analytical']:.1f}",
-                      f"{c['generations_ratio']:.3f}", f"{c['budget_generations_ratio']:.3f}",
-                      f"{c['generations_ratio_per_step']:.3f}/{c['budget_generations_ratio_per_step']:.3f}",
-                      f"{sw['verified']}/{sw['unverified']}/{sw['budget']}", met))
+        met = (
+            "yes"
+            if not missed
+            else "NO: "
+            + "; ".join(
+                f"{g['goal']} (got {g['value']}"
+                + (
+                    f"; per step {g['per_step_value']}: {'ok' if g['per_step_met'] else 'also over'}"
+                    if "per_step_value" in g
+                    else ""
+                )
+                + ")"
+                for g in missed
+            )
+        )
+        lines.append(
+            (
+                label(c["nodes"], c["error_rate"]),
+                f"{c['verified_success']:.1f}",
+                f"{c['unverified_success']:.1f}",
+                f"{c['budget_success']:.1f}",
+                f"{c['analytical']:.1f}",
+                f"{c['generations_ratio']:.3f}",
+                f"{c['budget_generations_ratio']:.3f}",
+                f"{c['generations_ratio_per_step']:.3f}/{c['budget_generations_ratio_per_step']:.3f}",
+                f"{sw['verified']}/{sw['unverified']}/{sw['budget']}",
+                met,
+            )
+        )
     widths = [max(len(str(r[i])) for r in [head, *lines]) for i in range(len(head))]
     fmt = "  ".join(f"{{:<{w}}}" if i in (0, len(head) - 1) else f"{{:>{w}}}" for i, w in enumerate(widths))
     out = [fmt.format(*head), fmt.format(*("-" * w for w in widths))]
@@ -208,10 +268,15 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="pf-compounding-") as tmp:
         for nodes in NODES:
             correct = write_chain(Path(tmp) / f"ladder{nodes}", nodes)
-            write_chain(Path(tmp) / f"budget{nodes}", nodes,
-                        retry={"budget": round(BUDGET_FRACTION * nodes), "max_attempts": MAX_ATTEMPTS})
-            packs = {"ladder": load_pack(Path(tmp) / f"ladder{nodes}"),
-                     "budget": load_pack(Path(tmp) / f"budget{nodes}")}
+            write_chain(
+                Path(tmp) / f"budget{nodes}",
+                nodes,
+                retry={"budget": round(BUDGET_FRACTION * nodes), "max_attempts": MAX_ATTEMPTS},
+            )
+            packs = {
+                "ladder": load_pack(Path(tmp) / f"ladder{nodes}"),
+                "budget": load_pack(Path(tmp) / f"budget{nodes}"),
+            }
             for error in ERRORS:
                 cells.append(run_cell(packs, correct, nodes, error, seeds, rows))
     write_rows(args.rows, rows)
@@ -219,19 +284,25 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(cells, indent=1))
         return 0
-    print(f"Compounding errors: {seeds} seeds per cell and arm; budget arm B = round({BUDGET_FRACTION}*N), "
-          f"max_attempts {MAX_ATTEMPTS}; ladder = 1 + 2 resamples + 1 feedback")
+    print(
+        f"Compounding errors: {seeds} seeds per cell and arm; budget arm B = round({BUDGET_FRACTION}*N), "
+        f"max_attempts {MAX_ATTEMPTS}; ladder = 1 + 2 resamples + 1 feedback"
+    )
     print(table(cells))
-    print("\nsuccess = done with every v_i correct; (1-p)^N = analytical unverified success; "
-          "gen x/unv = total generations of arm x / unverified arm (same seeds);\n"
-          "per-step v/b = generations per generate step walked, verified/budget arm over unverified;\n"
-          "silent v/u/b = runs that ended done with a wrong output, verified/unverified/budget.")
+    print(
+        "\nsuccess = done with every v_i correct; (1-p)^N = analytical unverified success; "
+        "gen x/unv = total generations of arm x / unverified arm (same seeds);\n"
+        "per-step v/b = generations per generate step walked, verified/budget arm over unverified;\n"
+        "silent v/u/b = runs that ended done with a wrong output, verified/unverified/budget."
+    )
     for c in cells:
         for g in c["goals"]:
             if "per_step_value" in g and not g["met"]:
-                print(f"note {label(c['nodes'], c['error_rate'])}: '{g['goal']}' missed on total generations "
-                      f"({g['value']}); per generate step the ratio is {g['per_step_value']} "
-                      f"({'within' if g['per_step_met'] else 'also over'} the goal)")
+                print(
+                    f"note {label(c['nodes'], c['error_rate'])}: '{g['goal']}' missed on total generations "
+                    f"({g['value']}); per generate step the ratio is {g['per_step_value']} "
+                    f"({'within' if g['per_step_met'] else 'also over'} the goal)"
+                )
     print(f"\nrows: {args.rows} ({len(rows)} runs), {elapsed:.1f}s")
     return 0
 

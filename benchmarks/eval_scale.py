@@ -91,8 +91,11 @@ def chain_pack(tmp: Path, cases: int) -> dict[str, bytes]:
     lines = []
     for i in range(cases):
         expected = {last: values[last] + (1 if i % 10 == 9 else 0)}  # every tenth case fails
-        lines.append(json.dumps({"id": f"c{i:05d}", "input": {"x": 7}, "expected": expected,
-                                 "tags": ["odd" if i % 2 else "even"]}))
+        lines.append(
+            json.dumps(
+                {"id": f"c{i:05d}", "input": {"x": 7}, "expected": expected, "tags": ["odd" if i % 2 else "even"]}
+            )
+        )
     (root / "evalset.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
@@ -122,17 +125,36 @@ def machine_ticks() -> tuple[int, int]:
 # -- workers --------------------------------------------------------------------------------
 
 
-def start_workers(n: int, threads: int, env: dict[str, str], logs: Path,
-                  poll: float | None) -> list[subprocess.Popen[bytes]]:
+def start_workers(
+    n: int, threads: int, env: dict[str, str], logs: Path, poll: float | None
+) -> list[subprocess.Popen[bytes]]:
     procs = []
     for i in range(n):
         launcher = ["-m", "celery", "-A", "studio"] if poll is None else [__file__, "worker-with-poll", str(poll)]
         with open(logs / f"worker{n}-{i}.log", "wb") as log:
-            procs.append(subprocess.Popen(
-                [sys.executable, *launcher, "worker", "--pool=threads", f"--concurrency={threads}",
-                 "--loglevel=WARNING", "-Q", env["PACKFORGE_EVAL_QUEUE"], "-n", f"bench{n}-{i}@%h",
-                 "--without-gossip", "--without-mingle", "--without-heartbeat"],
-                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        *launcher,
+                        "worker",
+                        "--pool=threads",
+                        f"--concurrency={threads}",
+                        "--loglevel=WARNING",
+                        "-Q",
+                        env["PACKFORGE_EVAL_QUEUE"],
+                        "-n",
+                        f"bench{n}-{i}@%h",
+                        "--without-gossip",
+                        "--without-mingle",
+                        "--without-heartbeat",
+                    ],
+                    cwd=ROOT,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
     return procs
 
 
@@ -157,8 +179,16 @@ def worker_with_poll(poll: float, argv: list[str]) -> None:
     app.worker_main(argv)
 
 
-def run_eval(project: Any, user: Any, workers: int, threads: int, env: dict[str, str], logs: Path,
-             timeout: float, poll: float | None) -> tuple[dict[str, Any], Any]:
+def run_eval(
+    project: Any,
+    user: Any,
+    workers: int,
+    threads: int,
+    env: dict[str, str],
+    logs: Path,
+    timeout: float,
+    poll: float | None,
+) -> tuple[dict[str, Any], Any]:
     from django.db.models import Max, Min
 
     from studio.evals import execute
@@ -192,12 +222,25 @@ def run_eval(project: Any, user: Any, workers: int, threads: int, env: dict[str,
     inside = [s for s in samples if first <= s[0] <= last] or samples
     busy = (inside[-1][1] - inside[0][1]) / max(1, inside[-1][2] - inside[0][2])
     counts = execute.counts_of(ev)
-    row = {"bench": "eval_scale", "kind": "run", "workers": workers, "threads": threads, "cases": ev.total,
-           "nodes": GENERATE_NODES + 1, "poll_s": poll, "makespan_s": round(makespan, 3),
-           "cases_per_s": round(ev.total / makespan, 2), "enqueue_s": round(enqueue_s, 3),
-           "peak_rss_mb": [round(p, 1) for p in peaks], "worker_cpu_ms_per_case": round(1000 * sum(cpu) / ev.total, 2),
-           "machine_busy": round(busy, 3), "passed": counts["passed"], "failed": counts["failed"],
-           "error": counts["error"], "attempts_over_1": EvalCase.objects.filter(eval=ev, attempts__gt=1).count()}
+    row = {
+        "bench": "eval_scale",
+        "kind": "run",
+        "workers": workers,
+        "threads": threads,
+        "cases": ev.total,
+        "nodes": GENERATE_NODES + 1,
+        "poll_s": poll,
+        "makespan_s": round(makespan, 3),
+        "cases_per_s": round(ev.total / makespan, 2),
+        "enqueue_s": round(enqueue_s, 3),
+        "peak_rss_mb": [round(p, 1) for p in peaks],
+        "worker_cpu_ms_per_case": round(1000 * sum(cpu) / ev.total, 2),
+        "machine_busy": round(busy, 3),
+        "passed": counts["passed"],
+        "failed": counts["failed"],
+        "error": counts["error"],
+        "attempts_over_1": EvalCase.objects.filter(eval=ev, attempts__gt=1).count(),
+    }
     return row, ev
 
 
@@ -215,9 +258,16 @@ def eval_for_pages(ev: Any, size: int) -> Any:
     if ev.total >= size:
         return ev
     rows = list(EvalCase.objects.filter(eval=ev).order_by("pk"))
-    copy = Eval.objects.create(project=ev.project, version=ev.version, model_spec=ev.model_spec, batch="pages",
-                               repeats=-(-size // len(rows)), total=size, status=Eval.Status.RUNNING,
-                               created_by=ev.created_by)
+    copy = Eval.objects.create(
+        project=ev.project,
+        version=ev.version,
+        model_spec=ev.model_spec,
+        batch="pages",
+        repeats=-(-size // len(rows)),
+        total=size,
+        status=Eval.Status.RUNNING,
+        created_by=ev.created_by,
+    )
     made = []
     for i in range(size):
         row = rows[i % len(rows)]
@@ -249,8 +299,17 @@ def time_pages(ev: Any, user: Any, n: int) -> list[dict[str, Any]]:
             if response.status_code not in (200, 286):
                 raise SystemExit(f"{name} answered {response.status_code}")
             if i >= 0:
-                rows.append({"bench": "eval_scale", "kind": "page", "page": name, "request": i, "ms": round(ms, 3),
-                             "rows": ev.total, "status": response.status_code})
+                rows.append(
+                    {
+                        "bench": "eval_scale",
+                        "kind": "page",
+                        "page": name,
+                        "request": i,
+                        "ms": round(ms, 3),
+                        "rows": ev.total,
+                        "status": response.status_code,
+                    }
+                )
     return rows
 
 
@@ -263,8 +322,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", type=int, default=10_000, help="cases in the evalset (default 10000)")
     parser.add_argument("--workers", default="1,2", help="worker counts to run, comma-separated (default 1,2)")
     parser.add_argument("--threads", type=int, default=4, help="threads per worker process (default 4)")
-    parser.add_argument("--poll", type=float, default=None,
-                        help="the filesystem broker's polling interval for the workers (default: the settings')")
+    parser.add_argument(
+        "--poll",
+        type=float,
+        default=None,
+        help="the filesystem broker's polling interval for the workers (default: the settings')",
+    )
     parser.add_argument("--page-cases", type=int, default=10_000, help="rows of the eval the pages are timed on")
     parser.add_argument("--requests", type=int, default=50, help="requests per page timed (default 50)")
     parser.add_argument("--timeout", type=float, default=1800, help="give up on one eval after this many seconds")
@@ -284,8 +347,9 @@ def main(argv: list[str] | None = None) -> int:
         from studio.projects.models import create_project
 
         user = User.objects.create_user("bench", "bench@example.com", "unused-password-for-bench")
-        project = create_project(slug="scale", name="Scale", owner=user, pack_files=chain_pack(tmp, args.cases),
-                                 message="Create")
+        project = create_project(
+            slug="scale", name="Scale", owner=user, pack_files=chain_pack(tmp, args.cases), message="Create"
+        )
         rows: list[dict[str, Any]] = []
         runs = []
         last_eval = None
@@ -314,10 +378,20 @@ def main(argv: list[str] | None = None) -> int:
     for name in dict.fromkeys(r["page"] for r in page_rows):
         times = [r["ms"] for r in page_rows if r["page"] == name]
         pages[name] = {"p50_ms": round(percentile(times, 50), 1), "p95_ms": round(percentile(times, 95), 1)}
-    meta = {"bench": "eval_scale", "kind": "meta", "cases": args.cases, "nodes": GENERATE_NODES + 1,
-            "threads": args.threads, "poll_s": args.poll, "database": db, "broker": broker, "cpus": os.cpu_count(),
-            "page_rows": page_eval.total if page_eval is not None else 0, "python": platform.python_version(),
-            "wall_s": round(time.perf_counter() - began, 1)}
+    meta = {
+        "bench": "eval_scale",
+        "kind": "meta",
+        "cases": args.cases,
+        "nodes": GENERATE_NODES + 1,
+        "threads": args.threads,
+        "poll_s": args.poll,
+        "database": db,
+        "broker": broker,
+        "cpus": os.cpu_count(),
+        "page_rows": page_eval.total if page_eval is not None else 0,
+        "python": platform.python_version(),
+        "wall_s": round(time.perf_counter() - began, 1),
+    }
     args.rows.parent.mkdir(parents=True, exist_ok=True)
     with open(args.rows, "a" if args.append else "w", encoding="utf-8") as out:
         for row in [meta, *rows]:
@@ -327,15 +401,21 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     poll = "the settings' 0.05 s" if args.poll is None else f"{args.poll} s"
     broker_text = f"filesystem broker (polling {poll})" if broker == "filesystem" else "Redis broker"
-    print(f"Eval scale: {args.cases} cases x {GENERATE_NODES + 1} nodes, scripted model; {db} + {broker_text}; "
-          f"threads pool x {args.threads} per worker; {os.cpu_count()} CPUs")
-    print("| workers | cases/s | makespan s | ratio vs 1 (goal >= 1.8) | peak RSS MB per worker (goal < 300) "
-          "| worker CPU ms/case | machine busy |")
+    print(
+        f"Eval scale: {args.cases} cases x {GENERATE_NODES + 1} nodes, scripted model; {db} + {broker_text}; "
+        f"threads pool x {args.threads} per worker; {os.cpu_count()} CPUs"
+    )
+    print(
+        "| workers | cases/s | makespan s | ratio vs 1 (goal >= 1.8) | peak RSS MB per worker (goal < 300) "
+        "| worker CPU ms/case | machine busy |"
+    )
     print("|---:|---:|---:|---:|---|---:|---:|")
     for r in runs:
-        print(f"| {r['workers']} | {r['cases_per_s']:.1f} | {r['makespan_s']:.1f} | {r['ratio_vs_1']:.2f} | "
-              f"{', '.join(f'{p:.0f}' for p in r['peak_rss_mb'])} | {r['worker_cpu_ms_per_case']:.1f} | "
-              f"{100 * r['machine_busy']:.0f}% |")
+        print(
+            f"| {r['workers']} | {r['cases_per_s']:.1f} | {r['makespan_s']:.1f} | {r['ratio_vs_1']:.2f} | "
+            f"{', '.join(f'{p:.0f}' for p in r['peak_rss_mb'])} | {r['worker_cpu_ms_per_case']:.1f} | "
+            f"{100 * r['machine_busy']:.0f}% |"
+        )
     print()
     print(f"| page, eval of {meta['page_rows']} finished case rows | p50 ms | p95 ms (goal < 300) |")
     print("|---|---:|---:|")

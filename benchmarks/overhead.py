@@ -40,11 +40,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import runtime.walker as walker_mod  # noqa: E402
-from benchmarks._chain import X, write_chain  # noqa: E402
-from runtime.stats import percentile  # noqa: E402
-from benchmarks._rows import write_rows  # noqa: E402
-from runtime import MemoryStore, SQLiteStore, load_pack, open_backend, resume_run, run_pack  # noqa: E402
+import runtime.walker as walker_mod
+from benchmarks._chain import X, write_chain
+from benchmarks._rows import write_rows
+from runtime import MemoryStore, SQLiteStore, load_pack, open_backend, resume_run, run_pack
+from runtime.stats import percentile
 
 NODES = 50
 RUNS = 200
@@ -80,15 +80,22 @@ def bench_walk(config: str, pack: Any, backend: Any, runs: int, tmp: Path, rows:
             steps = len(result.trace.steps)
             ms = elapsed / 1e6
             per_node.append(ms / steps)
-            rows.append({"bench": "walk", "config": config, "run": i, "steps": steps,
-                         "total_ms": round(ms, 4), "per_node_ms": round(ms / steps, 5)})
+            rows.append(
+                {
+                    "bench": "walk",
+                    "config": config,
+                    "run": i,
+                    "steps": steps,
+                    "total_ms": round(ms, 4),
+                    "per_node_ms": round(ms / steps, 5),
+                }
+            )
     finally:
         store.close()
     return per_node
 
 
-def bench_replay(pack: Any, backend: Any, runs: int, tmp: Path,
-                 rows: list[dict[str, Any]]) -> dict[str, list[float]]:
+def bench_replay(pack: Any, backend: Any, runs: int, tmp: Path, rows: list[dict[str, Any]]) -> dict[str, list[float]]:
     store = SQLiteStore(tmp / "replay.db", synchronous="normal")
     ids = [f"replay-{i}" for i in range(-WARMUP, runs)]
     for run_id in ids:
@@ -105,6 +112,7 @@ def bench_replay(pack: Any, backend: Any, runs: int, tmp: Path,
                 return fn(*args, **kwargs)
             finally:
                 timings[name] = time.perf_counter_ns() - started
+
         return wrapper
 
     original_replay = walker_mod._replay
@@ -113,7 +121,7 @@ def bench_replay(pack: Any, backend: Any, runs: int, tmp: Path,
     out: dict[str, list[float]] = {"replay": [], "journal-read": [], "resume-total": []}
     gc.collect()
     try:
-        for i, run_id in zip(range(-WARMUP, runs), ids):
+        for i, run_id in zip(range(-WARMUP, runs), ids, strict=False):
             timings.clear()
             started = time.perf_counter_ns()
             result = resume_run(pack, run_id, backend=backend, store=store, answers={"confirm": {"ok": True}})
@@ -123,16 +131,25 @@ def bench_replay(pack: Any, backend: Any, runs: int, tmp: Path,
             replayed = sum(1 for s in result.trace.steps if s.replayed)
             if i < 0:
                 continue
-            per = {"replay": timings["replay"] / 1e6 / replayed,
-                   "journal-read": timings["take_over"] / 1e6 / replayed,
-                   "resume-total": total / 1e6 / replayed}
+            per = {
+                "replay": timings["replay"] / 1e6 / replayed,
+                "journal-read": timings["take_over"] / 1e6 / replayed,
+                "resume-total": total / 1e6 / replayed,
+            }
             for k, v in per.items():
                 out[k].append(v)
-            rows.append({"bench": "replay", "config": "sqlite-normal", "run": i, "replayed_steps": replayed,
-                         "replay_ms": round(timings["replay"] / 1e6, 4),
-                         "take_over_ms": round(timings["take_over"] / 1e6, 4),
-                         "resume_ms": round(total / 1e6, 4),
-                         "replay_per_step_ms": round(per["replay"], 5)})
+            rows.append(
+                {
+                    "bench": "replay",
+                    "config": "sqlite-normal",
+                    "run": i,
+                    "replayed_steps": replayed,
+                    "replay_ms": round(timings["replay"] / 1e6, 4),
+                    "take_over_ms": round(timings["take_over"] / 1e6, 4),
+                    "resume_ms": round(total / 1e6, 4),
+                    "replay_per_step_ms": round(per["replay"], 5),
+                }
+            )
     finally:
         walker_mod._replay = original_replay
         store.close()
@@ -142,10 +159,17 @@ def bench_replay(pack: Any, backend: Any, runs: int, tmp: Path,
 def summarise(name: str, values: list[float], unit_note: str) -> dict[str, Any]:
     p50, p95 = percentile(values, 50), percentile(values, 95)
     goal = GOALS.get(name)
-    return {"config": name, "runs": len(values), "p50_ms": round(p50, 4), "p95_ms": round(p95, 4),
-            "goal_ms": goal, "goal_met": None if goal is None else p50 <= goal,
-            "goal_met_p95": None if goal is None else p95 <= goal,
-            "reference_ms": REFERENCE.get(name), "per": unit_note}
+    return {
+        "config": name,
+        "runs": len(values),
+        "p50_ms": round(p50, 4),
+        "p95_ms": round(p95, 4),
+        "goal_ms": goal,
+        "goal_met": None if goal is None else p50 <= goal,
+        "goal_met_p95": None if goal is None else p95 <= goal,
+        "reference_ms": REFERENCE.get(name),
+        "per": unit_note,
+    }
 
 
 def table(summary: list[dict[str, Any]]) -> str:
@@ -157,8 +181,9 @@ def table(summary: list[dict[str, Any]]) -> str:
             met = "-"
         else:
             met = ("yes" if s["goal_met"] else "NO") + ("" if s["goal_met_p95"] else " (p95 over)")
-        lines.append((s["config"], s["per"], f"{s['p50_ms']:.4f}", f"{s['p95_ms']:.4f}", goal, met,
-                      s["reference_ms"] or "-"))
+        lines.append(
+            (s["config"], s["per"], f"{s['p50_ms']:.4f}", f"{s['p95_ms']:.4f}", goal, met, s["reference_ms"] or "-")
+        )
     widths = [max(len(r[i]) for r in [head, *lines]) for i in range(len(head))]
     fmt = "  ".join(f"{{:<{w}}}" if i in (0, 1, 5, 6) else f"{{:>{w}}}" for i, w in enumerate(widths))
     return "\n".join([fmt.format(*head), fmt.format(*("-" * w for w in widths)), *(fmt.format(*r) for r in lines)])
@@ -188,10 +213,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_RUNS} runs per measure (unless --runs)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
     parser.add_argument("--rows", type=Path, default=RESULTS, help="where to write the per-run rows (jsonl)")
-    parser.add_argument("--only", action="append", default=None,
-                        choices=["memory", "sqlite-normal", "sqlite-full", "replay"], help="run only these measures")
-    parser.add_argument("--profile", choices=["memory", "sqlite-normal", "sqlite-full", "replay"],
-                        help="cProfile one measure and print the top functions (no rows written)")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=None,
+        choices=["memory", "sqlite-normal", "sqlite-full", "replay"],
+        help="run only these measures",
+    )
+    parser.add_argument(
+        "--profile",
+        choices=["memory", "sqlite-normal", "sqlite-full", "replay"],
+        help="cProfile one measure and print the top functions (no rows written)",
+    )
     args = parser.parse_args(argv)
     runs = args.runs or (QUICK_RUNS if args.quick else RUNS)
     only = args.only or ["memory", "sqlite-normal", "sqlite-full", "replay"]
@@ -221,13 +254,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(summary, indent=1))
         return 0
-    print(f"Walker overhead: chain of {args.nodes} generate nodes (+ end), zero-latency FakeBackend, "
-          f"{runs} timed runs per measure after {WARMUP} warm-up runs")
+    print(
+        f"Walker overhead: chain of {args.nodes} generate nodes (+ end), zero-latency FakeBackend, "
+        f"{runs} timed runs per measure after {WARMUP} warm-up runs"
+    )
     print(table(summary))
-    print("\nwalk rows: run_pack wall time / steps walked. replay: time inside walker._replay during a real "
-          "resume_run of a run waiting at a human node before its end, / steps replayed;\njournal-read: "
-          "store.take_over (SQL read + JSON decode) / steps replayed; resume-total: the whole resume_run / "
-          "steps replayed. Goals are checked on p50.")
+    print(
+        "\nwalk rows: run_pack wall time / steps walked. replay: time inside walker._replay during a real "
+        "resume_run of a run waiting at a human node before its end, / steps replayed;\njournal-read: "
+        "store.take_over (SQL read + JSON decode) / steps replayed; resume-total: the whole resume_run / "
+        "steps replayed. Goals are checked on p50."
+    )
     print(f"\nrows: {args.rows} ({len(rows)} rows), {elapsed:.1f}s")
     return 0
 

@@ -49,12 +49,23 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (k - low)
 
 
-def run_config(pack_dir: Path, *, runs: int, capacity: int, latency: float, retry_after: str,
-               concurrency: int, jitter: bool, repeat: int) -> dict[str, Any]:
+def run_config(
+    pack_dir: Path,
+    *,
+    runs: int,
+    capacity: int,
+    latency: float,
+    retry_after: str,
+    concurrency: int,
+    jitter: bool,
+    repeat: int,
+) -> dict[str, Any]:
     pack = load_pack(pack_dir)
     with in_own_process(capacity, latency, retry_after) as base_url:
-        spec = (f"openai:{base_url}#fault;concurrency={concurrency};jitter={'true' if jitter else 'false'};"
-                "deadline=600;attempts=8")
+        spec = (
+            f"openai:{base_url}#fault;concurrency={concurrency};jitter={'true' if jitter else 'false'};"
+            "deadline=600;attempts=8"
+        )
         backend = open_backend(spec)
         durations: list[float] = []
         statuses: list[str] = []
@@ -74,12 +85,23 @@ def run_config(pack_dir: Path, *, runs: int, capacity: int, latency: float, retr
     calls = stats["outcomes"].get("ok", 0)
     ideal = calls * latency / capacity
     return {
-        "bench": "overload", "repeat": repeat, "concurrency": concurrency, "jitter": jitter,
-        "runs": runs, "capacity": capacity, "latency_s": latency, "retry_after": retry_after,
-        "calls": calls, "ideal_s": round(ideal, 3), "makespan_s": round(makespan, 3),
-        "vs_ideal": round(makespan / ideal, 3), "p50_run_s": round(percentile(durations, 0.5), 3),
-        "p95_run_s": round(percentile(durations, 0.95), 3), "server_503": stats["outcomes"].get("503", 0),
-        "server_max_in_flight": stats["max_in_flight"], "completed": statuses.count("done"),
+        "bench": "overload",
+        "repeat": repeat,
+        "concurrency": concurrency,
+        "jitter": jitter,
+        "runs": runs,
+        "capacity": capacity,
+        "latency_s": latency,
+        "retry_after": retry_after,
+        "calls": calls,
+        "ideal_s": round(ideal, 3),
+        "makespan_s": round(makespan, 3),
+        "vs_ideal": round(makespan / ideal, 3),
+        "p50_run_s": round(percentile(durations, 0.5), 3),
+        "p95_run_s": round(percentile(durations, 0.95), 3),
+        "server_503": stats["outcomes"].get("503", 0),
+        "server_max_in_flight": stats["max_in_flight"],
+        "completed": statuses.count("done"),
         "all_completed": statuses.count("done") == runs,
     }
 
@@ -101,9 +123,18 @@ def main(argv: list[str] | None = None) -> int:
         pack_dir = write_chain_pack(Path(tmp) / "chain", nodes=args.nodes)
         for repeat in range(args.repeat):
             for concurrency, jitter in configs:
-                rows.append(run_config(pack_dir, runs=args.runs, capacity=c, latency=args.latency,
-                                       retry_after=args.retry_after, concurrency=concurrency, jitter=jitter,
-                                       repeat=repeat))
+                rows.append(
+                    run_config(
+                        pack_dir,
+                        runs=args.runs,
+                        capacity=c,
+                        latency=args.latency,
+                        retry_after=args.retry_after,
+                        concurrency=concurrency,
+                        jitter=jitter,
+                        repeat=repeat,
+                    )
+                )
     RESULTS.parent.mkdir(exist_ok=True)
     with open(RESULTS, "w", encoding="utf-8") as out:
         for row in rows:
@@ -111,15 +142,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"{args.runs} runs x {args.nodes} nodes against capacity {c}, latency {args.latency:g} s, "
-          f"Retry-After {args.retry_after} s; ideal = calls x L / C")
-    print(f"{'client concurrency':<22}{'makespan':>10}{'ideal':>8}{'x ideal':>9}{'p50 run':>9}{'p95 run':>9}"
-          f"{'503s':>7}{'max in flight':>15}{'completed':>11}")
+    print(
+        f"{args.runs} runs x {args.nodes} nodes against capacity {c}, latency {args.latency:g} s, "
+        f"Retry-After {args.retry_after} s; ideal = calls x L / C"
+    )
+    print(
+        f"{'client concurrency':<22}{'makespan':>10}{'ideal':>8}{'x ideal':>9}{'p50 run':>9}{'p95 run':>9}"
+        f"{'503s':>7}{'max in flight':>15}{'completed':>11}"
+    )
     for r in rows:
         label = f"{r['concurrency']} ({r['concurrency'] // c}C){'' if r['jitter'] else ', no jitter'}"
-        print(f"{label:<22}{r['makespan_s']:>9.2f}s{r['ideal_s']:>7.2f}s{r['vs_ideal']:>9.2f}"
-              f"{r['p50_run_s']:>8.2f}s{r['p95_run_s']:>8.2f}s{r['server_503']:>7}{r['server_max_in_flight']:>15}"
-              f"{r['completed']:>7}/{r['runs']}")
+        print(
+            f"{label:<22}{r['makespan_s']:>9.2f}s{r['ideal_s']:>7.2f}s{r['vs_ideal']:>9.2f}"
+            f"{r['p50_run_s']:>8.2f}s{r['p95_run_s']:>8.2f}s{r['server_503']:>7}{r['server_max_in_flight']:>15}"
+            f"{r['completed']:>7}/{r['runs']}"
+        )
     print(f"raw rows: {RESULTS.relative_to(Path.cwd()) if RESULTS.is_relative_to(Path.cwd()) else RESULTS}")
     return 0
 

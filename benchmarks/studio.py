@@ -55,20 +55,28 @@ SLUG = "bench20"
 HISTORY_COMMITS = 200
 
 # p95 goals in ms, from the brief: save and diff 50 ms, pages 100 ms.
-GOALS = {"save (page)": 50, "save (API)": 50, "diff (page)": 50, "diff (API)": 50,
-         "history (page)": 100, "projects list": 100}
+GOALS = {
+    "save (page)": 50,
+    "save (API)": 50,
+    "diff (page)": 50,
+    "diff (API)": 50,
+    "history (page)": 100,
+    "projects list": 100,
+}
 
 
 def configure(tmp: Path) -> None:
     """Point the settings at temp storage, then start Django (settings read the
     environment once, at import)."""
-    os.environ.update({
-        "DJANGO_SETTINGS_MODULE": "studio.settings",
-        "DATABASE_URL": f"sqlite:///{tmp}/studio.sqlite3",
-        "PACKFORGE_VAR": str(tmp / "var"),
-        "PACKFORGE_GIT_ROOT": str(tmp / "git"),
-        "LOG_LEVEL": "ERROR",
-    })
+    os.environ.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "studio.settings",
+            "DATABASE_URL": f"sqlite:///{tmp}/studio.sqlite3",
+            "PACKFORGE_VAR": str(tmp / "var"),
+            "PACKFORGE_GIT_ROOT": str(tmp / "git"),
+            "LOG_LEVEL": "ERROR",
+        }
+    )
     for name in ("REDIS_URL", "DEBUG", "CELERY_TASK_ALWAYS_EAGER"):
         os.environ.pop(name, None)
     import django
@@ -121,12 +129,22 @@ def measure(name: str, n: int, call: Callable[[int], Any], expect: int, rows: li
         ms = (time.perf_counter() - start) * 1000
         cpu_ms = (time.process_time() - cpu) * 1000
         if response.status_code != expect:
-            raise SystemExit(f"{name}: request {i} answered {response.status_code}, expected {expect}:\n"
-                             f"{response.content[:2000].decode(errors='replace')}")
+            raise SystemExit(
+                f"{name}: request {i} answered {response.status_code}, expected {expect}:\n"
+                f"{response.content[:2000].decode(errors='replace')}"
+            )
         if i >= 0:
             times.append(ms)
-            rows.append({"bench": "studio", "op": name, "request": i, "ms": round(ms, 3),
-                         "cpu_ms": round(cpu_ms, 3), "status": response.status_code})
+            rows.append(
+                {
+                    "bench": "studio",
+                    "op": name,
+                    "request": i,
+                    "ms": round(ms, 3),
+                    "cpu_ms": round(cpu_ms, 3),
+                    "status": response.status_code,
+                }
+            )
     return times
 
 
@@ -141,50 +159,83 @@ def run(n: int, rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[
     results: dict[str, list[float]] = {}
 
     def save_page(i: int) -> Any:
-        return client.post(f"/p/{SLUG}/files/prompts/n1.txt", {
-            "content": f"Add 12 to {{{{ input.x }}}}. Reply with v1. (edit {i})\n", "base": repo.head(),
-            "message": f"Edit n1's prompt ({i})"})
+        return client.post(
+            f"/p/{SLUG}/files/prompts/n1.txt",
+            {
+                "content": f"Add 12 to {{{{ input.x }}}}. Reply with v1. (edit {i})\n",
+                "base": repo.head(),
+                "message": f"Edit n1's prompt ({i})",
+            },
+        )
 
     def save_api(i: int) -> Any:
-        body = {"base": repo.head(), "message": f"Edit n2's prompt ({i})",
-                "files": {"prompts/n2.txt": f"Add 3 to {{{{ v1 }}}}. Reply with v2. (edit {i})\n"}}
+        body = {
+            "base": repo.head(),
+            "message": f"Edit n2's prompt ({i})",
+            "files": {"prompts/n2.txt": f"Add 3 to {{{{ v1 }}}}. Reply with v2. (edit {i})\n"},
+        }
         return api.put(f"/api/projects/{SLUG}/files", body, content_type="application/json")
 
     a, b = state["a"], state["b"]
     results["save (page)"] = measure("save (page)", n, save_page, 302, rows)
     results["save (API)"] = measure("save (API)", n, save_api, 200, rows)
-    results["diff (page)"] = measure("diff (page)", n, lambda i: client.get(f"/p/{SLUG}/diff/", {"a": a, "b": b}),
-                                     200, rows)
-    results["diff (API)"] = measure("diff (API)", n, lambda i: api.get(f"/api/projects/{SLUG}/diff", {"a": a, "b": b}),
-                                    200, rows)
+    results["diff (page)"] = measure(
+        "diff (page)", n, lambda i: client.get(f"/p/{SLUG}/diff/", {"a": a, "b": b}), 200, rows
+    )
+    results["diff (API)"] = measure(
+        "diff (API)", n, lambda i: api.get(f"/api/projects/{SLUG}/diff", {"a": a, "b": b}), 200, rows
+    )
     # The history page at a fixed length, whatever --requests made: top up with direct saves.
     while (commits := len(repo.log(limit=10_000))) < HISTORY_COMMITS:
-        repo.save({"pack/prompts/n4.txt": f"Add 5 to {{{{ v3 }}}}. Reply with v4. ({commits})\n".encode()},
-                  base=repo.head(), author="bench", email="", message=f"Edit n4's prompt ({commits})")
+        repo.save(
+            {"pack/prompts/n4.txt": f"Add 5 to {{{{ v3 }}}}. Reply with v4. ({commits})\n".encode()},
+            base=repo.head(),
+            author="bench",
+            email="",
+            message=f"Edit n4's prompt ({commits})",
+        )
     results["history (page)"] = measure("history (page)", n, lambda i: client.get(f"/p/{SLUG}/history/"), 200, rows)
     results["projects list"] = measure("projects list", n, lambda i: client.get("/"), 200, rows)
 
     from studio.projects.models import Project
 
-    notes = {"history (page)": f"{commits} commits", "projects list": f"{Project.objects.count()} projects",
-             "diff (page)": "20 of 20 files changed", "diff (API)": "20 of 20 files changed",
-             "save (page)": "1 file, 20-file pack", "save (API)": "1 file, 20-file pack"}
+    notes = {
+        "history (page)": f"{commits} commits",
+        "projects list": f"{Project.objects.count()} projects",
+        "diff (page)": "20 of 20 files changed",
+        "diff (API)": "20 of 20 files changed",
+        "save (page)": "1 file, 20-file pack",
+        "save (API)": "1 file, 20-file pack",
+    }
     summary = []
     for name, times in results.items():
         p95 = percentile(times, 95)
         cpu = [r["cpu_ms"] for r in rows if r["op"] == name]
-        summary.append({"op": name, "requests": len(times), "p50_ms": round(percentile(times, 50), 2),
-                        "p95_ms": round(p95, 2), "cpu_p95_ms": round(percentile(cpu, 95), 2),
-                        "goal_p95_ms": GOALS[name], "meets_goal": p95 < GOALS[name], "note": notes[name]})
+        summary.append(
+            {
+                "op": name,
+                "requests": len(times),
+                "p50_ms": round(percentile(times, 50), 2),
+                "p95_ms": round(p95, 2),
+                "cpu_p95_ms": round(percentile(cpu, 95), 2),
+                "goal_p95_ms": GOALS[name],
+                "meets_goal": p95 < GOALS[name],
+                "note": notes[name],
+            }
+        )
     return summary, {"commits": commits}
 
 
 def table(summary: list[dict[str, Any]]) -> str:
-    lines = ["| request | what | p50 ms | p95 ms | CPU p95 ms | goal (p95) | meets |",
-             "|---|---|---:|---:|---:|---:|---|"]
+    lines = [
+        "| request | what | p50 ms | p95 ms | CPU p95 ms | goal (p95) | meets |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
     for s in summary:
-        lines.append(f"| {s['op']} | {s['note']} | {s['p50_ms']:.1f} | {s['p95_ms']:.1f} | {s['cpu_p95_ms']:.1f} | "
-                     f"< {s['goal_p95_ms']} ms | {'yes' if s['meets_goal'] else 'NO'} |")
+        lines.append(
+            f"| {s['op']} | {s['note']} | {s['p50_ms']:.1f} | {s['p95_ms']:.1f} | {s['cpu_p95_ms']:.1f} | "
+            f"< {s['goal_p95_ms']} ms | {'yes' if s['meets_goal'] else 'NO'} |"
+        )
     return "\n".join(lines)
 
 
@@ -212,11 +263,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps({"requests": n, "load": load, "summary": summary}, indent=1))
         return 0
-    print(f"Studio server time: Django test Client in-process, SQLite + git on local disk, "
-          f"{n} requests per row after {WARMUP} warm-up")
+    print(
+        f"Studio server time: Django test Client in-process, SQLite + git on local disk, "
+        f"{n} requests per row after {WARMUP} warm-up"
+    )
     print(table(summary))
-    print(f"\nwall time decides the goal; CPU is this process's own time per request, which other load on the "
-          f"machine does not inflate ({load}).")
+    print(
+        f"\nwall time decides the goal; CPU is this process's own time per request, which other load on the "
+        f"machine does not inflate ({load})."
+    )
     print(f"rows: {args.rows} ({len(rows)} rows), {elapsed:.1f}s")
     return 0
 

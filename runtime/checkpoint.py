@@ -223,8 +223,9 @@ class SQLiteStore:
         if row is None:
             raise RunNotFound(f"no run '{run_id}' in this checkpoint database")
         rid, pack, digest, inp, case_id, status, fence, result = row
-        return RunRecord(rid, pack, digest, json.loads(inp), case_id, status, fence,
-                         json.loads(result) if result else None)
+        return RunRecord(
+            rid, pack, digest, json.loads(inp), case_id, status, fence, json.loads(result) if result else None
+        )
 
     @staticmethod
     def _check(db: sqlite3.Connection, run_id: str, fence: int) -> None:

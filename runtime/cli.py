@@ -36,8 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--log-level", default=argparse.SUPPRESS, choices=["debug", "info", "warning", "error"])
     common.add_argument("--log-format", default=argparse.SUPPRESS, choices=["text", "json"])
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
-    parser = _Parser(prog="packforge", description="Run LLM workflow packs reliably on small models.",
-                     parents=[common])
+    parser = _Parser(prog="packforge", description="Run LLM workflow packs reliably on small models.", parents=[common])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def add_command(name: str, help: str) -> argparse.ArgumentParser:
@@ -46,8 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = add_command("validate", "check a pack and report every problem")
     p.add_argument("pack")
     p.add_argument("--tools", help="MODULE:REGISTRY of host tools to check tool names against")
-    p.add_argument("--endpoint", metavar="SPEC",
-                   help="warn per node about schema keywords this endpoint's grammar mode does not enforce")
+    p.add_argument(
+        "--endpoint",
+        metavar="SPEC",
+        help="warn per node about schema keywords this endpoint's grammar mode does not enforce",
+    )
 
     p = add_command("run", "run a pack on one input")
     p.add_argument("pack")
@@ -76,8 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add_command("endpoints", "check a model endpoint")
     endpoints = p.add_subparsers(dest="endpoints_command", metavar="check", required=True, parser_class=_Parser)
-    c = endpoints.add_parser("check", parents=[common],
-                             help="one call: does it answer, does it honour a schema, how fast (exit 0/1)")
+    c = endpoints.add_parser(
+        "check", parents=[common], help="one call: does it answer, does it honour a schema, how fast (exit 0/1)"
+    )
     c.add_argument("spec", help="openai:BASE_URL#MODEL[;key=value...] (docs/endpoints.md)")
     c.add_argument("--json", action="store_true", help="print the result as one JSON document")
 
@@ -97,8 +100,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         configure_logging(getattr(args, "log_level", "warning"), getattr(args, "log_format", "text"))
-        handler = {"validate": cmd_validate, "run": cmd_run, "eval": cmd_eval, "graph": cmd_graph,
-                   "endpoints": cmd_endpoints, "pull": cmd_pull}[args.command]
+        handler = {
+            "validate": cmd_validate,
+            "run": cmd_run,
+            "eval": cmd_eval,
+            "graph": cmd_graph,
+            "endpoints": cmd_endpoints,
+            "pull": cmd_pull,
+        }[args.command]
         return handler(args)
     except PackInvalid as exc:
         n = len(exc.issues)
@@ -114,8 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug: still one line unless --debug
         if debug:
             raise
-        print(f"error: internal error ({type(exc).__name__}: {exc}); rerun with --debug for details",
-              file=sys.stderr)
+        print(f"error: internal error ({type(exc).__name__}: {exc}); rerun with --debug for details", file=sys.stderr)
         return EXIT_USAGE
 
 
@@ -168,8 +176,10 @@ def _backend(pack: Pack, spec: str | None) -> Any:
 def cmd_validate(args: argparse.Namespace) -> int:
     tools = load_tools(args.tools)
     pack = load_pack(args.pack, tools=set(tools) if tools is not None else None)
-    print(f"{pack.name} v{pack.version}: {len(pack.nodes)} nodes, {len(pack.edges)} edges, "
-          f"{len(pack.cases)} evalset cases, entry '{pack.entry}'")
+    print(
+        f"{pack.name} v{pack.version}: {len(pack.nodes)} nodes, {len(pack.edges)} edges, "
+        f"{len(pack.cases)} evalset cases, entry '{pack.entry}'"
+    )
     if pack.tools and tools is None:
         print(f"note: tools {', '.join(pack.tools)} were not checked against a registry (pass --tools)")
     if args.endpoint:
@@ -241,9 +251,11 @@ def _report_run(result: RunResult, args: argparse.Namespace) -> int:
         question = result.trace.steps[-1].prompt if result.trace.steps else ""
         if question:
             print(f"question: {question.strip()}", file=sys.stderr)
-        print(f"waiting at human node '{result.waiting_at}' (run {result.run_id}); resume with: "
-              f"packforge run {args.pack}{tools} --db {args.db or 'FILE'} --resume {result.run_id} --answer JSON",
-              file=sys.stderr)
+        print(
+            f"waiting at human node '{result.waiting_at}' (run {result.run_id}); resume with: "
+            f"packforge run {args.pack}{tools} --db {args.db or 'FILE'} --resume {result.run_id} --answer JSON",
+            file=sys.stderr,
+        )
         return EXIT_WAITING
     print(f"run {result.run_id} {result.status}: {result.trace.error}", file=sys.stderr)
     return EXIT_FAILED
@@ -261,8 +273,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     backend = _backend(pack, args.model)
     tags = set(args.tags.split(",")) if args.tags else None
     try:
-        report = evaluate(pack, backend, tools=tools, concurrency=args.concurrency, tags=tags,
-                          model=args.model or pack.model)
+        report = evaluate(
+            pack, backend, tools=tools, concurrency=args.concurrency, tags=tags, model=args.model or pack.model
+        )
     finally:
         backend.close()
     gate = check_baseline(report, baseline) if baseline is not None else None
@@ -291,8 +304,9 @@ def cmd_endpoints(args: argparse.Namespace) -> int:
 def cmd_pull(args: argparse.Namespace) -> int:
     from runtime.pull import pull
 
-    pulled = pull(args.target, token=args.token, version=args.pack_version, out=args.out, force=args.force,
-                  fmt=args.format)
+    pulled = pull(
+        args.target, token=args.token, version=args.pack_version, out=args.out, force=args.force, fmt=args.format
+    )
     print(pulled.summary())
     return EXIT_OK
 

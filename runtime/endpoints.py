@@ -23,11 +23,28 @@ __all__ = ["CHECK_SCHEMA", "LINT_TABLE", "CheckResult", "LintWarning", "check_en
 
 # Keywords the grammar engines behind json_schema (llama.cpp's json-schema-to-grammar,
 # xgrammar in vLLM and SGLang) do not turn into grammar: only verification holds them.
-_NEVER = frozenset({
-    "multipleOf", "uniqueItems", "contains", "minContains", "maxContains", "not", "if", "then", "else",
-    "dependentRequired", "dependentSchemas", "patternProperties", "propertyNames", "minProperties",
-    "maxProperties", "unevaluatedProperties", "unevaluatedItems", "format",
-})
+_NEVER = frozenset(
+    {
+        "multipleOf",
+        "uniqueItems",
+        "contains",
+        "minContains",
+        "maxContains",
+        "not",
+        "if",
+        "then",
+        "else",
+        "dependentRequired",
+        "dependentSchemas",
+        "patternProperties",
+        "propertyNames",
+        "minProperties",
+        "maxProperties",
+        "unevaluatedProperties",
+        "unevaluatedItems",
+        "format",
+    }
+)
 _BOUNDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
 
 # mode -> (keywords never enforced, bounds not enforced on "number", bounds not enforced on "integer")
@@ -60,10 +77,13 @@ class LintWarning:
 
     def __str__(self) -> str:
         if self.mode == "none":
-            return (f"node '{self.node}': grammar=none sends no schema; only verification holds "
-                    f"grammars/{self.node}.json")
-        return (f"node '{self.node}': grammars/{self.node}.json {self.path or '/'}: '{self.keyword}' is not "
-                f"enforced by grammar={self.mode}; only verification holds it")
+            return (
+                f"node '{self.node}': grammar=none sends no schema; only verification holds grammars/{self.node}.json"
+            )
+        return (
+            f"node '{self.node}': grammars/{self.node}.json {self.path or '/'}: '{self.keyword}' is not "
+            f"enforced by grammar={self.mode}; only verification holds it"
+        )
 
 
 def _walk(schema: Any, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -100,11 +120,9 @@ def lint_schema(schema: dict[str, Any], mode: str, node: str = "") -> list[LintW
         kinds = sub.get("type")
         kinds = set(kinds) if isinstance(kinds, list) else {kinds}
         for keyword in sub:
-            if keyword in never:
-                found.append(LintWarning(node, path, keyword, mode))
-            elif keyword in _BOUNDS and (
+            if keyword in never or (keyword in _BOUNDS and (
                 (number_bounds and ("number" in kinds or None in kinds)) or (integer_bounds and "integer" in kinds)
-            ):
+            )):
                 found.append(LintWarning(node, path, keyword, mode))
         if mode == "json_object" and "string" in kinds:
             found.append(LintWarning(node, path, "string (raw control characters)", mode))
@@ -123,8 +141,9 @@ def lint_pack(pack: Pack, spec: str) -> list[LintWarning]:
 
 def _grammar_mode(spec: str) -> str:
     if not spec.startswith("openai:"):
-        raise BadSpec(f"--endpoint {spec!r}: schema lint applies to openai: endpoints (scripted models send no "
-                      "grammar)")
+        raise BadSpec(
+            f"--endpoint {spec!r}: schema lint applies to openai: endpoints (scripted models send no grammar)"
+        )
     from runtime.backends.openai import parse_spec
 
     return parse_spec(spec).grammar
@@ -161,11 +180,14 @@ class CheckResult:
             out.append("schema     not sent (grammar=none): only verification holds a pack's schemas")
         else:
             verdict = "honoured" if self.honoured else "NOT honoured"
-            out.append(f"schema     {verdict}: the answer {self.answer[:80]!r} "
-                       f"{'is' if self.honoured else 'is not'} one of the enum's values")
+            out.append(
+                f"schema     {verdict}: the answer {self.answer[:80]!r} "
+                f"{'is' if self.honoured else 'is not'} one of the enum's values"
+            )
         ttft = f", first token {self.ttft_s:.3f} s" if self.ttft_s is not None else ""
-        out.append(f"latency    {self.latency_s:.3f} s{ttft}; tokens {self.prompt_tokens} in, "
-                   f"{self.completion_tokens} out")
+        out.append(
+            f"latency    {self.latency_s:.3f} s{ttft}; tokens {self.prompt_tokens} in, {self.completion_tokens} out"
+        )
         out.append(f"result     {'OK' if self.ok else 'FAIL'}")
         return out
 
@@ -181,8 +203,15 @@ def check_endpoint(spec: str) -> CheckResult:
     config = parse_spec(spec)
     config = dataclasses.replace(config, attempts=min(config.attempts, 2), deadline=min(config.deadline, 30.0))
     backend = OpenAIBackend(spec, config)
-    call = ModelCall(run_id=f"check-{int(time.time())}", node="check", attempt=1, messages=_CHECK_MESSAGES,
-                     schema=CHECK_SCHEMA, max_tokens=128, temperature=0.0)
+    call = ModelCall(
+        run_id=f"check-{int(time.time())}",
+        node="check",
+        attempt=1,
+        messages=_CHECK_MESSAGES,
+        schema=CHECK_SCHEMA,
+        max_tokens=128,
+        temperature=0.0,
+    )
     try:
         reply = backend.complete(call)
     except PackforgeError as exc:
@@ -197,6 +226,15 @@ def check_endpoint(spec: str) -> CheckResult:
             honoured = False
         else:
             honoured = Draft202012Validator(CHECK_SCHEMA).is_valid(value)
-    return CheckResult(spec, config.grammar, answered=True, honoured=honoured, answer=reply.text,
-                       finish_reason=reply.finish_reason, latency_s=reply.latency_s, ttft_s=reply.ttft_s,
-                       prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens)
+    return CheckResult(
+        spec,
+        config.grammar,
+        answered=True,
+        honoured=honoured,
+        answer=reply.text,
+        finish_reason=reply.finish_reason,
+        latency_s=reply.latency_s,
+        ttft_s=reply.ttft_s,
+        prompt_tokens=reply.prompt_tokens,
+        completion_tokens=reply.completion_tokens,
+    )

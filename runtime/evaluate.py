@@ -85,7 +85,9 @@ class EvalReport:
         counts = Counter(c.tier for c in self.cases)
         auto = [c for c in self.cases if c.tier == "auto"]
         return {
-            "auto": counts["auto"], "escalated": counts["escalated"], "failed": counts["failed"],
+            "auto": counts["auto"],
+            "escalated": counts["escalated"],
+            "failed": counts["failed"],
             "auto_accuracy": (sum(c.passed for c in auto) / len(auto)) if auto else None,
         }
 
@@ -113,8 +115,9 @@ class EvalReport:
         nodes: dict[str, dict[str, float]] = {}
         for case in self.cases:
             for a in case.trace.attempts:
-                row = nodes.setdefault(a.node, {"attempts": 0, "rejections": 0, "tokens": 0, "latency_s": 0.0,
-                                                "cost_usd": 0.0})
+                row = nodes.setdefault(
+                    a.node, {"attempts": 0, "rejections": 0, "tokens": 0, "latency_s": 0.0, "cost_usd": 0.0}
+                )
                 row["attempts"] += 1
                 row["rejections"] += 0 if a.ok else 1
                 row["tokens"] += a.prompt_tokens + a.completion_tokens + a.reasoning_tokens
@@ -124,22 +127,38 @@ class EvalReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "pack": self.pack, "version": self.version, "model": self.model,
-            "passed": self.passed, "total": self.total,
+            "pack": self.pack,
+            "version": self.version,
+            "model": self.model,
+            "passed": self.passed,
+            "total": self.total,
             "pass_rate_ci95": list(wilson_interval(self.passed, self.total)),
-            "metrics": self.metrics(), "tiers": self.tiers(), "coverage": self.coverage(),
-            "failures_by_node": self.failures_by_node(), "per_case": self.per_case(), "per_node": self.per_node(),
+            "metrics": self.metrics(),
+            "tiers": self.tiers(),
+            "coverage": self.coverage(),
+            "failures_by_node": self.failures_by_node(),
+            "per_case": self.per_case(),
+            "per_node": self.per_node(),
             "cases": [_case_dict(c) for c in self.cases],
         }
 
 
 def _case_dict(c: CaseResult) -> dict[str, Any]:
     return {
-        "id": c.case_id, "passed": c.passed, "status": c.status, "tier": c.tier, "blamed": c.blamed,
-        "output": c.output, "path": c.path, "problems": c.problems, "tags": list(c.tags),
-        "diffs": [{"field": d.field, "expected": d.expected, "actual": d.actual, "missing": d.missing}
-                  for d in c.diffs],
-        "totals": c.totals, "rejections": c.rejections,
+        "id": c.case_id,
+        "passed": c.passed,
+        "status": c.status,
+        "tier": c.tier,
+        "blamed": c.blamed,
+        "output": c.output,
+        "path": c.path,
+        "problems": c.problems,
+        "tags": list(c.tags),
+        "diffs": [
+            {"field": d.field, "expected": d.expected, "actual": d.actual, "missing": d.missing} for d in c.diffs
+        ],
+        "totals": c.totals,
+        "rejections": c.rejections,
     }
 
 
@@ -149,9 +168,16 @@ def _edge_name(e: Edge) -> str:
 
 
 def evaluate(
-    pack: Pack, backend: Backend, *, tools: Mapping[str, Tool] | None = None, concurrency: int = 4,
-    tags: set[str] | None = None, store: CheckpointStore | None = None, model: str | None = None,
-    run_prefix: str = "eval", on_case: Callable[[CaseResult], None] | None = None,
+    pack: Pack,
+    backend: Backend,
+    *,
+    tools: Mapping[str, Tool] | None = None,
+    concurrency: int = 4,
+    tags: set[str] | None = None,
+    store: CheckpointStore | None = None,
+    model: str | None = None,
+    run_prefix: str = "eval",
+    on_case: Callable[[CaseResult], None] | None = None,
 ) -> EvalReport:
     """Run every case (those with any of `tags`, when given) with bounded concurrency."""
     store = store if store is not None else MemoryStore()
@@ -160,9 +186,17 @@ def evaluate(
     lock = threading.Lock()
 
     def one(case: Case) -> CaseResult:
-        result = run_pack(pack, case.input, backend=backend, tools=tools, store=store,
-                          run_id=f"{run_prefix}-{case.id}", case_id=case.id, answers=case.human,
-                          options=RunOptions())
+        result = run_pack(
+            pack,
+            case.input,
+            backend=backend,
+            tools=tools,
+            store=store,
+            run_id=f"{run_prefix}-{case.id}",
+            case_id=case.id,
+            answers=case.human,
+            options=RunOptions(),
+        )
         scored = score_case(pack, case, result)
         if on_case is not None:
             with lock:
@@ -194,10 +228,20 @@ def score_case(pack: Pack, case: Case, result: RunResult) -> CaseResult:
     passed = not diffs and not problems
     rejections = Counter(a.category for a in trace.attempts if not a.ok and a.category)
     return CaseResult(
-        case_id=case.id, passed=passed, status=result.status, tier=trace.tier, output=result.output,
-        diffs=diffs, problems=problems, blamed=None if passed else blame(case, trace, diffs, missed),
-        path=trace.path, edges=[s.edge.index for s in trace.steps if s.edge is not None],
-        totals=trace.totals(), rejections=dict(rejections), trace=trace, tags=case.tags,
+        case_id=case.id,
+        passed=passed,
+        status=result.status,
+        tier=trace.tier,
+        output=result.output,
+        diffs=diffs,
+        problems=problems,
+        blamed=None if passed else blame(case, trace, diffs, missed),
+        path=trace.path,
+        edges=[s.edge.index for s in trace.steps if s.edge is not None],
+        totals=trace.totals(),
+        rejections=dict(rejections),
+        trace=trace,
+        tags=case.tags,
     )
 
 
@@ -257,8 +301,13 @@ _RELATIVE = {"mean_model_calls", "cost_per_case"}
 
 
 def baseline_document(report: EvalReport) -> dict[str, Any]:
-    return {"pack": report.pack, "version": report.version, "model": report.model,
-            "metrics": report.metrics(), "tolerances": dict(DEFAULT_TOLERANCES)}
+    return {
+        "pack": report.pack,
+        "version": report.version,
+        "model": report.model,
+        "metrics": report.metrics(),
+        "tolerances": dict(DEFAULT_TOLERANCES),
+    }
 
 
 def check_baseline(report: EvalReport, baseline: dict[str, Any]) -> list[dict[str, Any]]:

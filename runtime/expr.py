@@ -21,15 +21,15 @@ from typing import Any
 
 from runtime.errors import ExprError
 
-MAX_SOURCE_CHARS = 1000      # longer source refused at compile
-MAX_NODES = 200              # more AST expression nodes refused at compile
-MAX_STEPS = 10_000           # evaluation step budget (items iterated); exceeding raises ExprError
-MAX_DEPTH = 32               # deepest AST nesting accepted
-MAX_SIZE = 100_000           # most chars/items in a string or list the expression builds
-MAX_INT = 10**18             # integer results must have abs below this
-MAX_PATTERN_CHARS = 200      # longest regex pattern `matches` accepts
-MAX_SUBJECT_CHARS = 2000     # longest text `matches` searches: `re` has no timeout, so the
-                             # text a model or user controls is bounded instead
+MAX_SOURCE_CHARS = 1000  # longer source refused at compile
+MAX_NODES = 200  # more AST expression nodes refused at compile
+MAX_STEPS = 10_000  # evaluation step budget (items iterated); exceeding raises ExprError
+MAX_DEPTH = 32  # deepest AST nesting accepted
+MAX_SIZE = 100_000  # most chars/items in a string or list the expression builds
+MAX_INT = 10**18  # integer results must have abs below this
+MAX_PATTERN_CHARS = 200  # longest regex pattern `matches` accepts
+MAX_SUBJECT_CHARS = 2000  # longest text `matches` searches: `re` has no timeout, so the
+# text a model or user controls is bounded instead
 _ALIASES: dict[str, Any] = {"true": True, "false": False, "null": None}
 
 
@@ -54,8 +54,15 @@ _Fn = Callable[[_Ctx], Any]
 
 
 def _kind(v: Any) -> str:
-    for t, name in ((type(None), "null"), (bool, "boolean"), (int, "number"), (float, "number"),
-                    (str, "string"), (list, "list"), (Mapping, "object")):
+    for t, name in (
+        (type(None), "null"),
+        (bool, "boolean"),
+        (int, "number"),
+        (float, "number"),
+        (str, "string"),
+        (list, "list"),
+        (Mapping, "object"),
+    ):
         if isinstance(v, t):
             return name
     return type(v).__name__
@@ -98,6 +105,7 @@ def _bad(what: str) -> Any:
 
 # --- operators ---------------------------------------------------------------------------
 
+
 def _weight(v: Any, cap: int) -> int:
     """Chars plus items, counted through nested lists and objects (stops past `cap`).
     Only `*` can repeat one value many times, so only `*` needs the deep count."""
@@ -138,17 +146,29 @@ def _arith(sym: str, op: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]
         _need(_isnum(a) and _isnum(b), f"'{sym}' needs numbers, got {_kind(a)} and {_kind(b)}")
         _need(sym == "-" or b != 0, "division by zero")
         return _num(op(a, b))
+
     return run
 
 
 _BINOPS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
-    ast.Add: _add, ast.Mult: _mul, ast.Sub: _arith("-", lambda a, b: a - b),
-    ast.Div: _arith("/", lambda a, b: a / b), ast.FloorDiv: _arith("//", lambda a, b: a // b),
+    ast.Add: _add,
+    ast.Mult: _mul,
+    ast.Sub: _arith("-", lambda a, b: a - b),
+    ast.Div: _arith("/", lambda a, b: a / b),
+    ast.FloorDiv: _arith("//", lambda a, b: a // b),
     ast.Mod: _arith("%", lambda a, b: a % b),
 }
 _OP_TEXT: dict[type[ast.AST], str] = {
-    ast.Pow: "**", ast.LShift: "<<", ast.RShift: ">>", ast.BitOr: "|", ast.BitXor: "^",
-    ast.BitAnd: "&", ast.MatMult: "@", ast.Invert: "~", ast.Is: "is", ast.IsNot: "is not",
+    ast.Pow: "**",
+    ast.LShift: "<<",
+    ast.RShift: ">>",
+    ast.BitOr: "|",
+    ast.BitXor: "^",
+    ast.BitAnd: "&",
+    ast.MatMult: "@",
+    ast.Invert: "~",
+    ast.Is: "is",
+    ast.IsNot: "is not",
 }
 
 
@@ -157,6 +177,7 @@ def _order(sym: str, op: Callable[[Any, Any], bool]) -> Callable[[Any, Any, _Ctx
         same = (_isnum(a) and _isnum(b)) or (type(a) is type(b) and isinstance(a, (str, list)))
         _need(same, f"cannot compare {_kind(a)} with {_kind(b)} using '{sym}'")
         return op(a, b)
+
     return run
 
 
@@ -172,21 +193,27 @@ def _in(a: Any, b: Any, ctx: _Ctx) -> bool:
 
 
 _CMPS: dict[type[ast.cmpop], Callable[[Any, Any, _Ctx], bool]] = {
-    ast.Eq: lambda a, b, c: bool(a == b), ast.NotEq: lambda a, b, c: bool(a != b),
-    ast.Lt: _order("<", lambda a, b: a < b), ast.LtE: _order("<=", lambda a, b: a <= b),
-    ast.Gt: _order(">", lambda a, b: a > b), ast.GtE: _order(">=", lambda a, b: a >= b),
-    ast.In: _in, ast.NotIn: lambda a, b, c: not _in(a, b, c),
+    ast.Eq: lambda a, b, c: bool(a == b),
+    ast.NotEq: lambda a, b, c: bool(a != b),
+    ast.Lt: _order("<", lambda a, b: a < b),
+    ast.LtE: _order("<=", lambda a, b: a <= b),
+    ast.Gt: _order(">", lambda a, b: a > b),
+    ast.GtE: _order(">=", lambda a, b: a >= b),
+    ast.In: _in,
+    ast.NotIn: lambda a, b, c: not _in(a, b, c),
 }
 
 # --- functions -----------------------------------------------------------------------------
 # Argument kinds: s string, n number, p string/number/boolean, x scalar (also null),
 # c string/list/object, L list and O object (both charged per item), * anything.
 _ARG_KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
-    "s": ("a string", lambda v: isinstance(v, str)), "n": ("a number", _isnum),
+    "s": ("a string", lambda v: isinstance(v, str)),
+    "n": ("a number", _isnum),
     "p": ("a number or string", lambda v: isinstance(v, (str, int, float))),
     "x": ("a string, number, boolean or null", lambda v: v is None or isinstance(v, (str, int, float))),
     "c": ("a string, list or object", lambda v: isinstance(v, (str, list, Mapping))),
-    "L": ("a list", lambda v: isinstance(v, list)), "O": ("an object", lambda v: isinstance(v, Mapping)),
+    "L": ("a list", lambda v: isinstance(v, list)),
+    "O": ("an object", lambda v: isinstance(v, Mapping)),
     "*": ("anything", lambda v: True),
 }
 _SKIP, _REPEAT = ("ATOMIC_GROUP", "POSSESSIVE_REPEAT"), ("MAX_REPEAT", "MIN_REPEAT")
@@ -205,15 +232,19 @@ def _subs(av: Any) -> Iterator[Any]:
 
 
 def _has_repeat(sp: Any) -> bool:
-    return any(str(op) not in _SKIP and ((str(op) in _REPEAT and av[0] != av[1])
-                                         or any(_has_repeat(s) for s in _subs(av))) for op, av in sp)
+    return any(
+        str(op) not in _SKIP and ((str(op) in _REPEAT and av[0] != av[1]) or any(_has_repeat(s) for s in _subs(av)))
+        for op, av in sp
+    )
 
 
 def _check_nested(sp: Any) -> None:
     for op, av in sp:
         if str(op) in _REPEAT and av[1] > 1 and _has_repeat(av[2]):
-            raise _Fail("pattern repeats a group that itself repeats (catastrophic backtracking); "
-                        "use a possessive quantifier or an atomic group (?>...)")
+            raise _Fail(
+                "pattern repeats a group that itself repeats (catastrophic backtracking); "
+                "use a possessive quantifier or an atomic group (?>...)"
+            )
         for s in _subs(av):
             _check_nested(s)
 
@@ -246,6 +277,7 @@ def _minmax(op: Callable[[list[Any]], Any]) -> Callable[..., Any]:
         ok = all(_isnum(x) for x in items) or all(isinstance(x, str) for x in items)
         _need(ok, f"{op.__name__}() needs all numbers or all strings")
         return op(items)
+
     return run
 
 
@@ -275,35 +307,47 @@ def _get(ctx: _Ctx, obj: Any, key: Any, default: Any = None) -> Any:
 # name -> (argument kinds, required count, implementation(ctx, *args)); messages list them in order.
 _FUNCS: dict[str, tuple[str, int, Callable[..., Any]]] = {
     "len": ("c", 1, lambda ctx, x: len(x)),
-    "lower": ("s", 1, lambda ctx, s: _sized(s.lower())), "upper": ("s", 1, lambda ctx, s: _sized(s.upper())),
+    "lower": ("s", 1, lambda ctx, s: _sized(s.lower())),
+    "upper": ("s", 1, lambda ctx, s: _sized(s.upper())),
     "strip": ("s", 1, lambda ctx, s: s.strip()),
     "matches": ("ss", 2, lambda ctx, s, p: _regex(p).search(_subject(s)) is not None),
     "startswith": ("ss", 2, lambda ctx, s, p: s.startswith(p)),
     "endswith": ("ss", 2, lambda ctx, s, p: s.endswith(p)),
-    "contains": ("**", 2, lambda ctx, c, x: _in(x, c, ctx)), "abs": ("n", 1, lambda ctx, x: abs(x)),
-    "min": ("*" * 50, 1, _minmax(min)), "max": ("*" * 50, 1, _minmax(max)),
-    "round": ("n*", 1, _round), "int": ("p", 1, lambda ctx, x: _convert(ctx, x, int)),
+    "contains": ("**", 2, lambda ctx, c, x: _in(x, c, ctx)),
+    "abs": ("n", 1, lambda ctx, x: abs(x)),
+    "min": ("*" * 50, 1, _minmax(min)),
+    "max": ("*" * 50, 1, _minmax(max)),
+    "round": ("n*", 1, _round),
+    "int": ("p", 1, lambda ctx, x: _convert(ctx, x, int)),
     "float": ("p", 1, lambda ctx, x: _convert(ctx, x, float)),
     "str": ("x", 1, lambda ctx, x: "null" if x is None else str(x).lower() if isinstance(x, bool) else str(x)),
     "bool": ("*", 1, lambda ctx, x: _truth(x)),
-    "sum": ("L", 1, lambda ctx, xs: _num(sum(x if _isnum(x) else _bad("sum() needs a list of numbers")
-                                             for x in xs))),
+    "sum": ("L", 1, lambda ctx, xs: _num(sum(x if _isnum(x) else _bad("sum() needs a list of numbers") for x in xs))),
     "any": ("L", 1, lambda ctx, xs: any(_truth(x) for x in xs)),
     "all": ("L", 1, lambda ctx, xs: all(_truth(x) for x in xs)),
-    "keys": ("O", 1, lambda ctx, obj: list(obj)), "get": ("***", 2, _get),
+    "keys": ("O", 1, lambda ctx, obj: list(obj)),
+    "get": ("***", 2, _get),
 }
 _REFUSED: dict[type[ast.AST], str] = {
-    ast.Lambda: "lambda is", ast.ListComp: "list comprehensions are",
-    ast.SetComp: "set comprehensions are", ast.DictComp: "dict comprehensions are",
-    ast.GeneratorExp: "generator expressions are", ast.NamedExpr: "the walrus operator ':=' is",
-    ast.Starred: "starred expressions ('*x') are", ast.JoinedStr: "f-strings are",
-    ast.FormattedValue: "f-strings are", ast.Set: "set literals are",
-    ast.Slice: "slices ('a[1:2]') are", ast.Await: "await is", ast.Yield: "yield is",
+    ast.Lambda: "lambda is",
+    ast.ListComp: "list comprehensions are",
+    ast.SetComp: "set comprehensions are",
+    ast.DictComp: "dict comprehensions are",
+    ast.GeneratorExp: "generator expressions are",
+    ast.NamedExpr: "the walrus operator ':=' is",
+    ast.Starred: "starred expressions ('*x') are",
+    ast.JoinedStr: "f-strings are",
+    ast.FormattedValue: "f-strings are",
+    ast.Set: "set literals are",
+    ast.Slice: "slices ('a[1:2]') are",
+    ast.Await: "await is",
+    ast.Yield: "yield is",
     ast.YieldFrom: "yield is",
 }
 
 
 # --- compiler ------------------------------------------------------------------------------
+
 
 def _short(s: str) -> str:
     return repr(s if len(s) <= 80 else s[:77] + "...")
@@ -361,12 +405,12 @@ class _Compiler:
                 return ctx.env[name]
             except KeyError:
                 raise _Fail(f"field {name!r} is not set") from None
+
         return f
 
     def c_Attribute(self, node: ast.Attribute, d: int) -> _Fn:
         if not isinstance(node.value, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
-            raise self.refuse(f"'.{node.attr}' is only allowed on fields, not on a literal or "
-                              f"other expression", node)
+            raise self.refuse(f"'.{node.attr}' is only allowed on fields, not on a literal or other expression", node)
         self.field(node.attr, node, node.attr)
         base, attr, path, btext = self.c(node.value, d), node.attr, ast.unparse(node)[:80], ast.unparse(node.value)[:80]
 
@@ -377,6 +421,7 @@ class _Compiler:
                 return obj[attr]
             except KeyError:
                 raise _Fail(f"field {path!r} is not set") from None
+
         return f
 
     def c_Subscript(self, node: ast.Subscript, d: int) -> _Fn:
@@ -394,6 +439,7 @@ class _Compiler:
             _need(isinstance(k, int) and not isinstance(k, bool), f"index into {btext!r} must be an integer")
             _need(-len(obj) <= k < len(obj), f"index {k} is out of range for {btext!r} (length {len(obj)})")
             return obj[k]
+
         return f
 
     def c_Compare(self, node: ast.Compare, d: int) -> _Fn:
@@ -408,12 +454,13 @@ class _Compiler:
 
         def f(ctx: _Ctx) -> bool:
             a = left(ctx)
-            for op, r in zip(ops, rights):
+            for op, r in zip(ops, rights, strict=False):
                 b = r(ctx)
                 if not op(a, b, ctx):
                     return False
                 a = b
             return True
+
         return f
 
     def c_BoolOp(self, node: ast.BoolOp, d: int) -> _Fn:
@@ -426,6 +473,7 @@ class _Compiler:
                 if _truth(v) != is_and:
                     return v
             return v
+
         return f
 
     def c_UnaryOp(self, node: ast.UnaryOp, d: int) -> _Fn:
@@ -440,6 +488,7 @@ class _Compiler:
             v = operand(ctx)
             _need(_isnum(v), f"unary '{'-' if sign < 0 else '+'}' needs a number, got {_kind(v)}")
             return -v if sign < 0 else v
+
         return f
 
     def c_BinOp(self, node: ast.BinOp, d: int) -> _Fn:
@@ -462,7 +511,7 @@ class _Compiler:
     def c_Dict(self, node: ast.Dict, d: int) -> _Fn:
         if any(k is None for k in node.keys):
             raise self.refuse("'**' unpacking is not allowed", node)
-        pairs = [(self.c(k, d), self.c(v, d)) for k, v in zip(node.keys, node.values) if k is not None]
+        pairs = [(self.c(k, d), self.c(v, d)) for k, v in zip(node.keys, node.values, strict=False) if k is not None]
 
         def f(ctx: _Ctx) -> dict[str, Any]:
             out = {}
@@ -471,14 +520,16 @@ class _Compiler:
                 _need(isinstance(k, str), f"object keys must be strings, got {_kind(k)}")
                 out[k] = vf(ctx)
             return out
+
         return f
 
     def c_Call(self, node: ast.Call, d: int) -> _Fn:
         allowed = ", ".join(_FUNCS)
         if not isinstance(node.func, ast.Name):
             if isinstance(node.func, ast.Attribute):
-                raise self.refuse(f"method calls are not allowed ('.{node.func.attr}(...)'); "
-                                  f"use a function instead: {allowed}", node)
+                raise self.refuse(
+                    f"method calls are not allowed ('.{node.func.attr}(...)'); use a function instead: {allowed}", node
+                )
             raise self.refuse(f"only named functions may be called: {allowed}", node)
         name = node.func.id
         if name not in _FUNCS:
@@ -494,7 +545,7 @@ class _Compiler:
                 _regex(node.args[1].value)
             except _Fail as e:
                 raise self.refuse(str(e), node.args[1]) from None
-        args = [(self.c(a, d), *_ARG_KINDS[k], i + 1, k in "LO") for i, (a, k) in enumerate(zip(node.args, kinds))]
+        args = [(self.c(a, d), *_ARG_KINDS[k], i + 1, k in "LO") for i, (a, k) in enumerate(zip(node.args, kinds, strict=False))]
 
         def f(ctx: _Ctx) -> Any:
             vals = []
@@ -505,6 +556,7 @@ class _Compiler:
                     ctx.charge(len(v))
                 vals.append(v)
             return impl(ctx, *vals)
+
         return f
 
 
@@ -517,11 +569,15 @@ def _refs(node: ast.AST, out: set[str]) -> None:
         while isinstance(cur, (ast.Attribute, ast.Subscript)):
             if isinstance(cur, ast.Attribute):
                 segs.append(cur.attr)
-            elif (isinstance(cur.slice, ast.Constant) and isinstance(cur.slice.value, str)
-                  and cur.slice.value and "." not in cur.slice.value):
+            elif (
+                isinstance(cur.slice, ast.Constant)
+                and isinstance(cur.slice.value, str)
+                and cur.slice.value
+                and "." not in cur.slice.value
+            ):
                 segs.append(cur.slice.value)
             else:
-                segs, keys = [], keys + [cur.slice]
+                segs, keys = [], [*keys, cur.slice]
             cur = cur.value
         if isinstance(cur, ast.Name):
             if cur.id not in _ALIASES:
@@ -539,7 +595,7 @@ def _refs(node: ast.AST, out: set[str]) -> None:
 class Expression:
     """A compiled expression. Build with `compile_expr`; evaluate against a JSON env."""
 
-    __slots__ = ("source", "_fn", "_refs")
+    __slots__ = ("_fn", "_refs", "source")
 
     def __init__(self, source: str, fn: _Fn, refs: frozenset[str]) -> None:
         self.source = source
@@ -560,8 +616,7 @@ class Expression:
     def evaluate(self, env: Mapping[str, Any]) -> Any:
         try:
             return self._fn(_Ctx(env))
-        except (_Fail, TypeError, ValueError, ArithmeticError, LookupError, RecursionError,
-                MemoryError, re.error) as e:
+        except (_Fail, TypeError, ValueError, ArithmeticError, LookupError, RecursionError, MemoryError, re.error) as e:
             raise ExprError(f"expression {_short(self.source)}: {e}") from None
 
     def truthy(self, env: Mapping[str, Any]) -> bool:

@@ -60,8 +60,13 @@ class TextFormatter(logging.Formatter):
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        body: dict[str, Any] = {"ts": round(record.created, 3), "level": record.levelname.lower(),
-                                "logger": record.name, "event": record.getMessage(), **_fields(record)}
+        body: dict[str, Any] = {
+            "ts": round(record.created, 3),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "event": record.getMessage(),
+            **_fields(record),
+        }
         if record.exc_info:
             body["exception"] = self.formatException(record.exc_info)
         return redact(json.dumps(body, default=str))

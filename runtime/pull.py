@@ -67,8 +67,10 @@ class Pulled:
     files: int
 
     def summary(self) -> str:
-        return (f"pulled {self.project} @ {self.version[:10] or 'head'} into {self.folder} ({self.files} files); "
-                f"next: packforge validate {self.folder}")
+        return (
+            f"pulled {self.project} @ {self.version[:10] or 'head'} into {self.folder} ({self.files} files); "
+            f"next: packforge validate {self.folder}"
+        )
 
 
 def parse_target(url: str) -> Target:
@@ -98,8 +100,7 @@ def parse_target(url: str) -> Target:
 def _token(explicit: str | None) -> str:
     token = (explicit if explicit is not None else os.environ.get(TOKEN_ENV, "")).strip()
     if not token:
-        raise PullError(f"no token: pass --token TOKEN or set {TOKEN_ENV} "
-                        "(make one in the studio: POST /api/tokens)")
+        raise PullError(f"no token: pass --token TOKEN or set {TOKEN_ENV} (make one in the studio: POST /api/tokens)")
     if not TOKEN_CHARS.match(token):
         raise PullError("the token holds characters a studio token cannot have; copy it again")
     return token
@@ -118,18 +119,29 @@ def _refusal(response: httpx.Response, target: Target) -> PullError:
     detail = _detail(response)
     code = response.status_code
     if detail is None:
-        return PullError(f"{target.download_url} answered {code} {response.reason_phrase}, not a studio's answer; "
-                         f"is {target.studio} the studio's address?")
+        return PullError(
+            f"{target.download_url} answered {code} {response.reason_phrase}, not a studio's answer; "
+            f"is {target.studio} the studio's address?"
+        )
     if code == 401:
-        return PullError(f"the studio at {target.studio} refused the token ({detail}); make a new one "
-                         f"(POST /api/tokens) and pass it with --token or {TOKEN_ENV}")
+        return PullError(
+            f"the studio at {target.studio} refused the token ({detail}); make a new one "
+            f"(POST /api/tokens) and pass it with --token or {TOKEN_ENV}"
+        )
     if code == 404 and detail.lower() == "not found":
         return PullError(f"no project '{target.project}' at {target.studio}, or you are not a member of it")
     return PullError(f"the studio answered {code}: {detail}")
 
 
-def _download(target: Target, token: str, version: str | None, fmt: str, limits: Limits,
-              transport: httpx.BaseTransport | None, timeout: float) -> tuple[bytes, str]:
+def _download(
+    target: Target,
+    token: str,
+    version: str | None,
+    fmt: str,
+    limits: Limits,
+    transport: httpx.BaseTransport | None,
+    timeout: float,
+) -> tuple[bytes, str]:
     params = {"format": fmt, **({"version": version} if version else {})}
     headers = {"Authorization": f"Bearer {token}", "Accept": "application/gzip, application/zip, application/json"}
     try:
@@ -140,8 +152,10 @@ def _download(target: Target, token: str, version: str | None, fmt: str, limits:
                     response.read()
                     raise _refusal(response, target)
                 if response.headers.get("content-type", "").startswith("text/html"):
-                    raise PullError(f"{target.download_url} answered with a web page, not an archive; "
-                                    f"is {target.studio} the studio's address?")
+                    raise PullError(
+                        f"{target.download_url} answered with a web page, not an archive; "
+                        f"is {target.studio} the studio's address?"
+                    )
                 chunks, size = [], 0
                 for chunk in response.iter_bytes():
                     size += len(chunk)
@@ -162,6 +176,7 @@ def _redact(message: str, token: str) -> str:
 
 
 # -- safe unpacking ------------------------------------------------------------------------------
+
 
 def _member_name(name: str) -> PurePosixPath | None:
     """The member's relative path, None for the archive's root, or PullError."""
@@ -309,9 +324,18 @@ def _install(files: dict[PurePosixPath, bytes], dest: Path, replace: bool) -> No
         raise
 
 
-def pull(url: str, *, token: str | None = None, version: str | None = None, out: str | Path | None = None,
-         force: bool = False, fmt: str = "tar.gz", limits: Limits = Limits(),
-         transport: httpx.BaseTransport | None = None, timeout: float = 60.0) -> Pulled:
+def pull(
+    url: str,
+    *,
+    token: str | None = None,
+    version: str | None = None,
+    out: str | Path | None = None,
+    force: bool = False,
+    fmt: str = "tar.gz",
+    limits: Limits = Limits(),
+    transport: httpx.BaseTransport | None = None,
+    timeout: float = 60.0,
+) -> Pulled:
     """Download `version` (default: the head) of the project at STUDIO_URL/PROJECT into
     `out` (default: ./PROJECT). `token` defaults to $PACKFORGE_TOKEN.
 

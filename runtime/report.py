@@ -43,8 +43,9 @@ def format_report(report: EvalReport, gate: list[dict[str, Any]] | None = None) 
         lines.append(f"  baseline gate: {verdict}")
         for r in gate:
             mark = "ok " if r["ok"] else "BAD"
-            lines.append(f"    {mark} {r['metric']}: {r['current']:.4g} (baseline {r['baseline']:.4g}, "
-                         f"limit {r['limit']:.4g})")
+            lines.append(
+                f"    {mark} {r['metric']}: {r['current']:.4g} (baseline {r['baseline']:.4g}, limit {r['limit']:.4g})"
+            )
     return "\n".join(lines)
 
 
@@ -53,8 +54,13 @@ def _label(text: str) -> str:
 
 
 def mermaid(pack: Pack) -> str:
-    shapes = {"generate": ('["', '"]'), "assert": ('{"', '"}'), "tool": ('[["', '"]]'),
-              "human": ('[/"', '"/]'), "end": ('(["', '"])')}
+    shapes = {
+        "generate": ('["', '"]'),
+        "assert": ('{"', '"}'),
+        "tool": ('[["', '"]]'),
+        "human": ('[/"', '"/]'),
+        "end": ('(["', '"])'),
+    }
     lines = ["flowchart TD"]
     for node in pack.nodes.values():
         left, right = shapes[node.kind]

@@ -40,9 +40,9 @@ def paired_outcomes(before: Sequence[bool], after: Sequence[bool]) -> tuple[int,
     """(both pass, fixed, broken, both fail) over paired outcomes."""
     if len(before) != len(after):
         raise ValueError("paired outcomes need the same cases on both sides")
-    both = sum(1 for b, a in zip(before, after) if b and a)
-    fixed = sum(1 for b, a in zip(before, after) if not b and a)
-    broken = sum(1 for b, a in zip(before, after) if b and not a)
+    both = sum(1 for b, a in zip(before, after, strict=False) if b and a)
+    fixed = sum(1 for b, a in zip(before, after, strict=False) if not b and a)
+    broken = sum(1 for b, a in zip(before, after, strict=False) if b and not a)
     return both, fixed, broken, len(before) - both - fixed - broken
 
 

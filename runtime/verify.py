@@ -65,9 +65,7 @@ def parse_answer(text: str, finish_reason: str) -> Any:
         raise OutputRejected("parse", "the answer was not a single valid JSON object") from None
 
 
-def verify_answer(
-    node: Node, answer: Any, state: Mapping[str, Any], input_: Mapping[str, Any]
-) -> dict[str, Any]:
+def verify_answer(node: Node, answer: Any, state: Mapping[str, Any], input_: Mapping[str, Any]) -> dict[str, Any]:
     """Return the node's writes taken from `answer`, or raise OutputRejected."""
     if node.validator is not None:
         error = best_match(node.validator.iter_errors(answer))

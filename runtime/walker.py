@@ -74,8 +74,14 @@ class Walk:
     def view(self) -> dict[str, Any]:
         return {**self.state, "input": self.input}
 
-    def ask(self, node: Node, messages: list[dict[str, str]], schema: dict[str, Any] | None,
-            stage: str, purpose: str = "answer") -> tuple[ModelReply, int]:
+    def ask(
+        self,
+        node: Node,
+        messages: list[dict[str, str]],
+        schema: dict[str, Any] | None,
+        stage: str,
+        purpose: str = "answer",
+    ) -> tuple[ModelReply, int]:
         """Call the model once; return the reply and this call's attempt number."""
         if self.cancel is not None and self.cancel.is_set():
             raise Cancelled("run cancelled")
@@ -83,9 +89,17 @@ class Walk:
             self.calls[node.id] = self.calls.get(node.id, 0) + 1
         attempt = self.calls.get(node.id, 0) + (1 if purpose == "reasoning" else 0)
         call = ModelCall(
-            run_id=self.run_id, node=node.id, attempt=attempt, messages=messages, schema=schema,
-            max_tokens=node.max_tokens, temperature=node.temperature, case_id=self.case_id,
-            input=self.input, purpose=purpose, cancel=self.cancel,
+            run_id=self.run_id,
+            node=node.id,
+            attempt=attempt,
+            messages=messages,
+            schema=schema,
+            max_tokens=node.max_tokens,
+            temperature=node.temperature,
+            case_id=self.case_id,
+            input=self.input,
+            purpose=purpose,
+            cancel=self.cancel,
         )
         started = time.perf_counter()
         reply = self.backend.complete(call)
@@ -93,20 +107,51 @@ class Walk:
             reply.latency_s = time.perf_counter() - started
         if not reply.request_id:
             reply.request_id = call.request_id
-        log.info("backend.response", extra={"fields": {
-            "request_id": reply.request_id, "node": node.id, "duration_ms": round(reply.latency_s * 1000, 1),
-            "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
-            "reasoning_tokens": reply.reasoning_tokens, "finish_reason": reply.finish_reason}})
+        log.info(
+            "backend.response",
+            extra={
+                "fields": {
+                    "request_id": reply.request_id,
+                    "node": node.id,
+                    "duration_ms": round(reply.latency_s * 1000, 1),
+                    "prompt_tokens": reply.prompt_tokens,
+                    "completion_tokens": reply.completion_tokens,
+                    "reasoning_tokens": reply.reasoning_tokens,
+                    "finish_reason": reply.finish_reason,
+                }
+            },
+        )
         return reply, attempt
 
-    def record(self, node: Node, reply: ModelReply, attempt: int, stage: str, ok: bool,
-               category: str | None = None, reason: str | None = None) -> None:
-        self.trace.attempts.append(Attempt(
-            node=node.id, step=self.step, attempt=attempt, stage=stage, ok=ok, category=category,
-            reason=reason, text=reply.text, prompt_tokens=reply.prompt_tokens,
-            completion_tokens=reply.completion_tokens, reasoning_tokens=reply.reasoning_tokens,
-            latency_s=reply.latency_s, ttft_s=reply.ttft_s, cost_usd=reply.cost_usd, request_id=reply.request_id,
-        ))
+    def record(
+        self,
+        node: Node,
+        reply: ModelReply,
+        attempt: int,
+        stage: str,
+        ok: bool,
+        category: str | None = None,
+        reason: str | None = None,
+    ) -> None:
+        self.trace.attempts.append(
+            Attempt(
+                node=node.id,
+                step=self.step,
+                attempt=attempt,
+                stage=stage,
+                ok=ok,
+                category=category,
+                reason=reason,
+                text=reply.text,
+                prompt_tokens=reply.prompt_tokens,
+                completion_tokens=reply.completion_tokens,
+                reasoning_tokens=reply.reasoning_tokens,
+                latency_s=reply.latency_s,
+                ttft_s=reply.ttft_s,
+                cost_usd=reply.cost_usd,
+                request_id=reply.request_id,
+            )
+        )
         if not ok:
             log.info("node.rejected", extra={"fields": {"node": node.id, "attempt": attempt, "category": category}})
             log.debug("node.rejected.text", extra={"fields": {"node": node.id, "attempt": attempt, "text": reply.text}})
@@ -114,15 +159,28 @@ class Walk:
     def record_tool(self, node: Node, tool: str, args: dict[str, Any], result: Any, latency_s: float) -> None:
         """Journal a tool's result the moment it returns, before anything is committed,
         so a resumed run replays it instead of calling the tool again (invariant 4)."""
-        self.store.append(self.run_id, self.fence, "tool", node.id, self.step,
-                          {"tool": tool, "args": args, "result": result, "latency_s": latency_s})
+        self.store.append(
+            self.run_id,
+            self.fence,
+            "tool",
+            node.id,
+            self.step,
+            {"tool": tool, "args": args, "result": result, "latency_s": latency_s},
+        )
         self.trace.tool_calls.append(ToolCall(node.id, self.step, tool, args, result, latency_s))
 
 
 def run_pack(
-    pack: Pack, input: dict[str, Any], *, backend: Backend, tools: Mapping[str, Tool] | None = None,
-    store: CheckpointStore | None = None, run_id: str | None = None, case_id: str | None = None,
-    answers: Mapping[str, dict[str, Any]] | None = None, options: RunOptions | None = None,
+    pack: Pack,
+    input: dict[str, Any],
+    *,
+    backend: Backend,
+    tools: Mapping[str, Tool] | None = None,
+    store: CheckpointStore | None = None,
+    run_id: str | None = None,
+    case_id: str | None = None,
+    answers: Mapping[str, dict[str, Any]] | None = None,
+    options: RunOptions | None = None,
     cancel: threading.Event | None = None,
 ) -> RunResult:
     """Walk `pack` on `input` from its entry node. Checkpoints every step to `store`."""
@@ -135,9 +193,15 @@ def run_pack(
 
 
 def resume_run(
-    pack: Pack, run_id: str, *, backend: Backend, store: CheckpointStore,
-    tools: Mapping[str, Tool] | None = None, answers: Mapping[str, dict[str, Any]] | None = None,
-    options: RunOptions | None = None, cancel: threading.Event | None = None,
+    pack: Pack,
+    run_id: str,
+    *,
+    backend: Backend,
+    store: CheckpointStore,
+    tools: Mapping[str, Tool] | None = None,
+    answers: Mapping[str, dict[str, Any]] | None = None,
+    options: RunOptions | None = None,
+    cancel: threading.Event | None = None,
 ) -> RunResult:
     """Continue a killed, failed-on-backend or waiting run. Finished steps are replayed
     from the journal, not re-run; a tool result journaled before the kill is reused."""
@@ -160,14 +224,32 @@ def resume_run(
     return _walk(walk, current)
 
 
-def _new_walk(pack: Pack, backend: Backend, tools: Mapping[str, Tool] | None, store: CheckpointStore,
-              run_id: str, fence: int, input: dict[str, Any], case_id: str | None,
-              options: RunOptions | None, cancel: threading.Event | None,
-              answers: Mapping[str, dict[str, Any]] | None) -> Walk:
+def _new_walk(
+    pack: Pack,
+    backend: Backend,
+    tools: Mapping[str, Tool] | None,
+    store: CheckpointStore,
+    run_id: str,
+    fence: int,
+    input: dict[str, Any],
+    case_id: str | None,
+    options: RunOptions | None,
+    cancel: threading.Event | None,
+    answers: Mapping[str, dict[str, Any]] | None,
+) -> Walk:
     return Walk(
-        pack=pack, backend=backend, tools=tools or {}, store=store, run_id=run_id, fence=fence,
-        input=input, case_id=case_id, options=options or RunOptions(), cancel=cancel,
-        trace=Trace(run_id=run_id, pack=pack.name, case_id=case_id), answers=dict(answers or {}),
+        pack=pack,
+        backend=backend,
+        tools=tools or {},
+        store=store,
+        run_id=run_id,
+        fence=fence,
+        input=input,
+        case_id=case_id,
+        options=options or RunOptions(),
+        cancel=cancel,
+        trace=Trace(run_id=run_id, pack=pack.name, case_id=case_id),
+        answers=dict(answers or {}),
         budget_left=pack.retry.budget,
     )
 
@@ -178,8 +260,17 @@ def _replay(walk: Walk, journal: list[Entry]) -> str | None:
         payload = entry.payload
         if entry.kind == "tool":
             walk.pending_tools[(entry.node, entry.step)] = payload
-            walk.trace.tool_calls.append(ToolCall(entry.node, entry.step, payload["tool"], payload["args"],
-                                                  payload["result"], payload["latency_s"], replayed=True))
+            walk.trace.tool_calls.append(
+                ToolCall(
+                    entry.node,
+                    entry.step,
+                    payload["tool"],
+                    payload["args"],
+                    payload["result"],
+                    payload["latency_s"],
+                    replayed=True,
+                )
+            )
         elif entry.kind == "wait":
             current = entry.node
         elif entry.kind == "step":
@@ -222,10 +313,17 @@ def _walk(walk: Walk, current: str) -> RunResult:
                 walk.trace.steps.append(Step(node.id, walk.step + 1, node.kind, "wait", prompt=outcome.prompt))
                 return _finish(walk, "waiting", None, waiting_at=node.id, question=outcome.prompt)
             edge = _route(pack, node, outcome, walk)
-            step = Step(node=node.id, step=walk.step, kind=node.kind, status=outcome.status,
-                        writes=outcome.writes if outcome.status == "ok" else {}, attempt=outcome.attempt,
-                        reason=outcome.reason, prompt=outcome.prompt,
-                        edge=EdgeTaken(edge.index, edge.kind, edge.target) if edge else None)
+            step = Step(
+                node=node.id,
+                step=walk.step,
+                kind=node.kind,
+                status=outcome.status,
+                writes=outcome.writes if outcome.status == "ok" else {},
+                attempt=outcome.attempt,
+                reason=outcome.reason,
+                prompt=outcome.prompt,
+                edge=EdgeTaken(edge.index, edge.kind, edge.target) if edge else None,
+            )
             if outcome.status == "ok":
                 walk.state.update(outcome.writes)
             walk.trace.steps.append(step)
@@ -235,8 +333,10 @@ def _walk(walk: Walk, current: str) -> RunResult:
             payload["attempts"] = [vars(a) for a in walk.trace.attempts[first_attempt:]]
             payload["budget_left"] = walk.budget_left
             walk.store.append(walk.run_id, walk.fence, "step", node.id, walk.step, payload)
-            log.info("node.done", extra={"fields": {"node": node.id, "status": outcome.status,
-                                                    "attempts": len(payload["attempts"])}})
+            log.info(
+                "node.done",
+                extra={"fields": {"node": node.id, "status": outcome.status, "attempts": len(payload["attempts"])}},
+            )
             if walk.options.on_step is not None:
                 walk.options.on_step(step)
             if outcome.status == "end":
@@ -275,8 +375,15 @@ def _route(pack: Pack, node: Node, outcome: Outcome, walk: Walk) -> Edge | None:
     return None
 
 
-def _finish(walk: Walk, status: str, error: str | None, *, waiting_at: str | None = None,
-            error_kind: str | None = None, question: str = "") -> RunResult:
+def _finish(
+    walk: Walk,
+    status: str,
+    error: str | None,
+    *,
+    waiting_at: str | None = None,
+    error_kind: str | None = None,
+    question: str = "",
+) -> RunResult:
     walk.trace.status = status
     walk.trace.error = error
     output = _output(walk) if status == "done" else {}
@@ -287,8 +394,18 @@ def _finish(walk: Walk, status: str, error: str | None, *, waiting_at: str | Non
         result["waiting_at"] = waiting_at
         result["question"] = question
     walk.store.set_status(walk.run_id, walk.fence, status, result)
-    log.info("run.end", extra={"fields": {"run_id": walk.run_id, "status": status, "steps": walk.step,
-                                          "generations": walk.trace.generations, "tier": walk.trace.tier}})
+    log.info(
+        "run.end",
+        extra={
+            "fields": {
+                "run_id": walk.run_id,
+                "status": status,
+                "steps": walk.step,
+                "generations": walk.trace.generations,
+                "tier": walk.trace.tier,
+            }
+        },
+    )
     return RunResult(walk.run_id, status, output, dict(walk.state), walk.trace, waiting_at)
 
 

@@ -2,21 +2,65 @@
 
 Run from the repository root: .venv/bin/python scripts/break_invariants.py
 Each patch is applied to a runtime file, the invariant's test is run, and the file is restored."""
-import subprocess, sys, pathlib
+
+import pathlib
+import subprocess
+
 BREAKS = {
- 1: ("runtime/nodes/generate.py", "                if walk.options.verify:\n                    writes = verify_answer(node, answer, walk.state, walk.input)", "                if False:\n                    writes = verify_answer(node, answer, walk.state, walk.input)"),
- 2: ("runtime/nodes/generate.py", 'reason = exc.reason\n', 'reason = exc.reason + " you said: " + reply.text\n'),
- 3: ("runtime/walker.py", '    view = {**walk.state, **outcome.writes, "input": walk.input}\n', '    view = {**walk.state, **outcome.writes, "input": walk.input}\n    if outcome.writes.get("goto") in pack.nodes:\n        return Edge(node.id, outcome.writes["goto"])\n'),
- 4: ("runtime/nodes/tool.py", "        recorded = walk.pending_tools.pop((node.id, walk.step), None)", "        recorded = None"),
- 5: ("runtime/nodes/tool.py", "            fn = walk.tools.get(node.tool)", "            import importlib\n            fn = walk.tools.get(node.tool) or getattr(importlib.import_module(node.tool.rpartition('.')[0]), node.tool.rpartition('.')[2])"),
- 6: ("runtime/cli.py", "    gate = check_baseline(report, baseline) if baseline is not None else None", "    gate = check_baseline(report, baseline) if baseline is not None else None\n    (pack.root / 'evalset.jsonl').write_text(''.join(__import__('json').dumps({'id': c.case_id, 'input': pack.cases[i].input, 'expected': c.output}) + '\\n' for i, c in enumerate(report.cases)))"),
+    1: (
+        "runtime/nodes/generate.py",
+        "                if walk.options.verify:\n                    writes = verify_answer(node, answer, walk.state, walk.input)",
+        "                if False:\n                    writes = verify_answer(node, answer, walk.state, walk.input)",
+    ),
+    2: ("runtime/nodes/generate.py", "reason = exc.reason\n", 'reason = exc.reason + " you said: " + reply.text\n'),
+    3: (
+        "runtime/walker.py",
+        '    view = {**walk.state, **outcome.writes, "input": walk.input}\n',
+        '    view = {**walk.state, **outcome.writes, "input": walk.input}\n    if outcome.writes.get("goto") in pack.nodes:\n        return Edge(node.id, outcome.writes["goto"])\n',
+    ),
+    4: (
+        "runtime/nodes/tool.py",
+        "        recorded = walk.pending_tools.pop((node.id, walk.step), None)",
+        "        recorded = None",
+    ),
+    5: (
+        "runtime/nodes/tool.py",
+        "            fn = walk.tools.get(node.tool)",
+        "            import importlib\n            fn = walk.tools.get(node.tool) or getattr(importlib.import_module(node.tool.rpartition('.')[0]), node.tool.rpartition('.')[2])",
+    ),
+    6: (
+        "runtime/cli.py",
+        "    gate = check_baseline(report, baseline) if baseline is not None else None",
+        "    gate = check_baseline(report, baseline) if baseline is not None else None\n    (pack.root / 'evalset.jsonl').write_text(''.join(__import__('json').dumps({'id': c.case_id, 'input': pack.cases[i].input, 'expected': c.output}) + '\\n' for i, c in enumerate(report.cases)))",
+    ),
 }
 for n, (path, old, new) in BREAKS.items():
-    p = pathlib.Path(path); orig = p.read_text()
+    p = pathlib.Path(path)
+    orig = p.read_text()
     assert old in orig, (n, old)
     p.write_text(orig.replace(old, new, 1))
     try:
-        r = subprocess.run([".venv/bin/python", "-m", "pytest", "-q", "-p", "no:cacheprovider", f"tests/runtime/test_invariants.py::test_invariant_{n}_" + {1:"nothing_unverified_is_committed",2:"a_rejected_generation_never_reaches_the_model_again",3:"the_model_never_chooses_the_next_node",4:"a_returned_tool_call_is_never_executed_again",5:"a_pack_reaches_only_registered_tools",6:"no_automated_process_edits_the_evalset"}[n]], capture_output=True, text=True)
+        r = subprocess.run(
+            [
+                ".venv/bin/python",
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                f"tests/runtime/test_invariants.py::test_invariant_{n}_"
+                + {
+                    1: "nothing_unverified_is_committed",
+                    2: "a_rejected_generation_never_reaches_the_model_again",
+                    3: "the_model_never_chooses_the_next_node",
+                    4: "a_returned_tool_call_is_never_executed_again",
+                    5: "a_pack_reaches_only_registered_tools",
+                    6: "no_automated_process_edits_the_evalset",
+                }[n],
+            ],
+            capture_output=True,
+            text=True,
+        )
         last = r.stdout.strip().splitlines()[-1]
         print(n, "FAILS as it should" if r.returncode else "STILL PASSES", "|", last)
     finally:

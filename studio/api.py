@@ -12,8 +12,9 @@ from ninja import NinjaAPI
 
 from studio.accounts.auth import API_AUTH
 
-api = NinjaAPI(title="Packforge studio", version="1", urls_namespace="api", auth=API_AUTH,
-               docs_decorator=login_required)
+api = NinjaAPI(
+    title="Packforge studio", version="1", urls_namespace="api", auth=API_AUTH, docs_decorator=login_required
+)
 
 
 @api.exception_handler(Http404)

@@ -57,19 +57,34 @@ def database_from_url(url: str, base_dir: Path) -> dict[str, Any]:
             raise ImproperlyConfigured(f"DATABASE_URL={url!r}: expected sqlite:///path/to/db.sqlite3")
         file = Path(path) if Path(path).is_absolute() else base_dir / path
         file.parent.mkdir(parents=True, exist_ok=True)
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": str(file),
-                "OPTIONS": {"init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-                            "transaction_mode": "IMMEDIATE", "timeout": 20}}
+        return {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": str(file),
+            "OPTIONS": {
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 20,
+            },
+        }
     if parts.scheme in ("postgres", "postgresql"):
         name = unquote(parts.path.removeprefix("/"))
         if not name or not parts.hostname:
             raise ImproperlyConfigured("DATABASE_URL: expected postgres://user:password@host:port/dbname")
         options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-        return {"ENGINE": "django.db.backends.postgresql", "NAME": name, "USER": unquote(parts.username or ""),
-                "PASSWORD": unquote(parts.password or ""), "HOST": parts.hostname, "PORT": str(parts.port or 5432),
-                "OPTIONS": options, "CONN_MAX_AGE": 60, "CONN_HEALTH_CHECKS": True}
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": name,
+            "USER": unquote(parts.username or ""),
+            "PASSWORD": unquote(parts.password or ""),
+            "HOST": parts.hostname,
+            "PORT": str(parts.port or 5432),
+            "OPTIONS": options,
+            "CONN_MAX_AGE": 60,
+            "CONN_HEALTH_CHECKS": True,
+        }
     raise ImproperlyConfigured(
-        f"DATABASE_URL has scheme {parts.scheme!r}; use sqlite:///path or postgres://user:pass@host/db")
+        f"DATABASE_URL has scheme {parts.scheme!r}; use sqlite:///path or postgres://user:pass@host/db"
+    )
 
 
 def secret_key(var_dir: Path) -> str:

@@ -46,6 +46,8 @@ def tools_problem(pack: Pack, tools: dict[str, Tool] | None) -> str | None:
     """Why `pack` cannot run in the studio for want of tools, or None."""
     if not pack.tools or tools is not None:
         return None
-    return (f"this pack calls host tools ({', '.join(pack.tools)}) and the studio has no tool registry; set "
-            "PACKFORGE_TOOLS=MODULE:REGISTRY for the studio and its workers, or run it with "
-            "`packforge run --tools MODULE:REGISTRY`")
+    return (
+        f"this pack calls host tools ({', '.join(pack.tools)}) and the studio has no tool registry; set "
+        "PACKFORGE_TOOLS=MODULE:REGISTRY for the studio and its workers, or run it with "
+        "`packforge run --tools MODULE:REGISTRY`"
+    )

@@ -46,16 +46,20 @@ MIDDLEWARE = [
 
 ROOT_URLCONF = "studio.urls"
 WSGI_APPLICATION = "studio.wsgi.application"
-TEMPLATES = [{
-    "BACKEND": "django.template.backends.django.DjangoTemplates",
-    "DIRS": [BASE_DIR / "frontend" / "templates"],
-    "APP_DIRS": True,
-    "OPTIONS": {"context_processors": [
-        "django.template.context_processors.request",
-        "django.contrib.auth.context_processors.auth",
-        "django.contrib.messages.context_processors.messages",
-    ]},
-}]
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "frontend" / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
 
 DATABASES = {"default": database_from_url(env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'studio.sqlite3'}"), BASE_DIR)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -116,8 +120,10 @@ else:
         (_queue / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(_queue / "queue"), "data_folder_out": str(_queue / "queue"),
-        "processed_folder": str(_queue / "processed"), "store_processed": False,
+        "data_folder_in": str(_queue / "queue"),
+        "data_folder_out": str(_queue / "queue"),
+        "processed_folder": str(_queue / "processed"),
+        "store_processed": False,
         "control_folder": str(_queue / "control"),  # broadcast exchanges; default is ./control
         "polling_interval": 0.05,  # the default 1 s idles a worker up to 1 s between tasks
     }

@@ -17,8 +17,7 @@ def _public(patterns: list) -> list:  # type: ignore[type-arg]
 
 
 urlpatterns = [
-    path("login/", login_not_required(auth_views.LoginView.as_view(template_name="accounts/login.html")),
-         name="login"),
+    path("login/", login_not_required(auth_views.LoginView.as_view(template_name="accounts/login.html")), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/", (_public(api.urls[0]), api.urls[1], api.urls[2])),
     path("endpoints/", include("studio.endpoints.urls")),

@@ -39,7 +39,7 @@ def group_processes(pgid: int) -> dict[int, str]:
             continue
         try:
             stat = (entry / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2:].split()
+            fields = stat[stat.rindex(")") + 2 :].split()
             if fields[0] != "Z" and int(fields[2]) == pgid:
                 out[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except (OSError, ValueError):
@@ -83,11 +83,24 @@ class Started:
 def started(tmp_path: Path) -> Iterator[Started]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "SECRET_KEY", "DEBUG")}
-    env.update(PORT=str(port), HOST="127.0.0.1", PACKFORGE_VAR=str(tmp_path / "var"),
-               DATABASE_URL=f"sqlite:///{tmp_path}/var/studio.sqlite3",
-               PACKFORGE_GIT_ROOT=str(tmp_path / "var" / "git"), WEB_WORKERS="1", CELERY_CONCURRENCY="1")
-    proc = subprocess.Popen([str(ROOT / "scripts" / "start")], cwd=ROOT, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    env.update(
+        PORT=str(port),
+        HOST="127.0.0.1",
+        PACKFORGE_VAR=str(tmp_path / "var"),
+        DATABASE_URL=f"sqlite:///{tmp_path}/var/studio.sqlite3",
+        PACKFORGE_GIT_ROOT=str(tmp_path / "var" / "git"),
+        WEB_WORKERS="1",
+        CELERY_CONCURRENCY="1",
+    )
+    proc = subprocess.Popen(
+        [str(ROOT / "scripts" / "start")],
+        cwd=ROOT,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     started = Started(proc, port)
     try:
         yield started
@@ -104,8 +117,9 @@ def log_in(client: httpx.Client, username: str, password: str) -> None:
     assert page.status_code == 200
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
     assert token, page.text
-    done = client.post("/login/", data={"csrfmiddlewaretoken": token.group(1), "username": username,
-                                        "password": password, "next": ""})
+    done = client.post(
+        "/login/", data={"csrfmiddlewaretoken": token.group(1), "username": username, "password": password, "next": ""}
+    )
     assert done.status_code == 302 and done.headers["location"] == "/", done.text
 
 

@@ -39,8 +39,10 @@ def _open_sim(spec: str, body: str, base_dir: Path | None, default: str | None) 
     base = options.get("base")
     if base is None:
         if default is None or not default.startswith("fake:"):
-            raise BadSpec("sim: needs base=FILE (a scripted model with the correct answers) "
-                          "when the pack's default model is not fake:FILE")
+            raise BadSpec(
+                "sim: needs base=FILE (a scripted model with the correct answers) "
+                "when the pack's default model is not fake:FILE"
+            )
         base = default.removeprefix("fake:")
     try:
         error = float(options.get("error", "0.1"))

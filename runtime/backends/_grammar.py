@@ -17,17 +17,42 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Keywords that only annotate or that the grammar enforces by construction.
-_HANDLED = frozenset({
-    "type", "properties", "required", "enum", "const", "items", "anyOf", "oneOf", "$ref",
-    "$defs", "definitions", "$schema", "$id", "$comment", "title", "description", "default",
-    "examples", "additionalProperties", "minLength", "maxLength", "minItems", "maxItems",
-    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-})
+_HANDLED = frozenset(
+    {
+        "type",
+        "properties",
+        "required",
+        "enum",
+        "const",
+        "items",
+        "anyOf",
+        "oneOf",
+        "$ref",
+        "$defs",
+        "definitions",
+        "$schema",
+        "$id",
+        "$comment",
+        "title",
+        "description",
+        "default",
+        "examples",
+        "additionalProperties",
+        "minLength",
+        "maxLength",
+        "minItems",
+        "maxItems",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+    }
+)
 _ENUMERATE_LIMIT = 1000  # integer ranges up to this size become alternatives
 _REPEAT_LIMIT = 200  # bounded repetitions above this are left open
 
 _PRIMITIVES = {
-    "ws": '[ ]?',
+    "ws": "[ ]?",
     "char": r'[^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})',
     "string": r'"\"" char* "\""',
     "int": '"-"? ("0" | [1-9] [0-9]{0,15})',
@@ -39,8 +64,12 @@ _PRIMITIVES = {
     "object": '"{" ws ( string ":" ws value ("," ws string ":" ws value)* )? ws "}"',
     "array": '"[" ws ( value ("," ws value)* )? ws "]"',
 }
-_DEPENDS = {"string": ["char"], "value": ["object", "array", "string", "number", "boolean", "null"],
-            "object": ["ws", "string", "value"], "array": ["ws", "value"]}
+_DEPENDS = {
+    "string": ["char"],
+    "value": ["object", "array", "string", "number", "boolean", "null"],
+    "object": ["ws", "string", "value"],
+    "array": ["ws", "value"],
+}
 
 
 @dataclass
@@ -135,8 +164,9 @@ class _Converter:
             if isinstance(schema.get(combinator), list):
                 if combinator == "oneOf":
                     self.ignore(path, "oneOf (exclusivity)")
-                alts = [self.visit(s, f"{path}/{combinator}/{i}", f"{hint}-{i}")
-                        for i, s in enumerate(schema[combinator])]
+                alts = [
+                    self.visit(s, f"{path}/{combinator}/{i}", f"{hint}-{i}") for i, s in enumerate(schema[combinator])
+                ]
                 return "(" + " | ".join(alts) + ")"
         kind = schema.get("type")
         if kind is None:

@@ -155,7 +155,7 @@ class CancelWatch:
             for _, closer in fired:
                 try:
                     closer()
-                except Exception:  # noqa: BLE001  (a socket already gone is fine)
+                except Exception:
                     pass
 
 

@@ -32,7 +32,11 @@ from runtime.errors import BackendError, BadSpec, Cancelled
 from runtime.logs import redact, register_secret
 
 __all__ = [
-    "GRAMMAR_MODES", "EndpointConfig", "EndpointRejected", "EndpointUnavailable", "OpenAIBackend",
+    "GRAMMAR_MODES",
+    "EndpointConfig",
+    "EndpointRejected",
+    "EndpointUnavailable",
+    "OpenAIBackend",
     "parse_spec",
 ]
 
@@ -105,6 +109,7 @@ def _number(low: float, high: float, kind: type = float) -> Any:
         if not low <= number <= high:
             raise ValueError(f"must be from {low:g} to {high:g}")
         return number
+
     return parse
 
 
@@ -126,16 +131,27 @@ class _SecretValueError(ValueError):
 
 def _env_name(value: str) -> str:
     if not _ENV_NAME.match(value):
-        raise _SecretValueError("must be the NAME of an environment variable, in capitals (e.g. PROVIDER_API_KEY); "
-                                "the key itself never goes in a spec")
+        raise _SecretValueError(
+            "must be the NAME of an environment variable, in capitals (e.g. PROVIDER_API_KEY); "
+            "the key itself never goes in a spec"
+        )
     return value
 
 
 _OPTIONS: dict[str, Any] = {
-    "grammar": _grammar, "key_env": _env_name, "concurrency": _number(1, 1024, int),
-    "attempts": _number(1, 100, int), "deadline": _number(0.001, 86400), "timeout": _number(0.001, 3600),
-    "backoff": _number(0.0, 60), "jitter": _bool, "price_in": _number(0, 1e6), "price_out": _number(0, 1e6),
-    "usage": _bool, "strict": _bool, "request_id": _request_id,
+    "grammar": _grammar,
+    "key_env": _env_name,
+    "concurrency": _number(1, 1024, int),
+    "attempts": _number(1, 100, int),
+    "deadline": _number(0.001, 86400),
+    "timeout": _number(0.001, 3600),
+    "backoff": _number(0.0, 60),
+    "jitter": _bool,
+    "price_in": _number(0, 1e6),
+    "price_out": _number(0, 1e6),
+    "usage": _bool,
+    "strict": _bool,
+    "request_id": _request_id,
 }
 
 
@@ -220,7 +236,8 @@ class OpenAIBackend:
         self._slots = _cap(config)
         self._policy = RetryPolicy(backoff_s=config.backoff, jitter=config.jitter)
         self._client = httpx.Client(
-            transport=transport, follow_redirects=False,
+            transport=transport,
+            follow_redirects=False,
             limits=httpx.Limits(max_connections=config.concurrency, max_keepalive_connections=config.concurrency),
         )
 
@@ -232,8 +249,11 @@ class OpenAIBackend:
     def body(self, call: ModelCall) -> dict[str, Any]:
         cfg = self.config
         body: dict[str, Any] = {
-            "model": cfg.model, "messages": call.messages, "max_tokens": call.max_tokens,
-            "temperature": call.temperature, "stream": True,
+            "model": cfg.model,
+            "messages": call.messages,
+            "max_tokens": call.max_tokens,
+            "temperature": call.temperature,
+            "stream": True,
         }
         if cfg.usage:
             body["stream_options"] = {"include_usage": True}
@@ -271,9 +291,18 @@ class OpenAIBackend:
         started = time.monotonic()
         deadline_at = started + self.config.deadline
         body, headers = self.body(call), self.headers(call)
-        log.debug("backend.request", extra={"fields": {
-            "request_id": call.request_id, "url": self.config.url, "grammar": self.config.grammar,
-            "max_tokens": call.max_tokens, "constrained": call.schema is not None}})
+        log.debug(
+            "backend.request",
+            extra={
+                "fields": {
+                    "request_id": call.request_id,
+                    "url": self.config.url,
+                    "grammar": self.config.grammar,
+                    "max_tokens": call.max_tokens,
+                    "constrained": call.schema is not None,
+                }
+            },
+        )
         self._acquire(call, deadline_at)
         try:
             result = self._with_retries(call, body, headers, started, deadline_at)
@@ -288,10 +317,13 @@ class OpenAIBackend:
             if time.monotonic() >= deadline_at:
                 raise EndpointUnavailable(
                     f"{self.config.base_url}: no free slot (concurrency={self.config.concurrency}) within the "
-                    f"deadline of {self.config.deadline:g}s", request_id=call.request_id)
+                    f"deadline of {self.config.deadline:g}s",
+                    request_id=call.request_id,
+                )
 
-    def _with_retries(self, call: ModelCall, body: dict[str, Any], headers: dict[str, str],
-                      started: float, deadline_at: float) -> StreamResult:
+    def _with_retries(
+        self, call: ModelCall, body: dict[str, Any], headers: dict[str, str], started: float, deadline_at: float
+    ) -> StreamResult:
         cfg = self.config
         tries = failures = 0
         while True:
@@ -302,23 +334,39 @@ class OpenAIBackend:
             failure = outcome
             where = f"{cfg.base_url} (request {call.request_id})"
             if not failure.retried:
-                raise EndpointRejected(f"{where}: {self._describe(failure, kind=False)}", failure.status,
-                                       call.request_id)
+                raise EndpointRejected(
+                    f"{where}: {self._describe(failure, kind=False)}", failure.status, call.request_id
+                )
             if failure.counted:
                 failures += 1
             if failures >= cfg.attempts:
                 raise EndpointUnavailable(
                     f"{where}: gave up after {tries} tries ({failures} counted of attempts={cfg.attempts}); "
-                    f"last: {self._describe(failure)}", failure.message, call.request_id)
+                    f"last: {self._describe(failure)}",
+                    failure.message,
+                    call.request_id,
+                )
             delay = self._policy.delay(failure, max(1, failures))
             if time.monotonic() + delay >= deadline_at:
                 raise EndpointUnavailable(
                     f"{where}: deadline of {cfg.deadline:g}s exhausted after {tries} tries "
-                    f"({time.monotonic() - started:.1f}s); last: {self._describe(failure)}", failure.message,
-                    call.request_id)
-            log.info("backend.retry", extra={"fields": {
-                "request_id": call.request_id, "failure": failure.kind, "status": failure.status,
-                "retry_after": failure.retry_after, "delay_s": round(delay, 3), "try": tries}})
+                    f"({time.monotonic() - started:.1f}s); last: {self._describe(failure)}",
+                    failure.message,
+                    call.request_id,
+                )
+            log.info(
+                "backend.retry",
+                extra={
+                    "fields": {
+                        "request_id": call.request_id,
+                        "failure": failure.kind,
+                        "status": failure.status,
+                        "retry_after": failure.retry_after,
+                        "delay_s": round(delay, 3),
+                        "try": tries,
+                    }
+                },
+            )
             if wait(delay, call.cancel):
                 raise Cancelled("run cancelled")
 
@@ -327,15 +375,15 @@ class OpenAIBackend:
         status = f"HTTP {failure.status}: " if failure.status is not None else ""
         return f"{failure.kind + ': ' if kind else ''}{status}{failure.message}"
 
-    def _attempt(self, call: ModelCall, body: dict[str, Any], headers: dict[str, str],
-                 deadline_at: float) -> StreamResult | Failure:
+    def _attempt(
+        self, call: ModelCall, body: dict[str, Any], headers: dict[str, str], deadline_at: float
+    ) -> StreamResult | Failure:
         remaining = max(0.001, deadline_at - time.monotonic())
         read = min(self.config.timeout, remaining)
         timeout = httpx.Timeout(read, connect=min(10.0, read), pool=remaining)
         token: int | None = None
         try:
-            with self._client.stream("POST", self.config.url, json=body, headers=headers,
-                                     timeout=timeout) as response:
+            with self._client.stream("POST", self.config.url, json=body, headers=headers, timeout=timeout) as response:
                 if call.cancel is not None:
                     token = CANCEL_WATCH.add(call.cancel, _closer(response))
                 if response.status_code != 200:
@@ -379,15 +427,23 @@ class OpenAIBackend:
         now = time.monotonic()
         ttft = result.first_token_at - started if result.first_token_at is not None else None
         return ModelReply(
-            text=result.text, finish_reason=result.finish_reason or "stop", prompt_tokens=prompt,
-            completion_tokens=completion, reasoning_tokens=reasoning, latency_s=now - started, ttft_s=ttft,
-            cost_usd=cost, request_id=call.request_id, reasoning_text=result.reasoning_text or None,
+            text=result.text,
+            finish_reason=result.finish_reason or "stop",
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            reasoning_tokens=reasoning,
+            latency_s=now - started,
+            ttft_s=ttft,
+            cost_usd=cost,
+            request_id=call.request_id,
+            reasoning_text=result.reasoning_text or None,
         )
 
 
 def _closer(response: httpx.Response) -> Any:
     """Shut the response's socket down from another thread (a plain close does not wake
     a recv blocked in this one)."""
+
     def close() -> None:
         stream = response.extensions.get("network_stream")
         sock = stream.get_extra_info("socket") if stream is not None else None
@@ -395,6 +451,7 @@ def _closer(response: httpx.Response) -> Any:
             sock.shutdown(socket.SHUT_RDWR)
         else:
             response.close()
+
     return close
 
 

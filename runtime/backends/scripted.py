@@ -66,8 +66,11 @@ class Script:
         completion_tokens = estimate_tokens(text)
         cost = (prompt_tokens * self.price_in + completion_tokens * self.price_out) / 1e6
         return ModelReply(
-            text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-            cost_usd=cost, request_id=call.request_id,
+            text=text,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost_usd=cost,
+            request_id=call.request_id,
         )
 
 

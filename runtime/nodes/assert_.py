@@ -29,8 +29,9 @@ class AssertKind:
         if node.check is not None:
             for ref in sorted(node.check.references):
                 if not covered(ref, node.reads):
-                    loader.error(f"assert node '{node.id}': expr uses '{ref}', which is not in its reads; add it",
-                                 *at, "expr")
+                    loader.error(
+                        f"assert node '{node.id}': expr uses '{ref}', which is not in its reads; add it", *at, "expr"
+                    )
 
     def run(self, node: Node, walk: Walk) -> Outcome:
         assert node.check is not None

@@ -40,15 +40,17 @@ class GenerateKind:
         props = (node.schema or {}).get("properties", {})
         for w in node.writes:
             if node.schema is not None and w not in props:
-                loader.error(f"node '{node.id}' writes '{w}', but grammars/{node.id}.json has no such property",
-                             *at, "writes")
+                loader.error(
+                    f"node '{node.id}' writes '{w}', but grammars/{node.id}.json has no such property", *at, "writes"
+                )
         if "assert" in spec:
             node.check = loader.expr(spec["assert"], *at, "assert")
             if node.check is not None:
                 for ref in sorted(node.check.references):
                     if not covered(ref, node.reads + node.writes):
-                        loader.error(f"node '{node.id}': assert uses '{ref}', which is neither read nor written",
-                                     *at, "assert")
+                        loader.error(
+                            f"node '{node.id}': assert uses '{ref}', which is neither read nor written", *at, "assert"
+                        )
         node.two_stage = _flag(spec, "two_stage", loader, at)
         node.samples = _int(spec, "samples", 1, 1, 15, loader, at)
         node.agree = _int(spec, "agree", node.samples // 2 + 1, 1, node.samples, loader, at)
@@ -79,8 +81,9 @@ class GenerateKind:
         best, count = counts.most_common(1)[0]
         if count < node.agree:
             tally = ", ".join(str(c) for c in sorted(counts.values(), reverse=True))
-            return Outcome("unsure", reason=f"draws disagreed ({tally} of {node.samples}; need {node.agree})",
-                           prompt=prompt)
+            return Outcome(
+                "unsure", reason=f"draws disagreed ({tally} of {node.samples}; need {node.agree})", prompt=prompt
+            )
         chosen = next(d for d in draws if json.dumps(d.writes, sort_keys=True) == best)
         return Outcome("ok", writes=chosen.writes, attempt=chosen.attempt, prompt=prompt)
 
@@ -93,10 +96,12 @@ class GenerateKind:
             stage = "sample" if tries == 1 else ("resample" if tries <= 1 + policy.resamples else "feedback")
             asked = messages + ([{"role": "user", "content": feedback_message(reason)}] if stage == "feedback" else [])
             if node.two_stage:
-                thought, attempt = walk.ask(node, asked + [{"role": "user", "content": THINK}], None, stage, "reasoning")
+                thought, attempt = walk.ask(
+                    node, [*asked, {"role": "user", "content": THINK}], None, stage, "reasoning"
+                )
                 walk.record(node, thought, attempt, "reasoning", ok=True)
                 # The reasoning conditions this answer only; it never enters state or a later prompt.
-                asked = asked + [{"role": "assistant", "content": thought.text}, {"role": "user", "content": ANSWER}]
+                asked = [*asked, {"role": "assistant", "content": thought.text}, {"role": "user", "content": ANSWER}]
             reply, attempt = walk.ask(node, asked, node.schema, stage)
             try:
                 answer = parse_answer(reply.text, reply.finish_reason)
@@ -131,8 +136,9 @@ def _flag(spec: dict[str, Any], key: str, loader: NodeLoader, at: tuple[str, ...
     return value
 
 
-def _int(spec: dict[str, Any], key: str, default: int, low: int, high: int,
-         loader: NodeLoader, at: tuple[str, ...]) -> int:
+def _int(
+    spec: dict[str, Any], key: str, default: int, low: int, high: int, loader: NodeLoader, at: tuple[str, ...]
+) -> int:
     value = spec.get(key, default)
     if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
         loader.error(f"{key} must be a whole number from {low} to {high}", *at, key)

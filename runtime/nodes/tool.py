@@ -38,8 +38,12 @@ class ToolKind:
             args = {}
         for name, path in args.items():
             if not covered(path, node.reads):
-                loader.error(f"tool node '{node.id}': argument '{name}' uses '{path}', which is not in its reads",
-                             *at, "args", name)
+                loader.error(
+                    f"tool node '{node.id}': argument '{name}' uses '{path}', which is not in its reads",
+                    *at,
+                    "args",
+                    name,
+                )
         node.args = dict(args)
         node.schema, node.validator = loader.schema(node.id, required=False)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from runtime.errors import PackIssue
 from runtime.pack.model import Node, Pack
 from runtime.pack.yamlsrc import SourceMap
@@ -25,16 +27,25 @@ def check_graph(pack: Pack, graph: SourceMap, manifest: SourceMap, issues: list[
     reachable = _reachable(pack)
     for node_id in nodes:
         if node_id not in reachable:
-            issues.append(graph.issue(
-                f"node '{node_id}' is unreachable from entry '{pack.entry}'; add an edge to it or remove it",
-                "nodes", node_id))
+            issues.append(
+                graph.issue(
+                    f"node '{node_id}' is unreachable from entry '{pack.entry}'; add an edge to it or remove it",
+                    "nodes",
+                    node_id,
+                )
+            )
     _check_cycles(pack, graph, issues)
     _check_dataflow(pack, graph, reachable, issues)
     for node in nodes.values():
         if node.tool is not None and node.tool not in pack.tools:
-            issues.append(graph.issue(
-                f"node '{node.id}' uses tool '{node.tool}', which the manifest's 'tools' does not list; add it there",
-                "nodes", node.id, "tool"))
+            issues.append(
+                graph.issue(
+                    f"node '{node.id}' uses tool '{node.tool}', which the manifest's 'tools' does not list; add it there",
+                    "nodes",
+                    node.id,
+                    "tool",
+                )
+            )
     for name in pack.output or ():
         if not any(name in n.writes for n in nodes.values()):
             issues.append(manifest.issue(f"output field '{name}' is written by no node", "output"))
@@ -49,21 +60,29 @@ def _check_routing(pack: Pack, graph: SourceMap, issues: list[PackIssue]) -> Non
                 issues.append(graph.issue(f"end node '{node.id}' cannot have outgoing edges", *at))
             continue
         if not nexts:
-            issues.append(graph.issue(
-                f"node '{node.id}' has no outgoing 'to' edge; add one or make it kind: end", *at))
-        for earlier, later in zip(nexts, nexts[1:]):
+            issues.append(graph.issue(f"node '{node.id}' has no outgoing 'to' edge; add one or make it kind: end", *at))
+        for earlier, later in itertools.pairwise(nexts):
             if earlier.when is None:
-                issues.append(graph.issue(
-                    f"edge {node.id} -> {later.target} is never taken: the edge before it "
-                    f"({node.id} -> {earlier.target}) has no 'when'; put unconditional edges last",
-                    "edges", later.index))
+                issues.append(
+                    graph.issue(
+                        f"edge {node.id} -> {later.target} is never taken: the edge before it "
+                        f"({node.id} -> {earlier.target}) has no 'when'; put unconditional edges last",
+                        "edges",
+                        later.index,
+                    )
+                )
         for kind in ("on_fail", "on_unsure"):
             if len(pack.outgoing(node.id, kind)) > 1:
                 issues.append(graph.issue(f"node '{node.id}' has more than one {kind} edge; keep one", *at))
         if pack.outgoing(node.id, "on_unsure") and node.samples < 2:
-            issues.append(graph.issue(
-                f"node '{node.id}' has an on_unsure edge but no 'samples' (>= 2): the edge could never "
-                "be taken; set samples and agree, or remove the edge", "edges", pack.outgoing(node.id, "on_unsure")[0].index))
+            issues.append(
+                graph.issue(
+                    f"node '{node.id}' has an on_unsure edge but no 'samples' (>= 2): the edge could never "
+                    "be taken; set samples and agree, or remove the edge",
+                    "edges",
+                    pack.outgoing(node.id, "on_unsure")[0].index,
+                )
+            )
         if pack.outgoing(node.id, "on_fail") and node.kind in ("human", "end"):
             issues.append(graph.issue(f"a {node.kind} node cannot fail; remove its on_fail edge", *at))
 
@@ -138,9 +157,14 @@ def _check_cycles(pack: Pack, graph: SourceMap, issues: list[PackIssue]) -> None
         exits = [e for e in pack.edges if e.source in members and e.target not in members and e.kind == "next"]
         if not exits:
             ordered = [n for n in pack.nodes if n in members]
-            issues.append(graph.issue(
-                f"cycle {' -> '.join(ordered + ordered[:1])} has no way out: add an edge with 'when' "
-                "that leaves it", "nodes", ordered[0]))
+            issues.append(
+                graph.issue(
+                    f"cycle {' -> '.join(ordered + ordered[:1])} has no way out: add an edge with 'when' "
+                    "that leaves it",
+                    "nodes",
+                    ordered[0],
+                )
+            )
 
 
 def _check_dataflow(pack: Pack, graph: SourceMap, reachable: set[str], issues: list[PackIssue]) -> None:
@@ -176,17 +200,30 @@ def _check_dataflow(pack: Pack, graph: SourceMap, reachable: set[str], issues: l
 
 
 def _check_ref(
-    pack: Pack, node: Node, ref: str, known: set[str], graph: SourceMap,
-    issues: list[PackIssue], at: tuple[str | int, ...],
+    pack: Pack,
+    node: Node,
+    ref: str,
+    known: set[str],
+    graph: SourceMap,
+    issues: list[PackIssue],
+    at: tuple[str | int, ...],
 ) -> None:
     root, _, rest = ref.partition(".")
     if root == "input":
         if pack.inputs is not None and rest and rest.split(".")[0] not in pack.inputs:
-            issues.append(graph.issue(
-                f"node '{node.id}' reads '{ref}', but the manifest's 'inputs' does not declare "
-                f"'{rest.split('.')[0]}'", *at))
+            issues.append(
+                graph.issue(
+                    f"node '{node.id}' reads '{ref}', but the manifest's 'inputs' does not declare "
+                    f"'{rest.split('.')[0]}'",
+                    *at,
+                )
+            )
         return
     if root not in known:
-        issues.append(graph.issue(
-            f"node '{node.id}' reads '{ref}', which no node before it can have written; "
-            "write it earlier or read something else", *at))
+        issues.append(
+            graph.issue(
+                f"node '{node.id}' reads '{ref}', which no node before it can have written; "
+                "write it earlier or read something else",
+                *at,
+            )
+        )

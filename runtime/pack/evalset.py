@@ -92,8 +92,14 @@ def _parse_line(raw: str, lineno: int, pack: Pack, issues: list[PackIssue]) -> C
     if not isinstance(inp, dict) or not isinstance(expected, dict) or not isinstance(case_id, str):
         return None
     return Case(
-        id=case_id, input=inp, expected=expected, path=tuple(path) if path else None,
-        end=end, tags=tuple(tags), human=human, line=lineno,
+        id=case_id,
+        input=inp,
+        expected=expected,
+        path=tuple(path) if path else None,
+        end=end,
+        tags=tuple(tags),
+        human=human,
+        line=lineno,
     )
 
 

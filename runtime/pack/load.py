@@ -85,8 +85,12 @@ class NodeLoader:
             return None
         for name in sorted(template.fields):
             if not covered(name, node.reads):
-                self.error(f"prompts/{node.id}.txt uses {{{{ {name} }}}}, which is not in the node's reads; "
-                           "add it to reads", "nodes", node.id, "reads")
+                self.error(
+                    f"prompts/{node.id}.txt uses {{{{ {name} }}}}, which is not in the node's reads; add it to reads",
+                    "nodes",
+                    node.id,
+                    "reads",
+                )
         return template
 
     def schema(self, node_id: str, *, required: bool) -> tuple[dict[str, Any] | None, Any]:
@@ -159,8 +163,9 @@ def load_pack(root: str | Path, tools: Collection[str] | None = None) -> Pack:
     loader = NodeLoader(root, graph_src, issues)
     manifest_text = loader.read("manifest.yaml", required=True, why="every pack has a manifest")
     graph_text = loader.read("graph.yaml", required=True, why="every pack has a graph")
-    manifest = _document(manifest_text, manifest_src, issues, "the manifest must be a mapping of keys "
-                         "(name, version, entry, ...)")
+    manifest = _document(
+        manifest_text, manifest_src, issues, "the manifest must be a mapping of keys (name, version, entry, ...)"
+    )
     graph = _document(graph_text, graph_src, issues, "the graph must be a mapping with 'nodes' and 'edges'")
     if manifest_text is not None and manifest is None:
         manifest_text = None  # reported already; skip the checks that need it
@@ -183,9 +188,13 @@ def load_pack(root: str | Path, tools: Collection[str] | None = None) -> Pack:
         for name in manifest_tools:
             if name not in tools:
                 registered = ", ".join(sorted(tools)) or "none"
-                issues.append(manifest_src.issue(
-                    f"tool '{name}' is not registered by the host (registered: {registered}); "
-                    "pass a registry that provides it with --tools", "tools"))
+                issues.append(
+                    manifest_src.issue(
+                        f"tool '{name}' is not registered by the host (registered: {registered}); "
+                        "pass a registry that provides it with --tools",
+                        "tools",
+                    )
+                )
     retry = NodeLoader(root, manifest_src, issues).retry(manifest.get("retry"), "retry") or RetryPolicy()
     max_steps = manifest.get("max_steps", 200)
     if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
@@ -261,14 +270,18 @@ def _load_nodes(spec: Any, loader: NodeLoader, kinds: dict[str, Any]) -> dict[st
             continue
         kind = kinds.get(body.get("kind", ""))
         if kind is None:
-            loader.error(f"node '{node_id}': unknown kind {body.get('kind')!r}; "
-                         f"use one of: {', '.join(sorted(kinds))}", *at, "kind")
+            loader.error(
+                f"node '{node_id}': unknown kind {body.get('kind')!r}; use one of: {', '.join(sorted(kinds))}",
+                *at,
+                "kind",
+            )
             continue
         valid = COMMON_KEYS | kind.keys
         for key in body:
             if key not in valid:
-                loader.error(f"node '{node_id}': unknown key '{key}' for kind {kind.name}; {nearest(key, valid)}",
-                             *at, key)
+                loader.error(
+                    f"node '{node_id}': unknown key '{key}' for kind {kind.name}; {nearest(key, valid)}", *at, key
+                )
         node = Node(
             id=node_id,
             kind=kind.name,

@@ -72,13 +72,13 @@ def _build(
             if key in out:
                 issues.append(PackIssue(source.file, f"duplicate key '{key}'; keep one", line))
                 continue
-            source.record(path + (key,), line)
-            out[key] = _build(value_node, path + (key,), source, issues, constructor)
+            source.record((*path, key), line)
+            out[key] = _build(value_node, (*path, key), source, issues, constructor)
         return out
     if isinstance(node, yaml.SequenceNode):
         items = []
         for i, item in enumerate(node.value):
-            source.record(path + (i,), item.start_mark.line + 1)
-            items.append(_build(item, path + (i,), source, issues, constructor))
+            source.record((*path, i), item.start_mark.line + 1)
+            items.append(_build(item, (*path, i), source, issues, constructor))
         return items
     return constructor.construct_object(node, deep=True)

@@ -22,7 +22,7 @@ def project_for(user: object, slug: str, *, edit: bool = False) -> tuple[Project
     return project, role
 
 
-def visible_projects(user: object) -> "list[Project]":
+def visible_projects(user: object) -> list[Project]:
     qs = Project.objects.all()
     if not getattr(user, "is_superuser", False):
         qs = qs.filter(memberships__user=user)

@@ -37,8 +37,14 @@ class TokenCreatedOut(TokenOut):
 
 
 def _out(row: ApiToken) -> TokenOut:
-    return TokenOut(id=row.pk, name=row.name, prefix=row.prefix, created_at=row.created_at,
-                    last_used_at=row.last_used_at, revoked=row.revoked)
+    return TokenOut(
+        id=row.pk,
+        name=row.name,
+        prefix=row.prefix,
+        created_at=row.created_at,
+        last_used_at=row.last_used_at,
+        revoked=row.revoked,
+    )
 
 
 @router.get("", response={200: list[TokenOut], 401: ErrorOut}, summary="Your API tokens")
@@ -46,8 +52,11 @@ def list_tokens(request: HttpRequest) -> list[TokenOut]:
     return [_out(row) for row in ApiToken.objects.filter(user=request.user).order_by("-created_at", "-pk")]
 
 
-@router.post("", response={201: TokenCreatedOut, 400: ErrorOut, 401: ErrorOut},
-             summary="Make an API token (its plaintext is in this answer only)")
+@router.post(
+    "",
+    response={201: TokenCreatedOut, 400: ErrorOut, 401: ErrorOut},
+    summary="Make an API token (its plaintext is in this answer only)",
+)
 def create_token(request: HttpRequest, body: TokenIn) -> Status[TokenCreatedOut]:
     name = body.name.strip()
     if not name or len(name) > 100:

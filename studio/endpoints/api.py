@@ -63,8 +63,10 @@ def create_endpoint(request: HttpRequest, payload: EndpointIn) -> Any:
     _require_staff(request)
     form = EndpointForm(data=payload.dict())
     if not form.is_valid():
-        problems = [f"{name}: {' '.join(errors)}" if name != "__all__" else " ".join(errors)
-                    for name, errors in form.errors.items()]
+        problems = [
+            f"{name}: {' '.join(errors)}" if name != "__all__" else " ".join(errors)
+            for name, errors in form.errors.items()
+        ]
         raise HttpError(400, "; ".join(problems))
     endpoint = form.save(commit=False)
     endpoint.created_by = request.user

@@ -22,8 +22,7 @@ log = logging.getLogger("packforge.studio.endpoints")
 
 # Options that have their own field on the row; giving them in the spec too would be
 # two sources of truth for one value.
-OWN_FIELDS = {"key_env": "Key env var", "price_in": "Price in", "price_out": "Price out",
-              "concurrency": "Concurrency"}
+OWN_FIELDS = {"key_env": "Key env var", "price_in": "Price in", "price_out": "Price out", "concurrency": "Concurrency"}
 
 
 def plain_number(value: object) -> str:
@@ -32,8 +31,9 @@ def plain_number(value: object) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
-def opening_spec(spec: str, *, key_env: str = "", price_in: object = 0, price_out: object = 0,
-                 concurrency: int | None = None) -> str:
+def opening_spec(
+    spec: str, *, key_env: str = "", price_in: object = 0, price_out: object = 0, concurrency: int | None = None
+) -> str:
     """The spec string the runtime opens: for `openai:` endpoints, the row's own fields
     appended as options. Scripted models (`fake:`, `sim:`) take none of them."""
     if not spec.startswith("openai:"):
@@ -49,8 +49,13 @@ def opening_spec(spec: str, *, key_env: str = "", price_in: object = 0, price_ou
 
 
 def spec_for(endpoint: Endpoint) -> str:
-    return opening_spec(endpoint.spec, key_env=endpoint.key_env, price_in=endpoint.price_in,
-                        price_out=endpoint.price_out, concurrency=endpoint.concurrency)
+    return opening_spec(
+        endpoint.spec,
+        key_env=endpoint.key_env,
+        price_in=endpoint.price_in,
+        price_out=endpoint.price_out,
+        concurrency=endpoint.concurrency,
+    )
 
 
 def spec_problem(spec: str, key_env: str = "") -> str | None:

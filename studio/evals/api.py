@@ -94,11 +94,23 @@ ERRORS: dict[int, type[Schema]] = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 
 
 def eval_out(ev: Eval) -> dict[str, Any]:
     return {
-        "id": ev.pk, "project": ev.project.slug, "version": ev.version,
-        "endpoint": ev.endpoint.name if ev.endpoint else None, "model_spec": ev.model_spec, "batch": ev.batch,
-        "tags": ev.tags, "repeats": ev.repeats, "status": ev.status, "ended": ev.is_final, "total": ev.total,
-        "counts": execute.counts_of(ev), "is_baseline": ev.is_baseline, "summary": ev.summary,
-        "created_by": ev.created_by.username, "created_at": ev.created_at, "finished_at": ev.finished_at,
+        "id": ev.pk,
+        "project": ev.project.slug,
+        "version": ev.version,
+        "endpoint": ev.endpoint.name if ev.endpoint else None,
+        "model_spec": ev.model_spec,
+        "batch": ev.batch,
+        "tags": ev.tags,
+        "repeats": ev.repeats,
+        "status": ev.status,
+        "ended": ev.is_final,
+        "total": ev.total,
+        "counts": execute.counts_of(ev),
+        "is_baseline": ev.is_baseline,
+        "summary": ev.summary,
+        "created_by": ev.created_by.username,
+        "created_at": ev.created_at,
+        "finished_at": ev.finished_at,
     }
 
 
@@ -112,8 +124,14 @@ def _eval(request: HttpRequest, eval_id: int, *, edit: bool = False) -> Eval:
 def start(request: HttpRequest, payload: EvalIn) -> Any:
     project, _ = project_for(request.user, payload.project, edit=True)
     try:
-        evals = execute.start_eval(project, user=request.user, version=payload.version,
-                                   endpoints=payload.endpoints, tags=payload.tags, repeats=payload.repeats)
+        evals = execute.start_eval(
+            project,
+            user=request.user,
+            version=payload.version,
+            endpoints=payload.endpoints,
+            tags=payload.tags,
+            repeats=payload.repeats,
+        )
     except execute.EvalRefused as exc:
         raise HttpError(400, str(exc)) from None
     fresh = Eval.objects.select_related("project", "endpoint", "created_by").filter(pk__in=[e.pk for e in evals])
@@ -141,8 +159,7 @@ def cancel(request: HttpRequest, eval_id: int) -> Any:
     return eval_out(ev)
 
 
-@router.post("/{eval_id}/baseline", response={200: EvalOut, **ERRORS},
-             summary="Mark an eval as its project's baseline")
+@router.post("/{eval_id}/baseline", response={200: EvalOut, **ERRORS}, summary="Mark an eval as its project's baseline")
 def baseline(request: HttpRequest, eval_id: int) -> Any:
     ev = _eval(request, eval_id, edit=True)
     if ev.status != Eval.Status.DONE:
@@ -151,10 +168,13 @@ def baseline(request: HttpRequest, eval_id: int) -> Any:
     return eval_out(ev)
 
 
-@router.get("/{eval_id}/gate", response={200: GateOut, **ERRORS},
-            summary="Does the eval pass its project's baseline? (for CI)")
+@router.get(
+    "/{eval_id}/gate", response={200: GateOut, **ERRORS}, summary="Does the eval pass its project's baseline? (for CI)"
+)
 def gate(request: HttpRequest, eval_id: int) -> Any:
     ev = _eval(request, eval_id)
     if ev.status != Eval.Status.DONE:
-        raise HttpError(409, f"eval {ev.pk} is {ev.status}; only a finished eval is gated (poll GET /api/evals/{ev.pk})")
+        raise HttpError(
+            409, f"eval {ev.pk} is {ev.status}; only a finished eval is gated (poll GET /api/evals/{ev.pk})"
+        )
     return {"eval": ev.pk, **execute.gate(ev)}

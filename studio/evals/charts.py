@@ -7,6 +7,7 @@ case ids, numbers) goes through `escape`, in one place (`Svg.text` / `Svg.title`
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,8 +33,11 @@ def _num(v: float) -> str:
 
 
 def _attrs(attrs: dict[str, Any]) -> str:
-    return "".join(f' {k.rstrip("_").replace("_", "-")}="{escape(_num(v) if isinstance(v, float) else v)}"'
-                   for k, v in attrs.items() if v is not None)
+    return "".join(
+        f' {k.rstrip("_").replace("_", "-")}="{escape(_num(v) if isinstance(v, float) else v)}"'
+        for k, v in attrs.items()
+        if v is not None
+    )
 
 
 class Svg:
@@ -61,11 +65,13 @@ class Svg:
         self.parts.append(f"</{tag}>")
 
     def render(self) -> SafeString:
-        head = (f'<svg xmlns="http://www.w3.org/2000/svg" class="{escape(self.css_class)}" role="img" '
-                f'width="{_num(float(self.width))}" height="{_num(float(self.height))}" '
-                f'viewBox="0 0 {_num(float(self.width))} {_num(float(self.height))}" {FONT} font-size="12">'
-                f"<title>{escape(self.label)}</title>")
-        return mark_safe(head + "".join(self.parts) + "</svg>")  # noqa: S308 - every part escaped above
+        head = (
+            f'<svg xmlns="http://www.w3.org/2000/svg" class="{escape(self.css_class)}" role="img" '
+            f'width="{_num(float(self.width))}" height="{_num(float(self.height))}" '
+            f'viewBox="0 0 {_num(float(self.width))} {_num(float(self.height))}" {FONT} font-size="12">'
+            f"<title>{escape(self.label)}</title>"
+        )
+        return mark_safe(head + "".join(self.parts) + "</svg>")
 
 
 def _nice_ticks(hi: float, count: int = 4) -> list[float]:
@@ -75,15 +81,23 @@ def _nice_ticks(hi: float, count: int = 4) -> list[float]:
     raw = hi / count
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
-    return [i * step for i in range(int(math.ceil(hi / step - 1e-9)) + 1)]
+    return [i * step for i in range(math.ceil(hi / step - 1e-9) + 1)]
 
 
 # -- histogram ----------------------------------------------------------------------------
 
 
-def histogram(values: Sequence[float], *, label: str, fmt: Callable[[float], str] = _num, bins: int = 20,
-              marks: Sequence[tuple[str, float]] = (), width: int = 720, height: int = 240,
-              unit: str = "runs") -> SafeString:
+def histogram(
+    values: Sequence[float],
+    *,
+    label: str,
+    fmt: Callable[[float], str] = _num,
+    bins: int = 20,
+    marks: Sequence[tuple[str, float]] = (),
+    width: int = 720,
+    height: int = 240,
+    unit: str = "runs",
+) -> SafeString:
     """Counts of `values` in equal-width bins, with optional vertical marks (p50, p95)."""
     left, right, top, bottom = 56, 48, 24, 44
     svg = Svg(width, height, label=label)
@@ -109,8 +123,15 @@ def histogram(values: Sequence[float], *, label: str, fmt: Callable[[float], str
         h = plot_h * n / ymax
         x0, x1 = lo + i * step, lo + (i + 1) * step
         svg.open("g", class_="bin")
-        svg.add("rect", Svg.title(f"{fmt(x0)} – {fmt(x1)}: {n} {unit}"), x=left + i * bar_w + 1,
-                y=top + plot_h - h, width=max(bar_w - 2, 1), height=max(h, 0), fill="#2f5bea")
+        svg.add(
+            "rect",
+            Svg.title(f"{fmt(x0)} – {fmt(x1)}: {n} {unit}"),
+            x=left + i * bar_w + 1,
+            y=top + plot_h - h,
+            width=max(bar_w - 2, 1),
+            height=max(h, 0),
+            fill="#2f5bea",
+        )
         svg.close("g")
     svg.add("line", x1=left, x2=left + plot_w, y1=top + plot_h, y2=top + plot_h, stroke=AXIS)
     for i in range(0, bins + 1, max(1, bins // 5)):
@@ -120,8 +141,9 @@ def histogram(values: Sequence[float], *, label: str, fmt: Callable[[float], str
     for k, (name, value) in enumerate(marks):
         x = left + plot_w * (value - lo) / (hi - lo)
         colour = PALETTE[(k + 1) % len(PALETTE)]
-        svg.add("line", x1=x, x2=x, y1=top - 4, y2=top + plot_h, stroke=colour, stroke_dasharray="4 3",
-                stroke_width=1.5)
+        svg.add(
+            "line", x1=x, x2=x, y1=top - 4, y2=top + plot_h, stroke=colour, stroke_dasharray="4 3", stroke_width=1.5
+        )
         svg.text(x + 3, top - 8 + (k % 2) * 12, f"{name} {fmt(value)}", fill=colour, font_weight="600")
     svg.text(left - 44, top - 10, unit, fill=MUTED)
     svg.text(left + plot_w / 2, height - 6, label, text_anchor="middle", fill=INK)
@@ -155,8 +177,16 @@ def hbars(bars: Sequence[Bar], *, label: str, max_value: float | None = None, wi
         svg.add("rect", x=left, y=y + 5, width=plot_w, height=row_h - 10, fill=GRID, rx=3)
         if b.href:
             svg.open("a", href=b.href)
-        svg.add("rect", Svg.title(f"{b.label}: {b.text or _num(b.value)}"), x=left, y=y + 5, width=max(w, 0),
-                height=row_h - 10, fill=b.colour, rx=3)
+        svg.add(
+            "rect",
+            Svg.title(f"{b.label}: {b.text or _num(b.value)}"),
+            x=left,
+            y=y + 5,
+            width=max(w, 0),
+            height=row_h - 10,
+            fill=b.colour,
+            rx=3,
+        )
         if b.href:
             svg.close("a")
         svg.text(left + plot_w + 8, y + 16, b.text or _num(b.value), fill=MUTED)
@@ -176,9 +206,17 @@ class Point:
     high: float | None = None
 
 
-def line_plot(x_labels: Sequence[str], series: Sequence[tuple[str, Sequence[Point]]], *, label: str,
-              y_label: str, fmt: Callable[[float], str] = _num, y_max: float | None = None,
-              width: int = 760, height: int = 280) -> SafeString:
+def line_plot(
+    x_labels: Sequence[str],
+    series: Sequence[tuple[str, Sequence[Point]]],
+    *,
+    label: str,
+    y_label: str,
+    fmt: Callable[[float], str] = _num,
+    y_max: float | None = None,
+    width: int = 760,
+    height: int = 280,
+) -> SafeString:
     """One line per series over categorical x (pack versions, oldest first)."""
     left, right, top = 64, 24, 28
     bottom = 64
@@ -214,16 +252,30 @@ def line_plot(x_labels: Sequence[str], series: Sequence[tuple[str, Sequence[Poin
         colour = PALETTE[k % len(PALETTE)]
         ordered = sorted(pts, key=lambda p: p.x)
         if len(ordered) > 1:
-            svg.add("polyline", points=" ".join(f"{px(p.x):.1f},{py(p.y):.1f}" for p in ordered), fill="none",
-                    stroke=colour, stroke_width=2)
+            svg.add(
+                "polyline",
+                points=" ".join(f"{px(p.x):.1f},{py(p.y):.1f}" for p in ordered),
+                fill="none",
+                stroke=colour,
+                stroke_width=2,
+            )
         for p in ordered:
             if p.low is not None and p.high is not None:
-                svg.add("line", x1=px(p.x), x2=px(p.x), y1=py(p.low), y2=py(p.high), stroke=colour, stroke_width=1,
-                        opacity=0.6)
+                svg.add(
+                    "line",
+                    x1=px(p.x),
+                    x2=px(p.x),
+                    y1=py(p.low),
+                    y2=py(p.high),
+                    stroke=colour,
+                    stroke_width=1,
+                    opacity=0.6,
+                )
             if p.href:
                 svg.open("a", href=p.href)
-            svg.add("circle", Svg.title(p.tip), cx=px(p.x), cy=py(p.y), r=4.5, fill=colour, stroke="#fff",
-                    stroke_width=1.5)
+            svg.add(
+                "circle", Svg.title(p.tip), cx=px(p.x), cy=py(p.y), r=4.5, fill=colour, stroke="#fff", stroke_width=1.5
+            )
             if p.href:
                 svg.close("a")
         y = height + 18 * k + 4
@@ -239,7 +291,7 @@ def blame_colour(share: float) -> str:
     """White-ish at 0, through amber, to deep red at 1: heat that reads in greyscale too."""
     stops = [(0.0, (248, 249, 251)), (0.25, (254, 228, 226)), (0.5, (249, 112, 102)), (1.0, (145, 24, 18))]
     share = min(max(share, 0.0), 1.0)
-    for (s0, c0), (s1, c1) in zip(stops, stops[1:], strict=False):
+    for (s0, c0), (s1, c1) in itertools.pairwise(stops):
         if share <= s1:
             t = (share - s0) / (s1 - s0)
             return "#" + "".join(f"{round(a + (b - a) * t):02x}" for a, b in zip(c0, c1, strict=True))
@@ -249,9 +301,15 @@ def blame_colour(share: float) -> str:
 EDGE_COLOUR = {"next": "#475467", "on_fail": "#d92d20", "on_unsure": "#dc6803"}
 
 
-def graph(pack: Pack, *, label: str, shares: dict[str, float] | None = None,
-          notes: dict[str, str] | None = None, edge_counts: dict[int, int] | None = None,
-          runs: int = 0) -> SafeString:
+def graph(
+    pack: Pack,
+    *,
+    label: str,
+    shares: dict[str, float] | None = None,
+    notes: dict[str, str] | None = None,
+    edge_counts: dict[int, int] | None = None,
+    runs: int = 0,
+) -> SafeString:
     """The pack's graph (layout from studio.projects.graph_svg). With `shares`, each node
     is filled by its share of blamed failures; with `edge_counts`, each edge is as thick
     as the share of runs that took it, labelled with its count, and untaken edges are
@@ -263,9 +321,18 @@ def graph(pack: Pack, *, label: str, shares: dict[str, float] | None = None,
     svg = Svg(drawing.width, drawing.height + legend, label=label, css_class="chart result-graph")
     svg.open("defs")
     for kind, colour in [*EDGE_COLOUR.items(), ("untaken", UNTAKEN)]:
-        svg.add("marker", f'<path d="M0,0 L10,5 L0,10 z" fill="{colour}"/>', id=f"res-arrow-{kind}",
-                viewBox="0 0 10 10", refX=9, refY=5, markerWidth=10, markerHeight=10, markerUnits="userSpaceOnUse",
-                orient="auto-start-reverse")  # arrowheads keep their size on thick edges
+        svg.add(
+            "marker",
+            f'<path d="M0,0 L10,5 L0,10 z" fill="{colour}"/>',
+            id=f"res-arrow-{kind}",
+            viewBox="0 0 10 10",
+            refX=9,
+            refY=5,
+            markerWidth=10,
+            markerHeight=10,
+            markerUnits="userSpaceOnUse",
+            orient="auto-start-reverse",
+        )  # arrowheads keep their size on thick edges
     svg.close("defs")
     # draw() routes pack.edges in order, skipping only edges to unknown nodes: pair them back up.
     routed = [e for e in pack.edges if e.source in pack.nodes and e.target in pack.nodes]
@@ -284,9 +351,16 @@ def graph(pack: Pack, *, label: str, shares: dict[str, float] | None = None,
         svg.open("g", class_="edge untaken" if untaken else "edge", data_edge=edge.index)
         if untaken:
             svg.add("path", d=drawn.d, fill="none", stroke="#fce7f6", stroke_width=9)
-        svg.add("path", Svg.title(tip), d=drawn.d, fill="none", stroke=colour, stroke_width=width,
-                marker_end=f"url(#res-arrow-{'untaken' if untaken else edge.kind})",
-                stroke_dasharray="6 4" if edge.kind != "next" or untaken else None)
+        svg.add(
+            "path",
+            Svg.title(tip),
+            d=drawn.d,
+            fill="none",
+            stroke=colour,
+            stroke_width=width,
+            marker_end=f"url(#res-arrow-{'untaken' if untaken else edge.kind})",
+            stroke_dasharray="6 4" if edge.kind != "next" or untaken else None,
+        )
         svg.close("g")
         text = drawn.short_label
         if n is not None:
@@ -300,7 +374,7 @@ def graph(pack: Pack, *, label: str, shares: dict[str, float] | None = None,
         note = (notes or {}).get(node.id)
         tip = f"{node.id} ({node.kind})" + (f" · {note}" if note else "")
         svg.open("g", class_="node", data_node=node.id)
-        stroke = dict(stroke="#475467", stroke_width=1.5, fill=fill)
+        stroke = {"stroke": "#475467", "stroke_width": 1.5, "fill": fill}
         if node.shape == "assert":
             svg.add("polygon", Svg.title(tip), points=node.hexagon, **stroke)
         elif node.shape == "human":
@@ -308,21 +382,48 @@ def graph(pack: Pack, *, label: str, shares: dict[str, float] | None = None,
         elif node.shape == "end":
             svg.add("rect", Svg.title(tip), x=node.x, y=node.y, width=node.w, height=node.h, rx=24, **stroke)
         else:
-            svg.add("rect", Svg.title(tip), x=node.x, y=node.y, width=node.w, height=node.h,
-                    rx=0 if node.shape == "tool" else 8, **stroke)
-        svg.text(node.cx, node.cy - 2, node.id, text_anchor="middle", fill=ink, font_weight="600", font_size=13,
-                 font_family=MONO)
+            svg.add(
+                "rect",
+                Svg.title(tip),
+                x=node.x,
+                y=node.y,
+                width=node.w,
+                height=node.h,
+                rx=0 if node.shape == "tool" else 8,
+                **stroke,
+            )
+        svg.text(
+            node.cx,
+            node.cy - 2,
+            node.id,
+            text_anchor="middle",
+            fill=ink,
+            font_weight="600",
+            font_size=13,
+            font_family=MONO,
+        )
         svg.text(node.cx, node.cy + 14, note or node.kind, text_anchor="middle", fill=ink, font_size=11)
         if node.entry:
             svg.text(node.cx, node.y - 8, "▼ entry", text_anchor="middle", fill=MUTED, font_size=11)
         svg.close("g")
     for x, y, text, tip, untaken in labels:
-        svg.text(x, y, text, tip=tip, text_anchor="middle", fill=UNTAKEN if untaken else MUTED, font_size=11,
-                 font_weight="600" if untaken else None, paint_order="stroke", stroke="#ffffff", stroke_width=4)
+        svg.text(
+            x,
+            y,
+            text,
+            tip=tip,
+            text_anchor="middle",
+            fill=UNTAKEN if untaken else MUTED,
+            font_size=11,
+            font_weight="600" if untaken else None,
+            paint_order="stroke",
+            stroke="#ffffff",
+            stroke_width=4,
+        )
     y = drawing.height + 12
     if shares is not None:
         svg.open("defs")
-        stops = "".join(f'<stop offset="{s:g}" stop-color="{blame_colour(s)}"/>' for s in (0, .25, .5, .75, 1))
+        stops = "".join(f'<stop offset="{s:g}" stop-color="{blame_colour(s)}"/>' for s in (0, 0.25, 0.5, 0.75, 1))
         svg.add("linearGradient", stops, id="res-blame-scale")
         svg.close("defs")
         svg.text(24, y + 14, "share of failures blamed", fill=INK)

@@ -68,10 +68,10 @@ from runtime.evaluate import DEFAULT_TOLERANCES, SCHEMA_CATEGORIES, check_baseli
 from runtime.pack import Pack
 from runtime.pack.model import Case
 from runtime.walker import RunResult
+from studio import host_tools
 from studio.endpoints.models import Endpoint
 from studio.evals.models import Eval, EvalCase, JournalEntry, RunCheckpoint
 from studio.evals.store import DatabaseStore
-from studio import host_tools
 from studio.host_tools import registry_broken, tool_registry, tools_problem
 from studio.projects.execute import PACK_PREFIX, materialize, own_model_problem
 from studio.projects.models import Project
@@ -168,8 +168,14 @@ def _endpoint(ref: int | str | None) -> Endpoint | None:
     return found
 
 
-def plan_eval(project: Project, *, version: str | None, endpoints: Sequence[int | str | None],
-              tags: Sequence[str] = (), repeats: int = 1) -> Plan:
+def plan_eval(
+    project: Project,
+    *,
+    version: str | None,
+    endpoints: Sequence[int | str | None],
+    tags: Sequence[str] = (),
+    repeats: int = 1,
+) -> Plan:
     """Check everything that can be known before rows are written; EvalRefused if not."""
     if not 1 <= repeats <= 100:
         raise EvalRefused(f"repeats must be from 1 to 100, not {repeats}")
@@ -202,17 +208,25 @@ def plan_eval(project: Project, *, version: str | None, endpoints: Sequence[int 
     cases = [c for c in pack.cases if not wanted or wanted & set(c.tags)]
     if not cases:
         known = sorted({t for c in pack.cases for t in c.tags})
-        raise EvalRefused(f"no case has any of the tags {', '.join(sorted(wanted))}; "
-                          f"tags in this evalset: {', '.join(known) or '(none)'}")
+        raise EvalRefused(
+            f"no case has any of the tags {', '.join(sorted(wanted))}; "
+            f"tags in this evalset: {', '.join(known) or '(none)'}"
+        )
     total = len(cases) * repeats * len(chosen)
     if total > setting("PACKFORGE_EVAL_MAX_CASES"):
         raise EvalRefused(f"{total} case runs in one start; the limit is {setting('PACKFORGE_EVAL_MAX_CASES')}")
     return Plan(sha, pack, cases, chosen)
 
 
-def start_eval(project: Project, *, user: object, version: str | None = None,
-               endpoints: Sequence[int | str | None] = (None,), tags: Sequence[str] = (),
-               repeats: int = 1) -> list[Eval]:
+def start_eval(
+    project: Project,
+    *,
+    user: object,
+    version: str | None = None,
+    endpoints: Sequence[int | str | None] = (None,),
+    tags: Sequence[str] = (),
+    repeats: int = 1,
+) -> list[Eval]:
     """Write one Eval per endpoint (one `batch`) and its case rows, and enqueue one task
     per case once the rows are committed."""
     from studio.endpoints.execute import spec_for
@@ -225,12 +239,19 @@ def start_eval(project: Project, *, user: object, version: str | None = None,
     with transaction.atomic():
         for endpoint in plan.endpoints:
             ev = Eval.objects.create(
-                project=project, version=plan.sha, endpoint=endpoint,
+                project=project,
+                version=plan.sha,
+                endpoint=endpoint,
                 model_spec=spec_for(endpoint) if endpoint is not None else (plan.pack.model or ""),
-                batch=batch, tags=clean_tags, repeats=repeats, total=len(plan.cases) * repeats, created_by=user)
+                batch=batch,
+                tags=clean_tags,
+                repeats=repeats,
+                total=len(plan.cases) * repeats,
+                created_by=user,
+            )
             rows = EvalCase.objects.bulk_create(
-                [EvalCase(eval=ev, case_id=c.id, repeat=r) for c in plan.cases for r in range(repeats)],
-                batch_size=1000)
+                [EvalCase(eval=ev, case_id=c.id, repeat=r) for c in plan.cases for r in range(repeats)], batch_size=1000
+            )
             case_ids.extend(row.pk for row in rows)
             made.append(ev)
         transaction.on_commit(partial(_enqueue, case_ids))
@@ -285,8 +306,7 @@ class EvalCaseStore(DatabaseStore):
             return
         with transaction.atomic():
             self._fenced_update(run_id, fence, updated_at=timezone.now())
-            JournalEntry.objects.create(run_id=run_id, seq=seq + 1, kind=kind, node=node, step=step,
-                                        payload=payload)
+            JournalEntry.objects.create(run_id=run_id, seq=seq + 1, kind=kind, node=node, step=step, payload=payload)
         self._seq[run_id] = seq + 1
 
     def set_status(self, run_id: str, fence: int, status: str, result: dict[str, Any] | None = None) -> None:
@@ -392,8 +412,12 @@ def forget_runners() -> None:
 
 
 def _claimable(now: Any) -> Q:
-    return (Q(status=S.QUEUED) | Q(status=S.RUNNING, lease_until__lt=now)
-            | Q(status=S.RUNNING, lease_owner="") | Q(status=S.RUNNING, lease_until__isnull=True))
+    return (
+        Q(status=S.QUEUED)
+        | Q(status=S.RUNNING, lease_until__lt=now)
+        | Q(status=S.RUNNING, lease_owner="")
+        | Q(status=S.RUNNING, lease_until__isnull=True)
+    )
 
 
 def _lease() -> timedelta:
@@ -402,8 +426,11 @@ def _lease() -> timedelta:
 
 def _close(case_pk: int, token: str, status: str, error: str, **fields: Any) -> bool:
     """Write a final status, if this delivery still holds the case's lease."""
-    return bool(EvalCase.objects.filter(pk=case_pk, lease_owner=token, status=S.RUNNING).update(
-        status=status, error=error, finished_at=timezone.now(), lease_owner="", lease_until=None, **fields))
+    return bool(
+        EvalCase.objects.filter(pk=case_pk, lease_owner=token, status=S.RUNNING).update(
+            status=status, error=error, finished_at=timezone.now(), lease_owner="", lease_until=None, **fields
+        )
+    )
 
 
 def run_eval_case(case_pk: int) -> str | None:
@@ -413,8 +440,12 @@ def run_eval_case(case_pk: int) -> str | None:
     token = uuid.uuid4().hex
     now = timezone.now()
     claimed = EvalCase.objects.filter(_claimable(now), pk=case_pk).update(
-        status=S.RUNNING, attempts=F("attempts") + 1, lease_owner=token, lease_until=now + _lease(),
-        started_at=Coalesce(F("started_at"), Value(now, output_field=DateTimeField())))
+        status=S.RUNNING,
+        attempts=F("attempts") + 1,
+        lease_owner=token,
+        lease_until=now + _lease(),
+        started_at=Coalesce(F("started_at"), Value(now, output_field=DateTimeField())),
+    )
     if not claimed:
         return None
     case = EvalCase.objects.select_related("eval__project", "eval__endpoint").get(pk=case_pk)
@@ -423,8 +454,10 @@ def run_eval_case(case_pk: int) -> str | None:
     if ev.status == Eval.Status.CANCELLED:
         outcome: str | None = S.CANCELLED if _close(case_pk, token, S.CANCELLED, "the eval was cancelled") else None
     elif case.attempts > limit:
-        reason = (f"killed its worker {case.attempts - 1} times: {case.attempts - 1} deliveries started this case "
-                  f"and none finished it (PACKFORGE_EVAL_MAX_ATTEMPTS={limit}); not tried again")
+        reason = (
+            f"killed its worker {case.attempts - 1} times: {case.attempts - 1} deliveries started this case "
+            f"and none finished it (PACKFORGE_EVAL_MAX_ATTEMPTS={limit}); not tried again"
+        )
         log.warning("eval case %s (%s): %s", case_pk, case.run_id, reason)
         outcome = S.ERROR if _close(case_pk, token, S.ERROR, reason) else None
     else:
@@ -442,8 +475,11 @@ def _run_claimed(case: EvalCase, ev: Eval, token: str) -> str | None:
         runner = runner_for(ev)
         gold = runner.cases.get(case.case_id)
         if gold is None:
-            return S.ERROR if _close(case.pk, token, S.ERROR,
-                                     f"case {case.case_id!r} is not in the evalset at {ev.version[:10]}") else None
+            return (
+                S.ERROR
+                if _close(case.pk, token, S.ERROR, f"case {case.case_id!r} is not in the evalset at {ev.version[:10]}")
+                else None
+            )
         store = EvalCaseStore()
         # The first claim of a case cannot find a checkpoint: only a claim can begin one.
         result = _walk(runner, gold, case.run_id, store, active.cancel, maybe_begun=case.attempts > 1)
@@ -458,8 +494,9 @@ def _run_claimed(case: EvalCase, ev: Eval, token: str) -> str | None:
     except (FencedOut, LeaseLost) as exc:
         # Another delivery owns the case now (this worker stalled past its lease): its
         # outcome is the one that counts, so this one writes nothing.
-        log.warning("eval case %s (%s) was taken over by another worker; dropping this delivery: %s",
-                    case.pk, case.run_id, exc)
+        log.warning(
+            "eval case %s (%s) was taken over by another worker; dropping this delivery: %s", case.pk, case.run_id, exc
+        )
         return None
     except (OperationalError, InterfaceError):  # the database is away: the task retries the delivery
         _release(case.pk, token)
@@ -480,10 +517,16 @@ def _release(case_pk: int, token: str) -> None:
         pass
 
 
-def _walk(runner: Runner, gold: Case, run_id: str, store: EvalCaseStore, cancel: threading.Event,
-          maybe_begun: bool = True) -> RunResult:
-    common: dict[str, Any] = {"backend": runner.backend, "tools": runner.tools, "store": store,
-                              "answers": gold.human, "cancel": cancel}
+def _walk(
+    runner: Runner, gold: Case, run_id: str, store: EvalCaseStore, cancel: threading.Event, maybe_begun: bool = True
+) -> RunResult:
+    common: dict[str, Any] = {
+        "backend": runner.backend,
+        "tools": runner.tools,
+        "store": store,
+        "answers": gold.human,
+        "cancel": cancel,
+    }
     if maybe_begun and store.exists(run_id):
         return resume_run(runner.pack, run_id, **common)
     try:
@@ -496,16 +539,24 @@ def outcome_fields(pack: Pack, gold: Case, result: RunResult, store: EvalCaseSto
     """The EvalCase columns for a finished run (runtime.evaluate.score_case)."""
     trace = result.trace
     fields: dict[str, Any] = {
-        "run_status": result.status, "finished_at": timezone.now(), "lease_owner": "", "lease_until": None,
+        "run_status": result.status,
+        "finished_at": timezone.now(),
+        "lease_owner": "",
+        "lease_until": None,
         # Rejected generations are kept for the drill-down; pages show them to authors only.
         "trace": trace.to_dict(include_rejected_text=True),
     }
     totals = trace.totals()
     fields.update(
-        generations=int(totals["generations"]), model_calls=int(totals["model_calls"]),
-        prompt_tokens=int(totals["prompt_tokens"]), completion_tokens=int(totals["completion_tokens"]),
-        reasoning_tokens=int(totals["reasoning_tokens"]), latency_s=float(totals["latency_s"]),
-        cost_usd=float(totals["cost_usd"]), path=trace.path, tier=trace.tier,
+        generations=int(totals["generations"]),
+        model_calls=int(totals["model_calls"]),
+        prompt_tokens=int(totals["prompt_tokens"]),
+        completion_tokens=int(totals["completion_tokens"]),
+        reasoning_tokens=int(totals["reasoning_tokens"]),
+        latency_s=float(totals["latency_s"]),
+        cost_usd=float(totals["cost_usd"]),
+        path=trace.path,
+        tier=trace.tier,
         edges=[s.edge.index for s in trace.steps if s.edge is not None],
     )
     if result.status == "cancelled":
@@ -513,10 +564,16 @@ def outcome_fields(pack: Pack, gold: Case, result: RunResult, store: EvalCaseSto
         return fields
     scored = score_case(pack, gold, result)
     fields.update(
-        tier=scored.tier, blamed=scored.blamed or "", path=scored.path, edges=scored.edges,
-        diffs=[{"field": d.field, "expected": d.expected, "actual": d.actual, "missing": d.missing}
-               for d in scored.diffs],
-        problems=scored.problems, rejections=scored.rejections, error=trace.error or "",
+        tier=scored.tier,
+        blamed=scored.blamed or "",
+        path=scored.path,
+        edges=scored.edges,
+        diffs=[
+            {"field": d.field, "expected": d.expected, "actual": d.actual, "missing": d.missing} for d in scored.diffs
+        ],
+        problems=scored.problems,
+        rejections=scored.rejections,
+        error=trace.error or "",
         status=S.PASSED if scored.passed else S.FAILED,
     )
     pending = store.pending[3] if store.pending else None
@@ -547,10 +604,12 @@ def finalize_eval(eval_pk: int) -> bool:
     now = timezone.now()
     if ev.status == Eval.Status.CANCELLED:
         ended = Eval.objects.filter(pk=eval_pk, status=Eval.Status.CANCELLED, finished_at__isnull=True).update(
-            summary=summary, finished_at=now)
+            summary=summary, finished_at=now
+        )
     else:
         ended = Eval.objects.filter(pk=eval_pk, status__in=[Eval.Status.QUEUED, Eval.Status.RUNNING]).update(
-            status=Eval.Status.DONE, summary=summary, finished_at=now)
+            status=Eval.Status.DONE, summary=summary, finished_at=now
+        )
     return bool(ended)
 
 
@@ -579,7 +638,8 @@ def counts_of(ev: Eval | int) -> dict[str, int]:
     pk = ev if isinstance(ev, int) else ev.pk
     by = {status.value: Count("pk", filter=Q(status=status)) for status in S}
     got = EvalCase.objects.filter(eval_id=pk).aggregate(
-        **by, escalated=Count("pk", filter=Q(tier="escalated", status__in=[S.PASSED, S.FAILED])), total=Count("pk"))
+        **by, escalated=Count("pk", filter=Q(tier="escalated", status__in=[S.PASSED, S.FAILED])), total=Count("pk")
+    )
     counts = {k: int(v or 0) for k, v in got.items()}
     counts["finished"] = counts["total"] - counts[S.QUEUED] - counts[S.RUNNING]
     return counts
@@ -597,9 +657,14 @@ def metrics_of(ev: Eval) -> dict[str, float]:
     else:
         return results_metrics(ev)
     rows = EvalCase.objects.filter(eval_id=ev.pk, status__in=[S.PASSED, S.FAILED, S.ERROR])
-    got = rows.aggregate(n=Count("pk"), passed=Count("pk", filter=Q(status=S.PASSED)),
-                         escalated=Count("pk", filter=Q(tier="escalated")), generations=Sum("generations"),
-                         calls=Sum("model_calls"), cost=Sum("cost_usd"))
+    got = rows.aggregate(
+        n=Count("pk"),
+        passed=Count("pk", filter=Q(status=S.PASSED)),
+        escalated=Count("pk", filter=Q(tier="escalated")),
+        generations=Sum("generations"),
+        calls=Sum("model_calls"),
+        cost=Sum("cost_usd"),
+    )
     n = got["n"] or 0
     generations = got["generations"] or 0
     violations = 0
@@ -622,16 +687,23 @@ def cancel_eval(ev: Eval) -> bool:
     now = timezone.now()
     with transaction.atomic():
         if not Eval.objects.filter(pk=ev.pk, status__in=[Eval.Status.QUEUED, Eval.Status.RUNNING]).update(
-                status=Eval.Status.CANCELLED):
+            status=Eval.Status.CANCELLED
+        ):
             return False
         EvalCase.objects.filter(eval_id=ev.pk, status=S.QUEUED).update(
-            status=S.CANCELLED, finished_at=now, error="the eval was cancelled before this case started")
+            status=S.CANCELLED, finished_at=now, error="the eval was cancelled before this case started"
+        )
         # Running cases with no live worker (lease lapsed, or re-sent and not claimed) will
         # never report back: close them here.
         EvalCase.objects.filter(eval_id=ev.pk, status=S.RUNNING).filter(
-            Q(lease_until__lt=now) | Q(lease_owner="") | Q(lease_until__isnull=True)).update(
-            status=S.CANCELLED, finished_at=now, lease_owner="", lease_until=None,
-            error="the eval was cancelled; this case's worker was gone")
+            Q(lease_until__lt=now) | Q(lease_owner="") | Q(lease_until__isnull=True)
+        ).update(
+            status=S.CANCELLED,
+            finished_at=now,
+            lease_owner="",
+            lease_until=None,
+            error="the eval was cancelled; this case's worker was gone",
+        )
     ev.refresh_from_db(fields=["status"])
     finish_if_done(ev.pk)
     return True
@@ -662,8 +734,13 @@ def gate(ev: Eval) -> dict[str, Any]:
     to regress against passes, and says so."""
     current = metrics_of(ev)
     if ev.is_baseline:
-        return {"passes": True, "baseline": ev.pk, "metrics": current, "rows": [],
-                "detail": "this eval is the project's baseline"}
+        return {
+            "passes": True,
+            "baseline": ev.pk,
+            "metrics": current,
+            "rows": [],
+            "detail": "this eval is the project's baseline",
+        }
     try:
         from studio.evals import results
     except ImportError:
@@ -673,14 +750,22 @@ def gate(ev: Eval) -> dict[str, Any]:
         baseline = results.baseline_for(ev)
         rows = results.gate(ev, baseline) if baseline is not None else None
     if baseline is None:
-        return {"passes": True, "baseline": None, "metrics": current, "rows": [],
-                "detail": "the project has no earlier baseline eval; mark one with POST /api/evals/{id}/baseline"}
+        return {
+            "passes": True,
+            "baseline": None,
+            "metrics": current,
+            "rows": [],
+            "detail": "the project has no earlier baseline eval; mark one with POST /api/evals/{id}/baseline",
+        }
     if rows is None:
         document = {"metrics": metrics_of(baseline), "tolerances": dict(DEFAULT_TOLERANCES)}
         rows = check_baseline(_Metrics(current), document)  # type: ignore[arg-type]
     failing = [r["metric"] for r in rows if not r["ok"]]
-    detail = f"regressed against eval {baseline.pk}: {', '.join(failing)}" if failing else \
-        f"within tolerance of baseline eval {baseline.pk}"
+    detail = (
+        f"regressed against eval {baseline.pk}: {', '.join(failing)}"
+        if failing
+        else f"within tolerance of baseline eval {baseline.pk}"
+    )
     return {"passes": not failing, "baseline": baseline.pk, "metrics": current, "rows": rows, "detail": detail}
 
 
@@ -748,8 +833,11 @@ class Watcher:
         active = self.snapshot()
         mono = time.monotonic()
         if active:
-            cancelled = set(Eval.objects.filter(pk__in={a.eval_pk for a in active},
-                                                status=Eval.Status.CANCELLED).values_list("pk", flat=True))
+            cancelled = set(
+                Eval.objects.filter(pk__in={a.eval_pk for a in active}, status=Eval.Status.CANCELLED).values_list(
+                    "pk", flat=True
+                )
+            )
             for a in active:
                 if a.eval_pk in cancelled:
                     a.cancel.set()
@@ -762,7 +850,8 @@ class Watcher:
 
     def renew(self, active: list[Active]) -> None:
         EvalCase.objects.filter(lease_owner__in=[a.token for a in active], status=S.RUNNING).update(
-            lease_until=timezone.now() + _lease())
+            lease_until=timezone.now() + _lease()
+        )
         owners = dict(EvalCase.objects.filter(pk__in=[a.case_pk for a in active]).values_list("pk", "lease_owner"))
         for a in active:
             if owners.get(a.case_pk) != a.token and a.case_pk in self._active:
@@ -791,38 +880,53 @@ def sweep(*, idle: bool) -> dict[str, int]:
     now = timezone.now()
     lease = _lease()
     stall = timedelta(seconds=setting("PACKFORGE_EVAL_STALL_S"))
-    open_evals = list(Eval.objects.filter(
-        Q(status__in=[Eval.Status.QUEUED, Eval.Status.RUNNING]) | Q(status=Eval.Status.CANCELLED,
-                                                                    finished_at__isnull=True),
-    ).values_list("pk", "status", "created_at"))
+    open_evals = list(
+        Eval.objects.filter(
+            Q(status__in=[Eval.Status.QUEUED, Eval.Status.RUNNING])
+            | Q(status=Eval.Status.CANCELLED, finished_at__isnull=True),
+        ).values_list("pk", "status", "created_at")
+    )
     resend: list[int] = []
     closed = 0
     for pk, status, _created in open_evals:
         lapsed = EvalCase.objects.filter(eval_id=pk, status=S.RUNNING, lease_until__lt=now)
         if status == Eval.Status.CANCELLED:
-            closed += lapsed.update(status=S.CANCELLED, finished_at=now, lease_owner="", lease_until=None,
-                                    error="the eval was cancelled; this case's worker was gone")
+            closed += lapsed.update(
+                status=S.CANCELLED,
+                finished_at=now,
+                lease_owner="",
+                lease_until=None,
+                error="the eval was cancelled; this case's worker was gone",
+            )
             continue
         for case_pk, owner, until in lapsed.values_list("pk", "lease_owner", "lease_until")[:1000]:
             if EvalCase.objects.filter(pk=case_pk, status=S.RUNNING, lease_owner=owner, lease_until=until).update(
-                    lease_owner="", lease_until=now + lease):
+                lease_owner="", lease_until=now + lease
+            ):
                 log.warning("eval case %s lost its worker (lease lapsed); sending it again", case_pk)
                 resend.append(case_pk)
     ids = [pk for pk, _, _ in open_evals]
     if idle and ids:
-        live = EvalCase.objects.filter(eval_id__in=ids, status=S.RUNNING, lease_until__gte=now).exclude(
-            lease_owner="").exists()
+        live = (
+            EvalCase.objects.filter(eval_id__in=ids, status=S.RUNNING, lease_until__gte=now)
+            .exclude(lease_owner="")
+            .exists()
+        )
         moved = EvalCase.objects.filter(eval_id__in=ids, finished_at__gte=now - stall).exists()
         if not live and not moved:
             for pk, status, created in open_evals:
                 if status == Eval.Status.CANCELLED or created > now - stall:
                     continue
-                if Eval.objects.filter(pk=pk).filter(Q(swept_at__isnull=True) | Q(swept_at__lt=now - stall)).update(
-                        swept_at=now):
+                if (
+                    Eval.objects.filter(pk=pk)
+                    .filter(Q(swept_at__isnull=True) | Q(swept_at__lt=now - stall))
+                    .update(swept_at=now)
+                ):
                     queued = list(EvalCase.objects.filter(eval_id=pk, status=S.QUEUED).values_list("pk", flat=True))
                     if queued:
-                        log.warning("eval %s: nothing moved for %s; sending its %d queued cases again",
-                                    pk, stall, len(queued))
+                        log.warning(
+                            "eval %s: nothing moved for %s; sending its %d queued cases again", pk, stall, len(queued)
+                        )
                         resend.extend(queued)
     ended = sum(1 for pk in ids if finish_if_done(pk))
     if resend:

@@ -55,8 +55,9 @@ class Slots(Protocol):
     def release(self, held: Held) -> None: ...
 
 
-def acquire(slots: Slots, key: str, limit: int, cancel: threading.Event | None = None,
-            timeout: float | None = None) -> Held:
+def acquire(
+    slots: Slots, key: str, limit: int, cancel: threading.Event | None = None, timeout: float | None = None
+) -> Held:
     """Wait for a slot of `key`. Raises Cancelled when `cancel` is set while waiting,
     TimeoutError when `timeout` seconds pass."""
     delay = _POLL_FIRST
@@ -132,6 +133,7 @@ if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
 end
 return 0
 """
+
 
 class RedisSlots:
     """Slots in a Redis sorted set per key (`packforge:slots:<key>`), leased for

@@ -19,8 +19,9 @@ class Eval(models.Model):
 
     project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="evals")
     version = models.CharField(max_length=40)
-    endpoint = models.ForeignKey("endpoints.Endpoint", on_delete=models.PROTECT, null=True, blank=True,
-                                 related_name="evals")  # null: the pack's own (scripted) model
+    endpoint = models.ForeignKey(
+        "endpoints.Endpoint", on_delete=models.PROTECT, null=True, blank=True, related_name="evals"
+    )  # null: the pack's own (scripted) model
     model_spec = models.CharField(max_length=500)  # what was actually used, for the record
     batch = models.CharField(max_length=32, blank=True)  # evals started together (one per endpoint)
     tags = models.JSONField(default=list)  # only cases with any of these tags; [] = all
@@ -40,8 +41,11 @@ class Eval(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        constraints = [models.UniqueConstraint(fields=["project"], condition=models.Q(is_baseline=True),
-                                               name="one_baseline_per_project")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project"], condition=models.Q(is_baseline=True), name="one_baseline_per_project"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"eval {self.pk} of {self.project} @ {self.version[:10]}"

@@ -43,8 +43,21 @@ from runtime.stats import mcnemar_exact, paired_outcomes, percentile, wilson_int
 from studio.evals.models import Eval, EvalCase
 
 __all__ = [
-    "SCORED", "NotComparable", "baseline_for", "compare", "cost_summary", "cost_table", "coverage",
-    "edge_name", "gate", "history", "metrics_of", "node_blame", "node_stats", "summarize", "tiers",
+    "SCORED",
+    "NotComparable",
+    "baseline_for",
+    "compare",
+    "cost_summary",
+    "cost_table",
+    "coverage",
+    "edge_name",
+    "gate",
+    "history",
+    "metrics_of",
+    "node_blame",
+    "node_stats",
+    "summarize",
+    "tiers",
 ]
 
 Status = EvalCase.Status
@@ -76,11 +89,17 @@ def _totals(ev: Eval) -> dict[str, Any]:
     """One aggregate query over the scored rows."""
     rejected = {f"rej_{c}": Sum(Cast(KT(f"rejections__{c}"), IntegerField())) for c in SCHEMA_CATEGORIES}
     row = scored(ev).aggregate(
-        n=Count("id"), passed=Count("id", filter=Q(status=Status.PASSED)),
+        n=Count("id"),
+        passed=Count("id", filter=Q(status=Status.PASSED)),
         escalated=Count("id", filter=Q(tier="escalated")),
-        generations=Sum("generations"), model_calls=Sum("model_calls"), cost=Sum("cost_usd"),
-        latency=Sum("latency_s"), prompt_tokens=Sum("prompt_tokens"), completion_tokens=Sum("completion_tokens"),
-        reasoning_tokens=Sum("reasoning_tokens"), **rejected,
+        generations=Sum("generations"),
+        model_calls=Sum("model_calls"),
+        cost=Sum("cost_usd"),
+        latency=Sum("latency_s"),
+        prompt_tokens=Sum("prompt_tokens"),
+        completion_tokens=Sum("completion_tokens"),
+        reasoning_tokens=Sum("reasoning_tokens"),
+        **rejected,
     )
     out = {k: (v or 0) for k, v in row.items()}
     out["violations"] = sum(out.pop(f"rej_{c}") for c in SCHEMA_CATEGORIES)
@@ -104,8 +123,11 @@ def metrics_of(ev: Eval) -> dict[str, float]:
 
 
 def _spread(values: list[float]) -> dict[str, float]:
-    return {"mean": sum(values) / len(values) if values else 0.0,
-            "p50": percentile(values, 50), "p95": percentile(values, 95)}
+    return {
+        "mean": sum(values) / len(values) if values else 0.0,
+        "p50": percentile(values, 50),
+        "p95": percentile(values, 95),
+    }
 
 
 def summarize(ev: Eval) -> dict[str, Any]:
@@ -113,8 +135,11 @@ def summarize(ev: Eval) -> dict[str, Any]:
     generations, tokens, cost and latency (mean, p50, p95)."""
     t = _totals(ev)
     counts = dict(EvalCase.objects.filter(eval=ev).values_list("status").annotate(n=Count("id")).order_by())
-    rows = list(scored(ev).annotate(tokens=F("prompt_tokens") + F("completion_tokens") + F("reasoning_tokens"))
-                .values_list("cost_usd", "latency_s", "generations", "tokens"))
+    rows = list(
+        scored(ev)
+        .annotate(tokens=F("prompt_tokens") + F("completion_tokens") + F("reasoning_tokens"))
+        .values_list("cost_usd", "latency_s", "generations", "tokens")
+    )
     columns = list(zip(*rows, strict=True)) if rows else [(), (), (), ()]
     cost, latency, generations, tokens = ([float(v) for v in col] for col in columns)
     lo, hi = wilson_interval(t["passed"], t["n"])
@@ -122,14 +147,20 @@ def summarize(ev: Eval) -> dict[str, Any]:
         "total": ev.total or sum(counts.values()),
         "rows": sum(counts.values()),
         "counts": {s.value: counts.get(s.value, 0) for s in Status},
-        "scored": t["n"], "passed": t["passed"], "failed": t["n"] - t["passed"],
-        "pass_rate": _ratio(t["passed"], t["n"]), "ci95": (lo, hi),
+        "scored": t["n"],
+        "passed": t["passed"],
+        "failed": t["n"] - t["passed"],
+        "pass_rate": _ratio(t["passed"], t["n"]),
+        "ci95": (lo, hi),
         "metrics": _metrics(t),
         "tiers": tiers(ev),
-        "schema_violations": t["violations"], "generations_total": t["generations"],
+        "schema_violations": t["violations"],
+        "generations_total": t["generations"],
         "schema_violation_rate": _metrics(t)["schema_violation_rate"],
-        "generations": _spread(generations), "tokens": _spread(tokens),
-        "cost": _spread(cost), "cost_total": t["cost"],
+        "generations": _spread(generations),
+        "tokens": _spread(tokens),
+        "cost": _spread(cost),
+        "cost_total": t["cost"],
         "latency": _spread(latency),
         "model_calls_per_case": _metrics(t)["mean_model_calls"],
     }
@@ -138,21 +169,39 @@ def summarize(ev: Eval) -> dict[str, Any]:
 def tiers(ev: Eval) -> dict[str, Any]:
     """Per tier: runs, share, accuracy (pass rate inside the tier), cost per case."""
     got: dict[str, dict[str, float]] = defaultdict(lambda: {"n": 0, "passed": 0, "cost": 0.0})
-    for row in (scored(ev).values("tier").annotate(n=Count("id"), passed=Count("id", filter=Q(status=Status.PASSED)),
-                                                    cost=Sum("cost_usd")).order_by()):
+    for row in (
+        scored(ev)
+        .values("tier")
+        .annotate(n=Count("id"), passed=Count("id", filter=Q(status=Status.PASSED)), cost=Sum("cost_usd"))
+        .order_by()
+    ):
         into = got[row["tier"] or "failed"]
         into["n"] += row["n"]
         into["passed"] += row["passed"]
         into["cost"] += row["cost"] or 0.0
     total = sum(g["n"] for g in got.values())
     names = list(TIERS) + sorted(set(got) - set(TIERS))
-    rows = [{"tier": name, "count": int(got[name]["n"]), "share": _ratio(got[name]["n"], total),
-             "passed": int(got[name]["passed"]), "accuracy": _ratio(got[name]["passed"], got[name]["n"]),
-             "cost_total": got[name]["cost"], "cost_per_case": _ratio(got[name]["cost"], got[name]["n"])}
-            for name in names]
+    rows = [
+        {
+            "tier": name,
+            "count": int(got[name]["n"]),
+            "share": _ratio(got[name]["n"], total),
+            "passed": int(got[name]["passed"]),
+            "accuracy": _ratio(got[name]["passed"], got[name]["n"]),
+            "cost_total": got[name]["cost"],
+            "cost_per_case": _ratio(got[name]["cost"], got[name]["n"]),
+        }
+        for name in names
+    ]
     by = {r["tier"]: r for r in rows}
-    return {"rows": rows, "total": total, "auto": by["auto"]["count"], "escalated": by["escalated"]["count"],
-            "failed": by["failed"]["count"], "auto_accuracy": by["auto"]["accuracy"]}
+    return {
+        "rows": rows,
+        "total": total,
+        "auto": by["auto"]["count"],
+        "escalated": by["escalated"]["count"],
+        "failed": by["failed"]["count"],
+        "auto_accuracy": by["auto"]["accuracy"],
+    }
 
 
 # -- per node -----------------------------------------------------------------------------
@@ -199,9 +248,20 @@ _SQL_TOOLS = {
 
 
 def _empty_node() -> dict[str, Any]:
-    return {"attempts": 0, "rejections": 0, "prompt_tokens": 0, "completion_tokens": 0, "reasoning_tokens": 0,
-            "tokens": 0, "latency_s": 0.0, "cost_usd": 0.0, "tool_calls": 0, "tool_latency_s": 0.0,
-            "categories": {}, "reasons": []}
+    return {
+        "attempts": 0,
+        "rejections": 0,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "reasoning_tokens": 0,
+        "tokens": 0,
+        "latency_s": 0.0,
+        "cost_usd": 0.0,
+        "tool_calls": 0,
+        "tool_latency_s": 0.0,
+        "categories": {},
+        "reasons": [],
+    }
 
 
 def _attempt_groups(ev: Eval) -> Iterable[tuple[Any, ...]]:
@@ -215,8 +275,9 @@ def _attempt_groups(ev: Eval) -> Iterable[tuple[Any, ...]]:
     for trace in scored(ev).exclude(trace=None).values_list("trace", flat=True).iterator():
         for a in (trace or {}).get("attempts", []):
             g = groups[(a.get("node"), bool(a.get("ok")), a.get("category"), a.get("reason"))]
-            for i, key in enumerate(("prompt_tokens", "completion_tokens", "reasoning_tokens", "latency_s",
-                                     "cost_usd"), start=1):
+            for i, key in enumerate(
+                ("prompt_tokens", "completion_tokens", "reasoning_tokens", "latency_s", "cost_usd"), start=1
+            ):
                 g[i] += a.get(key) or 0
             g[0] += 1
     return [(*k, *v) for k, v in groups.items()]
@@ -278,8 +339,13 @@ def node_stats(ev: Eval, *, tools: bool = True) -> dict[str, Any]:
     otherwise it is kept in Django's cache under a key that changes with the rows."""
     stored = (ev.summary or {}).get("node_stats") if isinstance(ev.summary, dict) else None
     ended = ev.status == Eval.Status.DONE or (ev.status == Eval.Status.CANCELLED and ev.finished_at is not None)
-    if (ended and isinstance(stored, dict) and stored.get("version") == NODE_STATS_VERSION
-            and isinstance(stored.get("nodes"), dict) and (stored.get("tools", True) or not tools)):
+    if (
+        ended
+        and isinstance(stored, dict)
+        and stored.get("version") == NODE_STATS_VERSION
+        and isinstance(stored.get("nodes"), dict)
+        and (stored.get("tools", True) or not tools)
+    ):
         return stored
     key = f"packforge:evals:node-stats:v{NODE_STATS_VERSION}:{int(tools)}:{_fingerprint(ev)}"
     found = cache.get(key)
@@ -301,20 +367,34 @@ def node_blame(ev: Eval, pack: Pack | None) -> dict[str, Any]:
     for node in order:
         s = stats.get(node) or _empty_node()
         n = blamed.get(node, 0)
-        rows.append({
-            "node": node, "kind": pack.nodes[node].kind if pack is not None and node in pack.nodes else "",
-            "in_pack": pack is not None and node in pack.nodes,
-            "failures": n, "share": _ratio(n, failures) or 0.0,
-            "attempts": s["attempts"], "rejections": s["rejections"],
-            "rejection_rate": _ratio(s["rejections"], s["attempts"]),
-            "categories": dict(sorted(s["categories"].items(), key=lambda kv: -kv[1])),
-            "reasons": [{"category": c, "reason": r, "count": k} for c, r, k in s["reasons"]],
-            "tokens": s["tokens"], "prompt_tokens": s["prompt_tokens"], "completion_tokens": s["completion_tokens"],
-            "reasoning_tokens": s["reasoning_tokens"], "latency_s": s["latency_s"], "cost_usd": s["cost_usd"],
-            "tool_calls": s["tool_calls"], "tool_latency_s": s["tool_latency_s"],
-        })
-    return {"nodes": rows, "failures": failures, "unblamed": blamed.get("", 0),
-            "shares": {r["node"]: r["share"] for r in rows}}
+        rows.append(
+            {
+                "node": node,
+                "kind": pack.nodes[node].kind if pack is not None and node in pack.nodes else "",
+                "in_pack": pack is not None and node in pack.nodes,
+                "failures": n,
+                "share": _ratio(n, failures) or 0.0,
+                "attempts": s["attempts"],
+                "rejections": s["rejections"],
+                "rejection_rate": _ratio(s["rejections"], s["attempts"]),
+                "categories": dict(sorted(s["categories"].items(), key=lambda kv: -kv[1])),
+                "reasons": [{"category": c, "reason": r, "count": k} for c, r, k in s["reasons"]],
+                "tokens": s["tokens"],
+                "prompt_tokens": s["prompt_tokens"],
+                "completion_tokens": s["completion_tokens"],
+                "reasoning_tokens": s["reasoning_tokens"],
+                "latency_s": s["latency_s"],
+                "cost_usd": s["cost_usd"],
+                "tool_calls": s["tool_calls"],
+                "tool_latency_s": s["tool_latency_s"],
+            }
+        )
+    return {
+        "nodes": rows,
+        "failures": failures,
+        "unblamed": blamed.get("", 0),
+        "shares": {r["node"]: r["share"] for r in rows},
+    }
 
 
 # -- branch coverage ----------------------------------------------------------------------
@@ -353,8 +433,18 @@ def coverage(ev: Eval, pack: Pack | None, *, unreached_limit: int = 200) -> dict
     edges = []
     for e in pack.edges if pack is not None else []:
         n = counts.get(e.index, 0)
-        edges.append({"index": e.index, "source": e.source, "target": e.target, "kind": e.kind, "label": e.label,
-                      "name": edge_name(e), "cases": n, "share": _ratio(n, runs) or 0.0})
+        edges.append(
+            {
+                "index": e.index,
+                "source": e.source,
+                "target": e.target,
+                "kind": e.kind,
+                "label": e.label,
+                "name": edge_name(e),
+                "cases": n,
+                "share": _ratio(n, runs) or 0.0,
+            }
+        )
     unreached: list[dict[str, Any]] = []
     missed = 0
     rows = scored(ev).exclude(problems=[]).order_by("case_id", "repeat").values_list("case_id", "repeat", "problems")
@@ -367,24 +457,33 @@ def coverage(ev: Eval, pack: Pack | None, *, unreached_limit: int = 200) -> dict
             unreached.append({"case_id": case_id, "repeat": repeat, "problems": about_path})
     known = {e.index for e in pack.edges} if pack is not None else set()
     return {
-        "runs": runs, "taken": sum(1 for e in edges if e["cases"]), "total": len(edges),
-        "edges": edges, "untaken": [e for e in edges if not e["cases"]],
-        "counts": counts, "unknown_edges": sorted(i for i in counts if i not in known) if pack is not None else [],
-        "unreached": unreached, "unreached_count": missed,
+        "runs": runs,
+        "taken": sum(1 for e in edges if e["cases"]),
+        "total": len(edges),
+        "edges": edges,
+        "untaken": [e for e in edges if not e["cases"]],
+        "counts": counts,
+        "unknown_edges": sorted(i for i in counts if i not in known) if pack is not None else [],
+        "unreached": unreached,
+        "unreached_count": missed,
     }
 
 
 # -- cost per case ------------------------------------------------------------------------
 
 SORTS = {
-    "case": ("case_id", "repeat"), "status": ("status", "case_id", "repeat"),
-    "cost": ("cost_usd", "case_id", "repeat"), "tokens": ("tokens", "case_id", "repeat"),
-    "latency": ("latency_s", "case_id", "repeat"), "generations": ("generations", "case_id", "repeat"),
+    "case": ("case_id", "repeat"),
+    "status": ("status", "case_id", "repeat"),
+    "cost": ("cost_usd", "case_id", "repeat"),
+    "tokens": ("tokens", "case_id", "repeat"),
+    "latency": ("latency_s", "case_id", "repeat"),
+    "generations": ("generations", "case_id", "repeat"),
 }
 
 
-def cost_table(ev: Eval, *, sort: str = "cost", direction: str = "desc", page: int = 1,
-               per_page: int = 100) -> dict[str, Any]:
+def cost_table(
+    ev: Eval, *, sort: str = "cost", direction: str = "desc", page: int = 1, per_page: int = 100
+) -> dict[str, Any]:
     """One page of the eval's runs, sorted by a whitelisted column."""
     sort = sort if sort in SORTS else "cost"
     direction = direction if direction in ("asc", "desc") else "desc"
@@ -396,22 +495,50 @@ def cost_table(ev: Eval, *, sort: str = "cost", direction: str = "desc", page: i
         EvalCase.objects.filter(eval=ev)
         .annotate(tokens=F("prompt_tokens") + F("completion_tokens") + F("reasoning_tokens"))
         .order_by(*(prefix + f for f in SORTS[sort]))
-        .values("case_id", "repeat", "status", "tier", "blamed", "cost_usd", "tokens", "prompt_tokens",
-                "completion_tokens", "reasoning_tokens", "latency_s", "generations", "model_calls")
-        [(page - 1) * per_page: page * per_page]
+        .values(
+            "case_id",
+            "repeat",
+            "status",
+            "tier",
+            "blamed",
+            "cost_usd",
+            "tokens",
+            "prompt_tokens",
+            "completion_tokens",
+            "reasoning_tokens",
+            "latency_s",
+            "generations",
+            "model_calls",
+        )[(page - 1) * per_page : page * per_page]
     )
-    return {"rows": rows, "count": count, "page": page, "pages": pages, "per_page": per_page,
-            "sort": sort, "dir": direction}
+    return {
+        "rows": rows,
+        "count": count,
+        "page": page,
+        "pages": pages,
+        "per_page": per_page,
+        "sort": sort,
+        "dir": direction,
+    }
 
 
 def cost_summary(ev: Eval) -> dict[str, Any]:
     """Cost, tokens and latency per scored run (mean, p50, p95), and every run's cost for
     the histogram: one query of three numbers per run."""
-    rows = list(scored(ev).annotate(tokens=F("prompt_tokens") + F("completion_tokens") + F("reasoning_tokens"))
-                .values_list("cost_usd", "tokens", "latency_s"))
+    rows = list(
+        scored(ev)
+        .annotate(tokens=F("prompt_tokens") + F("completion_tokens") + F("reasoning_tokens"))
+        .values_list("cost_usd", "tokens", "latency_s")
+    )
     cost = [float(r[0]) for r in rows]
-    return {"scored": len(rows), "values": cost, "cost": _spread(cost), "cost_total": sum(cost),
-            "tokens": _spread([float(r[1]) for r in rows]), "latency": _spread([float(r[2]) for r in rows])}
+    return {
+        "scored": len(rows),
+        "values": cost,
+        "cost": _spread(cost),
+        "cost_total": sum(cost),
+        "tokens": _spread([float(r[1]) for r in rows]),
+        "latency": _spread([float(r[2]) for r in rows]),
+    }
 
 
 # -- comparing two evals ------------------------------------------------------------------
@@ -448,7 +575,8 @@ def compare(a: Eval, b: Eval) -> dict[str, Any]:
     if a.project_id != b.project_id:
         raise NotComparable(
             f"Eval {a.pk} belongs to project {a.project.slug} and eval {b.pk} to {b.project.slug}; "
-            "only evals of one project (the same evalset) can be compared.")
+            "only evals of one project (the same evalset) can be compared."
+        )
     sa = _Side({(c, r): s for c, r, s in a.cases.values_list("case_id", "repeat", "status")})
     sb = _Side({(c, r): s for c, r, s in b.cases.values_list("case_id", "repeat", "status")})
     only_a, only_b = sa.case_ids - sb.case_ids, sb.case_ids - sa.case_ids
@@ -460,7 +588,8 @@ def compare(a: Eval, b: Eval) -> dict[str, Any]:
             parts.append(f"{len(only_b)} case(s) only in eval {b.pk} ({_sample(only_b)})")
         raise NotComparable(
             "These evals ran different case sets: " + "; ".join(parts) + ". Compare evals of the same cases "
-            "(the same tags), or run the missing cases.")
+            "(the same tags), or run the missing cases."
+        )
     by_run = set(sa.runs) == set(sb.runs)
     before: list[bool] = []
     after: list[bool] = []
@@ -477,8 +606,9 @@ def compare(a: Eval, b: Eval) -> dict[str, Any]:
             before.append(was)
             after.append(now)
             if was != now:
-                (fixed if now else broken).append({"case_id": key[0], "repeat": key[1], "before": float(was),
-                                                   "after": float(now)})
+                (fixed if now else broken).append(
+                    {"case_id": key[0], "repeat": key[1], "before": float(was), "after": float(now)}
+                )
     else:
         for case_id in sorted(sa.case_ids):
             rate_a, rate_b = sa.rate(case_id), sb.rate(case_id)
@@ -489,23 +619,43 @@ def compare(a: Eval, b: Eval) -> dict[str, Any]:
             before.append(was)
             after.append(now)
             if was != now:
-                (fixed if now else broken).append({"case_id": case_id, "repeat": None, "before": rate_a,
-                                                   "after": rate_b})
+                (fixed if now else broken).append(
+                    {"case_id": case_id, "repeat": None, "before": rate_a, "after": rate_b}
+                )
     both, n_fixed, n_broken, neither = paired_outcomes(before, after)
     ma, mb = metrics_of(a), metrics_of(b)
     deltas = []
     for name in ma:
         delta = mb[name] - ma[name]
         better = None if abs(delta) < 1e-12 else (delta > 0) == (name in HIGHER_IS_BETTER)
-        deltas.append({"metric": name, "a": ma[name], "b": mb[name], "delta": delta,
-                       "relative": _ratio(delta, ma[name]), "better": better})
+        deltas.append(
+            {
+                "metric": name,
+                "a": ma[name],
+                "b": mb[name],
+                "delta": delta,
+                "relative": _ratio(delta, ma[name]),
+                "better": better,
+            }
+        )
     pa, pb = sum(before), sum(after)
     return {
-        "a": a, "b": b, "paired_by": "run" if by_run else "case", "pairs": len(before), "skipped": skipped,
-        "both_pass": both, "fixed": fixed, "broken": broken, "both_fail": neither,
-        "n_fixed": n_fixed, "n_broken": n_broken, "p_value": mcnemar_exact(n_fixed, n_broken),
-        "pass_a": pa, "pass_b": pb,
-        "ci_a": wilson_interval(pa, len(before)), "ci_b": wilson_interval(pb, len(after)),
+        "a": a,
+        "b": b,
+        "paired_by": "run" if by_run else "case",
+        "pairs": len(before),
+        "skipped": skipped,
+        "both_pass": both,
+        "fixed": fixed,
+        "broken": broken,
+        "both_fail": neither,
+        "n_fixed": n_fixed,
+        "n_broken": n_broken,
+        "p_value": mcnemar_exact(n_fixed, n_broken),
+        "pass_a": pa,
+        "pass_b": pb,
+        "ci_a": wilson_interval(pa, len(before)),
+        "ci_b": wilson_interval(pb, len(after)),
         "metrics": deltas,
     }
 
@@ -520,10 +670,15 @@ def history(project: Any, order: list[str] | None = None) -> dict[str, Any]:
     follow, by their first eval. One series per model; for a version evaluated more than
     once on one model, the latest eval with scored runs is the point."""
     evals = list(Eval.objects.filter(project=project).order_by("created_at", "pk"))
-    agg = {row["eval"]: row for row in (
-        EvalCase.objects.filter(eval__project=project, status__in=SCORED).values("eval")
-        .annotate(n=Count("id"), passed=Count("id", filter=Q(status=Status.PASSED)), cost=Sum("cost_usd"))
-        .order_by())}
+    agg = {
+        row["eval"]: row
+        for row in (
+            EvalCase.objects.filter(eval__project=project, status__in=SCORED)
+            .values("eval")
+            .annotate(n=Count("id"), passed=Count("id", filter=Q(status=Status.PASSED)), cost=Sum("cost_usd"))
+            .order_by()
+        )
+    }
     rank = {sha: i for i, sha in enumerate(order or [])}
     seen: list[str] = []
     for ev in evals:
@@ -536,18 +691,23 @@ def history(project: Any, order: list[str] | None = None) -> dict[str, Any]:
     for ev in evals:
         got = agg.get(ev.pk)
         n = got["n"] if got else 0
-        row = {"eval": ev, "version": ev.version, "x": index[ev.version], "model": ev.model_spec, "runs": n,
-               "pass_rate": _ratio(got["passed"], n) if got else None,
-               "ci95": wilson_interval(got["passed"], n) if got else (0.0, 1.0),
-               "cost_per_case": _ratio(got["cost"] or 0.0, n) if got else None}
+        row = {
+            "eval": ev,
+            "version": ev.version,
+            "x": index[ev.version],
+            "model": ev.model_spec,
+            "runs": n,
+            "pass_rate": _ratio(got["passed"], n) if got else None,
+            "ci95": wilson_interval(got["passed"], n) if got else (0.0, 1.0),
+            "cost_per_case": _ratio(got["cost"] or 0.0, n) if got else None,
+        }
         rows.append(row)
         if n:
             latest[(ev.model_spec, ev.version)] = row
     series: dict[str, list[dict[str, Any]]] = {}
     for (model, _), row in sorted(latest.items(), key=lambda kv: (kv[0][0], kv[1]["x"])):
         series.setdefault(model, []).append(row)
-    return {"versions": versions, "evals": rows,
-            "series": [{"model": m, "points": pts} for m, pts in series.items()]}
+    return {"versions": versions, "evals": rows, "series": [{"model": m, "points": pts} for m, pts in series.items()]}
 
 
 # -- the baseline gate --------------------------------------------------------------------
@@ -581,10 +741,20 @@ def baseline_for(ev: Eval) -> Eval | None:
 
 def case_pass_rates(ev: Eval, limit: int = 200) -> list[dict[str, Any]]:
     """With repeats: each case's pass rate over its scored runs, least reliable first."""
-    rows = (scored(ev).values("case_id")
-            .annotate(runs=Count("id"), passed=Count("id", filter=Q(status=EvalCase.Status.PASSED)))
-            .order_by("case_id"))
-    out = [{"case_id": r["case_id"], "runs": r["runs"], "passed": r["passed"],
-            "rate": r["passed"] / r["runs"] if r["runs"] else 0.0} for r in rows]
+    rows = (
+        scored(ev)
+        .values("case_id")
+        .annotate(runs=Count("id"), passed=Count("id", filter=Q(status=EvalCase.Status.PASSED)))
+        .order_by("case_id")
+    )
+    out = [
+        {
+            "case_id": r["case_id"],
+            "runs": r["runs"],
+            "passed": r["passed"],
+            "rate": r["passed"] / r["runs"] if r["runs"] else 0.0,
+        }
+        for r in rows
+    ]
     out.sort(key=lambda r: (r["rate"], r["case_id"]))
     return out[:limit]

@@ -26,8 +26,9 @@ class DatabaseStore:
     def begin(self, run_id: str, *, pack: str, digest: str, input: dict[str, Any], case_id: str | None) -> int:
         try:
             with transaction.atomic():
-                RunCheckpoint.objects.create(run_id=run_id, pack=pack, digest=digest, input=input,
-                                             case_id=case_id, status="running", fence=1)
+                RunCheckpoint.objects.create(
+                    run_id=run_id, pack=pack, digest=digest, input=input, case_id=case_id, status="running", fence=1
+                )
         except IntegrityError:
             raise RunStateError(f"run '{run_id}' already exists") from None
         return 1

@@ -17,15 +17,21 @@ from studio.celery import app
 from studio.evals import execute
 
 
-@app.task(name="evals.execute_eval_case", bind=True, acks_late=True, reject_on_worker_lost=True,
-          max_retries=5, ignore_result=True)
+@app.task(
+    name="evals.execute_eval_case",
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    max_retries=5,
+    ignore_result=True,
+)
 def execute_eval_case(self: Any, eval_case_id: int) -> None:
     try:
         execute.run_eval_case(eval_case_id)
     except (OperationalError, InterfaceError) as exc:
         # The database was locked or unreachable: the case's lease was given back, so a
         # later delivery claims it (and counts one more attempt).
-        raise self.retry(exc=exc, countdown=min(30, 2 ** self.request.retries)) from exc
+        raise self.retry(exc=exc, countdown=min(30, 2**self.request.retries)) from exc
 
 
 def enqueue_cases(case_ids: list[int]) -> None:

@@ -78,12 +78,21 @@ def eval_page_url(ev: Eval) -> str | None:
 
 
 def context_for(ev: Eval, role: Role, active: str, **extra: Any) -> dict[str, Any]:
-    return {"ev": ev, "project": ev.project, "role": role, "can_edit": role.can_edit, "active": active,
-            "short": ev.version[:SHORT], "eval_page": eval_page_url(ev), **extra}
+    return {
+        "ev": ev,
+        "project": ev.project,
+        "role": role,
+        "can_edit": role.can_edit,
+        "active": active,
+        "short": ev.version[:SHORT],
+        "eval_page": eval_page_url(ev),
+        **extra,
+    }
 
 
-def page(request: HttpRequest, template: str, context: dict[str, Any], status: int = 200,
-         fragments: tuple[str, ...] = ()) -> HttpResponse:
+def page(
+    request: HttpRequest, template: str, context: dict[str, Any], status: int = 200, fragments: tuple[str, ...] = ()
+) -> HttpResponse:
     """The full page; for htmx, the fragment its target names (`results-page` by default)."""
     if request.htmx:
         target = request.htmx.target if request.htmx.target in fragments else "results-page"
@@ -137,12 +146,17 @@ def summary_context(ev: Eval) -> dict[str, Any]:
     summary = results.summarize(ev)
     lo, hi = summary["ci95"]
     show = {
-        "pass_rate": pct(summary["pass_rate"]), "ci_low": pct(lo), "ci_high": pct(hi),
+        "pass_rate": pct(summary["pass_rate"]),
+        "ci_low": pct(lo),
+        "ci_high": pct(hi),
         "auto_accuracy": pct(summary["tiers"]["auto_accuracy"]),
         "schema_violation_rate": pct(summary["schema_violation_rate"]),
-        "cost_mean": usd(summary["cost"]["mean"]), "cost_p50": usd(summary["cost"]["p50"]),
-        "cost_p95": usd(summary["cost"]["p95"]), "cost_total": usd(summary["cost_total"]),
-        "latency_p50": dur(summary["latency"]["p50"]), "latency_p95": dur(summary["latency"]["p95"]),
+        "cost_mean": usd(summary["cost"]["mean"]),
+        "cost_p50": usd(summary["cost"]["p50"]),
+        "cost_p95": usd(summary["cost"]["p95"]),
+        "cost_total": usd(summary["cost_total"]),
+        "latency_p50": dur(summary["latency"]["p50"]),
+        "latency_p95": dur(summary["latency"]["p95"]),
         "latency_mean": dur(summary["latency"]["mean"]),
     }
     return {"summary": summary, "show": show}
@@ -166,8 +180,12 @@ def baseline_panel(ev: Eval) -> dict[str, Any] | None:
             row["rule"] = f"may rise {100 * tol:.1f} pp"
         else:
             row["rule"] = f"may rise {100 * tol:.0f}%"
-    return {"baseline": base, "rows": rows, "ok": all(r["ok"] for r in rows),
-            "same_cases": base.tags == ev.tags and base.total == ev.total}
+    return {
+        "baseline": base,
+        "rows": rows,
+        "ok": all(r["ok"] for r in rows),
+        "same_cases": base.tags == ev.tags and base.total == ev.total,
+    }
 
 
 def eval_summary(request: HttpRequest, eval_id: int) -> HttpResponse:
@@ -176,13 +194,23 @@ def eval_summary(request: HttpRequest, eval_id: int) -> HttpResponse:
     tier_rows = shown["summary"]["tiers"]["rows"]
     colours = {"auto": "#067647", "escalated": "#dc6803", "failed": "#b42318"}
     tier_chart = charts.hbars(
-        [charts.Bar(r["tier"], r["count"], f"{r['count']} ({pct(r['share'])})", colours.get(r["tier"], "#475467"),
-                    reverse("evals-tiers", args=[ev.pk])) for r in tier_rows],
-        label="Runs per confidence tier")
+        [
+            charts.Bar(
+                r["tier"],
+                r["count"],
+                f"{r['count']} ({pct(r['share'])})",
+                colours.get(r["tier"], "#475467"),
+                reverse("evals-tiers", args=[ev.pk]),
+            )
+            for r in tier_rows
+        ],
+        label="Runs per confidence tier",
+    )
     others = list(Eval.objects.filter(project=ev.project).exclude(pk=ev.pk).order_by("-created_at")[:50])
     per_case = results.case_pass_rates(ev) if ev.repeats > 1 else []
-    context = context_for(ev, role, "summary", tier_chart=tier_chart, others=others, gate=baseline_panel(ev),
-                          per_case=per_case, **shown)
+    context = context_for(
+        ev, role, "summary", tier_chart=tier_chart, others=others, gate=baseline_panel(ev), per_case=per_case, **shown
+    )
     return page(request, "evals/results_summary.html", context, fragments=("baseline-panel",))
 
 
@@ -207,8 +235,12 @@ def eval_mark_baseline(request: HttpRequest, eval_id: int) -> HttpResponse:
         messages.error(request, "Another baseline was chosen at the same moment; reload and try again.")
         return _after_baseline(request, ev, role, status=409)
     ev.is_baseline = not clear
-    messages.success(request, f"Eval {ev.pk} is no longer the baseline." if clear else
-                     f"Eval {ev.pk} is now the baseline of {ev.project.slug}: later evals are gated against it.")
+    messages.success(
+        request,
+        f"Eval {ev.pk} is no longer the baseline."
+        if clear
+        else f"Eval {ev.pk} is now the baseline of {ev.project.slug}: later evals are gated against it.",
+    )
     return _after_baseline(request, ev, role)
 
 
@@ -233,16 +265,38 @@ def eval_blame(request: HttpRequest, eval_id: int) -> HttpResponse:
     pack = pack_of(ev)
     blame = results.node_blame(ev, pack)
     for r in blame["nodes"]:
-        r.update(share_text=pct(r["share"]), rejection_rate_text=pct(r["rejection_rate"]),
-                 top_reasons=r["reasons"][:MAX_REASONS], more_reasons=max(0, len(r["reasons"]) - MAX_REASONS),
-                 latency_text=dur(r["latency_s"]), cost_text=usd(r["cost_usd"]),
-                 tool_latency_text=dur(r["tool_latency_s"]))
+        r.update(
+            share_text=pct(r["share"]),
+            rejection_rate_text=pct(r["rejection_rate"]),
+            top_reasons=r["reasons"][:MAX_REASONS],
+            more_reasons=max(0, len(r["reasons"]) - MAX_REASONS),
+            latency_text=dur(r["latency_s"]),
+            cost_text=usd(r["cost_usd"]),
+            tool_latency_text=dur(r["tool_latency_s"]),
+        )
     notes = {r["node"]: f"{pct(r['share'])} · {r['failures']} failed" for r in blame["nodes"] if r["failures"]}
-    drawing = charts.graph(pack, label=f"The graph of {ev.project.slug}, coloured by share of failures blamed",
-                           shares=blame["shares"], notes=notes) if pack is not None else None
-    bars = charts.hbars([charts.Bar(r["node"], r["failures"], f"{r['failures']} ({pct(r['share'])})", "#b42318")
-                         for r in blame["nodes"] if r["failures"] or r["in_pack"] and r["kind"] != "end"],
-                        label="Failures blamed per node") if blame["failures"] else None
+    drawing = (
+        charts.graph(
+            pack,
+            label=f"The graph of {ev.project.slug}, coloured by share of failures blamed",
+            shares=blame["shares"],
+            notes=notes,
+        )
+        if pack is not None
+        else None
+    )
+    bars = (
+        charts.hbars(
+            [
+                charts.Bar(r["node"], r["failures"], f"{r['failures']} ({pct(r['share'])})", "#b42318")
+                for r in blame["nodes"]
+                if r["failures"] or (r["in_pack"] and r["kind"] != "end")
+            ],
+            label="Failures blamed per node",
+        )
+        if blame["failures"]
+        else None
+    )
     context = context_for(ev, role, "blame", blame=blame, pack=pack, drawing=drawing, bars=bars)
     return page(request, "evals/results_blame.html", context)
 
@@ -256,10 +310,19 @@ def eval_coverage(request: HttpRequest, eval_id: int) -> HttpResponse:
     cov = results.coverage(ev, pack)
     for e in cov["edges"]:
         e["share_text"] = pct(e["share"])
-    drawing = charts.graph(pack, label=f"The graph of {ev.project.slug}: edges by runs that took them",
-                           edge_counts=cov["counts"], runs=cov["runs"]) if pack is not None else None
-    return page(request, "evals/results_coverage.html", context_for(ev, role, "coverage", cov=cov, pack=pack,
-                                                                    drawing=drawing))
+    drawing = (
+        charts.graph(
+            pack,
+            label=f"The graph of {ev.project.slug}: edges by runs that took them",
+            edge_counts=cov["counts"],
+            runs=cov["runs"],
+        )
+        if pack is not None
+        else None
+    )
+    return page(
+        request, "evals/results_coverage.html", context_for(ev, role, "coverage", cov=cov, pack=pack, drawing=drawing)
+    )
 
 
 # -- tiers --------------------------------------------------------------------------------
@@ -269,23 +332,43 @@ def eval_tiers(request: HttpRequest, eval_id: int) -> HttpResponse:
     ev, role = open_eval(request, eval_id)
     split = results.tiers(ev)
     for r in split["rows"]:
-        r.update(share_text=pct(r["share"]), accuracy_text=pct(r["accuracy"]),
-                 cost_per_case_text=usd(r["cost_per_case"]), cost_total_text=usd(r["cost_total"]))
+        r.update(
+            share_text=pct(r["share"]),
+            accuracy_text=pct(r["accuracy"]),
+            cost_per_case_text=usd(r["cost_per_case"]),
+            cost_total_text=usd(r["cost_total"]),
+        )
     colours = {"auto": "#067647", "escalated": "#dc6803", "failed": "#b42318"}
-    chart = charts.hbars([charts.Bar(r["tier"], r["count"], f"{r['count']} ({pct(r['share'])})",
-                                     colours.get(r["tier"], "#475467")) for r in split["rows"]],
-                         label="Runs per confidence tier")
-    accuracy = charts.hbars([charts.Bar(r["tier"], r["accuracy"] or 0, pct(r["accuracy"]),
-                                        colours.get(r["tier"], "#475467")) for r in split["rows"]],
-                            label="Accuracy inside each tier", max_value=1.0)
-    return page(request, "evals/results_tiers.html", context_for(ev, role, "tiers", split=split, chart=chart,
-                                                                 accuracy=accuracy))
+    chart = charts.hbars(
+        [
+            charts.Bar(r["tier"], r["count"], f"{r['count']} ({pct(r['share'])})", colours.get(r["tier"], "#475467"))
+            for r in split["rows"]
+        ],
+        label="Runs per confidence tier",
+    )
+    accuracy = charts.hbars(
+        [
+            charts.Bar(r["tier"], r["accuracy"] or 0, pct(r["accuracy"]), colours.get(r["tier"], "#475467"))
+            for r in split["rows"]
+        ],
+        label="Accuracy inside each tier",
+        max_value=1.0,
+    )
+    return page(
+        request, "evals/results_tiers.html", context_for(ev, role, "tiers", split=split, chart=chart, accuracy=accuracy)
+    )
 
 
 # -- cost per case ------------------------------------------------------------------------
 
-COLUMNS = [("case", "Case"), ("status", "Status"), ("cost", "Cost"), ("tokens", "Tokens"),
-           ("latency", "Latency"), ("generations", "Generations")]
+COLUMNS = [
+    ("case", "Case"),
+    ("status", "Status"),
+    ("cost", "Cost"),
+    ("tokens", "Tokens"),
+    ("latency", "Latency"),
+    ("generations", "Generations"),
+]
 
 
 def _int(value: str | None, default: int) -> int:
@@ -297,32 +380,64 @@ def _int(value: str | None, default: int) -> int:
 
 def eval_cost(request: HttpRequest, eval_id: int) -> HttpResponse:
     ev, role = open_eval(request, eval_id)
-    table = results.cost_table(ev, sort=request.GET.get("sort", "cost"), direction=request.GET.get("dir", "desc"),
-                               page=_int(request.GET.get("page"), 1))
+    table = results.cost_table(
+        ev,
+        sort=request.GET.get("sort", "cost"),
+        direction=request.GET.get("dir", "desc"),
+        page=_int(request.GET.get("page"), 1),
+    )
     base = reverse("evals-cost", args=[ev.pk])
-    rows = [{**r, "url": reverse("evals-case-trace", args=[ev.pk, r["case_id"], r["repeat"]]),
-             "cost_text": usd(r["cost_usd"]), "latency_text": dur(r["latency_s"])} for r in table["rows"]]
+    rows = [
+        {
+            **r,
+            "url": reverse("evals-case-trace", args=[ev.pk, r["case_id"], r["repeat"]]),
+            "cost_text": usd(r["cost_usd"]),
+            "latency_text": dur(r["latency_s"]),
+        }
+        for r in table["rows"]
+    ]
     headers = []
     for key, title in COLUMNS:
         flip = "asc" if table["sort"] == key and table["dir"] == "desc" else "desc"
-        headers.append({"key": key, "title": title, "url": f"{base}?{urlencode({'sort': key, 'dir': flip})}",
-                        "active": table["sort"] == key, "dir": table["dir"]})
+        headers.append(
+            {
+                "key": key,
+                "title": title,
+                "url": f"{base}?{urlencode({'sort': key, 'dir': flip})}",
+                "active": table["sort"] == key,
+                "dir": table["dir"],
+            }
+        )
 
     def at(n: int) -> str:
         return f"{base}?{urlencode({'sort': table['sort'], 'dir': table['dir'], 'page': n})}"
 
-    pager = {"prev": at(table["page"] - 1) if table["page"] > 1 else None,
-             "next": at(table["page"] + 1) if table["page"] < table["pages"] else None}
+    pager = {
+        "prev": at(table["page"] - 1) if table["page"] > 1 else None,
+        "next": at(table["page"] + 1) if table["page"] < table["pages"] else None,
+    }
     context = context_for(ev, role, "cost", table=table, rows=rows, headers=headers, pager=pager)
     if not (request.htmx and request.htmx.target == "cost-table"):
         spend = results.cost_summary(ev)
         values = spend.pop("values")
-        show = {"cost_mean": usd(spend["cost"]["mean"]), "cost_p50": usd(spend["cost"]["p50"]),
-                "cost_p95": usd(spend["cost"]["p95"]), "cost_total": usd(spend["cost_total"]),
-                "latency_p50": dur(spend["latency"]["p50"]), "latency_p95": dur(spend["latency"]["p95"])}
-        context.update(summary=spend, show=show, histogram=charts.histogram(
-            values, label="Cost per case run (USD)", fmt=usd,
-            marks=[("p50", spend["cost"]["p50"]), ("p95", spend["cost"]["p95"])] if values else []))
+        show = {
+            "cost_mean": usd(spend["cost"]["mean"]),
+            "cost_p50": usd(spend["cost"]["p50"]),
+            "cost_p95": usd(spend["cost"]["p95"]),
+            "cost_total": usd(spend["cost_total"]),
+            "latency_p50": dur(spend["latency"]["p50"]),
+            "latency_p95": dur(spend["latency"]["p95"]),
+        }
+        context.update(
+            summary=spend,
+            show=show,
+            histogram=charts.histogram(
+                values,
+                label="Cost per case run (USD)",
+                fmt=usd,
+                marks=[("p50", spend["cost"]["p50"]), ("p95", spend["cost"]["p95"])] if values else [],
+            ),
+        )
     return page(request, "evals/results_cost.html", context, fragments=("cost-table",))
 
 
@@ -347,31 +462,52 @@ def trace_steps(trace: dict[str, Any], pack: Pack | None, *, show_rejected: bool
     tools: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
     for t in trace.get("tool_calls") or []:
         tools[(t.get("node"), t.get("step"))].append(
-            {**t, "args_json": _json(t.get("args")), "result_json": _json(t.get("result"))})
+            {**t, "args_json": _json(t.get("args")), "result_json": _json(t.get("result"))}
+        )
     names = {e.index: results.edge_name(e) for e in pack.edges} if pack is not None else {}
     out = []
     for s in trace.get("steps") or []:
         key = (s.get("node"), s.get("step"))
         mine = attempts.pop(key, [])
         edge = s.get("edge") or None
-        out.append({
-            **s, "attempts": mine, "tool_calls": tools.pop(key, []),
-            "writes_list": [(k, _json(v)) for k, v in (s.get("writes") or {}).items()],
-            "edge_name": (names.get(edge["index"]) or f"→ {edge.get('target')} ({edge.get('kind')})") if edge else "",
-            "tokens": sum((a.get("prompt_tokens") or 0) + (a.get("completion_tokens") or 0)
-                          + (a.get("reasoning_tokens") or 0) for a in mine),
-            "latency_s": sum(a.get("latency_s") or 0 for a in mine) + sum(
-                t.get("latency_s") or 0 for t in tools.get(key, [])),
-            "cost_usd": sum(a.get("cost_usd") or 0 for a in mine),
-        })
+        out.append(
+            {
+                **s,
+                "attempts": mine,
+                "tool_calls": tools.pop(key, []),
+                "writes_list": [(k, _json(v)) for k, v in (s.get("writes") or {}).items()],
+                "edge_name": (names.get(edge["index"]) or f"→ {edge.get('target')} ({edge.get('kind')})")
+                if edge
+                else "",
+                "tokens": sum(
+                    (a.get("prompt_tokens") or 0) + (a.get("completion_tokens") or 0) + (a.get("reasoning_tokens") or 0)
+                    for a in mine
+                ),
+                "latency_s": sum(a.get("latency_s") or 0 for a in mine)
+                + sum(t.get("latency_s") or 0 for t in tools.get(key, [])),
+                "cost_usd": sum(a.get("cost_usd") or 0 for a in mine),
+            }
+        )
     for (node, step), rest in sorted(attempts.items(), key=lambda kv: (kv[0][1] or 0, str(kv[0][0]))):
         # attempts of a step that never committed (the run stopped inside it)
-        out.append({"node": node, "step": step, "kind": "", "status": "stopped", "attempts": rest,
-                    "tool_calls": tools.pop((node, step), []), "writes_list": [], "edge_name": "",
-                    "tokens": sum((a.get("prompt_tokens") or 0) + (a.get("completion_tokens") or 0)
-                                  + (a.get("reasoning_tokens") or 0) for a in rest),
-                    "latency_s": sum(a.get("latency_s") or 0 for a in rest),
-                    "cost_usd": sum(a.get("cost_usd") or 0 for a in rest)})
+        out.append(
+            {
+                "node": node,
+                "step": step,
+                "kind": "",
+                "status": "stopped",
+                "attempts": rest,
+                "tool_calls": tools.pop((node, step), []),
+                "writes_list": [],
+                "edge_name": "",
+                "tokens": sum(
+                    (a.get("prompt_tokens") or 0) + (a.get("completion_tokens") or 0) + (a.get("reasoning_tokens") or 0)
+                    for a in rest
+                ),
+                "latency_s": sum(a.get("latency_s") or 0 for a in rest),
+                "cost_usd": sum(a.get("cost_usd") or 0 for a in rest),
+            }
+        )
     out.sort(key=lambda s: s.get("step") or 0)
     return out
 
@@ -390,15 +526,27 @@ def eval_case(request: HttpRequest, eval_id: int, case_id: str, repeat: int) -> 
             a.update(latency_text=dur(a.get("latency_s")), cost_text=usd(a.get("cost_usd")))
         for t in s["tool_calls"]:
             t["latency_text"] = dur(t.get("latency_s"))
-    repeats = list(EvalCase.objects.filter(eval=ev, case_id=case_id).order_by("repeat")
-                   .values_list("repeat", "status"))
-    context = context_for(ev, role, "case", case=case, steps=steps, hidden=hidden, repeats=repeats,
-                          trace_status=trace.get("status"), end_node=trace.get("end_node"),
-                          trace_error=trace.get("error"), has_trace=bool(trace),
-                          diffs=[{**d, "expected_json": _json(d.get("expected")), "actual_json": _json(d.get("actual"))}
-                                 for d in case.diffs or [] if isinstance(d, dict)],
-                          tokens=case.prompt_tokens + case.completion_tokens + case.reasoning_tokens,
-                          show={"latency": dur(case.latency_s), "cost": usd(case.cost_usd)})
+    repeats = list(EvalCase.objects.filter(eval=ev, case_id=case_id).order_by("repeat").values_list("repeat", "status"))
+    context = context_for(
+        ev,
+        role,
+        "case",
+        case=case,
+        steps=steps,
+        hidden=hidden,
+        repeats=repeats,
+        trace_status=trace.get("status"),
+        end_node=trace.get("end_node"),
+        trace_error=trace.get("error"),
+        has_trace=bool(trace),
+        diffs=[
+            {**d, "expected_json": _json(d.get("expected")), "actual_json": _json(d.get("actual"))}
+            for d in case.diffs or []
+            if isinstance(d, dict)
+        ],
+        tokens=case.prompt_tokens + case.completion_tokens + case.reasoning_tokens,
+        show={"latency": dur(case.latency_s), "cost": usd(case.cost_usd)},
+    )
     return page(request, "evals/results_case.html", context)
 
 
@@ -408,10 +556,17 @@ def eval_case(request: HttpRequest, eval_id: int, case_id: str, repeat: int) -> 
 def eval_compare(request: HttpRequest) -> HttpResponse:
     raw_a, raw_b = request.GET.get("a", "").strip(), request.GET.get("b", "").strip()
     if not raw_a.isdigit() or not raw_b.isdigit():
-        return render(request, "evals/results_compare.html",
-                      {"error": "Choose two evals to compare: /evals/compare?a=EVAL_ID&b=EVAL_ID "
-                                "(a is the before, b the after; the summary page of an eval has a picker).",
-                       "a_id": raw_a, "b_id": raw_b}, status=400)
+        return render(
+            request,
+            "evals/results_compare.html",
+            {
+                "error": "Choose two evals to compare: /evals/compare?a=EVAL_ID&b=EVAL_ID "
+                "(a is the before, b the after; the summary page of an eval has a picker).",
+                "a_id": raw_a,
+                "b_id": raw_b,
+            },
+            status=400,
+        )
     a, role = open_eval(request, int(raw_a))
     b, _ = open_eval(request, int(raw_b))
     context: dict[str, Any] = {"a": a, "b": b, "role": role, "project": a.project, "a_id": raw_a, "b_id": raw_b}
@@ -421,14 +576,22 @@ def eval_compare(request: HttpRequest) -> HttpResponse:
         context["error"] = str(exc)
         return render(request, "evals/results_compare.html", context, status=400)
     for m in cmp["metrics"]:
-        m.update(a_text=metric_text(m["metric"], m["a"]), b_text=metric_text(m["metric"], m["b"]),
-                 delta_text=delta_text(m["metric"], m["delta"], m["relative"]))
+        m.update(
+            a_text=metric_text(m["metric"], m["a"]),
+            b_text=metric_text(m["metric"], m["b"]),
+            delta_text=delta_text(m["metric"], m["delta"], m["relative"]),
+        )
     for c in cmp["fixed"] + cmp["broken"]:
         c.update(before_text=pct(c["before"]), after_text=pct(c["after"]))
     p = cmp["p_value"]
-    context.update(cmp=cmp, show={"ci_a": "–".join(pct(x) for x in cmp["ci_a"]),
-                                  "ci_b": "–".join(pct(x) for x in cmp["ci_b"]),
-                                  "p_value": f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"})
+    context.update(
+        cmp=cmp,
+        show={
+            "ci_a": "–".join(pct(x) for x in cmp["ci_a"]),
+            "ci_b": "–".join(pct(x) for x in cmp["ci_b"]),
+            "p_value": f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}",
+        },
+    )
     return render(request, "evals/results_compare.html", context)
 
 
@@ -453,21 +616,47 @@ def eval_history(request: HttpRequest, slug: str) -> HttpResponse:
             for row in s["points"]:
                 value = row[metric]
                 low, high = row["ci95"] if metric == "pass_rate" else (None, None)
-                pts.append(charts.Point(row["x"], value, f"{row['version'][:SHORT]} · eval {row['eval'].pk} · "
-                                        f"{fmt(value)} over {row['runs']} runs", reverse("evals-summary",
-                                                                                          args=[row["eval"].pk]),
-                                        low, high))
+                pts.append(
+                    charts.Point(
+                        row["x"],
+                        value,
+                        f"{row['version'][:SHORT]} · eval {row['eval'].pk} · {fmt(value)} over {row['runs']} runs",
+                        reverse("evals-summary", args=[row["eval"].pk]),
+                        low,
+                        high,
+                    )
+                )
             out.append((s["model"], pts))
         return out
 
-    pass_plot = charts.line_plot(labels, points("pass_rate", pct), label=f"Pass rate of {slug} per version",
-                                 y_label="pass rate (95% interval)", fmt=lambda v: f"{100 * v:.0f}%", y_max=1.0)
-    cost_plot = charts.line_plot(labels, points("cost_per_case", usd), label=f"Cost per case of {slug} per version",
-                                 y_label="cost per case (USD)", fmt=usd)
+    pass_plot = charts.line_plot(
+        labels,
+        points("pass_rate", pct),
+        label=f"Pass rate of {slug} per version",
+        y_label="pass rate (95% interval)",
+        fmt=lambda v: f"{100 * v:.0f}%",
+        y_max=1.0,
+    )
+    cost_plot = charts.line_plot(
+        labels,
+        points("cost_per_case", usd),
+        label=f"Cost per case of {slug} per version",
+        y_label="cost per case (USD)",
+        fmt=usd,
+    )
     rows = sorted(hist["evals"], key=lambda r: (-r["x"], -r["eval"].created_at.timestamp()))
     for row in rows:
-        row.update(subject=subjects.get(row["version"], ""), pass_text=pct(row["pass_rate"]),
-                   cost_text=usd(row["cost_per_case"]))
-    context = {"project": project, "role": role, "hist": hist, "rows": rows, "pass_plot": pass_plot,
-               "cost_plot": cost_plot}
+        row.update(
+            subject=subjects.get(row["version"], ""),
+            pass_text=pct(row["pass_rate"]),
+            cost_text=usd(row["cost_per_case"]),
+        )
+    context = {
+        "project": project,
+        "role": role,
+        "hist": hist,
+        "rows": rows,
+        "pass_plot": pass_plot,
+        "cost_plot": cost_plot,
+    }
     return render(request, "evals/results_history.html", context)

@@ -23,8 +23,8 @@ from django_htmx.http import HttpResponseStopPolling
 from studio.accounts.access import project_for
 from studio.endpoints.models import Endpoint
 from studio.evals import execute
-from studio.host_tools import registry_broken, tool_registry, tools_problem
 from studio.evals.models import Eval
+from studio.host_tools import registry_broken, tool_registry, tools_problem
 from studio.projects.execute import PACK_PREFIX, validate_files
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo, StorageError
@@ -39,15 +39,21 @@ OWN_MODEL = "own"
 
 class EvalStartForm(forms.Form):
     version = forms.ChoiceField(label="Version")
-    endpoints = forms.MultipleChoiceField(label="Models", widget=forms.CheckboxSelectMultiple,
-                                          error_messages={"required": "choose at least one model"})
-    tags = forms.CharField(label="Only cases tagged", required=False, max_length=500,
-                           help_text="comma-separated; empty runs every case")
-    repeats = forms.IntegerField(label="Repeats", min_value=1, max_value=100, initial=1,
-                                 help_text="run each case this many times (small models are noisy)")
+    endpoints = forms.MultipleChoiceField(
+        label="Models", widget=forms.CheckboxSelectMultiple, error_messages={"required": "choose at least one model"}
+    )
+    tags = forms.CharField(
+        label="Only cases tagged", required=False, max_length=500, help_text="comma-separated; empty runs every case"
+    )
+    repeats = forms.IntegerField(
+        label="Repeats",
+        min_value=1,
+        max_value=100,
+        initial=1,
+        help_text="run each case this many times (small models are noisy)",
+    )
 
-    def __init__(self, *args: Any, versions: list[tuple[str, str]], default_model: str | None,
-                 **kwargs: Any) -> None:
+    def __init__(self, *args: Any, versions: list[tuple[str, str]], default_model: str | None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["version"].choices = versions
         choices = [(OWN_MODEL, f"the pack's own model ({default_model})")] if default_model else []
@@ -94,9 +100,14 @@ def eval_new(request: HttpRequest) -> HttpResponse:
     form = EvalStartForm(request.POST or None, versions=versions, default_model=pack.model if pack else None)
     if request.method == "POST" and form.is_valid():
         try:
-            evals = execute.start_eval(project, user=request.user, version=form.cleaned_data["version"],
-                                       endpoints=form.endpoint_refs(), tags=form.tag_list(),
-                                       repeats=form.cleaned_data["repeats"])
+            evals = execute.start_eval(
+                project,
+                user=request.user,
+                version=form.cleaned_data["version"],
+                endpoints=form.endpoint_refs(),
+                tags=form.tag_list(),
+                repeats=form.cleaned_data["repeats"],
+            )
         except execute.EvalRefused as exc:
             form.add_error(None, str(exc))
         else:
@@ -104,8 +115,14 @@ def eval_new(request: HttpRequest) -> HttpResponse:
                 messages.success(request, f"Started {len(evals)} evals, one per model (batch {evals[0].batch}).")
             return redirect("evals-detail", eval_id=evals[0].pk)
     tags = sorted({t for c in pack.cases for t in c.tags}) if pack else []
-    context = {"project": project, "form": form, "problem": problem, "pack": pack, "tags": tags,
-               "recent": Eval.objects.filter(project=project).select_related("endpoint")[:10]}
+    context = {
+        "project": project,
+        "form": form,
+        "problem": problem,
+        "pack": pack,
+        "tags": tags,
+        "recent": Eval.objects.filter(project=project).select_related("endpoint")[:10],
+    }
     return render(request, "evals/run_new.html", context, status=400 if request.method == "POST" else 200)
 
 
@@ -123,13 +140,23 @@ def progress_context(ev: Eval, can_edit: bool) -> dict[str, Any]:
     counts = execute.counts_of(ev)
     total = counts["total"] or 1
     ended = ev.is_final and counts["running"] == 0
-    bar = [(key, counts[key], 100 * counts[key] / total) for key in ("passed", "failed", "error", "cancelled", "running")
-           if counts[key]]
+    bar = [
+        (key, counts[key], 100 * counts[key] / total)
+        for key in ("passed", "failed", "error", "cancelled", "running")
+        if counts[key]
+    ]
     return {
-        "ev": ev, "counts": counts, "ended": ended, "bar": bar, "percent": round(100 * counts["finished"] / total),
+        "ev": ev,
+        "counts": counts,
+        "ended": ended,
+        "bar": bar,
+        "percent": round(100 * counts["finished"] / total),
         "can_cancel": can_edit and not ev.is_final,
-        "slow_queue": (ev.status == Eval.Status.QUEUED and counts["queued"] == counts["total"]
-                       and timezone.now() - ev.created_at > QUEUE_PATIENCE),
+        "slow_queue": (
+            ev.status == Eval.Status.QUEUED
+            and counts["queued"] == counts["total"]
+            and timezone.now() - ev.created_at > QUEUE_PATIENCE
+        ),
         "results_url": _results_url(ev),
     }
 
@@ -147,8 +174,11 @@ def eval_detail(request: HttpRequest, eval_id: int) -> HttpResponse:
     project, role = project_for(request.user, ev.project.slug)
     if request.htmx:
         return _progress(request, ev, role.can_edit)
-    batch = list(Eval.objects.filter(batch=ev.batch, project=project).exclude(pk=ev.pk).select_related("endpoint")
-                 ) if ev.batch else []
+    batch = (
+        list(Eval.objects.filter(batch=ev.batch, project=project).exclude(pk=ev.pk).select_related("endpoint"))
+        if ev.batch
+        else []
+    )
     context = {**progress_context(ev, role.can_edit), "project": project, "role": role, "batch": batch}
     return render(request, "evals/run_detail.html", context)
 

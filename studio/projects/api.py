@@ -59,6 +59,7 @@ LAYOUTS = ("unified", "side-by-side")
 
 # -- helpers -------------------------------------------------------------------------------
 
+
 def _user(request: HttpRequest) -> User:
     return request.user  # type: ignore[return-value]  # authenticated by the API's auth
 
@@ -69,9 +70,16 @@ def _display(user: User) -> str:
 
 def _project_out(project: Project, role: Role, creators: dict[int, str] | None = None) -> ProjectOut:
     creator = (creators or {}).get(project.created_by_id) or project.created_by.username  # type: ignore[attr-defined]
-    return ProjectOut(slug=project.slug, name=project.name, description=project.description, head=project.head,
-                      role=role.value, created_by=creator, created_at=project.created_at,
-                      updated_at=project.updated_at)
+    return ProjectOut(
+        slug=project.slug,
+        name=project.name,
+        description=project.description,
+        head=project.head,
+        role=role.value,
+        created_by=creator,
+        created_at=project.created_at,
+        updated_at=project.updated_at,
+    )
 
 
 def _repo(project: Project) -> PackRepo:
@@ -91,10 +99,19 @@ def _resolve(repo: PackRepo, version: str | None) -> str:
 def pack_path(path: str) -> str:
     """A pack-relative path, or 400: nothing may name a place outside the pack."""
     parts = path.split("/")
-    if (not path or len(path) > 255 or path.startswith("/") or "\\" in path
-            or any(ord(c) < 32 for c in path) or any(p in ("", ".", "..") for p in parts)):
-        raise HttpError(400, f"bad file path {path!r}: give a path inside the pack, like prompts/classify.txt "
-                             "(no '..', no leading '/', no empty parts)")
+    if (
+        not path
+        or len(path) > 255
+        or path.startswith("/")
+        or "\\" in path
+        or any(ord(c) < 32 for c in path)
+        or any(p in ("", ".", "..") for p in parts)
+    ):
+        raise HttpError(
+            400,
+            f"bad file path {path!r}: give a path inside the pack, like prompts/classify.txt "
+            "(no '..', no leading '/', no empty parts)",
+        )
     return path
 
 
@@ -113,8 +130,11 @@ def _check_changes(files: dict[str, str | None]) -> dict[str, bytes | None]:
 
 def _changes(changes: list[FileChange]) -> list[ChangeOut]:
     """Repository paths made pack-relative; changes outside the pack (spec/) are left out."""
-    return [ChangeOut(path=c.path.removeprefix(PACK_PREFIX), status=c.status) for c in changes
-            if c.path.startswith(PACK_PREFIX)]
+    return [
+        ChangeOut(path=c.path.removeprefix(PACK_PREFIX), status=c.status)
+        for c in changes
+        if c.path.startswith(PACK_PREFIX)
+    ]
 
 
 def _text(data: bytes, path: str) -> str:
@@ -139,23 +159,32 @@ def _unified(change: FileChange) -> str:
 
 # -- projects ------------------------------------------------------------------------------
 
+
 @router.get("", response=list[ProjectOut], summary="List the projects you can see")
 def list_projects(request: HttpRequest) -> list[ProjectOut]:
     user = _user(request)
     projects = visible_projects(user)
     roles = dict(Membership.objects.filter(user=user, project__in=projects).values_list("project_id", "role"))
-    creators = dict(User.objects.filter(pk__in={p.created_by_id for p in projects})  # type: ignore[attr-defined]
-                    .values_list("pk", "username"))
+    creators = dict(
+        User.objects.filter(pk__in={p.created_by_id for p in projects}).values_list("pk", "username")  # type: ignore[attr-defined]
+    )
     return [_project_out(p, Role(roles.get(p.pk, Role.AUTHOR)), creators) for p in projects]
 
 
-def _create(request: HttpRequest, slug: str, name: str, description: str, files: dict[str, bytes],
-            message: str) -> Project:
+def _create(
+    request: HttpRequest, slug: str, name: str, description: str, files: dict[str, bytes], message: str
+) -> Project:
     if Project.objects.filter(slug=slug).exists():
         raise HttpError(409, f"a project with slug {slug!r} exists; choose another slug")
     try:
-        return create_project(slug=slug, name=name or slug, owner=_user(request), pack_files=files,
-                              message=message, description=description)
+        return create_project(
+            slug=slug,
+            name=name or slug,
+            owner=_user(request),
+            pack_files=files,
+            message=message,
+            description=description,
+        )
     except ValidationError as exc:
         fields = getattr(exc, "message_dict", None)
         detail = "; ".join(f"{k}: {' '.join(v)}" for k, v in fields.items()) if fields else "; ".join(exc.messages)
@@ -164,8 +193,9 @@ def _create(request: HttpRequest, slug: str, name: str, description: str, files:
         raise HttpError(409, f"a project with slug {slug!r} exists; choose another slug") from None
 
 
-@router.post("", response={201: ProjectOut, **ERRORS, 409: ErrorOut},
-             summary="Create a project: empty, or from an example pack")
+@router.post(
+    "", response={201: ProjectOut, **ERRORS, 409: ErrorOut}, summary="Create a project: empty, or from an example pack"
+)
 def create(request: HttpRequest, body: ProjectIn) -> Status[ProjectOut]:
     files: dict[str, bytes] = {}
     message = "Create empty project"
@@ -178,16 +208,27 @@ def create(request: HttpRequest, body: ProjectIn) -> Status[ProjectOut]:
     return Status(201, _project_out(project, Role.AUTHOR))
 
 
-@router.post("/upload", response={201: ProjectOut, **ERRORS, 409: ErrorOut},
-             summary="Create a project from an uploaded pack (.zip or .tar.gz)")
-def upload(request: HttpRequest, slug: Form[str], archive: File[UploadedFile], name: Form[str] = "",
-           description: Form[str] = "") -> Status[ProjectOut]:
+@router.post(
+    "/upload",
+    response={201: ProjectOut, **ERRORS, 409: ErrorOut},
+    summary="Create a project from an uploaded pack (.zip or .tar.gz)",
+)
+def upload(
+    request: HttpRequest,
+    slug: Form[str],
+    archive: File[UploadedFile],
+    name: Form[str] = "",
+    description: Form[str] = "",
+) -> Status[ProjectOut]:
     """Refused archives (paths outside the folder, links, files over the size limit, too
     many files, non-UTF-8 text) answer 400 with the reason; nothing is stored."""
     limits = upload_limits()
     if archive.size is not None and archive.size > limits.max_total:
-        raise HttpError(400, f"upload refused: the archive is {archive.size} bytes; the limit is {limits.max_total}. "
-                             "Nothing was stored.")
+        raise HttpError(
+            400,
+            f"upload refused: the archive is {archive.size} bytes; the limit is {limits.max_total}. "
+            "Nothing was stored.",
+        )
     try:
         files = read_archive(archive.name or "", archive.read(), limits)
     except ArchiveRefused as exc:
@@ -204,8 +245,12 @@ def detail(request: HttpRequest, slug: str) -> ProjectOut:
 
 # -- versions and files ----------------------------------------------------------------------
 
-@router.get("/{slug}/versions", response={200: list[VersionOut], **ERRORS},
-            summary="History: the commits on the project, newest first")
+
+@router.get(
+    "/{slug}/versions",
+    response={200: list[VersionOut], **ERRORS},
+    summary="History: the commits on the project, newest first",
+)
 def versions(request: HttpRequest, slug: str, limit: int = 200) -> list[VersionOut]:
     project, _ = project_for(request.user, slug)
     if not 1 <= limit <= 10_000:
@@ -213,8 +258,15 @@ def versions(request: HttpRequest, slug: str, limit: int = 200) -> list[VersionO
     out = []
     for v in _repo(project).log(limit=limit):
         author, _, email = v.author.partition(" <")
-        out.append(VersionOut(sha=v.sha, author=author, email=email.rstrip(">"), message=v.message,
-                              time=datetime.fromtimestamp(v.time, tz=UTC)))
+        out.append(
+            VersionOut(
+                sha=v.sha,
+                author=author,
+                email=email.rstrip(">"),
+                message=v.message,
+                time=datetime.fromtimestamp(v.time, tz=UTC),
+            )
+        )
     return out
 
 
@@ -227,8 +279,11 @@ def list_files(request: HttpRequest, slug: str, version: str | None = None) -> F
     return FileListOut(version=sha, files=[FileEntryOut(path=p, size=len(d)) for p, d in sorted(files.items())])
 
 
-@router.get("/{slug}/files/{path:path}", response={200: FileOut, **ERRORS, 422: ErrorOut},
-            summary="One file's content at a version")
+@router.get(
+    "/{slug}/files/{path:path}",
+    response={200: FileOut, **ERRORS, 422: ErrorOut},
+    summary="One file's content at a version",
+)
 def read_file(request: HttpRequest, slug: str, path: str, version: str | None = None) -> FileOut:
     project, _ = project_for(request.user, slug)
     pack_path(path)
@@ -240,8 +295,9 @@ def read_file(request: HttpRequest, slug: str, path: str, version: str | None = 
     return FileOut(path=path, version=sha, size=len(files[path]), content=_text(files[path], path))
 
 
-@router.put("/{slug}/files", response={200: SaveOut, **ERRORS, 409: StaleOut},
-            summary="Save changed files as a new version")
+@router.put(
+    "/{slug}/files", response={200: SaveOut, **ERRORS, 409: StaleOut}, summary="Save changed files as a new version"
+)
 def save_files(request: HttpRequest, slug: str, body: FilesSaveIn) -> SaveOut | Status[StaleOut]:
     """Refused with 409 (and nothing written) when the project moved past `base`; the
     answer names the head and the files changed since, so the client can merge by hand."""
@@ -262,8 +318,13 @@ def save_files(request: HttpRequest, slug: str, body: FilesSaveIn) -> SaveOut | 
             raise HttpError(400, f"cannot delete {path}: version {base[:10]} has no such file")
     user = _user(request)
     try:
-        sha = repo.save({PACK_PREFIX + p: d for p, d in changes.items()}, base=base, author=_display(user),
-                        email=user.email, message=body.message)
+        sha = repo.save(
+            {PACK_PREFIX + p: d for p, d in changes.items()},
+            base=base,
+            author=_display(user),
+            email=user.email,
+            message=body.message,
+        )
     except StaleBase as exc:
         detail = f"{exc}; nothing was saved. Re-read the files at {exc.head[:10]} and save again"
         return Status(409, StaleOut(detail=detail, head=exc.head, changes=_changes(exc.changes)))
@@ -275,9 +336,11 @@ def save_files(request: HttpRequest, slug: str, body: FilesSaveIn) -> SaveOut | 
 
 # -- diff, validate, download ------------------------------------------------------------------
 
+
 @router.get("/{slug}/diff", response={200: DiffOut, **ERRORS}, summary="What changed between two versions")
-def diff(request: HttpRequest, slug: str, a: str | None = None, b: str | None = None,
-         layout: str = "unified") -> DiffOut:
+def diff(
+    request: HttpRequest, slug: str, a: str | None = None, b: str | None = None, layout: str = "unified"
+) -> DiffOut:
     """`b` defaults to the head and `a` to b's parent. `layout=unified` gives each file a
     unified diff; `layout=side-by-side` gives rows (old line, old text, new line, new text, kind)."""
     project, _ = project_for(request.user, slug)
@@ -287,9 +350,16 @@ def diff(request: HttpRequest, slug: str, a: str | None = None, b: str | None = 
     new = _resolve(repo, b)
     old = _resolve(repo, a) if a else _parent(repo, new)
     if old is None:  # the first version: everything was added
-        changes = [FileChange(p, "added", "", d.decode("utf-8", errors="replace"),
-                              side_by_side("", d.decode("utf-8", errors="replace")))
-                   for p, d in sorted(repo.files(new, prefix=PACK_PREFIX).items())]
+        changes = [
+            FileChange(
+                p,
+                "added",
+                "",
+                d.decode("utf-8", errors="replace"),
+                side_by_side("", d.decode("utf-8", errors="replace")),
+            )
+            for p, d in sorted(repo.files(new, prefix=PACK_PREFIX).items())
+        ]
     else:
         changes = repo.diff(old, new, prefix=PACK_PREFIX)
     files = []
@@ -302,8 +372,11 @@ def diff(request: HttpRequest, slug: str, a: str | None = None, b: str | None = 
     return DiffOut(a=old, b=new, layout=layout, files=files)
 
 
-@router.post("/{slug}/validate", response={200: ValidateOut, **ERRORS},
-             summary="Load a version (with unsaved files laid over it) and report every problem")
+@router.post(
+    "/{slug}/validate",
+    response={200: ValidateOut, **ERRORS},
+    summary="Load a version (with unsaved files laid over it) and report every problem",
+)
 def validate(request: HttpRequest, slug: str, body: ValidateIn) -> ValidateOut:
     from runtime import PackInvalid, load_pack
 
@@ -324,17 +397,33 @@ def validate(request: HttpRequest, slug: str, body: ValidateIn) -> ValidateOut:
         except PackInvalid as exc:
             problems = [ProblemOut(file=i.file, line=i.line, message=i.message) for i in exc.issues]
             return ValidateOut(valid=False, version=sha, problems=problems, summary=SummaryOut())
-    summary = SummaryOut(name=pack.name, pack_version=str(pack.version), entry=pack.entry, nodes=len(pack.nodes),
-                         edges=len(pack.edges), cases=len(pack.cases))
+    summary = SummaryOut(
+        name=pack.name,
+        pack_version=str(pack.version),
+        entry=pack.entry,
+        nodes=len(pack.nodes),
+        edges=len(pack.edges),
+        cases=len(pack.cases),
+    )
     return ValidateOut(valid=True, version=sha, problems=[], summary=summary)
 
 
-_ARCHIVE_DOC = {"responses": {200: {"description": "the archive (Content-Disposition: attachment)", "content": {
-    kind: {"schema": {"type": "string", "format": "binary"}} for kind in ARCHIVE_TYPES.values()}}}}
+_ARCHIVE_DOC = {
+    "responses": {
+        200: {
+            "description": "the archive (Content-Disposition: attachment)",
+            "content": {kind: {"schema": {"type": "string", "format": "binary"}} for kind in ARCHIVE_TYPES.values()},
+        }
+    }
+}
 
 
-@router.get("/{slug}/download", response=ERRORS, openapi_extra=_ARCHIVE_DOC,
-            summary="A version of the pack as a .zip or .tar.gz (one folder named after the project)")
+@router.get(
+    "/{slug}/download",
+    response=ERRORS,
+    openapi_extra=_ARCHIVE_DOC,
+    summary="A version of the pack as a .zip or .tar.gz (one folder named after the project)",
+)
 def download(request: HttpRequest, slug: str, version: str | None = None, format: str = "zip") -> HttpResponse:
     project, _ = project_for(request.user, slug)
     if format not in ARCHIVE_TYPES:

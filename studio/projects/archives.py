@@ -55,7 +55,7 @@ def read_archive(filename: str, data: bytes, limits: Limits) -> dict[str, bytes]
     tops = {name.split("/", 1)[0] for name in files}
     if len(tops) == 1 and all("/" in name for name in files):
         top = tops.pop() + "/"
-        files = {name[len(top):]: content for name, content in files.items()}
+        files = {name[len(top) :]: content for name, content in files.items()}
     return files
 
 
@@ -92,8 +92,9 @@ def _read_zip(data: bytes, limits: Limits) -> dict[str, bytes]:
             except (zipfile.BadZipFile, zlib.error, EOFError, OSError, RuntimeError, NotImplementedError):
                 # zipfile stops at the declared size, so a member whose real size is larger
                 # (a zip bomb that lies) fails its CRC here; so do damaged and encrypted ones.
-                raise ArchiveRefused(f"{name}: damaged, encrypted, or its declared size does not match "
-                                     "its contents") from None
+                raise ArchiveRefused(
+                    f"{name}: damaged, encrypted, or its declared size does not match its contents"
+                ) from None
             total += len(content) - info.file_size
             _check_counts(len(files) + 1, len(content), total, name, limits)
             files[name] = content

@@ -21,13 +21,13 @@ from django.views.decorators.http import require_POST
 from studio.projects.execute import Problem, validate_files
 from studio.projects.pages import (
     Opened,
+    after_save,
     changed_files,
     committer,
     form_text,
     open_project,
     pack_files,
     page,
-    after_save,
     record_save,
     report_saved,
     text_of,
@@ -36,17 +36,21 @@ from studio.projects.storage import StaleBase, StorageError
 
 EDITABLE = re.compile(r"^(manifest\.yaml|graph\.yaml|prompts/[a-z0-9_]+\.txt|grammars/[a-z0-9_]+\.json)$")
 DELETABLE = re.compile(r"^(prompts/[a-z0-9_]+\.txt|grammars/[a-z0-9_]+\.json)$")
-NAMING = ("manifest.yaml, graph.yaml, prompts/<node>.txt or grammars/<node>.json, where a node id uses "
-          "lowercase letters, digits and _")
+NAMING = (
+    "manifest.yaml, graph.yaml, prompts/<node>.txt or grammars/<node>.json, where a node id uses "
+    "lowercase letters, digits and _"
+)
 NEW_GRAMMAR = '{\n  "type": "object",\n  "properties": {},\n  "required": [],\n  "additionalProperties": false\n}\n'
 
 
 class SaveForm(forms.Form):
     content = forms.CharField(required=False, strip=False, widget=forms.Textarea)
-    base = forms.CharField(max_length=40, error_messages={"required": "The editor's base version is missing; "
-                                                                      "reload the file."})
-    message = forms.CharField(max_length=500, error_messages={"required": "Write a commit message: what changed "
-                                                                         "and why."})
+    base = forms.CharField(
+        max_length=40, error_messages={"required": "The editor's base version is missing; reload the file."}
+    )
+    message = forms.CharField(
+        max_length=500, error_messages={"required": "Write a commit message: what changed and why."}
+    )
 
 
 class DeleteForm(forms.Form):
@@ -66,9 +70,16 @@ def _files_context(opened: Opened, files: dict[str, bytes], problems: list[Probl
     counts: dict[str, int] = {}
     for p in problems:
         counts[p.file] = counts.get(p.file, 0) + 1
-    entries = [FileEntry(path, data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0),
-                         bool(EDITABLE.match(path)), counts.get(path, 0))
-               for path, data in sorted(files.items()) if path != ".keep"]
+    entries = [
+        FileEntry(
+            path,
+            data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0),
+            bool(EDITABLE.match(path)),
+            counts.get(path, 0),
+        )
+        for path, data in sorted(files.items())
+        if path != ".keep"
+    ]
     missing = sorted({p.file for p in problems if EDITABLE.match(p.file) and p.file not in files})
     return {"entries": entries, "missing": missing, "base": opened.repo.head() or ""}
 
@@ -115,9 +126,19 @@ def file_edit(request: HttpRequest, slug: str, path: str) -> HttpResponse:
     return _editor(request, opened, path, text, opened.repo.head() or "", files)
 
 
-def _editor(request: HttpRequest, opened: Opened, path: str, text: str, base: str, files: dict[str, bytes],
-            *, status: int = 200, form: SaveForm | None = None, stale: StaleBase | None = None,
-            message: str = "") -> HttpResponse:
+def _editor(
+    request: HttpRequest,
+    opened: Opened,
+    path: str,
+    text: str,
+    base: str,
+    files: dict[str, bytes],
+    *,
+    status: int = 200,
+    form: SaveForm | None = None,
+    stale: StaleBase | None = None,
+    message: str = "",
+) -> HttpResponse:
     """The editor for `path` showing `text`, with the pack (at `base`, with `path`
     replaced by `text`) validated beside it."""
     exists = path in files
@@ -127,9 +148,19 @@ def _editor(request: HttpRequest, opened: Opened, path: str, text: str, base: st
     problems = validate_files(trial)[1]
     mine, others = split_problems(problems, path)
     context = opened.context(
-        "files", **_files_context(opened, files, problems), path=path, text=text, exists=exists,
-        editable=opened.can_edit and bool(EDITABLE.match(path)), deletable=bool(DELETABLE.match(path)) and exists,
-        problems=problems, mine=mine, others=others, form=form, stale=stale, message=message,
+        "files",
+        **_files_context(opened, files, problems),
+        path=path,
+        text=text,
+        exists=exists,
+        editable=opened.can_edit and bool(EDITABLE.match(path)),
+        deletable=bool(DELETABLE.match(path)) and exists,
+        problems=problems,
+        mine=mine,
+        others=others,
+        form=form,
+        stale=stale,
+        message=message,
         stale_changes=changed_files(stale.changes) if stale else [],
     )
     context["base"] = base
@@ -144,8 +175,9 @@ def _save(request: HttpRequest, opened: Opened, path: str) -> HttpResponse:
         raise Http404(f"{path} is not a file the studio edits")
     if not form.is_valid():
         files = _files_at(opened, base)
-        return _editor(request, opened, path, text, base, files, status=400, form=form,
-                       message=request.POST.get("message", ""))
+        return _editor(
+            request, opened, path, text, base, files, status=400, form=form, message=request.POST.get("message", "")
+        )
     data = form.cleaned_data
     author, email = committer(request.user)
     changes: dict[str, bytes | None] = {f"pack/{path}": form_text(data["content"])}
@@ -156,12 +188,22 @@ def _save(request: HttpRequest, opened: Opened, path: str) -> HttpResponse:
     except StaleBase as stale:
         # Refused: show what changed since `base`, keep the user's text; saving again
         # (now on the newer head) is a deliberate choice made after seeing that diff.
-        return _editor(request, opened, path, text, stale.head, pack_files(opened.repo, stale.head), status=409,
-                       stale=stale, message=data["message"])
+        return _editor(
+            request,
+            opened,
+            path,
+            text,
+            stale.head,
+            pack_files(opened.repo, stale.head),
+            status=409,
+            stale=stale,
+            message=data["message"],
+        )
     except StorageError as exc:
         form.add_error(None, _save_error(exc, data["base"]))
-        return _editor(request, opened, path, text, base, _files_at(opened, base), status=400, form=form,
-                       message=data["message"])
+        return _editor(
+            request, opened, path, text, base, _files_at(opened, base), status=400, form=form, message=data["message"]
+        )
     record_save(opened)
     report_saved(request, opened, sha, data["message"])
     return after_save(request, reverse("projects-file", args=[opened.project.slug, path]))
@@ -195,8 +237,9 @@ def file_validate(request: HttpRequest, slug: str, path: str) -> HttpResponse:
     except StorageError as exc:
         return _validate_refused(request, opened, path, f"Cannot validate: {exc}. Reload the file.")
     if files is None:
-        return _validate_refused(request, opened, path, "Cannot validate: the editor's base version is missing. "
-                                                        "Reload the file.")
+        return _validate_refused(
+            request, opened, path, "Cannot validate: the editor's base version is missing. Reload the file."
+        )
     if not request.htmx:
         return _editor(request, opened, path, text, base, files, message=request.POST.get("message", ""))
     trial = dict(files)
@@ -225,8 +268,13 @@ def file_delete(request: HttpRequest, slug: str, path: str) -> HttpResponse:
     base = form.cleaned_data["base"]
     author, email = committer(request.user)
     try:
-        sha = opened.repo.save({f"pack/{path}": None}, base=base, author=author, email=email,
-                               message=form.cleaned_data["message"] or f"Delete {path}")
+        sha = opened.repo.save(
+            {f"pack/{path}": None},
+            base=base,
+            author=author,
+            email=email,
+            message=form.cleaned_data["message"] or f"Delete {path}",
+        )
     except StaleBase as stale:
         files = pack_files(opened.repo, stale.head)
         if path not in files:

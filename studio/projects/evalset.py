@@ -110,8 +110,13 @@ def pretty(value: Any) -> str:
 
 
 def _json_field(label: str, *, required: bool, rows: int = 7, help_text: str = "") -> forms.CharField:
-    return forms.CharField(label=label, required=required, strip=True, help_text=help_text,
-                           widget=forms.Textarea(attrs={"rows": rows, "class": "small-code", "spellcheck": "false"}))
+    return forms.CharField(
+        label=label,
+        required=required,
+        strip=True,
+        help_text=help_text,
+        widget=forms.Textarea(attrs={"rows": rows, "class": "small-code", "spellcheck": "false"}),
+    )
 
 
 def _words(value: str) -> list[str]:
@@ -123,15 +128,19 @@ class CaseForm(forms.Form):
 
     case_id = forms.CharField(label="id", max_length=200)
     input = _json_field("input", required=True, help_text="the run input, a JSON object")
-    expected = _json_field("expected", required=True,
-                           help_text="expected output fields, a JSON object ({} checks only the path)")
-    path = forms.CharField(label="path", required=False, max_length=2000,
-                           help_text="node ids the run must visit in order, comma separated")
-    end = forms.CharField(label="end", required=False, max_length=200,
-                          help_text="the end (or human) node the case stops at")
+    expected = _json_field(
+        "expected", required=True, help_text="expected output fields, a JSON object ({} checks only the path)"
+    )
+    path = forms.CharField(
+        label="path", required=False, max_length=2000, help_text="node ids the run must visit in order, comma separated"
+    )
+    end = forms.CharField(
+        label="end", required=False, max_length=200, help_text="the end (or human) node the case stops at"
+    )
     tags = forms.CharField(label="tags", required=False, max_length=2000, help_text="comma separated")
-    human = _json_field("human", required=False, rows=3,
-                        help_text="answers for human nodes: {\"node\": {...}}, a JSON object")
+    human = _json_field(
+        "human", required=False, rows=3, help_text='answers for human nodes: {"node": {...}}, a JSON object'
+    )
     note = forms.CharField(label="note", required=False, max_length=2000)
     base = forms.CharField(max_length=40, widget=forms.HiddenInput)
     message = forms.CharField(max_length=500, error_messages={"required": "Write a commit message."})
@@ -155,7 +164,7 @@ class CaseForm(forms.Form):
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
         if not isinstance(value, dict):
-            raise forms.ValidationError("must be a JSON object, like {\"ticket\": \"...\"}")
+            raise forms.ValidationError('must be a JSON object, like {"ticket": "..."}')
         return value
 
     def clean_input(self) -> dict[str, Any] | None:
@@ -187,10 +196,16 @@ class CaseForm(forms.Form):
         """The case as a JSON object: the original's keys (and their order) kept, the
         form's fields set, and optional fields left empty removed."""
         data = self.cleaned_data
-        values: dict[str, Any] = {"id": data["case_id"], "input": data["input"], "expected": data["expected"],
-                                  "path": data["path"] or None, "end": data["end"] or None,
-                                  "tags": data["tags"] or None, "human": data["human"] or None,
-                                  "note": data["note"].strip() or None}
+        values: dict[str, Any] = {
+            "id": data["case_id"],
+            "input": data["input"],
+            "expected": data["expected"],
+            "path": data["path"] or None,
+            "end": data["end"] or None,
+            "tags": data["tags"] or None,
+            "human": data["human"] or None,
+            "note": data["note"].strip() or None,
+        }
         out = dict(original or {})
         for key in KEY_ORDER:
             if values[key] is None:

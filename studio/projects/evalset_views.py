@@ -44,8 +44,14 @@ def evalset_table(request: HttpRequest, slug: str) -> HttpResponse:
     return _table(request, opened)
 
 
-def _table(request: HttpRequest, opened: Opened, *, status: int = 200, stale: StaleBase | None = None,
-           fragment: str = "project-page") -> HttpResponse:
+def _table(
+    request: HttpRequest,
+    opened: Opened,
+    *,
+    status: int = 200,
+    stale: StaleBase | None = None,
+    fragment: str = "project-page",
+) -> HttpResponse:
     head = opened.repo.head() or ""
     files = pack_files(opened.repo, head)
     rows = parse_rows(files.get(FILE, b"").decode("utf-8", errors="replace"))
@@ -56,8 +62,14 @@ def _table(request: HttpRequest, opened: Opened, *, status: int = 200, stale: St
             by_line.setdefault(problem.line, []).append(problem)
         elif problem.file == FILE:
             loose.append(problem)
-    context = opened.context("evalset", rows=[(row, by_line.get(row.line, [])) for row in rows], loose=loose,
-                             base=head, stale=stale, stale_changes=changed_files(stale.changes) if stale else [])
+    context = opened.context(
+        "evalset",
+        rows=[(row, by_line.get(row.line, [])) for row in rows],
+        loose=loose,
+        base=head,
+        stale=stale,
+        stale_changes=changed_files(stale.changes) if stale else [],
+    )
     return page(request, "projects/evalset.html", context, status=status, fragment=fragment)
 
 
@@ -68,19 +80,43 @@ def evalset_case(request: HttpRequest, slug: str, line: int | None = None) -> Ht
         return _save_case(request, opened, line)
     head = opened.repo.head() or ""
     row = _row(parse_rows(_evalset_text(opened, head)), line) if line is not None else None
-    initial = {**initial_for(row), "base": head,
-               "message": f"Edit case {row.id}" if row else "Add a case"}
+    initial = {**initial_for(row), "base": head, "message": f"Edit case {row.id}" if row else "Add a case"}
     return _form_page(request, opened, CaseForm(initial=initial), line, row)
 
 
-def _form_page(request: HttpRequest, opened: Opened, form: CaseForm, line: int | None, row: Row | None, *,
-               status: int = 200, stale: StaleBase | None = None, note: str = "") -> HttpResponse:
-    action = (reverse("projects-evalset-case", args=[opened.project.slug, line]) if line is not None
-              else reverse("projects-evalset-new", args=[opened.project.slug]))
-    context = opened.context("evalset", form=form, line=line, row=row, action=action, stale=stale, note=note,
-                             stale_changes=changed_files(stale.changes) if stale else [])
-    return page(request, "projects/evalset_case.html", context, status=status,
-                fragment="case-form" if request.htmx else "project-page")
+def _form_page(
+    request: HttpRequest,
+    opened: Opened,
+    form: CaseForm,
+    line: int | None,
+    row: Row | None,
+    *,
+    status: int = 200,
+    stale: StaleBase | None = None,
+    note: str = "",
+) -> HttpResponse:
+    action = (
+        reverse("projects-evalset-case", args=[opened.project.slug, line])
+        if line is not None
+        else reverse("projects-evalset-new", args=[opened.project.slug])
+    )
+    context = opened.context(
+        "evalset",
+        form=form,
+        line=line,
+        row=row,
+        action=action,
+        stale=stale,
+        note=note,
+        stale_changes=changed_files(stale.changes) if stale else [],
+    )
+    return page(
+        request,
+        "projects/evalset_case.html",
+        context,
+        status=status,
+        fragment="case-form" if request.htmx else "project-page",
+    )
 
 
 def _save_case(request: HttpRequest, opened: Opened, line: int | None) -> HttpResponse:
@@ -102,21 +138,24 @@ def _save_case(request: HttpRequest, opened: Opened, line: int | None) -> HttpRe
     author, email = committer(request.user)
     message = form.cleaned_data["message"]
     try:
-        sha = opened.repo.save({f"pack/{FILE}": new_text.encode()}, base=base, author=author, email=email,
-                               message=message)
+        sha = opened.repo.save(
+            {f"pack/{FILE}": new_text.encode()}, base=base, author=author, email=email, message=message
+        )
     except StaleBase as stale:
         return _stale_case(request, opened, form, row, stale)
     except StorageError as exc:
-        form.add_error(None, "Nothing to save: the case is unchanged." if str(exc) == "nothing changed"
-                       else f"Not saved: {exc}.")
+        form.add_error(
+            None, "Nothing to save: the case is unchanged." if str(exc) == "nothing changed" else f"Not saved: {exc}."
+        )
         return _form_page(request, opened, form, line, row, status=400)
     record_save(opened)
     report_saved(request, opened, sha, message)
     return after_save(request, reverse("projects-evalset", args=[opened.project.slug]))
 
 
-def _stale_case(request: HttpRequest, opened: Opened, form: CaseForm, row: Row | None,
-                stale: StaleBase) -> HttpResponse:
+def _stale_case(
+    request: HttpRequest, opened: Opened, form: CaseForm, row: Row | None, stale: StaleBase
+) -> HttpResponse:
     """Refuse, keep what was typed, and point the form at the same case (by id) in
     the newer version, so saving again is a deliberate choice made after the diff."""
     data = request.POST.copy()
@@ -129,8 +168,16 @@ def _stale_case(request: HttpRequest, opened: Opened, form: CaseForm, row: Row |
             line = match[0].line
         else:
             note = f"The case {row.id} is no longer in the evalset; saving again adds it as a new case."
-    return _form_page(request, opened, CaseForm(data, taken=set()), line,
-                      _row(newer, line) if line is not None else None, status=409, stale=stale, note=note)
+    return _form_page(
+        request,
+        opened,
+        CaseForm(data, taken=set()),
+        line,
+        _row(newer, line) if line is not None else None,
+        status=409,
+        stale=stale,
+        note=note,
+    )
 
 
 @require_POST
@@ -148,11 +195,19 @@ def evalset_delete(request: HttpRequest, slug: str, line: int) -> HttpResponse:
     message = request.POST.get("message", "").strip() or f"Delete case {row.id}"
     author, email = committer(request.user)
     try:
-        sha = opened.repo.save({f"pack/{FILE}": replace_line(text, row.line, None).encode()}, base=base,
-                               author=author, email=email, message=message)
+        sha = opened.repo.save(
+            {f"pack/{FILE}": replace_line(text, row.line, None).encode()},
+            base=base,
+            author=author,
+            email=email,
+            message=message,
+        )
     except StaleBase as stale:
-        messages.error(request, f"Case {row.id} was not deleted: the evalset changed since you loaded it. "
-                                "Check the changes below and delete it again if you still want to.")
+        messages.error(
+            request,
+            f"Case {row.id} was not deleted: the evalset changed since you loaded it. "
+            "Check the changes below and delete it again if you still want to.",
+        )
         return _table(request, opened, status=409, stale=stale)
     except StorageError as exc:
         messages.error(request, f"Not deleted: {exc}.")

@@ -52,8 +52,10 @@ def own_model_problem(pack: Pack) -> str | None:
     spec = pack.model or ""
     scheme, _, body = spec.partition(":")
     if scheme not in ("fake", "sim"):
-        return (f"the manifest's model {spec!r} is not a scripted model; in the studio a pack's own model must be "
-                "fake:FILE or sim:... inside the pack; run it on a real server through an endpoint")
+        return (
+            f"the manifest's model {spec!r} is not a scripted model; in the studio a pack's own model must be "
+            "fake:FILE or sim:... inside the pack; run it on a real server through an endpoint"
+        )
     try:
         path = body if scheme == "fake" else parse_sim_spec(body).get("base", "")
     except BadSpec as exc:

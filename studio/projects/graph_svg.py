@@ -167,8 +167,15 @@ def draw(pack: Pack) -> Drawing:
         left = (width - 120 - row_width) / 2
         for k, node_id in enumerate(row):
             node = pack.nodes[node_id]
-            drawn = DrawnNode(node_id, node.kind, left + k * (NODE_W + H_GAP), MARGIN + i * (NODE_H + V_GAP),
-                              entry=node_id == pack.entry, reads=node.reads, writes=node.writes)
+            drawn = DrawnNode(
+                node_id,
+                node.kind,
+                left + k * (NODE_W + H_GAP),
+                MARGIN + i * (NODE_H + V_GAP),
+                entry=node_id == pack.entry,
+                reads=node.reads,
+                writes=node.writes,
+            )
             placed[node_id] = drawn
             level[node_id] = i
             drawing.nodes.append(drawn)
@@ -206,8 +213,9 @@ def _part_labels(edges: list[DrawnEdge]) -> None:
         placed.append((edge.label_x, edge.label_y, half))
 
 
-def _route(a: DrawnNode, b: DrawnNode, la: int, lb: int, nth: int, fan: int, reverse: bool, kind: str,
-           label: str) -> DrawnEdge:
+def _route(
+    a: DrawnNode, b: DrawnNode, la: int, lb: int, nth: int, fan: int, reverse: bool, kind: str, label: str
+) -> DrawnEdge:
     """A cubic curve from a to b. `nth` counts earlier edges between the same two nodes
     (drawn further out, so they stay apart); `fan` counts a's earlier edges (their
     labels are staggered, so siblings' labels do not overlap); `reverse` says an edge

@@ -11,9 +11,10 @@ from django.utils import timezone
 
 from studio.accounts.models import Membership, Role
 
-slug_validator = RegexValidator(r"^(?!(upload|new)$)[a-z0-9][a-z0-9_-]{0,62}$",
-                                "use 1-63 lowercase letters, digits, '-' or '_', starting with a letter or digit "
-                                "('upload' and 'new' are reserved)")
+slug_validator = RegexValidator(
+    r"^(?!(upload|new)$)[a-z0-9][a-z0-9_-]{0,62}$",
+    "use 1-63 lowercase letters, digits, '-' or '_', starting with a letter or digit ('upload' and 'new' are reserved)",
+)
 
 
 class Project(models.Model):
@@ -44,9 +45,16 @@ class Project(models.Model):
         return Role(membership.role) if membership else None
 
 
-def create_project(*, slug: str, name: str, owner: object, pack_files: dict[str, bytes],
-                   spec_files: dict[str, bytes] | None = None, message: str = "Create project",
-                   description: str = "") -> Project:
+def create_project(
+    *,
+    slug: str,
+    name: str,
+    owner: object,
+    pack_files: dict[str, bytes],
+    spec_files: dict[str, bytes] | None = None,
+    message: str = "Create project",
+    description: str = "",
+) -> Project:
     """Make the repository (first commit: the pack under pack/, the spec under spec/),
     then the row and the owner's author membership. The row is only made once the
     repository exists, and a failed row insert removes the repository."""
@@ -62,8 +70,9 @@ def create_project(*, slug: str, name: str, owner: object, pack_files: dict[str,
     files.update({f"spec/{p}": d for p, d in (spec_files or {}).items()})
     if not files:
         files = {"pack/.keep": b""}
-    repo = PackRepo.create(project.repo_path, files, author=_display(owner), email=getattr(owner, "email", ""),
-                           message=message)
+    repo = PackRepo.create(
+        project.repo_path, files, author=_display(owner), email=getattr(owner, "email", ""), message=message
+    )
     try:
         with transaction.atomic():
             project.head = repo.head() or ""

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django_htmx.http import HttpResponseClientRedirect
 from django.utils import timezone
+from django_htmx.http import HttpResponseClientRedirect
 
 from studio.accounts.access import project_for
 from studio.accounts.models import Role
@@ -43,8 +43,9 @@ def open_project(request: HttpRequest, slug: str, *, edit: bool = False) -> Open
     return Opened(project, role, repo)
 
 
-def page(request: HttpRequest, template: str, context: dict[str, object], status: int = 200,
-         fragment: str = "project-page") -> HttpResponse:
+def page(
+    request: HttpRequest, template: str, context: dict[str, object], status: int = 200, fragment: str = "project-page"
+) -> HttpResponse:
     """The full page, or for an htmx request the fragment named after the DOM id it
     replaces (`project-page` by default: everything below the site header)."""
     name = f"{template}#{fragment}" if request.htmx else template
@@ -70,8 +71,11 @@ def report_saved(request: HttpRequest, opened: Opened, sha: str, message: str) -
     messages.success(request, f"Saved {sha[:10]}: {message.strip().splitlines()[0]}")
     problems = problems_at(opened.repo, sha)
     if problems:
-        messages.warning(request, f"The pack has {len(problems)} problem{'s' if len(problems) != 1 else ''} and "
-                                  "does not load yet. It was saved anyway, so work in progress is never lost.")
+        messages.warning(
+            request,
+            f"The pack has {len(problems)} problem{'s' if len(problems) != 1 else ''} and "
+            "does not load yet. It was saved anyway, so work in progress is never lost.",
+        )
 
 
 def after_save(request: HttpRequest, url: str) -> HttpResponse:
@@ -109,8 +113,7 @@ class Commit:
 
 def commit_of(version: Version) -> Commit:
     name, _, email = version.author.partition(" <")
-    return Commit(version.sha, name, email.rstrip(">"), datetime.fromtimestamp(version.time, tz=UTC),
-                  version.message)
+    return Commit(version.sha, name, email.rstrip(">"), datetime.fromtimestamp(version.time, tz=UTC), version.message)
 
 
 def commit_at(repo: PackRepo, sha: str) -> Commit:
@@ -119,8 +122,14 @@ def commit_at(repo: PackRepo, sha: str) -> Commit:
 
     raw = repo.repo[sha.encode()]
     assert isinstance(raw, GitCommit)
-    return commit_of(Version(sha, raw.author.decode(errors="replace"), float(raw.commit_time),
-                             raw.message.decode(errors="replace").strip()))
+    return commit_of(
+        Version(
+            sha,
+            raw.author.decode(errors="replace"),
+            float(raw.commit_time),
+            raw.message.decode(errors="replace").strip(),
+        )
+    )
 
 
 def head_commit(repo: PackRepo) -> Commit | None:

@@ -107,7 +107,8 @@ class ValidateIn(Schema):
     files: dict[str, str | None] = Field(
         default_factory=dict,
         description="pack-relative path -> content laid over the version (null removes a file), "
-                    "e.g. the editor's unsaved buffers")
+        "e.g. the editor's unsaved buffers",
+    )
 
 
 class ProblemOut(Schema):

@@ -125,8 +125,14 @@ class PackRepo:
         out = []
         for entry in self.repo.get_walker(include=[head.encode()], max_entries=limit):
             c = entry.commit
-            out.append(Version(c.id.decode(), c.author.decode(errors="replace"), float(c.commit_time),
-                               c.message.decode(errors="replace").strip()))
+            out.append(
+                Version(
+                    c.id.decode(),
+                    c.author.decode(errors="replace"),
+                    float(c.commit_time),
+                    c.message.decode(errors="replace").strip(),
+                )
+            )
         return out
 
     def _tree(self, sha: str) -> bytes:
@@ -142,11 +148,10 @@ class PackRepo:
             if path.startswith(prefix):
                 blob = self.repo[entry.sha]
                 assert isinstance(blob, Blob)
-                out[path[len(prefix):]] = blob.data
+                out[path[len(prefix) :]] = blob.data
         return out
 
-    def save(self, changes: dict[str, bytes | None], *, base: str | None, author: str, email: str,
-             message: str) -> str:
+    def save(self, changes: dict[str, bytes | None], *, base: str | None, author: str, email: str, message: str) -> str:
         """Commit `changes` (path -> new bytes, or None to delete) on top of `base`.
 
         Raises StaleBase when the branch is no longer at `base`."""
@@ -208,7 +213,7 @@ class PackRepo:
             old = self._text(change.old.sha) if change.type != CHANGE_ADD else ""
             new = self._text(change.new.sha) if change.type != CHANGE_DELETE else ""
             status = {CHANGE_ADD: "added", CHANGE_DELETE: "deleted"}.get(change.type, "modified")
-            out.append(FileChange(path[len(prefix):], status, old, new, side_by_side(old, new)))
+            out.append(FileChange(path[len(prefix) :], status, old, new, side_by_side(old, new)))
         return sorted(out, key=lambda c: c.path)
 
     def _text(self, sha: bytes | None) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 from django.conf import settings
@@ -36,8 +37,11 @@ def upload_limits() -> Limits:
 
 def example_files(name: str) -> dict[str, bytes]:
     root = Path(settings.EXAMPLE_PACKS) / name
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and "__pycache__" not in p.parts}
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
 
 
 def projects_list(request: HttpRequest) -> HttpResponse:
@@ -63,8 +67,7 @@ def project_create(request: HttpRequest) -> HttpResponse:
             message = f"Create from example {data['example']}"
         else:
             files, message = {}, "Create empty project"
-        create_project(slug=slug, name=data.get("name") or slug, owner=request.user, pack_files=files,
-                       message=message)
+        create_project(slug=slug, name=data.get("name") or slug, owner=request.user, pack_files=files, message=message)
     except ArchiveRefused as exc:
         form.add_error("archive", f"Upload refused: {exc}. Nothing was stored.")
         return render(request, "projects/create.html", {"form": form}, status=400)
@@ -79,10 +82,15 @@ def project_overview(request: HttpRequest, slug: str) -> HttpResponse:
     opened = open_project(request, slug)
     files = pack_files(opened.repo)
     pack, problems = validate_files(files)
-    context = opened.context("overview", head=head_commit(opened.repo), pack=pack, problems=problems,
-                             drawing=draw(pack) if pack is not None else None,
-                             nodes=list(pack.nodes.values()) if pack is not None else [],
-                             file_count=len([f for f in files if f != ".keep"]))
+    context = opened.context(
+        "overview",
+        head=head_commit(opened.repo),
+        pack=pack,
+        problems=problems,
+        drawing=draw(pack) if pack is not None else None,
+        nodes=list(pack.nodes.values()) if pack is not None else [],
+        file_count=len([f for f in files if f != ".keep"]),
+    )
     return page(request, "projects/overview.html", context)
 
 
@@ -96,12 +104,21 @@ def project_history(request: HttpRequest, slug: str) -> HttpResponse:
     start = (number - 1) * HISTORY_PAGE
     # One more than the page so the last row knows its parent and we know if there is more.
     walked = [commit_of(v) for v in opened.repo.log(limit=start + HISTORY_PAGE + 1)][start:]
-    for newer, older in zip(walked, walked[1:], strict=False):
+    for newer, older in itertools.pairwise(walked):
         newer.parent = older.sha
     commits = walked[:HISTORY_PAGE]
-    return page(request, "projects/history.html", opened.context(
-        "history", commits=commits, page_number=number, has_older=len(walked) > HISTORY_PAGE,
-        first_on_page=start + 1, last_on_page=start + len(commits)))
+    return page(
+        request,
+        "projects/history.html",
+        opened.context(
+            "history",
+            commits=commits,
+            page_number=number,
+            has_older=len(walked) > HISTORY_PAGE,
+            first_on_page=start + 1,
+            last_on_page=start + len(commits),
+        ),
+    )
 
 
 def project_diff(request: HttpRequest, slug: str) -> HttpResponse:

@@ -49,11 +49,20 @@ class RunOut(Schema):
 
 def _out(run: TryRun, *, author: bool) -> dict[str, Any]:
     return {
-        "id": run.pk, "project": run.project.slug, "version": run.version,
-        "endpoint": run.endpoint.name if run.endpoint else None, "model_spec": run.model_spec,
-        "status": run.status, "final": run.is_final, "input": run.input, "output": run.output, "error": run.error,
+        "id": run.pk,
+        "project": run.project.slug,
+        "version": run.version,
+        "endpoint": run.endpoint.name if run.endpoint else None,
+        "model_spec": run.model_spec,
+        "status": run.status,
+        "final": run.is_final,
+        "input": run.input,
+        "output": run.output,
+        "error": run.error,
         "steps": execute.public_steps(run.steps or [], author=author),
-        "created_by": run.created_by.username, "created_at": run.created_at, "finished_at": run.finished_at,
+        "created_by": run.created_by.username,
+        "created_at": run.created_at,
+        "finished_at": run.finished_at,
     }
 
 
@@ -66,8 +75,9 @@ def create_run(request: HttpRequest, payload: RunIn) -> Any:
         if endpoint is None:
             raise HttpError(400, f"no endpoint named {payload.endpoint!r}")
     try:
-        run = execute.new_try_run(project, user=request.user, version=payload.version, endpoint=endpoint,
-                                  input=payload.input)
+        run = execute.new_try_run(
+            project, user=request.user, version=payload.version, endpoint=endpoint, input=payload.input
+        )
     except execute.TryRefused as exc:
         raise HttpError(400, str(exc)) from None
     from studio.runs.tasks import execute_try_run

@@ -36,7 +36,6 @@ from studio.runs.models import TryRun
 log = logging.getLogger("packforge.studio.runs")
 
 
-
 class TryRefused(Exception):
     """The run cannot start; the message says why and what to do."""
 
@@ -84,17 +83,19 @@ def first_case_input(pack: Pack) -> dict[str, Any] | None:
     return dict(pack.cases[0].input) if pack.cases else None
 
 
-def new_try_run(project: Project, *, user: object, version: str | None, endpoint: Endpoint | None,
-                input: object) -> TryRun:
+def new_try_run(
+    project: Project, *, user: object, version: str | None, endpoint: Endpoint | None, input: object
+) -> TryRun:
     """Check and save a queued TryRun; the caller enqueues it (on commit)."""
     if not isinstance(input, dict):
-        raise TryRefused("the input must be a JSON object, e.g. {\"ticket\": \"...\"}")
+        raise TryRefused('the input must be a JSON object, e.g. {"ticket": "..."}')
     prepared = prepare(project, version, endpoint)
     if prepared.problem:
         raise TryRefused(prepared.problem)
     model_spec = spec_for(endpoint) if endpoint is not None else (prepared.pack.model or "")
-    return TryRun.objects.create(project=project, version=prepared.sha, endpoint=endpoint, input=input,
-                                 model_spec=model_spec, created_by=user)
+    return TryRun.objects.create(
+        project=project, version=prepared.sha, endpoint=endpoint, input=input, model_spec=model_spec, created_by=user
+    )
 
 
 # -- the worker side -------------------------------------------------------------------
@@ -121,17 +122,39 @@ def step_row(step: Step, payload: dict[str, Any], tool_calls: list[dict[str, Any
     """One step as the TryRun row keeps it: node, status, writes, edge, every attempt
     (with its rejection category and reason, tokens, latency) and tool calls."""
     attempts = [
-        {k: a.get(k) for k in ("attempt", "stage", "ok", "category", "reason", "text", "prompt_tokens",
-                               "completion_tokens", "reasoning_tokens", "latency_s", "ttft_s", "cost_usd")}
+        {
+            k: a.get(k)
+            for k in (
+                "attempt",
+                "stage",
+                "ok",
+                "category",
+                "reason",
+                "text",
+                "prompt_tokens",
+                "completion_tokens",
+                "reasoning_tokens",
+                "latency_s",
+                "ttft_s",
+                "cost_usd",
+            )
+        }
         for a in payload.get("attempts", [])
     ]
     return {
-        "step": step.step, "node": step.node, "kind": step.kind, "status": step.status,
-        "writes": step.writes, "attempt": step.attempt, "reason": step.reason,
+        "step": step.step,
+        "node": step.node,
+        "kind": step.kind,
+        "status": step.status,
+        "writes": step.writes,
+        "attempt": step.attempt,
+        "reason": step.reason,
         "edge": {"kind": step.edge.kind, "target": step.edge.target} if step.edge else None,
-        "prompt": step.prompt, "attempts": attempts,
-        "tool_calls": [{k: c[k] for k in ("tool", "args", "result", "latency_s")} for c in tool_calls
-                       if c["step"] == step.step],
+        "prompt": step.prompt,
+        "attempts": attempts,
+        "tool_calls": [
+            {k: c[k] for k in ("tool", "args", "result", "latency_s")} for c in tool_calls if c["step"] == step.step
+        ],
         "prompt_tokens": sum(a["prompt_tokens"] or 0 for a in attempts),
         "completion_tokens": sum(a["completion_tokens"] or 0 for a in attempts),
         "latency_s": round(sum(a["latency_s"] or 0.0 for a in attempts), 4),
@@ -139,8 +162,9 @@ def step_row(step: Step, payload: dict[str, Any], tool_calls: list[dict[str, Any
     }
 
 
-def _finish(run_id: int, status: str, *, output: Any = None, error: str = "",
-            steps: list[dict[str, Any]] | None = None) -> None:
+def _finish(
+    run_id: int, status: str, *, output: Any = None, error: str = "", steps: list[dict[str, Any]] | None = None
+) -> None:
     fields: dict[str, Any] = {"status": status, "output": output, "error": error, "finished_at": timezone.now()}
     if steps is not None:
         fields["steps"] = steps
@@ -154,7 +178,8 @@ def run_try(run_id: int) -> str | None:
     `running` by a lost worker starts again from its input (a try-it run keeps no
     checkpoint across workers)."""
     claimed = TryRun.objects.filter(pk=run_id, status__in=[TryRun.Status.QUEUED, TryRun.Status.RUNNING]).update(
-        status=TryRun.Status.RUNNING, steps=[], output=None, error="")
+        status=TryRun.Status.RUNNING, steps=[], output=None, error=""
+    )
     if not claimed:
         log.info("try run %s is gone or already final; nothing to do", run_id)
         return None
@@ -181,8 +206,15 @@ def run_try(run_id: int) -> str | None:
                 TryRun.objects.filter(pk=run_id).update(steps=steps)
 
             try:
-                result = run_pack(pack, run.input, backend=backend, tools=tools, store=journal,
-                                  run_id=f"try-{run_id}", options=RunOptions(on_step=on_step))
+                result = run_pack(
+                    pack,
+                    run.input,
+                    backend=backend,
+                    tools=tools,
+                    store=journal,
+                    run_id=f"try-{run_id}",
+                    options=RunOptions(on_step=on_step),
+                )
             finally:
                 backend.close()
         if result.status == "waiting" and result.trace.steps:
@@ -191,8 +223,9 @@ def run_try(run_id: int) -> str | None:
         error = result.trace.error or ""
         if result.status == "waiting":
             error = f"waiting for a person at node '{result.waiting_at}'; try-it runs do not take human answers"
-        _finish(run_id, result.status, output=result.output if result.status == "done" else None,
-                error=error, steps=steps)
+        _finish(
+            run_id, result.status, output=result.output if result.status == "done" else None, error=error, steps=steps
+        )
         return result.status
     except (TryRefused, PackforgeError) as exc:
         _finish(run_id, TryRun.Status.FAILED, error=str(exc), steps=steps)
@@ -224,4 +257,3 @@ def totals(steps: list[dict[str, Any]]) -> dict[str, Any]:
         "latency_s": round(sum(s.get("latency_s", 0.0) for s in steps), 3),
         "cost_usd": sum(s.get("cost_usd", 0.0) for s in steps),
     }
-

@@ -12,16 +12,24 @@ from studio.projects.storage import Version
 class TryRunForm(forms.Form):
     version = forms.ChoiceField(help_text="the pack as it was at this commit")
     endpoint = forms.ModelChoiceField(queryset=Endpoint.objects.all(), required=False)
-    input = forms.CharField(widget=forms.Textarea(attrs={"class": "code", "rows": 10, "spellcheck": "false",
-                                                         "style": "white-space: pre-wrap; min-height: 12rem"}),
-                            help_text="one JSON object: the pack's inputs")
+    input = forms.CharField(
+        widget=forms.Textarea(
+            attrs={
+                "class": "code",
+                "rows": 10,
+                "spellcheck": "false",
+                "style": "white-space: pre-wrap; min-height: 12rem",
+            }
+        ),
+        help_text="one JSON object: the pack's inputs",
+    )
 
-    def __init__(self, *args: Any, versions: list[Version], default_model: str | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(self, *args: Any, versions: list[Version], default_model: str | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["version"].choices = [  # type: ignore[attr-defined]
             (v.sha, f"{v.sha[:10]} {'(head) ' if i == 0 else ''}{v.message.splitlines()[0][:60] if v.message else ''}")
-            for i, v in enumerate(versions)]
+            for i, v in enumerate(versions)
+        ]
         if versions:
             self.fields["version"].initial = versions[0].sha
         own = f" ({default_model})" if default_model else " (none named: choose an endpoint)"
@@ -32,8 +40,9 @@ class TryRunForm(forms.Form):
         try:
             value = json.loads(raw)
         except json.JSONDecodeError as exc:
-            raise forms.ValidationError(f"the input is not valid JSON: {exc.msg} (line {exc.lineno}, "
-                                        f"column {exc.colno})") from None
+            raise forms.ValidationError(
+                f"the input is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+            ) from None
         if not isinstance(value, dict):
-            raise forms.ValidationError("the input must be a JSON object, e.g. {\"ticket\": \"...\"}")
+            raise forms.ValidationError('the input must be a JSON object, e.g. {"ticket": "..."}')
         return value

@@ -47,8 +47,9 @@ def try_new(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
-            run = execute.new_try_run(project, user=request.user, version=data["version"],
-                                      endpoint=data["endpoint"], input=data["input"])
+            run = execute.new_try_run(
+                project, user=request.user, version=data["version"], endpoint=data["endpoint"], input=data["input"]
+            )
         except execute.TryRefused as exc:
             form.add_error(None, str(exc))
         else:
@@ -59,10 +60,15 @@ def try_new(request: HttpRequest) -> HttpResponse:
     if request.method == "GET" and prepared is not None:
         example = execute.first_case_input(prepared.pack)
         if example is None:
-            example = {name: "" for name in (prepared.pack.inputs or ())}
+            example = dict.fromkeys(prepared.pack.inputs or (), "")
         form.initial["input"] = _pretty(example)
-    context = {"project": project, "form": form, "problem": problem, "refused": refused,
-               "recent": TryRun.objects.filter(project=project).select_related("endpoint")[:10]}
+    context = {
+        "project": project,
+        "form": form,
+        "problem": problem,
+        "refused": refused,
+        "recent": TryRun.objects.filter(project=project).select_related("endpoint")[:10],
+    }
     return render(request, "runs/new.html", context, status=400 if request.method == "POST" else 200)
 
 
@@ -75,8 +81,13 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         for call in step.get("tool_calls", []):
             call["args_json"], call["result_json"] = _pretty(call.get("args")), _pretty(call.get("result"))
     context = {
-        "run": run, "project": project, "role": role, "author": role.can_edit, "steps": steps,
-        "totals": execute.totals(steps), "input_json": _pretty(run.input),
+        "run": run,
+        "project": project,
+        "role": role,
+        "author": role.can_edit,
+        "steps": steps,
+        "totals": execute.totals(steps),
+        "input_json": _pretty(run.input),
         "output_json": _pretty(run.output) if run.output is not None else "",
         "slow_queue": run.status == TryRun.Status.QUEUED and timezone.now() - run.created_at > QUEUE_PATIENCE,
     }

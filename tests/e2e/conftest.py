@@ -30,11 +30,23 @@ class Studio:
 def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Studio]:
     var = tmp_path_factory.mktemp("studio-var")
     port = free_port()
-    env = {**os.environ, "PACKFORGE_VAR": str(var), "DATABASE_URL": f"sqlite:///{var}/studio.sqlite3",
-           "PACKFORGE_GIT_ROOT": str(var / "git"), "PORT": str(port)}
+    env = {
+        **os.environ,
+        "PACKFORGE_VAR": str(var),
+        "DATABASE_URL": f"sqlite:///{var}/studio.sqlite3",
+        "PACKFORGE_GIT_ROOT": str(var / "git"),
+        "PORT": str(port),
+    }
     env.pop("REDIS_URL", None)
-    proc = subprocess.Popen([str(ROOT / "scripts" / "start")], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [str(ROOT / "scripts" / "start")],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     started = Started(proc, port)
     try:
         password = started.wait_for(r"^admin password: (\S+)", timeout=120).group(1)
@@ -58,9 +70,18 @@ def browser() -> Iterator[Any]:
     if not Path(CHROMIUM).exists():
         pytest.fail("chromium is not installed (apt-get install chromium); .ci/run installs it")
     with sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync"])
+        launched = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
         yield launched
         launched.close()
 

@@ -51,7 +51,8 @@ def test_a_person_authors_a_pack_and_evaluates_the_download(page: Any, studio: S
         zf.extractall(tmp_path / "unpacked")
     pack_dir = tmp_path / "unpacked" / "e2e-triage"
     assert b'"refunds"' in (pack_dir / "grammars" / "classify.json").read_bytes()
-    result = subprocess.run([sys.executable, "-m", "runtime", "eval", str(pack_dir)], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "runtime", "eval", str(pack_dir)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "15/15 cases passed" in result.stdout

@@ -17,8 +17,9 @@ def wait_until_ended(page: Any, studio: Studio, eval_id: str) -> None:
     page.goto(f"{studio.url}/evals/{eval_id}/")
     page.locator("#eval-results").wait_for(timeout=120_000)  # shown once the poller stops
     assert page.locator("#eval-status").inner_text() == "done"
-    assert page.locator("#eval-bar").get_attribute("aria-valuenow") == page.locator(
-        "#eval-bar").get_attribute("aria-valuemax")
+    assert page.locator("#eval-bar").get_attribute("aria-valuenow") == page.locator("#eval-bar").get_attribute(
+        "aria-valuemax"
+    )
 
 
 def test_a_person_runs_two_evals_and_reads_why_cases_failed(page: Any, studio: Studio) -> None:
@@ -37,8 +38,11 @@ def test_a_person_runs_two_evals_and_reads_why_cases_failed(page: Any, studio: S
     page.wait_for_url(re.compile(r".*/evals/\d+/$"))
     first = re.search(r"/evals/(\d+)/", page.url).group(1)  # type: ignore[union-attr]
     page.locator("#eval-progress").wait_for()
-    ids = [first] + [re.search(r"/evals/(\d+)/", a.get_attribute("href")).group(1)  # type: ignore[union-attr]
-                     for a in page.locator("#eval-batch a").all() if f"/evals/{first}/" not in a.get_attribute("href")]
+    ids = [first] + [
+        re.search(r"/evals/(\d+)/", a.get_attribute("href")).group(1)  # type: ignore[union-attr]
+        for a in page.locator("#eval-batch a").all()
+        if f"/evals/{first}/" not in a.get_attribute("href")
+    ]
     assert len(ids) == 2
     for eval_id in ids:
         wait_until_ended(page, studio, eval_id)

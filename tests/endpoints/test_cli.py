@@ -21,8 +21,14 @@ KEY_ENV = "ACME_LLM_AUTH"
 
 
 def pf(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "runtime", *args], capture_output=True, text=True, cwd=REPO,
-                          env={**os.environ, **(env or {})}, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "runtime", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        timeout=60,
+    )
 
 
 def test_it_never_lets_the_key_reach_a_log_an_error_or_a_trace(fault: FaultServer, tmp_path: Path) -> None:
@@ -35,15 +41,41 @@ def test_it_never_lets_the_key_reach_a_log_an_error_or_a_trace(fault: FaultServe
         trace = tmp_path / f"trace-{fmt}.json"
         # Two retries (each logged with its failure), then answers.
         fault.configure(script=["503", "truncate"], retry_after="0.01")
-        ok = pf("run", pack, "--model", spec, "--input", '{"story": "A cat."}', "--log-level", "debug",
-                "--log-format", fmt, "--trace", str(trace), env=env)
+        ok = pf(
+            "run",
+            pack,
+            "--model",
+            spec,
+            "--input",
+            '{"story": "A cat."}',
+            "--log-level",
+            "debug",
+            "--log-format",
+            fmt,
+            "--trace",
+            str(trace),
+            env=env,
+        )
         assert ok.returncode == 0, ok.stderr
         assert "backend.retry" in ok.stderr and "backend.request" in ok.stderr
         seen += [ok.stdout, ok.stderr, trace.read_text()]
         # The server rejects the key and quotes it back, in its message and its echo of the header.
         fault.configure(script=[{"status": 401, "message": f"invalid api key {key}", "echo_auth": True}])
-        bad = pf("run", pack, "--model", spec, "--input", '{"story": "A cat."}', "--log-level", "debug",
-                 "--log-format", fmt, "--trace", str(trace), env=env)
+        bad = pf(
+            "run",
+            pack,
+            "--model",
+            spec,
+            "--input",
+            '{"story": "A cat."}',
+            "--log-level",
+            "debug",
+            "--log-format",
+            fmt,
+            "--trace",
+            str(trace),
+            env=env,
+        )
         assert bad.returncode == 1 and "HTTP 401: invalid api key [REDACTED]" in bad.stderr
         seen += [bad.stdout, bad.stderr, trace.read_text()]
         assert all(r.headers["authorization"] == f"Bearer {key}" for r in fault.completions())
@@ -82,13 +114,16 @@ def test_it_refuses_to_check_a_bad_spec() -> None:
 
 
 @pytest.mark.parametrize("prices, expected", [("", 0.0), (";price_in=1000;price_out=2000", None)])
-def test_it_reports_cost_per_case_and_per_node_in_an_eval(fault: FaultServer, tmp_path: Path,
-                                                          prices: str, expected: float | None) -> None:
+def test_it_reports_cost_per_case_and_per_node_in_an_eval(
+    fault: FaultServer, tmp_path: Path, prices: str, expected: float | None
+) -> None:
     pack = write_chain_pack(tmp_path / "pack", nodes=2)
     answer = {"n1_mood": "happy", "n1_stars": 1, "n2_mood": "happy", "n2_stars": 1}
-    (pack / "evalset.jsonl").write_text("".join(
-        json.dumps({"id": f"c{i}", "input": {"story": f"Story {i}."}, "expected": answer}) + "\n"
-        for i in range(3)))
+    (pack / "evalset.jsonl").write_text(
+        "".join(
+            json.dumps({"id": f"c{i}", "input": {"story": f"Story {i}."}, "expected": answer}) + "\n" for i in range(3)
+        )
+    )
     proc = pf("eval", str(pack), "--model", fault.spec() + prices, "--json")
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)

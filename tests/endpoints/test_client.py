@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -23,13 +24,19 @@ FAST = "backoff=0.02"
 
 
 def call(attempt: int = 1, schema: dict[str, Any] | None = RATING_SCHEMA, **kw: Any) -> ModelCall:
-    return ModelCall(run_id="run7", node="rate", attempt=attempt, schema=schema,
-                     messages=[{"role": "user", "content": "Rate the story."}], **kw)
+    return ModelCall(
+        run_id="run7",
+        node="rate",
+        attempt=attempt,
+        schema=schema,
+        messages=[{"role": "user", "content": "Rate the story."}],
+        **kw,
+    )
 
 
 def gaps(server: FaultServer) -> list[float]:
     starts = [r.started for r in server.completions()]
-    return [b - a for a, b in zip(starts, starts[1:])]
+    return [b - a for a, b in itertools.pairwise(starts)]
 
 
 def test_it_streams_an_answer_with_usage_latency_and_cost(opened: Opener, fault: FaultServer) -> None:
@@ -77,7 +84,7 @@ def test_it_backs_off_and_retries_server_failures(opened: Opener, fault: FaultSe
     reply = opened(fault.spec("backoff=0.1")).complete(call())
     assert json.loads(reply.text)["stars"] == 1
     first, second = gaps(fault)
-    assert 0.05 <= first and 0.1 <= second  # equal jitter: at least half of 0.1, then of 0.2
+    assert first >= 0.05 and second >= 0.1  # equal jitter: at least half of 0.1, then of 0.2
 
 
 def test_it_gives_up_after_its_attempts_with_a_clear_message(opened: Opener, fault: FaultServer) -> None:
@@ -90,7 +97,9 @@ def test_it_gives_up_after_its_attempts_with_a_clear_message(opened: Opener, fau
 def test_it_gives_up_when_the_deadline_is_spent(opened: Opener, fault: FaultServer) -> None:
     fault.configure(loading_for=60)
     started = time.monotonic()
-    with pytest.raises(EndpointUnavailable, match=r"deadline of 1.5s exhausted .* last: loading: HTTP 503: Loading model"):
+    with pytest.raises(
+        EndpointUnavailable, match=r"deadline of 1.5s exhausted .* last: loading: HTTP 503: Loading model"
+    ):
         opened(fault.spec("deadline=1.5")).complete(call())
     assert time.monotonic() - started < 1.6
 
@@ -163,9 +172,18 @@ def test_it_stops_waiting_to_retry_when_cancelled(opened: Opener, fault: FaultSe
     assert time.monotonic() - started < 1
 
 
-@pytest.mark.parametrize("mode, key", [("json_schema", "response_format"), ("json_object", "response_format"),
-                                       ("guided_json", "guided_json"), ("gbnf", "grammar")])
-def test_it_sends_the_schema_in_the_endpoints_grammar_mode(opened: Opener, fault: FaultServer, mode: str, key: str) -> None:
+@pytest.mark.parametrize(
+    "mode, key",
+    [
+        ("json_schema", "response_format"),
+        ("json_object", "response_format"),
+        ("guided_json", "guided_json"),
+        ("gbnf", "grammar"),
+    ],
+)
+def test_it_sends_the_schema_in_the_endpoints_grammar_mode(
+    opened: Opener, fault: FaultServer, mode: str, key: str
+) -> None:
     opened(fault.spec(f"grammar={mode}")).complete(call())
     body = fault.completions()[0].body
     expected = {
@@ -202,8 +220,9 @@ def test_it_estimates_usage_when_the_server_sends_none(opened: Opener, fault: Fa
     assert reply.prompt_tokens > 0 and reply.completion_tokens == 8
 
 
-def test_it_sends_the_key_from_the_named_environment_variable(opened: Opener, fault: FaultServer,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_it_sends_the_key_from_the_named_environment_variable(
+    opened: Opener, fault: FaultServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ACME_LLM_AUTH", "pf-test-credential-1234")
     opened(fault.spec("key_env=ACME_LLM_AUTH")).complete(call())
     assert fault.completions()[0].headers["authorization"] == "Bearer pf-test-credential-1234"
@@ -222,7 +241,9 @@ def test_it_reports_a_server_that_refuses_connections(opened: Opener, fault: Fau
         opened(f"openai:{url}#m;attempts=2;{FAST}").complete(call())
 
 
-def test_it_fails_a_run_resumably_when_the_endpoint_gives_up(opened: Opener, fault: FaultServer, tmp_path: Path) -> None:
+def test_it_fails_a_run_resumably_when_the_endpoint_gives_up(
+    opened: Opener, fault: FaultServer, tmp_path: Path
+) -> None:
     fault.configure(script=[{"status": 401, "message": "invalid API key"}])
     pack = load_pack(write_chain_pack(tmp_path / "pack", nodes=2))
     result = run_pack(pack, {"story": "A cat."}, backend=opened(fault.spec()))
@@ -230,7 +251,9 @@ def test_it_fails_a_run_resumably_when_the_endpoint_gives_up(opened: Opener, fau
     assert "HTTP 401: invalid API key" in (result.trace.error or "")
 
 
-def test_it_hands_finish_reason_length_to_the_walker_as_a_truncation(opened: Opener, fault: FaultServer, tmp_path: Path) -> None:
+def test_it_hands_finish_reason_length_to_the_walker_as_a_truncation(
+    opened: Opener, fault: FaultServer, tmp_path: Path
+) -> None:
     fault.configure(finish_reason="length", answer='{"n1_mood": "ha')
     pack = load_pack(write_chain_pack(tmp_path / "pack", nodes=1))
     result = run_pack(pack, {"story": "A cat."}, backend=opened(fault.spec()))
@@ -251,9 +274,15 @@ def test_it_takes_an_answer_from_a_server_that_does_not_stream() -> None:
     import httpx
 
     def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, json={"choices": [{"index": 0, "finish_reason": "stop",
-                                                      "message": {"content": '{"mood": "sad", "stars": 2}'}}],
-                                         "usage": {"prompt_tokens": 11, "completion_tokens": 5}})
+        return httpx.Response(
+            200,
+            json={
+                "choices": [
+                    {"index": 0, "finish_reason": "stop", "message": {"content": '{"mood": "sad", "stars": 2}'}}
+                ],
+                "usage": {"prompt_tokens": 11, "completion_tokens": 5},
+            },
+        )
 
     from runtime.backends.openai import OpenAIBackend, parse_spec
 

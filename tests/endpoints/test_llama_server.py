@@ -51,7 +51,8 @@ def run_chain(opened: Opener, server_spec: str, tmp_path: Path, **kw: Any) -> tu
 
 @pytest.mark.parametrize("mode", ["json_schema", "json_object", "gbnf"])
 def test_it_runs_a_constrained_pack_end_to_end_in_each_grammar_mode(
-        llama_server: RunningServer, opened: Opener, tmp_path: Path, mode: str) -> None:
+    llama_server: RunningServer, opened: Opener, tmp_path: Path, mode: str
+) -> None:
     result, _ = run_chain(opened, spec(llama_server, f"grammar={mode}"), tmp_path, nodes=2)
     assert result.status == "done", result.trace.error
     assert set(result.output) == {"n1_mood", "n1_stars", "n2_mood", "n2_stars"}
@@ -61,8 +62,9 @@ def test_it_runs_a_constrained_pack_end_to_end_in_each_grammar_mode(
 
 def test_it_streams_and_reports_usage_and_cost(llama_server: RunningServer, opened: Opener) -> None:
     backend = opened(spec(llama_server, "price_in=0.15;price_out=0.6"))
-    reply = backend.complete(ModelCall("usage", "rate", 1, [{"role": "user", "content": "Rate the story."}],
-                                       RATING_SCHEMA, max_tokens=256))
+    reply = backend.complete(
+        ModelCall("usage", "rate", 1, [{"role": "user", "content": "Rate the story."}], RATING_SCHEMA, max_tokens=256)
+    )
     Draft202012Validator(RATING_SCHEMA).validate(json.loads(reply.text))
     assert reply.prompt_tokens > 10 and reply.completion_tokens > 5
     assert reply.ttft_s is not None and reply.ttft_s < reply.latency_s
@@ -74,8 +76,12 @@ def test_it_serves_two_runs_at_once(llama_server: RunningServer, opened: Opener,
     pack = load_pack(pack_dir)
     backend = opened(spec(llama_server, "concurrency=2"))
     results: list[RunResult] = []
-    threads = [threading.Thread(target=lambda i=i: results.append(
-        run_pack(pack, {"story": f"Tom had a dog number {i}."}, backend=backend))) for i in range(2)]
+    threads = [
+        threading.Thread(
+            target=lambda i=i: results.append(run_pack(pack, {"story": f"Tom had a dog number {i}."}, backend=backend))
+        )
+        for i in range(2)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -89,8 +95,15 @@ def test_it_stops_generation_on_the_server_when_cancelled(llama_server: RunningS
     root = llama_server.base_url.removesuffix("/v1")
     cancels_before = llama_server.log_tail(10**7).count("cancel task")
     cancel = threading.Event()
-    call = ModelCall("cancel", "story", 1, [{"role": "user", "content": "Tell me a very long story."}], None,
-                     max_tokens=900, cancel=cancel)  # about 2 s of generation here, uncancelled
+    call = ModelCall(
+        "cancel",
+        "story",
+        1,
+        [{"role": "user", "content": "Tell me a very long story."}],
+        None,
+        max_tokens=900,
+        cancel=cancel,
+    )  # about 2 s of generation here, uncancelled
     threading.Timer(0.3, cancel.set).start()
     started = time.monotonic()
     with pytest.raises(Cancelled):
@@ -104,7 +117,8 @@ def test_it_stops_generation_on_the_server_when_cancelled(llama_server: RunningS
 
 
 def test_it_retries_finish_reason_length_as_a_truncation(
-        llama_server: RunningServer, opened: Opener, tmp_path: Path) -> None:
+    llama_server: RunningServer, opened: Opener, tmp_path: Path
+) -> None:
     result, _ = run_chain(opened, spec(llama_server), tmp_path, nodes=1, node_options={"max_tokens": 8})
     assert result.status == "failed" and result.state == {}
     assert [a.category for a in result.trace.attempts] == ["truncated"] * 4
@@ -113,42 +127,78 @@ def test_it_retries_finish_reason_length_as_a_truncation(
 # Strings are bounded: at temperature 1 this model can write an unbounded string past any
 # max_tokens, and a cut-off answer says nothing about whether the grammar held.
 GBNF_SCHEMAS: list[dict[str, Any]] = [
-    {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
-                                      "tags": {"type": "array", "items": {"enum": ["a", "b"]},
-                                               "minItems": 1, "maxItems": 3},
-                                      "ok": {"type": "boolean"}},
-     "required": ["name", "tags"]},
-    {"type": "object", "properties": {"who": {"type": "object", "properties": {"age": {"type": "integer",
-                                                                                        "minimum": 0},
-                                                                                "pet": {"type": ["string",
-                                                                                                 "null"],
-                                                                                        "maxLength": 24}},
-                                              "required": ["age", "pet"]},
-                                      "score": {"type": "number"}, "kind": {"const": "story"}},
-     "required": ["who", "score", "kind"]},
-    {"$defs": {"item": {"type": "object", "properties": {"n": {"type": "integer", "minimum": -2, "maximum": 2}},
-                        "required": ["n"]}},
-     "type": "object", "properties": {"items": {"type": "array", "items": {"$ref": "#/$defs/item"},
-                                                "maxItems": 2},
-                                      "note": {"anyOf": [{"type": "null"}, {"type": "string", "maxLength": 5}]}},
-     "required": ["items", "note"]},
+    {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 12},
+            "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "minItems": 1, "maxItems": 3},
+            "ok": {"type": "boolean"},
+        },
+        "required": ["name", "tags"],
+    },
+    {
+        "type": "object",
+        "properties": {
+            "who": {
+                "type": "object",
+                "properties": {
+                    "age": {"type": "integer", "minimum": 0},
+                    "pet": {"type": ["string", "null"], "maxLength": 24},
+                },
+                "required": ["age", "pet"],
+            },
+            "score": {"type": "number"},
+            "kind": {"const": "story"},
+        },
+        "required": ["who", "score", "kind"],
+    },
+    {
+        "$defs": {
+            "item": {
+                "type": "object",
+                "properties": {"n": {"type": "integer", "minimum": -2, "maximum": 2}},
+                "required": ["n"],
+            }
+        },
+        "type": "object",
+        "properties": {
+            "items": {"type": "array", "items": {"$ref": "#/$defs/item"}, "maxItems": 2},
+            "note": {"anyOf": [{"type": "null"}, {"type": "string", "maxLength": 5}]},
+        },
+        "required": ["items", "note"],
+    },
 ]
 
 
 @pytest.mark.parametrize("schema", GBNF_SCHEMAS, ids=["strings-arrays", "nested-nullable", "refs-anyof"])
 def test_it_converts_schemas_to_gbnf_that_llama_server_accepts_and_obeys(
-        llama_server: RunningServer, opened: Opener, schema: dict[str, Any]) -> None:
+    llama_server: RunningServer, opened: Opener, schema: dict[str, Any]
+) -> None:
     assert schema_to_gbnf(schema).ignored == []
     backend = opened(spec(llama_server, "grammar=gbnf"))
     for temperature in (0.0, 1.0):
-        reply = backend.complete(ModelCall("gbnf", "x", 1, [{"role": "user", "content": "Fill in the form."}],
-                                           schema, max_tokens=256, temperature=temperature))
+        reply = backend.complete(
+            ModelCall(
+                "gbnf",
+                "x",
+                1,
+                [{"role": "user", "content": "Fill in the form."}],
+                schema,
+                max_tokens=256,
+                temperature=temperature,
+            )
+        )
         assert reply.finish_reason == "stop"
         Draft202012Validator(schema).validate(json.loads(reply.text))
 
 
 def test_it_checks_the_endpoint_from_the_command_line(llama_server: RunningServer) -> None:
-    proc = subprocess.run([sys.executable, "-m", "runtime", "endpoints", "check", spec(llama_server)],
-                          capture_output=True, text=True, cwd=REPO, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "runtime", "endpoints", "check", spec(llama_server)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "schema     honoured" in proc.stdout and "result     OK" in proc.stdout

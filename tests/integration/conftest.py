@@ -71,7 +71,8 @@ def database_url() -> str:
         auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
         query = urlencode(db.get("OPTIONS") or {})
         return f"postgres://{auth}{db['HOST']}:{db['PORT']}/{quote(db['NAME'], safe='')}" + (
-            f"?{query}" if query else "")
+            f"?{query}" if query else ""
+        )
     raise RuntimeError(f"no DATABASE_URL for engine {db['ENGINE']}")
 
 
@@ -121,17 +122,41 @@ def worker(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> I
 
     folder = tmp_path_factory.mktemp("worker")
     queue = f"it-{uuid.uuid4().hex[:12]}"
-    env = {**os.environ, "DATABASE_URL": database_url(), "PACKFORGE_GIT_ROOT": str(folder / "git"),
-           "CELERY_TASK_ALWAYS_EAGER": "false", "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "PACKFORGE_GIT_ROOT": str(folder / "git"),
+        "CELERY_TASK_ALWAYS_EAGER": "false",
+        "PYTHONUNBUFFERED": "1",
+    }
     if getattr(django_settings, "REDIS_URL", ""):
         env["REDIS_URL"] = django_settings.REDIS_URL
     log = folder / "worker.log"
     with open(log, "wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "studio", "worker", "--pool=solo", "--concurrency=1",
-             "--loglevel=INFO", "-Q", queue, "-n", f"{queue}@%h", "--without-gossip", "--without-mingle",
-             "--without-heartbeat"],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "studio",
+                "worker",
+                "--pool=solo",
+                "--concurrency=1",
+                "--loglevel=INFO",
+                "-Q",
+                queue,
+                "-n",
+                f"{queue}@%h",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     running = Worker(process, log, queue, folder / "git")
     saved_queue = app.conf.task_default_queue
     try:

@@ -30,10 +30,16 @@ CAP = 2
 
 
 def test_it_stops_in_flight_model_calls_when_an_eval_is_cancelled(
-        workers: Callable[[str, int], EvalWorker], tmp_path: Path) -> None:  # noqa: F811
+    workers: Callable[[str, int], EvalWorker], tmp_path: Path
+) -> None:
     owner = User.objects.create_user("olive", "olive@example.com", "correct horse battery staple")
-    project = create_project(slug="triage", name="Support triage", owner=owner,
-                             pack_files=example_files("support_triage"), message="Create from example")
+    project = create_project(
+        slug="triage",
+        name="Support triage",
+        owner=owner,
+        pack_files=example_files("support_triage"),
+        message="Create from example",
+    )
     with FaultServer(latency=LATENCY_S) as server:
         endpoint = Endpoint.objects.create(name="slow", spec=server.spec(), concurrency=CAP, created_by=owner)
         worker = workers("canceller", 6)  # wishes for 6 calls at once; the cap allows 2

@@ -57,6 +57,7 @@ def _logged(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         result = fn(**kwargs)
         _log({"event": "done", "tool": name, "args": kwargs})
         return result
+
     return call
 
 
@@ -78,12 +79,19 @@ class EvalWorker:
 
         self.log = folder / f"{name}.log"
         env = {
-            **os.environ, "DATABASE_URL": database_url(), "PACKFORGE_GIT_ROOT": str(git_root),
-            "CELERY_TASK_ALWAYS_EAGER": "false", "PYTHONUNBUFFERED": "1",
-            "PACKFORGE_TOOLS": "tests.integration.test_eval_kill:TOOLS", TOOL_LOG: str(folder / "tools.log"),
-            TOOL_SLEEP: "0.3", "PACKFORGE_EVAL_QUEUE": queue,
+            **os.environ,
+            "DATABASE_URL": database_url(),
+            "PACKFORGE_GIT_ROOT": str(git_root),
+            "CELERY_TASK_ALWAYS_EAGER": "false",
+            "PYTHONUNBUFFERED": "1",
+            "PACKFORGE_TOOLS": "tests.integration.test_eval_kill:TOOLS",
+            TOOL_LOG: str(folder / "tools.log"),
+            TOOL_SLEEP: "0.3",
+            "PACKFORGE_EVAL_QUEUE": queue,
             # short leases and sweeps, so a dead worker's case is sent again within seconds
-            "PACKFORGE_EVAL_LEASE_S": "2", "PACKFORGE_EVAL_SWEEP_S": "0.5", "PACKFORGE_EVAL_STALL_S": "3",
+            "PACKFORGE_EVAL_LEASE_S": "2",
+            "PACKFORGE_EVAL_SWEEP_S": "0.5",
+            "PACKFORGE_EVAL_STALL_S": "3",
         }
         from django.conf import settings
 
@@ -91,10 +99,29 @@ class EvalWorker:
             env["REDIS_URL"] = settings.REDIS_URL
         with open(self.log, "wb") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "studio", "worker", "--pool=threads",
-                 f"--concurrency={threads}", "--loglevel=INFO", "-Q", queue, "-n", f"{name}-{queue}@%h",
-                 "--without-gossip", "--without-mingle", "--without-heartbeat"],
-                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "studio",
+                    "worker",
+                    "--pool=threads",
+                    f"--concurrency={threads}",
+                    "--loglevel=INFO",
+                    "-Q",
+                    queue,
+                    "-n",
+                    f"{name}-{queue}@%h",
+                    "--without-gossip",
+                    "--without-mingle",
+                    "--without-heartbeat",
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -160,7 +187,8 @@ def _tool_log(folder: Path) -> list[dict[str, Any]]:
 
 
 def test_it_completes_every_case_once_after_its_worker_is_killed(
-        workers: Callable[[str, int], EvalWorker], tmp_path: Path) -> None:
+    workers: Callable[[str, int], EvalWorker], tmp_path: Path
+) -> None:
     from django.contrib.auth.models import User
 
     from studio.evals import execute
@@ -169,8 +197,13 @@ def test_it_completes_every_case_once_after_its_worker_is_killed(
     from studio.projects.views import example_files
 
     owner = User.objects.create_user("olive", "olive@example.com", "correct horse battery staple")
-    project = create_project(slug="refunds", name="Refund desk", owner=owner,
-                             pack_files=example_files("refund_desk"), message="Create from example")
+    project = create_project(
+        slug="refunds",
+        name="Refund desk",
+        owner=owner,
+        pack_files=example_files("refund_desk"),
+        message="Create from example",
+    )
     first = workers("first", 1)  # one case at a time: the kill lands at a known point
     ev = execute.start_eval(project, user=owner, repeats=2)[0]  # 36 case runs, sent on commit
 
@@ -201,12 +234,14 @@ def test_it_completes_every_case_once_after_its_worker_is_killed(
     calls = {c["tool"]: c for c in resumed.trace["tool_calls"]}
     assert calls["lookup_order"]["replayed"] and not calls["issue_refund"]["replayed"]
     # no tool call completed twice: the completed calls in the log are exactly the traces' calls
-    done = Counter((e["tool"], json.dumps(e["args"], sort_keys=True)) for e in _tool_log(tmp_path)
-                   if e["event"] == "done")
+    done = Counter(
+        (e["tool"], json.dumps(e["args"], sort_keys=True)) for e in _tool_log(tmp_path) if e["event"] == "done"
+    )
     traced = Counter((c["tool"], json.dumps(c["args"], sort_keys=True)) for r in rows for c in r.trace["tool_calls"])
     assert done == traced
     assert killed_at["tool"] == "issue_refund" and killed_at["pid"] == first.process.pid
     # and no step of any run was journaled twice
-    steps = Counter(JournalEntry.objects.filter(run__run_id__startswith=f"eval{ev.pk}-", kind="step")
-                    .values_list("run_id", "step"))
+    steps = Counter(
+        JournalEntry.objects.filter(run__run_id__startswith=f"eval{ev.pk}-", kind="step").values_list("run_id", "step")
+    )
     assert steps and max(steps.values()) == 1

@@ -51,8 +51,12 @@ def _refuses(url: str) -> bool:
 
 @pytest.mark.skipif(not _installed(), reason="needs Debian's postgresql and redis-server (.ci/run installs them)")
 def test_it_runs_a_command_against_real_postgres_and_redis_then_stops_them() -> None:
-    done = subprocess.run([str(ROOT / "scripts" / "with-services"), sys.executable, "-c", PROBE],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [str(ROOT / "scripts" / "with-services"), sys.executable, "-c", PROBE],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 3, done.stderr  # the command's own status
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["pg"][0] == 42 and seen["pg"][1].startswith("PostgreSQL")

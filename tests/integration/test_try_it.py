@@ -66,8 +66,9 @@ def test_it_runs_a_try_it_run_on_a_real_worker(live: Worker) -> None:
     project = Project.objects.get(slug="triage")
     case = _first_case()
 
-    started = client.post("/runs/new?project=triage",
-                          {"version": project.head, "endpoint": "", "input": json.dumps(case["input"])})
+    started = client.post(
+        "/runs/new?project=triage", {"version": project.head, "endpoint": "", "input": json.dumps(case["input"])}
+    )
     assert started.status_code == 302, started.content
     run = TryRun.objects.get()
     assert started["Location"] == f"/runs/{run.pk}"

@@ -13,8 +13,12 @@ import yaml
 from runtime.backends.base import ModelCall, ModelReply
 from runtime.checkpoint import SQLiteStore
 
-ENUM_SCHEMA = {"type": "object", "properties": {"category": {"enum": ["billing", "technical", "other"]}},
-               "required": ["category"], "additionalProperties": False}
+ENUM_SCHEMA = {
+    "type": "object",
+    "properties": {"category": {"enum": ["billing", "technical", "other"]}},
+    "required": ["category"],
+    "additionalProperties": False,
+}
 
 
 def write_pack(
@@ -45,9 +49,14 @@ def write_pack(
         if spec.get("kind") == "generate":
             reads = spec.get("reads", [])
             prompts.setdefault(node_id, f"Answer for {node_id}: " + " ".join(f"{{{{ {r} }}}}" for r in reads))
-            grammars.setdefault(node_id, {
-                "type": "object", "required": spec.get("writes", []),
-                "properties": {w: {} for w in spec.get("writes", [])}})
+            grammars.setdefault(
+                node_id,
+                {
+                    "type": "object",
+                    "required": spec.get("writes", []),
+                    "properties": {w: {} for w in spec.get("writes", [])},
+                },
+            )
     for node_id, text in prompts.items():
         (root / "prompts" / f"{node_id}.txt").write_text(text)
     for node_id, schema in grammars.items():
@@ -84,8 +93,12 @@ def triage(tmp_path: Path) -> Path:
         tmp_path / "triage",
         nodes={
             "classify": {"kind": "generate", "reads": ["input.ticket"], "writes": ["category"]},
-            "priority": {"kind": "generate", "reads": ["category"], "writes": ["priority"],
-                         "assert": "priority in ['p1', 'p2']"},
+            "priority": {
+                "kind": "generate",
+                "reads": ["category"],
+                "writes": ["priority"],
+                "assert": "priority in ['p1', 'p2']",
+            },
             "done": {"kind": "end"},
             "other": {"kind": "end"},
         },
@@ -97,8 +110,12 @@ def triage(tmp_path: Path) -> Path:
         grammars={"classify": ENUM_SCHEMA},
         script={"nodes": {"classify": {"category": "billing"}, "priority": {"priority": "p1"}}},
         cases=[
-            {"id": "b", "input": {"ticket": "charged twice"}, "expected": {"category": "billing", "priority": "p1"},
-             "end": "done"},
+            {
+                "id": "b",
+                "input": {"ticket": "charged twice"},
+                "expected": {"category": "billing", "priority": "p1"},
+                "end": "done",
+            },
         ],
     )
 

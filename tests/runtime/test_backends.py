@@ -12,22 +12,37 @@ from runtime.backends.base import ModelCall
 from runtime.errors import BackendError
 
 
-def call(node: str = "classify", attempt: int = 1, case_id: str | None = None, run_id: str = "r",
-         input: dict[str, object] | None = None) -> ModelCall:
-    return ModelCall(run_id=run_id, node=node, attempt=attempt, messages=[{"role": "user", "content": "hi"}],
-                     schema={"type": "object", "properties": {"category": {"enum": ["a", "b", "c"]}}},
-                     case_id=case_id, input=input or {})
+def call(
+    node: str = "classify",
+    attempt: int = 1,
+    case_id: str | None = None,
+    run_id: str = "r",
+    input: dict[str, object] | None = None,
+) -> ModelCall:
+    return ModelCall(
+        run_id=run_id,
+        node=node,
+        attempt=attempt,
+        messages=[{"role": "user", "content": "hi"}],
+        schema={"type": "object", "properties": {"category": {"enum": ["a", "b", "c"]}}},
+        case_id=case_id,
+        input=input or {},
+    )
 
 
 @pytest.fixture
 def script(tmp_path: Path) -> Path:
     path = tmp_path / "s.json"
-    path.write_text(json.dumps({
-        "nodes": {"classify": {"category": "a"}},
-        "cases": {"c1": {"classify": [{"category": "b"}, "not json"]}},
-        "inputs": [{"match": {"ticket": "x"}, "answers": {"classify": {"category": "c"}}}],
-        "prices": {"input": 1.0, "output": 1.0},
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "nodes": {"classify": {"category": "a"}},
+                "cases": {"c1": {"classify": [{"category": "b"}, "not json"]}},
+                "inputs": [{"match": {"ticket": "x"}, "answers": {"classify": {"category": "c"}}}],
+                "prices": {"input": 1.0, "output": 1.0},
+            }
+        )
+    )
     return path
 
 
@@ -69,14 +84,17 @@ def test_sim_wrong_answers_keep_the_schema_shape(script: Path) -> None:
         assert answer["category"] in ("b", "c")
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("nocolon", "needs a scheme"),
-    ("grpc:x", "unknown model scheme 'grpc'"),
-    ("fake:", "needs a file"),
-    ("sim:error=2,base=x.json", "between 0 and 1"),
-    ("sim:error=0.1,colour=red", "unknown sim option(s) colour"),
-    ("sim:error=0.1", "needs base=FILE"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("nocolon", "needs a scheme"),
+        ("grpc:x", "unknown model scheme 'grpc'"),
+        ("fake:", "needs a file"),
+        ("sim:error=2,base=x.json", "between 0 and 1"),
+        ("sim:error=0.1,colour=red", "unknown sim option(s) colour"),
+        ("sim:error=0.1", "needs base=FILE"),
+    ],
+)
 def test_it_refuses_bad_specs_with_a_clear_message(spec: str, message: str) -> None:
     with pytest.raises(BadSpec, match=message.replace("(", r"\(").replace(")", r"\)")):
         open_backend(spec)

@@ -15,8 +15,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def pf(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "runtime", *args], capture_output=True, text=True, cwd=cwd,
-                          env={**os.environ, **(env or {})}, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "runtime", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        timeout=60,
+    )
 
 
 def test_it_validates_a_pack(triage: Path) -> None:
@@ -68,11 +74,13 @@ def test_it_gives_one_line_errors_for_bad_input(triage: Path) -> None:
 
 
 def test_it_exits_1_when_a_run_fails(tmp_path: Path) -> None:
-    root = write_pack(tmp_path / "p", nodes={"a": {"kind": "generate", "reads": [], "writes": ["n"]},
-                                             "done": {"kind": "end"}},
-                      edges=[{"from": "a", "to": "done"}],
-                      grammars={"a": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}},
-                      script={"nodes": {"a": {"n": "many"}}})
+    root = write_pack(
+        tmp_path / "p",
+        nodes={"a": {"kind": "generate", "reads": [], "writes": ["n"]}, "done": {"kind": "end"}},
+        edges=[{"from": "a", "to": "done"}],
+        grammars={"a": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}},
+        script={"nodes": {"a": {"n": "many"}}},
+    )
     out = pf("run", str(root), "--input", "{}")
     assert out.returncode == 1
     assert "failed: a: schema: n must be of type integer" in out.stderr
@@ -81,10 +89,15 @@ def test_it_exits_1_when_a_run_fails(tmp_path: Path) -> None:
 def test_it_waits_at_a_human_node_then_resumes_with_an_answer(tmp_path: Path) -> None:
     root = write_pack(
         tmp_path / "p",
-        nodes={"classify": {"kind": "generate", "reads": [], "writes": ["category"]},
-               "review": {"kind": "human", "reads": ["category"], "writes": ["approved"]}, "done": {"kind": "end"}},
+        nodes={
+            "classify": {"kind": "generate", "reads": [], "writes": ["category"]},
+            "review": {"kind": "human", "reads": ["category"], "writes": ["approved"]},
+            "done": {"kind": "end"},
+        },
         edges=[{"from": "classify", "to": "review"}, {"from": "review", "to": "done"}],
-        grammars={"review": {"type": "object", "required": ["approved"], "properties": {"approved": {"type": "boolean"}}}},
+        grammars={
+            "review": {"type": "object", "required": ["approved"], "properties": {"approved": {"type": "boolean"}}}
+        },
         prompts={"review": "Approve a {{ category }} refund?"},
         script={"nodes": {"classify": {"category": "billing"}}},
     )
@@ -108,7 +121,7 @@ def test_it_prints_the_graph_as_mermaid(triage: Path) -> None:
     assert """  classify -->|"category == 'billing'"| priority""" in lines
 
 
-TOOLS = '''
+TOOLS = """
 import os, signal
 from pathlib import Path
 LOG = Path(os.environ["TOOL_LOG"])
@@ -121,17 +134,25 @@ def crash():
         os.kill(os.getpid(), signal.SIGKILL)
     return {"ok": True}
 registry = {"send": send, "crash": crash}
-'''
+"""
 
 
 def test_it_resumes_after_sigkill_without_repeating_a_tool_call(tmp_path: Path) -> None:
     root = write_pack(
-        tmp_path / "p", manifest={"tools": ["send", "crash"]},
-        nodes={"draft": {"kind": "generate", "reads": ["input.to"], "writes": ["body"]},
-               "send": {"kind": "tool", "tool": "send", "reads": ["input.to"], "args": {"to": "input.to"},
-                        "writes": ["sent"]},
-               "crash": {"kind": "tool", "tool": "crash", "writes": ["ok"]},
-               "done": {"kind": "end"}},
+        tmp_path / "p",
+        manifest={"tools": ["send", "crash"]},
+        nodes={
+            "draft": {"kind": "generate", "reads": ["input.to"], "writes": ["body"]},
+            "send": {
+                "kind": "tool",
+                "tool": "send",
+                "reads": ["input.to"],
+                "args": {"to": "input.to"},
+                "writes": ["sent"],
+            },
+            "crash": {"kind": "tool", "tool": "crash", "writes": ["ok"]},
+            "done": {"kind": "end"},
+        },
         edges=[{"from": "draft", "to": "send"}, {"from": "send", "to": "crash"}, {"from": "crash", "to": "done"}],
         script={"nodes": {"draft": {"body": "hi"}}},
     )
@@ -150,9 +171,13 @@ def test_it_resumes_after_sigkill_without_repeating_a_tool_call(tmp_path: Path) 
 
 
 def test_it_refuses_a_pack_whose_tools_are_not_registered(tmp_path: Path) -> None:
-    root = write_pack(tmp_path / "p", manifest={"tools": ["send"]},
-                      nodes={"send": {"kind": "tool", "tool": "send", "writes": ["sent"]}, "done": {"kind": "end"}},
-                      edges=[{"from": "send", "to": "done"}], script={"nodes": {}})
+    root = write_pack(
+        tmp_path / "p",
+        manifest={"tools": ["send"]},
+        nodes={"send": {"kind": "tool", "tool": "send", "writes": ["sent"]}, "done": {"kind": "end"}},
+        edges=[{"from": "send", "to": "done"}],
+        script={"nodes": {}},
+    )
     out = pf("run", str(root), "--input", "{}")
     assert out.returncode == 2
     assert "tool 'send' is not registered by the host (registered: none)" in out.stderr

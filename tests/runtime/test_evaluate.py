@@ -13,25 +13,46 @@ from tests.runtime.test_cli import pf
 
 def three_step(tmp_path: Path, script: dict[str, object]) -> Path:
     cases = [
-        {"id": "bill", "input": {"ticket": "refund"}, "expected": {"category": "billing", "queue": "money"},
-         "path": ["classify", "route"], "end": "done"},
-        {"id": "tech", "input": {"ticket": "crash"}, "expected": {"category": "technical", "queue": "eng"},
-         "end": "done"},
+        {
+            "id": "bill",
+            "input": {"ticket": "refund"},
+            "expected": {"category": "billing", "queue": "money"},
+            "path": ["classify", "route"],
+            "end": "done",
+        },
+        {
+            "id": "tech",
+            "input": {"ticket": "crash"},
+            "expected": {"category": "technical", "queue": "eng"},
+            "end": "done",
+        },
     ]
     return write_pack(
         tmp_path / "p",
-        nodes={"classify": {"kind": "generate", "reads": ["input.ticket"], "writes": ["category"]},
-               "route": {"kind": "generate", "reads": ["category"], "writes": ["queue"]},
-               "done": {"kind": "end"}, "fallback": {"kind": "end"}},
-        edges=[{"from": "classify", "to": "route"}, {"from": "classify", "on_fail": "fallback"},
-               {"from": "route", "to": "done"}],
-        grammars={"classify": ENUM_SCHEMA}, script=script, cases=cases,
+        nodes={
+            "classify": {"kind": "generate", "reads": ["input.ticket"], "writes": ["category"]},
+            "route": {"kind": "generate", "reads": ["category"], "writes": ["queue"]},
+            "done": {"kind": "end"},
+            "fallback": {"kind": "end"},
+        },
+        edges=[
+            {"from": "classify", "to": "route"},
+            {"from": "classify", "on_fail": "fallback"},
+            {"from": "route", "to": "done"},
+        ],
+        grammars={"classify": ENUM_SCHEMA},
+        script=script,
+        cases=cases,
     )
 
 
-GOOD = {"cases": {"bill": {"classify": {"category": "billing"}, "route": {"queue": "money"}},
-                  "tech": {"classify": {"category": "technical"}, "route": {"queue": "eng"}}},
-        "prices": {"input": 1.0, "output": 2.0}}
+GOOD = {
+    "cases": {
+        "bill": {"classify": {"category": "billing"}, "route": {"queue": "money"}},
+        "tech": {"classify": {"category": "technical"}, "route": {"queue": "eng"}},
+    },
+    "prices": {"input": 1.0, "output": 2.0},
+}
 
 
 def test_it_passes_every_case_of_a_correct_model(tmp_path: Path) -> None:
@@ -96,8 +117,18 @@ def test_it_writes_the_report_as_json(tmp_path: Path) -> None:
     out = pf("eval", str(three_step(tmp_path, GOOD)), "--json")
     assert out.returncode == 0
     doc = json.loads(out.stdout)
-    assert {"pack", "passed", "total", "metrics", "tiers", "coverage", "failures_by_node", "per_case",
-            "per_node", "cases"} <= set(doc)
+    assert {
+        "pack",
+        "passed",
+        "total",
+        "metrics",
+        "tiers",
+        "coverage",
+        "failures_by_node",
+        "per_case",
+        "per_node",
+        "cases",
+    } <= set(doc)
     assert doc["cases"][0]["path"] == ["classify", "route", "done"]
     assert doc["per_node"]["classify"]["attempts"] == 2
 

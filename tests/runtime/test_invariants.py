@@ -21,12 +21,23 @@ PRIORITY = {"type": "object", "required": ["priority"], "properties": {"priority
 def noisy_pack(tmp_path: Path, error: float = 0.5) -> tuple[Pack, Any]:
     root = write_pack(
         tmp_path / "p",
-        nodes={"classify": {"kind": "generate", "reads": ["input.ticket"], "writes": ["category"]},
-               "priority": {"kind": "generate", "reads": ["category"], "writes": ["priority"],
-                            "assert": "priority != 'p3' or category == 'other'"},
-               "done": {"kind": "end"}, "failed": {"kind": "end"}},
-        edges=[{"from": "classify", "to": "priority"}, {"from": "classify", "on_fail": "failed"},
-               {"from": "priority", "to": "done"}, {"from": "priority", "on_fail": "failed"}],
+        nodes={
+            "classify": {"kind": "generate", "reads": ["input.ticket"], "writes": ["category"]},
+            "priority": {
+                "kind": "generate",
+                "reads": ["category"],
+                "writes": ["priority"],
+                "assert": "priority != 'p3' or category == 'other'",
+            },
+            "done": {"kind": "end"},
+            "failed": {"kind": "end"},
+        },
+        edges=[
+            {"from": "classify", "to": "priority"},
+            {"from": "classify", "on_fail": "failed"},
+            {"from": "priority", "to": "done"},
+            {"from": "priority", "on_fail": "failed"},
+        ],
         grammars={"classify": ENUM_SCHEMA, "priority": PRIORITY},
         script={"nodes": {"classify": {"category": "billing"}, "priority": {"priority": "p1"}}},
     )
@@ -64,7 +75,7 @@ def test_invariant_2_a_rejected_generation_never_reaches_the_model_again(tmp_pat
             if a.ok:
                 continue
             rejections += 1
-            later = calls[calls.index(next(c for c in calls if c.request_id == a.request_id)) + 1:]
+            later = calls[calls.index(next(c for c in calls if c.request_id == a.request_id)) + 1 :]
             for call in later:
                 assert all(a.text not in m["content"] for m in call.messages), (a.text, call.messages)
     assert rejections > 20
@@ -74,8 +85,11 @@ def test_invariant_2_a_rejected_generation_never_reaches_the_model_again(tmp_pat
 def test_invariant_3_the_model_never_chooses_the_next_node(tmp_path: Path) -> None:
     root = write_pack(
         tmp_path / "p",
-        nodes={"decide": {"kind": "generate", "reads": [], "writes": ["verdict", "next", "goto"]},
-               "safe": {"kind": "end"}, "admin": {"kind": "end"}},
+        nodes={
+            "decide": {"kind": "generate", "reads": [], "writes": ["verdict", "next", "goto"]},
+            "safe": {"kind": "end"},
+            "admin": {"kind": "end"},
+        },
         edges=[{"from": "decide", "to": "admin", "when": "verdict == 'escalate'"}, {"from": "decide", "to": "safe"}],
         script={"nodes": {"decide": {"verdict": "ok", "next": "admin", "goto": "admin"}}},
     )
@@ -104,8 +118,14 @@ def test_invariant_4_a_returned_tool_call_is_never_executed_again(tmp_path: Path
 
         backend = open_backend(pack.model or "", base_dir=root)
         try:
-            run_pack(pack, {"order": "A1"}, backend=backend, tools=tools.registry(), store=Dying(),  # type: ignore[arg-type]
-                     run_id="r")
+            run_pack(
+                pack,
+                {"order": "A1"},
+                backend=backend,
+                tools=tools.registry(),
+                store=Dying(),  # type: ignore[arg-type]
+                run_id="r",
+            )
         except Killed:
             resume_run(pack, "r", backend=backend, store=store, tools=tools.registry())
         assert store.get("r").status == "done", kill_at
@@ -113,9 +133,13 @@ def test_invariant_4_a_returned_tool_call_is_never_executed_again(tmp_path: Path
 
 
 def test_invariant_5_a_pack_reaches_only_registered_tools(tmp_path: Path) -> None:
-    root = write_pack(tmp_path / "p", manifest={"tools": ["os.system"]},
-                      nodes={"t": {"kind": "tool", "tool": "os.system", "writes": ["r"]}, "done": {"kind": "end"}},
-                      edges=[{"from": "t", "to": "done"}], script={"nodes": {}})
+    root = write_pack(
+        tmp_path / "p",
+        manifest={"tools": ["os.system"]},
+        nodes={"t": {"kind": "tool", "tool": "os.system", "writes": ["r"]}, "done": {"kind": "end"}},
+        edges=[{"from": "t", "to": "done"}],
+        script={"nodes": {}},
+    )
     with pytest.raises(PackInvalid, match="tool 'os.system' is not registered by the host"):
         load_pack(root, tools={"lookup"})
     # A host that skips the load-time check still cannot reach anything by name.
@@ -136,9 +160,12 @@ def tree_digest(root: Path) -> str:
 def test_invariant_6_no_automated_process_edits_the_evalset(tmp_path: Path) -> None:
     root = write_pack(
         tmp_path / "p",
-        nodes={"classify": {"kind": "generate", "reads": ["input.ticket"], "writes": ["category"]},
-               "done": {"kind": "end"}},
-        edges=[{"from": "classify", "to": "done"}], grammars={"classify": ENUM_SCHEMA},
+        nodes={
+            "classify": {"kind": "generate", "reads": ["input.ticket"], "writes": ["category"]},
+            "done": {"kind": "end"},
+        },
+        edges=[{"from": "classify", "to": "done"}],
+        grammars={"classify": ENUM_SCHEMA},
         script={"nodes": {"classify": {"category": "billing"}}},
         cases=[{"id": "a", "input": {"ticket": "x"}, "expected": {"category": "technical"}}],
     )

@@ -42,8 +42,9 @@ def test_it_suggests_the_nearest_key_for_an_unknown_one(triage: Path) -> None:
 
 
 def test_it_suggests_the_nearest_node_key(tmp_path: Path) -> None:
-    root = write_pack(tmp_path / "p", nodes={"a": {**GEN, "sampels": 3}, "done": {"kind": "end"}},
-                      edges=[{"from": "a", "to": "done"}])
+    root = write_pack(
+        tmp_path / "p", nodes={"a": {**GEN, "sampels": 3}, "done": {"kind": "end"}}, edges=[{"from": "a", "to": "done"}]
+    )
     [issue] = issues_of(root)
     assert "unknown key 'sampels'" in issue and "did you mean 'samples'" in issue
     assert issue.startswith("graph.yaml:")
@@ -70,84 +71,110 @@ def test_it_names_the_line_of_a_grammar_syntax_error(triage: Path) -> None:
 
 
 def test_it_refuses_an_edge_to_an_unknown_node(tmp_path: Path) -> None:
-    root = write_pack(tmp_path / "p", nodes={"a": GEN, "done": {"kind": "end"}},
-                      edges=[{"from": "a", "to": "doen"}])
+    root = write_pack(tmp_path / "p", nodes={"a": GEN, "done": {"kind": "end"}}, edges=[{"from": "a", "to": "doen"}])
     found = issues_of(root)
     assert any("edge to unknown node 'doen' (did you mean 'done'?)" in i for i in found)
 
 
 def test_it_refuses_a_read_nothing_before_can_have_written(tmp_path: Path) -> None:
-    root = write_pack(tmp_path / "p", nodes={
-        "a": GEN, "b": {"kind": "generate", "reads": ["priority"], "writes": ["x"]}, "done": {"kind": "end"}},
-        edges=[{"from": "a", "to": "b"}, {"from": "b", "to": "done"}])
+    root = write_pack(
+        tmp_path / "p",
+        nodes={"a": GEN, "b": {"kind": "generate", "reads": ["priority"], "writes": ["x"]}, "done": {"kind": "end"}},
+        edges=[{"from": "a", "to": "b"}, {"from": "b", "to": "done"}],
+    )
     [issue] = issues_of(root)
     assert "node 'b' reads 'priority', which no node before it can have written" in issue
     assert issue.startswith("graph.yaml:")
 
 
 def test_it_does_not_count_a_failed_nodes_writes_on_its_on_fail_edge(tmp_path: Path) -> None:
-    root = write_pack(tmp_path / "p", nodes={
-        "a": GEN, "fix": {"kind": "generate", "reads": ["category"], "writes": ["x"]}, "done": {"kind": "end"}},
-        edges=[{"from": "a", "to": "done"}, {"from": "a", "on_fail": "fix"}, {"from": "fix", "to": "done"}])
+    root = write_pack(
+        tmp_path / "p",
+        nodes={"a": GEN, "fix": {"kind": "generate", "reads": ["category"], "writes": ["x"]}, "done": {"kind": "end"}},
+        edges=[{"from": "a", "to": "done"}, {"from": "a", "on_fail": "fix"}, {"from": "fix", "to": "done"}],
+    )
     [issue] = issues_of(root)
     assert "node 'fix' reads 'category'" in issue
 
 
 def test_it_refuses_an_unreachable_node(tmp_path: Path) -> None:
-    root = write_pack(tmp_path / "p", nodes={"a": GEN, "done": {"kind": "end"}, "lost": {"kind": "end"}},
-                      edges=[{"from": "a", "to": "done"}])
+    root = write_pack(
+        tmp_path / "p",
+        nodes={"a": GEN, "done": {"kind": "end"}, "lost": {"kind": "end"}},
+        edges=[{"from": "a", "to": "done"}],
+    )
     [issue] = issues_of(root)
     assert "node 'lost' is unreachable from entry 'a'" in issue
 
 
 def test_it_refuses_a_cycle_with_no_way_out(tmp_path: Path) -> None:
-    root = write_pack(tmp_path / "p", nodes={
-        "a": GEN, "b": {"kind": "generate", "reads": ["category"], "writes": ["x"]}, "done": {"kind": "end"}},
-        edges=[{"from": "a", "to": "b"}, {"from": "b", "to": "a"}, {"from": "b", "on_fail": "done"}])
+    root = write_pack(
+        tmp_path / "p",
+        nodes={"a": GEN, "b": {"kind": "generate", "reads": ["category"], "writes": ["x"]}, "done": {"kind": "end"}},
+        edges=[{"from": "a", "to": "b"}, {"from": "b", "to": "a"}, {"from": "b", "on_fail": "done"}],
+    )
     found = issues_of(root)
     assert any("cycle a -> b -> a has no way out" in i for i in found)
 
 
 def test_it_accepts_a_cycle_with_a_guarded_exit(tmp_path: Path) -> None:
-    root = write_pack(tmp_path / "p", nodes={
-        "a": GEN, "b": {"kind": "generate", "reads": ["category"], "writes": ["x"]}, "done": {"kind": "end"}},
-        edges=[{"from": "a", "to": "b"}, {"from": "b", "to": "done", "when": "x == 1"}, {"from": "b", "to": "a"}])
+    root = write_pack(
+        tmp_path / "p",
+        nodes={"a": GEN, "b": {"kind": "generate", "reads": ["category"], "writes": ["x"]}, "done": {"kind": "end"}},
+        edges=[{"from": "a", "to": "b"}, {"from": "b", "to": "done", "when": "x == 1"}, {"from": "b", "to": "a"}],
+    )
     assert load_pack(root).entry == "a"
 
 
 def test_it_refuses_a_tool_the_host_did_not_register(tmp_path: Path) -> None:
-    root = write_pack(tmp_path / "p", manifest={"tools": ["lookup"]},
-                      nodes={"t": {"kind": "tool", "tool": "lookup", "writes": ["r"]}, "done": {"kind": "end"}},
-                      edges=[{"from": "t", "to": "done"}])
+    root = write_pack(
+        tmp_path / "p",
+        manifest={"tools": ["lookup"]},
+        nodes={"t": {"kind": "tool", "tool": "lookup", "writes": ["r"]}, "done": {"kind": "end"}},
+        edges=[{"from": "t", "to": "done"}],
+    )
     [issue] = issues_of(root, tools={"send_email"})
     assert "tool 'lookup' is not registered by the host (registered: send_email)" in issue
     assert load_pack(root, tools={"lookup"}).nodes["t"].tool == "lookup"
 
 
 def test_it_refuses_a_tool_node_naming_a_tool_the_manifest_does_not_list(tmp_path: Path) -> None:
-    root = write_pack(tmp_path / "p", nodes={"t": {"kind": "tool", "tool": "rm_rf", "writes": ["r"]},
-                                             "done": {"kind": "end"}}, edges=[{"from": "t", "to": "done"}])
+    root = write_pack(
+        tmp_path / "p",
+        nodes={"t": {"kind": "tool", "tool": "rm_rf", "writes": ["r"]}, "done": {"kind": "end"}},
+        edges=[{"from": "t", "to": "done"}],
+    )
     [issue] = issues_of(root)
     assert "uses tool 'rm_rf', which the manifest's 'tools' does not list" in issue
 
 
 def test_it_refuses_on_unsure_without_samples(tmp_path: Path) -> None:
-    root = write_pack(tmp_path / "p", nodes={"a": GEN, "done": {"kind": "end"}, "hold": {"kind": "end"}},
-                      edges=[{"from": "a", "to": "done"}, {"from": "a", "on_unsure": "hold"}])
+    root = write_pack(
+        tmp_path / "p",
+        nodes={"a": GEN, "done": {"kind": "end"}, "hold": {"kind": "end"}},
+        edges=[{"from": "a", "to": "done"}, {"from": "a", "on_unsure": "hold"}],
+    )
     [issue] = issues_of(root)
     assert "on_unsure edge but no 'samples'" in issue
 
 
 def test_it_refuses_an_unsafe_expression_at_load(tmp_path: Path) -> None:
-    root = write_pack(tmp_path / "p", nodes={"a": GEN, "done": {"kind": "end"}},
-                      edges=[{"from": "a", "to": "done", "when": "__import__('os').system('x')"}])
+    root = write_pack(
+        tmp_path / "p",
+        nodes={"a": GEN, "done": {"kind": "end"}},
+        edges=[{"from": "a", "to": "done", "when": "__import__('os').system('x')"}],
+    )
     [issue] = issues_of(root)
     assert "bad expression" in issue and issue.startswith("graph.yaml:")
 
 
 def test_it_refuses_a_prompt_placeholder_outside_the_reads(tmp_path: Path) -> None:
-    root = write_pack(tmp_path / "p", nodes={"a": GEN, "done": {"kind": "end"}},
-                      edges=[{"from": "a", "to": "done"}], prompts={"a": "{{ input.ticket }} {{ input.secret }}"})
+    root = write_pack(
+        tmp_path / "p",
+        nodes={"a": GEN, "done": {"kind": "end"}},
+        edges=[{"from": "a", "to": "done"}],
+        prompts={"a": "{{ input.ticket }} {{ input.secret }}"},
+    )
     [issue] = issues_of(root)
     assert "uses {{ input.secret }}, which is not in the node's reads" in issue
 
@@ -167,9 +194,12 @@ def test_it_reports_bad_evalset_lines_with_line_numbers(triage: Path) -> None:
 
 
 def test_it_reports_every_problem_at_once(tmp_path: Path) -> None:
-    root = write_pack(tmp_path / "p", manifest={"colour": "red"},
-                      nodes={"a": {**GEN, "two_stage": "yes"}, "done": {"kind": "end"}, "x": {"kind": "end"}},
-                      edges=[{"from": "a", "to": "nowhere"}, {"from": "a", "on_unsure": "done"}])
+    root = write_pack(
+        tmp_path / "p",
+        manifest={"colour": "red"},
+        nodes={"a": {**GEN, "two_stage": "yes"}, "done": {"kind": "end"}, "x": {"kind": "end"}},
+        edges=[{"from": "a", "to": "nowhere"}, {"from": "a", "on_unsure": "done"}],
+    )
     (root / "grammars" / "a.json").write_text("{")
     (root / "evalset.jsonl").write_text("nope\n")
     found = issues_of(root)
@@ -184,9 +214,12 @@ def test_it_refuses_a_directory_that_is_not_a_pack(tmp_path: Path) -> None:
 
 
 def test_it_refuses_a_human_question_using_fields_outside_the_reads(tmp_path: Path) -> None:
-    root = write_pack(tmp_path / "p", nodes={"ask": {"kind": "human", "reads": [], "writes": ["ok"]},
-                                             "done": {"kind": "end"}},
-                      edges=[{"from": "ask", "to": "done"}], prompts={"ask": "Approve {{ input.secret }}?"},
-                      grammars={"ask": {"type": "object", "properties": {"ok": {"type": "boolean"}}}})
+    root = write_pack(
+        tmp_path / "p",
+        nodes={"ask": {"kind": "human", "reads": [], "writes": ["ok"]}, "done": {"kind": "end"}},
+        edges=[{"from": "ask", "to": "done"}],
+        prompts={"ask": "Approve {{ input.secret }}?"},
+        grammars={"ask": {"type": "object", "properties": {"ok": {"type": "boolean"}}}},
+    )
     [issue] = issues_of(root)
     assert "prompts/ask.txt uses {{ input.secret }}, which is not in the node's reads" in issue

@@ -17,18 +17,33 @@ KEY = "sk-live-4f9a8b7c6d5e4f3a2b1c"
 
 
 def leaky_pack(tmp_path: Path) -> Path:
-    return write_pack(tmp_path / "p",
-                      nodes={"classify": {"kind": "generate", "reads": ["input.ticket"], "writes": ["category"]},
-                             "done": {"kind": "end"}},
-                      edges=[{"from": "classify", "to": "done"}], grammars={"classify": ENUM_SCHEMA},
-                      script={"nodes": {"classify": [f"REJECTED-MARKER {KEY}", {"category": "billing"}]}})
+    return write_pack(
+        tmp_path / "p",
+        nodes={
+            "classify": {"kind": "generate", "reads": ["input.ticket"], "writes": ["category"]},
+            "done": {"kind": "end"},
+        },
+        edges=[{"from": "classify", "to": "done"}],
+        grammars={"classify": ENUM_SCHEMA},
+        script={"nodes": {"classify": [f"REJECTED-MARKER {KEY}", {"category": "billing"}]}},
+    )
 
 
 @pytest.mark.parametrize("fmt", ["text", "json"])
 def test_it_never_prints_a_key_from_the_environment(tmp_path: Path, fmt: str) -> None:
-    out = pf("--log-level", "debug", "--log-format", fmt, "run", str(leaky_pack(tmp_path)),
-             "--input", json.dumps({"ticket": f"my key is {KEY}"}), "--trace", str(tmp_path / "t.json"),
-             env={"PROVIDER_API_KEY": KEY})
+    out = pf(
+        "--log-level",
+        "debug",
+        "--log-format",
+        fmt,
+        "run",
+        str(leaky_pack(tmp_path)),
+        "--input",
+        json.dumps({"ticket": f"my key is {KEY}"}),
+        "--trace",
+        str(tmp_path / "t.json"),
+        env={"PROVIDER_API_KEY": KEY},
+    )
     assert out.returncode == 0, out.stderr
     assert "REJECTED-MARKER" in out.stderr  # the debug line was written ...
     assert KEY not in out.stderr  # ... with the key redacted

@@ -42,9 +42,16 @@ def test_together_they_use_every_node_kind_and_edge_type() -> None:
 
 
 def test_support_triage_runs_from_the_readme() -> None:
-    ticket = ("Hi, I was charged TWICE for order ORD-48213 ($59.98 each time). I want one of the charges "
-              "reversed today or I'm disputing it with my bank.")
+    ticket = (
+        "Hi, I was charged TWICE for order ORD-48213 ($59.98 each time). I want one of the charges "
+        "reversed today or I'm disputing it with my bank."
+    )
     out = pf("run", str(PACKS / "support_triage"), "--input", json.dumps({"ticket": ticket}))
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout) == {"amount_usd": 59.98, "category": "billing", "order_id": "ORD-48213",
-                                      "priority": "p1", "sentiment": "angry"}
+    assert json.loads(out.stdout) == {
+        "amount_usd": 59.98,
+        "category": "billing",
+        "order_id": "ORD-48213",
+        "priority": "p1",
+        "sentiment": "angry",
+    }

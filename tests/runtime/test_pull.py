@@ -25,11 +25,18 @@ TOKEN = "pf_" + "s3cret" * 6  # a well-formed token no studio issued
 def packforge(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if k != "PACKFORGE_TOKEN"}
     clean["PYTHONPATH"] = str(REPO)
-    return subprocess.run([sys.executable, "-m", "runtime", *args], cwd=cwd, env={**clean, **(env or {})},
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "runtime", *args],
+        cwd=cwd,
+        env={**clean, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 # -- against a real studio ------------------------------------------------------------------------
+
 
 @pytest.fixture
 def studio(live_server: Any, settings: Any, tmp_path: Path) -> tuple[str, str]:
@@ -86,6 +93,7 @@ def test_it_reports_an_unknown_project_or_version(studio: tuple[str, str], tmp_p
 
 # -- without a server --------------------------------------------------------------------------------
 
+
 def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -99,12 +107,15 @@ def test_it_reports_an_unreachable_studio_in_one_line(tmp_path: Path, capsys: py
     assert err.count("\n") == 1 and TOKEN not in err
 
 
-@pytest.mark.parametrize("url, message", [
-    ("localhost:8000/triage", "is not a studio address"),
-    ("http://localhost:8000/", "names no project"),
-    ("http://localhost:8000/Bad Name", "is not a project name"),
-    ("http://me:pw@localhost:8000/triage", "not in the URL"),
-])
+@pytest.mark.parametrize(
+    "url, message",
+    [
+        ("localhost:8000/triage", "is not a studio address"),
+        ("http://localhost:8000/", "names no project"),
+        ("http://localhost:8000/Bad Name", "is not a project name"),
+        ("http://me:pw@localhost:8000/triage", "not in the URL"),
+    ],
+)
 def test_it_refuses_a_bad_url(url: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["pull", url, "--token", TOKEN]) == 2
     assert message in capsys.readouterr().err
@@ -142,13 +153,16 @@ def _link(name: str, to: str, kind: bytes = tarfile.SYMTYPE) -> tarfile.TarInfo:
     return info
 
 
-@pytest.mark.parametrize("members, message", [
-    ([_file("p/../../evil")], "outside the folder"),
-    ([_file("/etc/evil")], "outside the folder"),
-    ([_file("p/a"), _link("p/b", "/etc/passwd")], "a link or special file"),
-    ([_link("p/b", "../../x", tarfile.LNKTYPE)], "a link or special file"),
-    ([_file("p/a\\..\\b")], "not a plain relative path"),
-])
+@pytest.mark.parametrize(
+    "members, message",
+    [
+        ([_file("p/../../evil")], "outside the folder"),
+        ([_file("/etc/evil")], "outside the folder"),
+        ([_file("p/a"), _link("p/b", "/etc/passwd")], "a link or special file"),
+        ([_link("p/b", "../../x", tarfile.LNKTYPE)], "a link or special file"),
+        ([_file("p/a\\..\\b")], "not a plain relative path"),
+    ],
+)
 def test_it_refuses_unsafe_tar_members(members: list[tarfile.TarInfo], message: str) -> None:
     with pytest.raises(PullError, match=message):
         read_archive(_tar(members), "tar.gz")
@@ -158,7 +172,7 @@ def test_it_refuses_a_zip_symlink_and_a_zip_escape() -> None:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         link = zipfile.ZipInfo("p/link")
-        link.external_attr = (0o120777 << 16)
+        link.external_attr = 0o120777 << 16
         zf.writestr(link, "/etc/passwd")
     with pytest.raises(PullError, match="a link or special file"):
         read_archive(buf.getvalue(), "zip")
@@ -180,6 +194,7 @@ def _studio(archive: bytes, status: int = 200) -> httpx.MockTransport:
     def answer(request: httpx.Request) -> httpx.Response:
         assert request.headers["Authorization"] == f"Bearer {TOKEN}"
         return httpx.Response(status, content=archive, headers={"X-Packforge-Version": "a" * 40})
+
     return httpx.MockTransport(answer)
 
 

@@ -22,10 +22,13 @@ def backend_for(root: Path) -> Recorder:
 
 
 def one_node(tmp_path: Path, answers: Any, **node: Any) -> Path:
-    return write_pack(tmp_path / "p", nodes={"classify": {**GEN, **node}, "done": {"kind": "end"},
-                                             "fallback": {"kind": "end"}},
-                      edges=[{"from": "classify", "to": "done"}, {"from": "classify", "on_fail": "fallback"}],
-                      grammars={"classify": ENUM_SCHEMA}, script={"nodes": {"classify": answers}})
+    return write_pack(
+        tmp_path / "p",
+        nodes={"classify": {**GEN, **node}, "done": {"kind": "end"}, "fallback": {"kind": "end"}},
+        edges=[{"from": "classify", "to": "done"}, {"from": "classify", "on_fail": "fallback"}],
+        grammars={"classify": ENUM_SCHEMA},
+        script={"nodes": {"classify": answers}},
+    )
 
 
 def test_it_commits_a_verified_answer_with_provenance(triage: Path) -> None:
@@ -60,9 +63,13 @@ def test_it_resamples_then_gives_feedback_then_takes_on_fail(tmp_path: Path) -> 
 
 
 def test_it_fails_the_run_when_there_is_no_on_fail_edge(tmp_path: Path) -> None:
-    root = write_pack(tmp_path / "p", nodes={"classify": GEN, "done": {"kind": "end"}},
-                      edges=[{"from": "classify", "to": "done"}], grammars={"classify": ENUM_SCHEMA},
-                      script={"nodes": {"classify": {"category": "nope"}}})
+    root = write_pack(
+        tmp_path / "p",
+        nodes={"classify": GEN, "done": {"kind": "end"}},
+        edges=[{"from": "classify", "to": "done"}],
+        grammars={"classify": ENUM_SCHEMA},
+        script={"nodes": {"classify": {"category": "nope"}}},
+    )
     result = run_pack(load_pack(root), {"ticket": "t"}, backend=backend_for(root))
     assert result.status == "failed"
     assert result.trace.error is not None and result.trace.error.startswith("classify: schema:")
@@ -102,8 +109,11 @@ def test_it_treats_a_truncated_answer_as_retryable(tmp_path: Path) -> None:
 def test_it_keeps_two_stage_reasoning_out_of_state_and_later_prompts(tmp_path: Path) -> None:
     root = write_pack(
         tmp_path / "p",
-        nodes={"judge": {**GEN, "two_stage": True}, "next": {"kind": "generate", "reads": ["category"],
-                                                             "writes": ["x"]}, "done": {"kind": "end"}},
+        nodes={
+            "judge": {**GEN, "two_stage": True},
+            "next": {"kind": "generate", "reads": ["category"], "writes": ["x"]},
+            "done": {"kind": "end"},
+        },
         edges=[{"from": "judge", "to": "next"}, {"from": "next", "to": "done"}],
         grammars={"judge": ENUM_SCHEMA},
         script={"nodes": {"judge": {"category": "billing"}, "next": {"x": 1}}, "reasoning": "SECRET-THOUGHT"},
@@ -122,7 +132,8 @@ def agreement_pack(tmp_path: Path, draws: list[Any]) -> Path:
         tmp_path / "p",
         nodes={"approve": {**GEN, "samples": 3, "agree": 2}, "done": {"kind": "end"}, "human": {"kind": "end"}},
         edges=[{"from": "approve", "to": "done"}, {"from": "approve", "on_unsure": "human"}],
-        grammars={"approve": ENUM_SCHEMA}, script={"nodes": {"approve": draws}},
+        grammars={"approve": ENUM_SCHEMA},
+        script={"nodes": {"approve": draws}},
     )
 
 
@@ -145,7 +156,8 @@ def test_it_routes_disagreement_to_on_unsure_and_commits_nothing(tmp_path: Path)
 
 def test_it_stops_a_runaway_loop_at_the_step_bound(tmp_path: Path) -> None:
     root = write_pack(
-        tmp_path / "p", manifest={"max_steps": 7},
+        tmp_path / "p",
+        manifest={"max_steps": 7},
         nodes={"a": {"kind": "generate", "reads": [], "writes": ["n"]}, "done": {"kind": "end"}},
         edges=[{"from": "a", "to": "done", "when": "n > 100"}, {"from": "a", "to": "a"}],
         script={"nodes": {"a": {"n": 1}}},
@@ -177,19 +189,34 @@ class Tools:
 
 def tool_pack(tmp_path: Path) -> Path:
     return write_pack(
-        tmp_path / "p", manifest={"tools": ["lookup", "refund"]},
+        tmp_path / "p",
+        manifest={"tools": ["lookup", "refund"]},
         nodes={
-            "lookup": {"kind": "tool", "tool": "lookup", "reads": ["input.order"], "args": {"order_id": "input.order"},
-                       "writes": ["total"]},
-            "refund": {"kind": "tool", "tool": "refund", "reads": ["input.order", "total"],
-                       "args": {"order_id": "input.order", "amount": "total"}, "writes": ["refund_id"]},
+            "lookup": {
+                "kind": "tool",
+                "tool": "lookup",
+                "reads": ["input.order"],
+                "args": {"order_id": "input.order"},
+                "writes": ["total"],
+            },
+            "refund": {
+                "kind": "tool",
+                "tool": "refund",
+                "reads": ["input.order", "total"],
+                "args": {"order_id": "input.order", "amount": "total"},
+                "writes": ["refund_id"],
+            },
             "confirm": {"kind": "generate", "reads": ["refund_id"], "writes": ["message"]},
             "done": {"kind": "end"},
         },
-        edges=[{"from": "lookup", "to": "refund"}, {"from": "refund", "to": "confirm"},
-               {"from": "confirm", "to": "done"}],
-        grammars={"refund": {"type": "object", "required": ["refund_id"],
-                             "properties": {"refund_id": {"type": "string"}}}},
+        edges=[
+            {"from": "lookup", "to": "refund"},
+            {"from": "refund", "to": "confirm"},
+            {"from": "confirm", "to": "done"},
+        ],
+        grammars={
+            "refund": {"type": "object", "required": ["refund_id"], "properties": {"refund_id": {"type": "string"}}}
+        },
         script={"nodes": {"confirm": {"message": "done"}}},
     )
 
@@ -197,8 +224,9 @@ def tool_pack(tmp_path: Path) -> Path:
 def test_it_calls_tools_with_args_from_state(tmp_path: Path) -> None:
     root = tool_pack(tmp_path)
     tools = Tools()
-    result = run_pack(load_pack(root, tools={"lookup", "refund"}), {"order": "A1"}, backend=backend_for(root),
-                      tools=tools.registry())
+    result = run_pack(
+        load_pack(root, tools={"lookup", "refund"}), {"order": "A1"}, backend=backend_for(root), tools=tools.registry()
+    )
     assert tools.calls == [("lookup", {"order_id": "A1"}), ("refund", {"order_id": "A1", "amount": 40.0})]
     assert result.output["refund_id"] == "R-A1"
     assert [t.tool for t in result.trace.tool_calls] == ["lookup", "refund"]
@@ -210,8 +238,9 @@ def test_it_fails_the_node_when_a_tool_raises(tmp_path: Path) -> None:
     def boom(**kw: Any) -> Any:
         raise ConnectionError("db down")
 
-    result = run_pack(load_pack(root), {"order": "A1"}, backend=backend_for(root),
-                      tools={"lookup": boom, "refund": boom})
+    result = run_pack(
+        load_pack(root), {"order": "A1"}, backend=backend_for(root), tools={"lookup": boom, "refund": boom}
+    )
     assert result.status == "failed"
     assert "tool 'lookup' raised ConnectionError: db down" in (result.trace.error or "")
 
@@ -242,8 +271,14 @@ def test_it_replays_a_tool_result_journaled_before_a_crash(tmp_path: Path, sqlit
     pack, tools = load_pack(root), Tools()
     store = sqlite_store()
     with pytest.raises(Killed):
-        run_pack(pack, {"order": "A1"}, backend=backend_for(root), tools=tools.registry(),
-                 store=KillAfterToolRecorded(store, "refund"), run_id="r1")  # type: ignore[arg-type]
+        run_pack(
+            pack,
+            {"order": "A1"},
+            backend=backend_for(root),
+            tools=tools.registry(),
+            store=KillAfterToolRecorded(store, "refund"),
+            run_id="r1",
+        )  # type: ignore[arg-type]
     result = resume_run(pack, "r1", backend=backend_for(root), store=store, tools=tools.registry())
     assert result.status == "done"
     assert [name for name, _ in tools.calls] == ["lookup", "refund"]
@@ -261,8 +296,14 @@ def test_it_resumes_a_killed_run_without_repeating_model_calls(tmp_path: Path, t
 
     first = backend_for(triage)
     with pytest.raises(Killed):
-        run_pack(pack, {"ticket": "x"}, backend=first, store=store, run_id="r1",
-                 options=RunOptions(on_step=die_after_classify))
+        run_pack(
+            pack,
+            {"ticket": "x"},
+            backend=first,
+            store=store,
+            run_id="r1",
+            options=RunOptions(on_step=die_after_classify),
+        )
     assert store.get("r1").status == "running"
     second = backend_for(triage)
     result = resume_run(pack, "r1", backend=second, store=store)
@@ -286,11 +327,16 @@ def test_it_refuses_to_resume_a_finished_run(tmp_path: Path, triage: Path, sqlit
 def human_pack(tmp_path: Path) -> Path:
     return write_pack(
         tmp_path / "p",
-        nodes={"classify": GEN, "review": {"kind": "human", "reads": ["category"], "writes": ["approved"]},
-               "done": {"kind": "end"}},
+        nodes={
+            "classify": GEN,
+            "review": {"kind": "human", "reads": ["category"], "writes": ["approved"]},
+            "done": {"kind": "end"},
+        },
         edges=[{"from": "classify", "to": "review"}, {"from": "review", "to": "done"}],
-        grammars={"classify": ENUM_SCHEMA, "review": {"type": "object", "required": ["approved"],
-                                                      "properties": {"approved": {"type": "boolean"}}}},
+        grammars={
+            "classify": ENUM_SCHEMA,
+            "review": {"type": "object", "required": ["approved"], "properties": {"approved": {"type": "boolean"}}},
+        },
         script={"nodes": {"classify": {"category": "billing"}}},
     )
 
@@ -343,7 +389,13 @@ def test_a_stalled_walker_cannot_overwrite_a_run_taken_over(tmp_path: Path, tria
             takeover["result"] = resume_run(pack, "r1", backend=backend_for(triage), store=store)
 
     with pytest.raises(FencedOut):
-        run_pack(pack, {"ticket": "x"}, backend=backend_for(triage), store=store, run_id="r1",
-                 options=RunOptions(on_step=another_process_takes_over))
+        run_pack(
+            pack,
+            {"ticket": "x"},
+            backend=backend_for(triage),
+            store=store,
+            run_id="r1",
+            options=RunOptions(on_step=another_process_takes_over),
+        )
     assert takeover["result"].status == "done"
     assert store.get("r1").status == "done"

@@ -58,8 +58,13 @@ def stranger(db: None) -> User:
 @pytest.fixture
 def project(owner: User, reviewer: User, viewer: User) -> Project:
     """support_triage, owned by `owner`, with a reviewer and a viewer."""
-    made = create_project(slug="triage", name="Support triage", owner=owner,
-                          pack_files=example_files("support_triage"), message="Create from example")
+    made = create_project(
+        slug="triage",
+        name="Support triage",
+        owner=owner,
+        pack_files=example_files("support_triage"),
+        message="Create from example",
+    )
     Membership.objects.create(user=reviewer, project=made, role=Role.REVIEWER)
     Membership.objects.create(user=viewer, project=made, role=Role.VIEWER)
     return made

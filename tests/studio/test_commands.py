@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import io
 import logging
 import re
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -32,8 +31,9 @@ def password_in(output: str) -> str:
     return match.group(1)
 
 
-def test_it_creates_one_admin_whose_printed_password_logs_in(db: None, caplog: pytest.LogCaptureFixture,
-                                                             settings: Any) -> None:
+def test_it_creates_one_admin_whose_printed_password_logs_in(
+    db: None, caplog: pytest.LogCaptureFixture, settings: Any
+) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]  # the production default
     caplog.set_level(logging.DEBUG)
     password = password_in(run("bootstrap_admin"))

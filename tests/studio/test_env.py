@@ -15,15 +15,24 @@ def test_it_parses_sqlite_and_postgres_urls(tmp_path: Path) -> None:
     assert database_from_url(f"sqlite:///{tmp_path}/y.sqlite3", Path("/elsewhere"))["NAME"] == f"{tmp_path}/y.sqlite3"
     pg = database_from_url("postgres://pf:s%40cret@db.local:5433/packforge?sslmode=require", tmp_path)
     assert (pg["ENGINE"], pg["USER"], pg["PASSWORD"], pg["HOST"], pg["PORT"], pg["NAME"]) == (
-        "django.db.backends.postgresql", "pf", "s@cret", "db.local", "5433", "packforge")
+        "django.db.backends.postgresql",
+        "pf",
+        "s@cret",
+        "db.local",
+        "5433",
+        "packforge",
+    )
     assert pg["OPTIONS"] == {"sslmode": "require"}
 
 
-@pytest.mark.parametrize("url, message", [
-    ("mysql://x/y", "scheme 'mysql'"),
-    ("postgres://host-only", "expected postgres://"),
-    ("sqlite://", "expected sqlite:///path"),
-])
+@pytest.mark.parametrize(
+    "url, message",
+    [
+        ("mysql://x/y", "scheme 'mysql'"),
+        ("postgres://host-only", "expected postgres://"),
+        ("sqlite://", "expected sqlite:///path"),
+    ],
+)
 def test_it_refuses_a_bad_database_url(tmp_path: Path, url: str, message: str) -> None:
     with pytest.raises(ImproperlyConfigured, match=message):
         database_from_url(url, tmp_path)

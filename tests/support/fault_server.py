@@ -139,8 +139,9 @@ class FaultServer:
 
     def start(self) -> FaultServer:
         self.started_at = time.monotonic()
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="fault-server", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fault-server", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -260,8 +261,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw) if raw else {}
         except json.JSONDecodeError:
             body = None
-        record = Recorded("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body,
-                          time.monotonic())
+        record = Recorded("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body, time.monotonic())
         if not self.path.endswith("/chat/completions"):
             with owner.lock:
                 owner.requests.append(record)
@@ -332,17 +332,21 @@ class _Handler(BaseHTTPRequestHandler):
             text = json.dumps(example(schema or {}))
         else:
             text = "Let me think. The answer follows from the request."
-        base = {"id": "chatcmpl-fault", "object": "chat.completion.chunk", "created": int(time.time()),
-                "model": body.get("model", "fault")}
+        base = {
+            "id": "chatcmpl-fault",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": body.get("model", "fault"),
+        }
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
             return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
         self._event(chunk({"role": "assistant", "content": ""}))
-        pieces = [text[i:i + f.chunk_chars] for i in range(0, len(text), f.chunk_chars)] or [""]
+        pieces = [text[i : i + f.chunk_chars] for i in range(0, len(text), f.chunk_chars)] or [""]
         thoughts = []
         if f.reasoning and schema is not None:
-            thoughts = [f.reasoning[i:i + f.chunk_chars] for i in range(0, len(f.reasoning), f.chunk_chars)]
+            thoughts = [f.reasoning[i : i + f.chunk_chars] for i in range(0, len(f.reasoning), f.chunk_chars)]
         for piece in thoughts:
             self._event(chunk({"reasoning_content": piece}))
             if f.token_delay:
@@ -360,8 +364,11 @@ class _Handler(BaseHTTPRequestHandler):
         self._event(chunk({}, f.finish_reason))
         if f.usage and (body.get("stream_options") or {}).get("include_usage"):
             prompt = sum(len(str(m.get("content", ""))) // 4 + 1 for m in body.get("messages", []))
-            usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": len(pieces) + len(thoughts),
-                                     "total_tokens": prompt + len(pieces) + len(thoughts)}
+            usage: dict[str, Any] = {
+                "prompt_tokens": prompt,
+                "completion_tokens": len(pieces) + len(thoughts),
+                "total_tokens": prompt + len(pieces) + len(thoughts),
+            }
             if thoughts:
                 usage["completion_tokens_details"] = {"reasoning_tokens": len(thoughts)}
             self._event({**base, "choices": [], "usage": usage})
@@ -409,12 +416,12 @@ def in_own_process(capacity: int | None, latency: float, retry_after: str = "1")
     import sys
     from pathlib import Path
 
-    args = [sys.executable, "-m", "tests.support.fault_server", "--latency", str(latency),
-            "--retry-after", retry_after]
+    args = [sys.executable, "-m", "tests.support.fault_server", "--latency", str(latency), "--retry-after", retry_after]
     if capacity is not None:
         args += ["--capacity", str(capacity)]
-    proc = subprocess.Popen(args, cwd=Path(__file__).resolve().parents[2], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        args, cwd=Path(__file__).resolve().parents[2], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout is not None
         yield proc.stdout.readline().strip()

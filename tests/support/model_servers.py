@@ -48,13 +48,11 @@ def _locked(name: str) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _run(cmd: list[str], log: Path, env: dict[str, str] | None = None,
-         cwd: Path | None = None) -> None:
+def _run(cmd: list[str], log: Path, env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
     with open(log, "a") as out:
         out.write(f"\n$ {' '.join(cmd)}\n")
         out.flush()
-        proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd, stdin=subprocess.DEVNULL)
     if proc.returncode != 0:
         tail = log.read_text(errors="replace")[-4000:]
         raise BuildFailed(f"{cmd[0]} exited {proc.returncode}; see {log}\n{tail}")
@@ -72,9 +70,23 @@ def _sdist(log: Path) -> Path:
         return unpacked
     dl = root / "dl"
     dl.mkdir(parents=True, exist_ok=True)
-    _run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
-          "--no-deps", "--no-binary", ":all:",
-          f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}", "-d", str(dl)], log)
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}",
+            "-d",
+            str(dl),
+        ],
+        log,
+    )
     archive = dl / f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}.tar.gz"
     if unpacked.exists():
         shutil.rmtree(unpacked)
@@ -101,10 +113,26 @@ def build_llama_server() -> Path:
         log.write_text("")
         src = _sdist(log) / "vendor" / "llama.cpp"
         build = target.parent / "build"
-        _run(["cmake", "-S", str(src), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
-              "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
-              "-DLLAMA_BUILD_TOOLS=ON", "-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_USE_PREBUILT_UI=OFF",
-              "-DLLAMA_OPENSSL=OFF", "-DLLAMA_CURL=OFF", "-DGGML_NATIVE=OFF"], log)
+        _run(
+            [
+                "cmake",
+                "-S",
+                str(src),
+                "-B",
+                str(build),
+                "-DCMAKE_BUILD_TYPE=Release",
+                "-DBUILD_SHARED_LIBS=OFF",
+                "-DLLAMA_BUILD_TESTS=OFF",
+                "-DLLAMA_BUILD_EXAMPLES=OFF",
+                "-DLLAMA_BUILD_TOOLS=ON",
+                "-DLLAMA_BUILD_SERVER=ON",
+                "-DLLAMA_USE_PREBUILT_UI=OFF",
+                "-DLLAMA_OPENSSL=OFF",
+                "-DLLAMA_CURL=OFF",
+                "-DGGML_NATIVE=OFF",
+            ],
+            log,
+        )
         _run(["cmake", "--build", str(build), "--target", "llama-server", "-j", _jobs()], log)
         tmp = target.with_suffix(".tmp")
         shutil.copy2(build / "bin" / "llama-server", tmp)
@@ -136,8 +164,19 @@ def build_python_server() -> Path:
         env = dict(os.environ)
         env["CMAKE_ARGS"] = "-DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF"
         env["CMAKE_BUILD_PARALLEL_LEVEL"] = _jobs()
-        _run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-              f"llama-cpp-python[server]=={LLAMA_CPP_PYTHON_VERSION}"], log, env=env)
+        _run(
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                f"llama-cpp-python[server]=={LLAMA_CPP_PYTHON_VERSION}",
+            ],
+            log,
+            env=env,
+        )
         stamp.write_text("ok\n")
         return python
 
@@ -176,8 +215,7 @@ def _wait_ready(server: RunningServer, path: str, timeout: float) -> None:
     root = server.base_url.removesuffix("/v1")
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
-            raise BuildFailed(f"{server.name} exited {server.process.returncode}:\n"
-                              f"{server.log_tail()}")
+            raise BuildFailed(f"{server.name} exited {server.process.returncode}:\n{server.log_tail()}")
         try:
             if httpx.get(root + path, timeout=2.0).status_code == 200:
                 return
@@ -194,9 +232,25 @@ def start_llama_server(log_dir: Path, parallel: int = 2) -> RunningServer:
     log = log_dir / "llama-server.log"
     out = open(log, "wb")
     proc = subprocess.Popen(
-        [str(binary), "-m", str(MODEL), "--host", "127.0.0.1", "--port", str(port),
-         "--no-webui", "-np", str(parallel), "-c", "2048", "--offline"],
-        stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        [
+            str(binary),
+            "-m",
+            str(MODEL),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-webui",
+            "-np",
+            str(parallel),
+            "-c",
+            "2048",
+            "--offline",
+        ],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
     out.close()
     server = RunningServer("llama-server", f"http://127.0.0.1:{port}/v1", proc, log)
     _wait_ready(server, "/health", 60)
@@ -209,9 +263,23 @@ def start_python_server(log_dir: Path) -> RunningServer:
     log = log_dir / "llama-cpp-python.log"
     out = open(log, "wb")
     proc = subprocess.Popen(
-        [str(python), "-m", "llama_cpp.server", "--model", str(MODEL), "--host", "127.0.0.1",
-         "--port", str(port), "--interrupt_requests", "False"],
-        stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        [
+            str(python),
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(MODEL),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--interrupt_requests",
+            "False",
+        ],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
     out.close()
     server = RunningServer("llama-cpp-python", f"http://127.0.0.1:{port}/v1", proc, log)
     _wait_ready(server, "/v1/models", 120)

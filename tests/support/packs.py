@@ -19,9 +19,15 @@ RATING_SCHEMA: dict[str, Any] = {
 }
 
 
-def write_chain_pack(root: Path, *, nodes: int = 1, schema: dict[str, Any] | None = None,
-                     model: str | None = None, node_options: dict[str, Any] | None = None,
-                     retry: dict[str, Any] | None = None) -> Path:
+def write_chain_pack(
+    root: Path,
+    *,
+    nodes: int = 1,
+    schema: dict[str, Any] | None = None,
+    model: str | None = None,
+    node_options: dict[str, Any] | None = None,
+    retry: dict[str, Any] | None = None,
+) -> Path:
     """A pack of `nodes` generate nodes in a line (n1 -> n2 -> ... -> done), each writing
     its own copy of `schema`'s properties with a prefix (n1_mood, n1_stars, ...)."""
     schema = schema or RATING_SCHEMA
@@ -33,13 +39,12 @@ def write_chain_pack(root: Path, *, nodes: int = 1, schema: dict[str, Any] | Non
     for i in range(1, nodes + 1):
         node = f"n{i}"
         props = {f"{node}_{k}": v for k, v in schema["properties"].items()}
-        node_schema = {**schema, "properties": props,
-                       "required": [f"{node}_{k}" for k in schema.get("required", [])]}
+        node_schema = {**schema, "properties": props, "required": [f"{node}_{k}" for k in schema.get("required", [])]}
         reads = ["input.story"] if i == 1 else [f"n{i - 1}_{next(iter(schema['properties']))}"]
-        graph_nodes[node] = {"kind": "generate", "reads": reads, "writes": sorted(props),
-                             **(node_options or {})}
+        graph_nodes[node] = {"kind": "generate", "reads": reads, "writes": sorted(props), **(node_options or {})}
         (root / "prompts" / f"{node}.txt").write_text(
-            "Read the story and rate it as JSON.\n" + " ".join(f"{{{{ {r} }}}}" for r in reads) + "\n")
+            "Read the story and rate it as JSON.\n" + " ".join(f"{{{{ {r} }}}}" for r in reads) + "\n"
+        )
         (root / "grammars" / f"{node}.json").write_text(json.dumps(node_schema, indent=2))
         edges.append({"from": node, "to": f"n{i + 1}" if i < nodes else "done"})
     graph_nodes["done"] = {"kind": "end"}

@@ -62,8 +62,10 @@ def _tail(path: Path, lines: int = 20) -> str:
 def postgres_bin() -> Path:
     """The folder holding initdb and pg_ctl: the newest /usr/lib/postgresql/*/bin, or the
     one beside `initdb` on PATH."""
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"),
-                   key=lambda p: [int(x) if x.isdigit() else 0 for x in Path(p).parent.parent.name.split(".")])
+    found = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+        key=lambda p: [int(x) if x.isdigit() else 0 for x in Path(p).parent.parent.name.split(".")],
+    )
     if found:
         return Path(found[-1]).parent
     on_path = shutil.which("initdb")
@@ -98,19 +100,33 @@ class Postgres:
         return ["runuser", "-u", self.run_as, "--", *cmd] if self.run_as else cmd
 
     def _run(self, program: str, *args: str, timeout: float = 60) -> None:
-        done = subprocess.run(self._cmd(program, *args), capture_output=True, text=True, timeout=timeout,
-                              cwd=self.root)
+        done = subprocess.run(self._cmd(program, *args), capture_output=True, text=True, timeout=timeout, cwd=self.root)
         if done.returncode != 0:
-            raise ServiceError(f"{program} failed ({done.returncode}): {done.stderr.strip() or done.stdout.strip()}\n"
-                               f"{_tail(self.log)}")
+            raise ServiceError(
+                f"{program} failed ({done.returncode}): {done.stderr.strip() or done.stdout.strip()}\n{_tail(self.log)}"
+            )
 
     def start(self) -> Postgres:
-        self._run("initdb", "-D", str(self.data), "-U", self.user, "--auth=trust", "--no-sync", "-E", "UTF8",
-                  "--locale=C")
-        options = (f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.root} -c fsync=off "
-                   "-c synchronous_commit=off -c full_page_writes=off -c max_connections=100")
-        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w",
-                  "-t", str(int(READY_TIMEOUT_S)), "start")
+        self._run(
+            "initdb", "-D", str(self.data), "-U", self.user, "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"
+        )
+        options = (
+            f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.root} -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=100"
+        )
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.log),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            str(int(READY_TIMEOUT_S)),
+            "start",
+        )
         self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user, self.database)
         return self
 
@@ -126,8 +142,10 @@ def _postgres_user() -> str | None:
     try:
         pwd.getpwnam("postgres")
     except KeyError:
-        raise ServiceError("running as root, Postgres needs a non-root user to run as; the Debian postgresql "
-                           "package makes one named postgres (apt-get install postgresql)") from None
+        raise ServiceError(
+            "running as root, Postgres needs a non-root user to run as; the Debian postgresql "
+            "package makes one named postgres (apt-get install postgresql)"
+        ) from None
     if shutil.which("runuser") is None:
         raise ServiceError("running as root, the harness needs runuser (util-linux) to start Postgres as postgres")
     return "postgres"
@@ -184,9 +202,27 @@ class Redis:
             raise ServiceError("Redis is not installed: apt-get install redis-server")
         with open(self.log, "wb") as log:
             self.process = subprocess.Popen(
-                [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                 "--daemonize", "no", "--dir", str(self.root), "--protected-mode", "yes"],
-                stdout=log, stderr=subprocess.STDOUT, cwd=self.root)
+                [
+                    binary,
+                    "--port",
+                    str(self.port),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--daemonize",
+                    "no",
+                    "--dir",
+                    str(self.root),
+                    "--protected-mode",
+                    "yes",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.root,
+            )
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -243,9 +279,12 @@ def redis(attempts: int = 3) -> Iterator[Redis]:
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: scripts/with-services CMD [ARGS...]\n"
-              "Starts a throwaway Postgres and Redis on free loopback ports, runs CMD with DATABASE_URL and\n"
-              "REDIS_URL exported, then stops both.", file=sys.stderr)
+        print(
+            "usage: scripts/with-services CMD [ARGS...]\n"
+            "Starts a throwaway Postgres and Redis on free loopback ports, runs CMD with DATABASE_URL and\n"
+            "REDIS_URL exported, then stops both.",
+            file=sys.stderr,
+        )
         return 2
     # Stop the servers on SIGTERM too (CI cancelling a job), not only on Ctrl-C.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

@@ -8,7 +8,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -17,21 +16,58 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Endpoint',
+            name="Endpoint",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100, unique=True)),
-                ('spec', models.CharField(help_text='openai:URL#MODEL, fake:FILE or sim:...', max_length=500)),
-                ('key_env', models.CharField(blank=True, max_length=64, validators=[django.core.validators.RegexValidator('^[A-Z_][A-Z0-9_]{0,63}$', 'an environment variable name, like PROVIDER_API_KEY')])),
-                ('price_in', models.DecimalField(decimal_places=4, default=0, help_text='USD per million input tokens', max_digits=10, validators=[django.core.validators.MinValueValidator(0)])),
-                ('price_out', models.DecimalField(decimal_places=4, default=0, help_text='USD per million output tokens', max_digits=10, validators=[django.core.validators.MinValueValidator(0)])),
-                ('concurrency', models.PositiveIntegerField(default=4, validators=[django.core.validators.MinValueValidator(1)])),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('last_check', models.JSONField(blank=True, null=True)),
-                ('created_by', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=100, unique=True)),
+                ("spec", models.CharField(help_text="openai:URL#MODEL, fake:FILE or sim:...", max_length=500)),
+                (
+                    "key_env",
+                    models.CharField(
+                        blank=True,
+                        max_length=64,
+                        validators=[
+                            django.core.validators.RegexValidator(
+                                "^[A-Z_][A-Z0-9_]{0,63}$", "an environment variable name, like PROVIDER_API_KEY"
+                            )
+                        ],
+                    ),
+                ),
+                (
+                    "price_in",
+                    models.DecimalField(
+                        decimal_places=4,
+                        default=0,
+                        help_text="USD per million input tokens",
+                        max_digits=10,
+                        validators=[django.core.validators.MinValueValidator(0)],
+                    ),
+                ),
+                (
+                    "price_out",
+                    models.DecimalField(
+                        decimal_places=4,
+                        default=0,
+                        help_text="USD per million output tokens",
+                        max_digits=10,
+                        validators=[django.core.validators.MinValueValidator(0)],
+                    ),
+                ),
+                (
+                    "concurrency",
+                    models.PositiveIntegerField(default=4, validators=[django.core.validators.MinValueValidator(1)]),
+                ),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("last_check", models.JSONField(blank=True, null=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="+", to=settings.AUTH_USER_MODEL
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
     ]

@@ -5,15 +5,27 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('endpoints', '0001_initial'),
+        ("endpoints", "0001_initial"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='endpoint',
-            name='key_env',
-            field=models.CharField(blank=True, max_length=64, validators=[django.core.validators.RegexValidator('^[A-Z_][A-Z0-9_]{0,63}$', 'an environment variable name, like PROVIDER_API_KEY'), django.core.validators.RegexValidator('^(SECRET_KEY|DATABASE_URL|REDIS_URL|PACKFORGE_.*|DJANGO_.*|CELERY_.*|PATH|HOME)$', inverse_match=True, message="this variable belongs to the studio itself; name the variable that holds the endpoint's key")]),
+            model_name="endpoint",
+            name="key_env",
+            field=models.CharField(
+                blank=True,
+                max_length=64,
+                validators=[
+                    django.core.validators.RegexValidator(
+                        "^[A-Z_][A-Z0-9_]{0,63}$", "an environment variable name, like PROVIDER_API_KEY"
+                    ),
+                    django.core.validators.RegexValidator(
+                        "^(SECRET_KEY|DATABASE_URL|REDIS_URL|PACKFORGE_.*|DJANGO_.*|CELERY_.*|PATH|HOME)$",
+                        inverse_match=True,
+                        message="this variable belongs to the studio itself; name the variable that holds the endpoint's key",
+                    ),
+                ],
+            ),
         ),
     ]

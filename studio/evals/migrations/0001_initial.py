@@ -7,112 +7,168 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('endpoints', '0001_initial'),
-        ('projects', '0001_initial'),
+        ("endpoints", "0001_initial"),
+        ("projects", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='RunCheckpoint',
+            name="RunCheckpoint",
             fields=[
-                ('run_id', models.CharField(max_length=255, primary_key=True, serialize=False)),
-                ('pack', models.CharField(max_length=200)),
-                ('digest', models.CharField(max_length=64)),
-                ('input', models.JSONField()),
-                ('case_id', models.CharField(blank=True, max_length=200, null=True)),
-                ('status', models.CharField(max_length=16)),
-                ('fence', models.PositiveIntegerField()),
-                ('result', models.JSONField(blank=True, null=True)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
+                ("run_id", models.CharField(max_length=255, primary_key=True, serialize=False)),
+                ("pack", models.CharField(max_length=200)),
+                ("digest", models.CharField(max_length=64)),
+                ("input", models.JSONField()),
+                ("case_id", models.CharField(blank=True, max_length=200, null=True)),
+                ("status", models.CharField(max_length=16)),
+                ("fence", models.PositiveIntegerField()),
+                ("result", models.JSONField(blank=True, null=True)),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
             ],
         ),
         migrations.CreateModel(
-            name='Eval',
+            name="Eval",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('version', models.CharField(max_length=40)),
-                ('model_spec', models.CharField(max_length=500)),
-                ('batch', models.CharField(blank=True, max_length=32)),
-                ('tags', models.JSONField(default=list)),
-                ('repeats', models.PositiveIntegerField(default=1)),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('done', 'Done'), ('cancelled', 'Cancelled')], default='queued', max_length=16)),
-                ('total', models.PositiveIntegerField(default=0)),
-                ('is_baseline', models.BooleanField(default=False)),
-                ('summary', models.JSONField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('created_by', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('endpoint', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='evals', to='endpoints.endpoint')),
-                ('project', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='evals', to='projects.project')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("version", models.CharField(max_length=40)),
+                ("model_spec", models.CharField(max_length=500)),
+                ("batch", models.CharField(blank=True, max_length=32)),
+                ("tags", models.JSONField(default=list)),
+                ("repeats", models.PositiveIntegerField(default=1)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("done", "Done"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        default="queued",
+                        max_length=16,
+                    ),
+                ),
+                ("total", models.PositiveIntegerField(default=0)),
+                ("is_baseline", models.BooleanField(default=False)),
+                ("summary", models.JSONField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="+", to=settings.AUTH_USER_MODEL
+                    ),
+                ),
+                (
+                    "endpoint",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="evals",
+                        to="endpoints.endpoint",
+                    ),
+                ),
+                (
+                    "project",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="evals", to="projects.project"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='EvalCase',
+            name="EvalCase",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('case_id', models.CharField(max_length=200)),
-                ('repeat', models.PositiveIntegerField(default=0)),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('passed', 'Passed'), ('failed', 'Failed'), ('error', 'Error'), ('cancelled', 'Cancelled')], default='queued', max_length=16)),
-                ('attempts', models.PositiveIntegerField(default=0)),
-                ('tier', models.CharField(blank=True, max_length=16)),
-                ('blamed', models.CharField(blank=True, max_length=100)),
-                ('run_status', models.CharField(blank=True, max_length=16)),
-                ('path', models.JSONField(default=list)),
-                ('edges', models.JSONField(default=list)),
-                ('diffs', models.JSONField(default=list)),
-                ('problems', models.JSONField(default=list)),
-                ('rejections', models.JSONField(default=dict)),
-                ('generations', models.PositiveIntegerField(default=0)),
-                ('model_calls', models.PositiveIntegerField(default=0)),
-                ('prompt_tokens', models.PositiveIntegerField(default=0)),
-                ('completion_tokens', models.PositiveIntegerField(default=0)),
-                ('reasoning_tokens', models.PositiveIntegerField(default=0)),
-                ('latency_s', models.FloatField(default=0.0)),
-                ('cost_usd', models.FloatField(default=0.0)),
-                ('error', models.TextField(blank=True)),
-                ('trace', models.JSONField(blank=True, null=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('eval', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='cases', to='evals.eval')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("case_id", models.CharField(max_length=200)),
+                ("repeat", models.PositiveIntegerField(default=0)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("passed", "Passed"),
+                            ("failed", "Failed"),
+                            ("error", "Error"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        default="queued",
+                        max_length=16,
+                    ),
+                ),
+                ("attempts", models.PositiveIntegerField(default=0)),
+                ("tier", models.CharField(blank=True, max_length=16)),
+                ("blamed", models.CharField(blank=True, max_length=100)),
+                ("run_status", models.CharField(blank=True, max_length=16)),
+                ("path", models.JSONField(default=list)),
+                ("edges", models.JSONField(default=list)),
+                ("diffs", models.JSONField(default=list)),
+                ("problems", models.JSONField(default=list)),
+                ("rejections", models.JSONField(default=dict)),
+                ("generations", models.PositiveIntegerField(default=0)),
+                ("model_calls", models.PositiveIntegerField(default=0)),
+                ("prompt_tokens", models.PositiveIntegerField(default=0)),
+                ("completion_tokens", models.PositiveIntegerField(default=0)),
+                ("reasoning_tokens", models.PositiveIntegerField(default=0)),
+                ("latency_s", models.FloatField(default=0.0)),
+                ("cost_usd", models.FloatField(default=0.0)),
+                ("error", models.TextField(blank=True)),
+                ("trace", models.JSONField(blank=True, null=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "eval",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="cases", to="evals.eval"
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='JournalEntry',
+            name="JournalEntry",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('seq', models.PositiveIntegerField()),
-                ('kind', models.CharField(max_length=8)),
-                ('node', models.CharField(max_length=100)),
-                ('step', models.PositiveIntegerField()),
-                ('payload', models.JSONField()),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='journal', to='evals.runcheckpoint')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("seq", models.PositiveIntegerField()),
+                ("kind", models.CharField(max_length=8)),
+                ("node", models.CharField(max_length=100)),
+                ("step", models.PositiveIntegerField()),
+                ("payload", models.JSONField()),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="journal", to="evals.runcheckpoint"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['seq'],
+                "ordering": ["seq"],
             },
         ),
         migrations.AddConstraint(
-            model_name='eval',
-            constraint=models.UniqueConstraint(condition=models.Q(('is_baseline', True)), fields=('project',), name='one_baseline_per_project'),
+            model_name="eval",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("is_baseline", True)), fields=("project",), name="one_baseline_per_project"
+            ),
         ),
         migrations.AddIndex(
-            model_name='evalcase',
-            index=models.Index(fields=['eval', 'status'], name='evals_evalc_eval_id_d90750_idx'),
+            model_name="evalcase",
+            index=models.Index(fields=["eval", "status"], name="evals_evalc_eval_id_d90750_idx"),
         ),
         migrations.AddConstraint(
-            model_name='evalcase',
-            constraint=models.UniqueConstraint(fields=('eval', 'case_id', 'repeat'), name='one_row_per_case_run'),
+            model_name="evalcase",
+            constraint=models.UniqueConstraint(fields=("eval", "case_id", "repeat"), name="one_row_per_case_run"),
         ),
         migrations.AddConstraint(
-            model_name='journalentry',
-            constraint=models.UniqueConstraint(fields=('run', 'seq'), name='one_entry_per_seq'),
+            model_name="journalentry",
+            constraint=models.UniqueConstraint(fields=("run", "seq"), name="one_entry_per_seq"),
         ),
     ]

@@ -4,25 +4,24 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('evals', '0001_initial'),
+        ("evals", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='eval',
-            name='swept_at',
+            model_name="eval",
+            name="swept_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='evalcase',
-            name='lease_owner',
+            model_name="evalcase",
+            name="lease_owner",
             field=models.CharField(blank=True, max_length=64),
         ),
         migrations.AddField(
-            model_name='evalcase',
-            name='lease_until',
+            model_name="evalcase",
+            name="lease_until",
             field=models.DateTimeField(blank=True, null=True),
         ),
     ]

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runs', '0001_initial'),
+        ("runs", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='tryrun',
-            name='model_spec',
+            model_name="tryrun",
+            name="model_spec",
             field=models.CharField(blank=True, max_length=700),
         ),
     ]

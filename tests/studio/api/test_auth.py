@@ -12,8 +12,12 @@ from tests.studio.api.conftest import bearer, head_of, send
 
 def test_it_accepts_a_bearer_token(owner_token: Client, project: Project) -> None:
     assert owner_token.get("/api/projects/triage").json()["role"] == "author"
-    answer = send(owner_token, "put", "/api/projects/triage/files",
-                  {"base": head_of(project), "message": "from CI", "files": {"ci.txt": "x"}})
+    answer = send(
+        owner_token,
+        "put",
+        "/api/projects/triage/files",
+        {"base": head_of(project), "message": "from CI", "files": {"ci.txt": "x"}},
+    )
     assert answer.status_code == 200  # no CSRF token needed with a bearer token
 
 
@@ -34,8 +38,10 @@ def test_it_refuses_an_unknown_or_malformed_token(project: Project) -> None:
     for header in ("Bearer pf_nope", "Bearer ", "Token abc", "Basic dXNlcjpwYXNz"):
         answer = Client(headers={"Authorization": header}).get("/api/projects/triage")
         assert answer.status_code == 401, header
-        assert answer.json()["detail"] in ("invalid or revoked token",
-                                           "the Authorization header must be 'Bearer <token>'")
+        assert answer.json()["detail"] in (
+            "invalid or revoked token",
+            "the Authorization header must be 'Bearer <token>'",
+        )
 
 
 def test_it_refuses_a_bad_token_even_with_a_session(owner: User, project: Project) -> None:
@@ -59,8 +65,9 @@ def test_it_requires_csrf_for_session_writes(owner: User, project: Project) -> N
     assert refused.status_code == 403 and refused.json() == {"detail": "CSRF check Failed"}
     client.get("/")  # the page sets the CSRF cookie, as a browser would see it
     token = client.cookies["csrftoken"].value
-    answer = client.put("/api/projects/triage/files", body, content_type="application/json",
-                        headers={"X-CSRFToken": token})
+    answer = client.put(
+        "/api/projects/triage/files", body, content_type="application/json", headers={"X-CSRFToken": token}
+    )
     assert answer.status_code == 200
 
 

@@ -9,8 +9,9 @@ from tests.studio.api.conftest import head_of
 
 def _edit(project: Project) -> tuple[str, str]:
     base = head_of(project)
-    new = PackRepo(project.repo_path).save({"pack/README.md": b"one\ntwo\n", "pack/extra.txt": b"x\n"}, base=base,
-                                           author="o", email="", message="edit")
+    new = PackRepo(project.repo_path).save(
+        {"pack/README.md": b"one\ntwo\n", "pack/extra.txt": b"x\n"}, base=base, author="o", email="", message="edit"
+    )
     return base, new
 
 

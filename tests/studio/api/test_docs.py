@@ -2,9 +2,19 @@ from __future__ import annotations
 
 from django.test import Client
 
-ROUTES = ["/api/projects", "/api/projects/upload", "/api/projects/{slug}", "/api/projects/{slug}/versions",
-          "/api/projects/{slug}/files", "/api/projects/{slug}/files/{path}", "/api/projects/{slug}/diff",
-          "/api/projects/{slug}/validate", "/api/projects/{slug}/download", "/api/tokens", "/api/tokens/{token_id}"]
+ROUTES = [
+    "/api/projects",
+    "/api/projects/upload",
+    "/api/projects/{slug}",
+    "/api/projects/{slug}/versions",
+    "/api/projects/{slug}/files",
+    "/api/projects/{slug}/files/{path}",
+    "/api/projects/{slug}/diff",
+    "/api/projects/{slug}/validate",
+    "/api/projects/{slug}/download",
+    "/api/tokens",
+    "/api/tokens/{token_id}",
+]
 
 
 def test_it_renders_the_openapi_document(as_owner: Client) -> None:

@@ -21,8 +21,11 @@ def test_it_hides_projects_from_strangers_in_the_list(as_stranger: Client, proje
 
 
 def test_it_requires_authentication(anonymous: Client, project: Project) -> None:
-    for answer in (anonymous.get("/api/projects"), anonymous.get("/api/projects/triage"),
-                   send(anonymous, "post", "/api/projects", {"slug": "x"})):
+    for answer in (
+        anonymous.get("/api/projects"),
+        anonymous.get("/api/projects/triage"),
+        send(anonymous, "post", "/api/projects", {"slug": "x"}),
+    ):
         assert answer.status_code == 401
         assert answer.json() == {"detail": "Unauthorized"}
     assert not Project.objects.filter(slug="x").exists()

@@ -11,14 +11,28 @@ URL = "/api/projects/triage/files"
 
 def test_it_saves_files_as_a_new_version(as_owner: Client, project: Project) -> None:
     base = head_of(project)
-    answer = send(as_owner, "put", URL, {"base": base, "message": "Tighten the prompt",
-                                         "files": {"prompts/classify.txt": "Classify: {{ input.ticket }}\n",
-                                                   "notes/new.md": "hello", "README.md": None}})
+    answer = send(
+        as_owner,
+        "put",
+        URL,
+        {
+            "base": base,
+            "message": "Tighten the prompt",
+            "files": {
+                "prompts/classify.txt": "Classify: {{ input.ticket }}\n",
+                "notes/new.md": "hello",
+                "README.md": None,
+            },
+        },
+    )
     assert answer.status_code == 200
     body = answer.json()
     assert body["base"] == base and body["version"] == head_of(project)
     assert {c["path"]: c["status"] for c in body["changes"]} == {
-        "prompts/classify.txt": "modified", "notes/new.md": "added", "README.md": "deleted"}
+        "prompts/classify.txt": "modified",
+        "notes/new.md": "added",
+        "README.md": "deleted",
+    }
     files = PackRepo(project.repo_path).files(prefix="pack/")
     assert files["notes/new.md"] == b"hello" and "README.md" not in files
     [latest, *_] = PackRepo(project.repo_path).log()
@@ -29,8 +43,9 @@ def test_it_saves_files_as_a_new_version(as_owner: Client, project: Project) -> 
 
 def test_it_refuses_a_stale_base_and_writes_nothing(as_owner: Client, project: Project) -> None:
     base = head_of(project)
-    moved = PackRepo(project.repo_path).save({"pack/README.md": b"theirs"}, base=base, author="rita", email="",
-                                             message="Someone else's edit")
+    moved = PackRepo(project.repo_path).save(
+        {"pack/README.md": b"theirs"}, base=base, author="rita", email="", message="Someone else's edit"
+    )
     answer = send(as_owner, "put", URL, {"base": base, "message": "mine", "files": {"README.md": "mine"}})
     assert answer.status_code == 409
     body = answer.json()
@@ -50,11 +65,13 @@ def test_it_refuses_paths_escaping_the_pack(as_owner: Client, project: Project) 
 
 def test_it_refuses_bad_saves_with_a_message(as_owner: Client, project: Project) -> None:
     base = head_of(project)
-    cases = [({"base": base, "message": " ", "files": {"a": "x"}}, "needs a message"),
-             ({"base": base, "message": "m", "files": {}}, "no files given"),
-             ({"base": "feedface", "message": "m", "files": {"a": "x"}}, "base: no version feedface"),
-             ({"base": base, "message": "m", "files": {"gone.txt": None}}, "cannot delete gone.txt"),
-             ({"base": base, "message": "m", "files": {"README.md": None, "README.md ": None}}, "cannot delete")]
+    cases = [
+        ({"base": base, "message": " ", "files": {"a": "x"}}, "needs a message"),
+        ({"base": base, "message": "m", "files": {}}, "no files given"),
+        ({"base": "feedface", "message": "m", "files": {"a": "x"}}, "base: no version feedface"),
+        ({"base": base, "message": "m", "files": {"gone.txt": None}}, "cannot delete gone.txt"),
+        ({"base": base, "message": "m", "files": {"README.md": None, "README.md ": None}}, "cannot delete"),
+    ]
     for body, expected in cases:
         answer = send(as_owner, "put", URL, body)
         assert answer.status_code == 400, body

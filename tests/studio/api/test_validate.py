@@ -36,8 +36,9 @@ def test_it_reports_a_removed_file(as_owner: Client, project: Project) -> None:
 
 def test_it_validates_an_older_version(as_owner: Client, project: Project) -> None:
     first = head_of(project)
-    PackRepo(project.repo_path).save({"pack/graph.yaml": b"nodes: ["}, base=first, author="o", email="",
-                                     message="break")
+    PackRepo(project.repo_path).save(
+        {"pack/graph.yaml": b"nodes: ["}, base=first, author="o", email="", message="break"
+    )
     assert send(as_owner, "post", URL, {}).json()["valid"] is False
     assert send(as_owner, "post", URL, {"version": first}).json()["valid"] is True
 

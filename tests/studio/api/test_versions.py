@@ -9,12 +9,17 @@ from tests.studio.api.conftest import head_of
 
 def test_it_lists_versions_newest_first(as_viewer: Client, project: Project) -> None:
     repo = PackRepo(project.repo_path)
-    second = repo.save({"pack/README.md": b"new"}, base=head_of(project), author="Olive", email="o@example.com",
-                       message="Edit the readme")
+    second = repo.save(
+        {"pack/README.md": b"new"},
+        base=head_of(project),
+        author="Olive",
+        email="o@example.com",
+        message="Edit the readme",
+    )
     answer = as_viewer.get("/api/projects/triage/versions")
     assert answer.status_code == 200
     rows = answer.json()
-    assert [r["sha"] for r in rows][0] == second and len(rows) == 2
+    assert next(r["sha"] for r in rows) == second and len(rows) == 2
     assert rows[0]["author"] == "Olive" and rows[0]["email"] == "o@example.com"
     assert rows[0]["message"] == "Edit the readme" and rows[0]["time"].endswith("Z")
 

@@ -42,8 +42,9 @@ def test_it_creates_an_endpoint(staff: User) -> None:
 
 
 def test_it_refuses_a_bad_spec_with_a_message(staff: User) -> None:
-    page = Client().post("/api/endpoints", {**NEW, "spec": "openai:http://x/v1"}, content_type="application/json",
-                         headers=bearer(staff))
+    page = Client().post(
+        "/api/endpoints", {**NEW, "spec": "openai:http://x/v1"}, content_type="application/json", headers=bearer(staff)
+    )
     assert page.status_code == 400
     assert "needs a model after" in page.json()["detail"]
 

@@ -20,7 +20,8 @@ def served(staff: object, fault: FaultServer) -> Endpoint:
 
 
 def test_it_queues_a_check_and_answers_with_a_poller(
-        as_staff: Client, served: Endpoint, django_capture_on_commit_callbacks: Capture) -> None:
+    as_staff: Client, served: Endpoint, django_capture_on_commit_callbacks: Capture
+) -> None:
     with django_capture_on_commit_callbacks() as callbacks:
         page = as_staff.post(f"/endpoints/{served.pk}/check", headers=HX)
     assert page.status_code == 200
@@ -31,8 +32,8 @@ def test_it_queues_a_check_and_answers_with_a_poller(
 
 
 def test_it_checks_through_the_task_and_stores_the_reading(
-        as_staff: Client, served: Endpoint, fault: FaultServer, eager: None,
-        django_capture_on_commit_callbacks: Capture) -> None:
+    as_staff: Client, served: Endpoint, fault: FaultServer, eager: None, django_capture_on_commit_callbacks: Capture
+) -> None:
     with django_capture_on_commit_callbacks(execute=True):
         as_staff.post(f"/endpoints/{served.pk}/check", headers=HX)
     served.refresh_from_db()
@@ -43,8 +44,16 @@ def test_it_checks_through_the_task_and_stores_the_reading(
 
 
 def test_it_stops_polling_once_the_check_is_done(as_staff: Client, served: Endpoint) -> None:
-    served.last_check = {"state": "done", "ok": True, "answered": True, "honoured": True, "latency_s": 0.02,
-                         "ttft_s": 0.01, "grammar": "json_schema", "checked_at": "2026-01-01T00:00:00+00:00"}
+    served.last_check = {
+        "state": "done",
+        "ok": True,
+        "answered": True,
+        "honoured": True,
+        "latency_s": 0.02,
+        "ttft_s": 0.01,
+        "grammar": "json_schema",
+        "checked_at": "2026-01-01T00:00:00+00:00",
+    }
     served.save()
     page = as_staff.get(f"/endpoints/{served.pk}/check", headers=HX)
     assert page.status_code == 286
@@ -72,8 +81,7 @@ def test_it_redirects_a_plain_get_to_the_list(as_viewer: Client, served: Endpoin
     assert page.status_code == 302 and page["Location"] == "/endpoints/"
 
 
-def test_it_forbids_non_staff(as_owner: Client, served: Endpoint,
-                              django_capture_on_commit_callbacks: Capture) -> None:
+def test_it_forbids_non_staff(as_owner: Client, served: Endpoint, django_capture_on_commit_callbacks: Capture) -> None:
     with django_capture_on_commit_callbacks() as callbacks:
         page = as_owner.post(f"/endpoints/{served.pk}/check", headers=HX)
     assert page.status_code == 403 and callbacks == []

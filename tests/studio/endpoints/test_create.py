@@ -4,8 +4,14 @@ from django.test import Client
 
 from studio.endpoints.models import Endpoint
 
-FORM = {"name": "local", "spec": "openai:http://127.0.0.1:8080/v1#qwen", "key_env": "", "price_in": "0.15",
-        "price_out": "0.6", "concurrency": "2"}
+FORM = {
+    "name": "local",
+    "spec": "openai:http://127.0.0.1:8080/v1#qwen",
+    "key_env": "",
+    "price_in": "0.15",
+    "price_out": "0.6",
+    "concurrency": "2",
+}
 
 
 def test_it_creates_an_endpoint(as_staff: Client) -> None:

@@ -6,9 +6,14 @@ from studio.endpoints.models import Endpoint
 
 
 def _form(endpoint: Endpoint, **changes: str) -> dict[str, str]:
-    form = {"name": endpoint.name, "spec": endpoint.spec, "key_env": endpoint.key_env,
-            "price_in": str(endpoint.price_in), "price_out": str(endpoint.price_out),
-            "concurrency": str(endpoint.concurrency)}
+    form = {
+        "name": endpoint.name,
+        "spec": endpoint.spec,
+        "key_env": endpoint.key_env,
+        "price_in": str(endpoint.price_in),
+        "price_out": str(endpoint.price_out),
+        "concurrency": str(endpoint.concurrency),
+    }
     return {**form, **changes}
 
 

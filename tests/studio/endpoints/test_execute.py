@@ -20,8 +20,13 @@ def _closed_port() -> int:
 
 
 def test_it_adds_the_rows_fields_to_an_openai_spec() -> None:
-    spec = execute.opening_spec("openai:http://h/v1#m;grammar=gbnf", key_env="MY_KEY", price_in=Decimal("0.1500"),
-                                price_out=Decimal("2"), concurrency=3)
+    spec = execute.opening_spec(
+        "openai:http://h/v1#m;grammar=gbnf",
+        key_env="MY_KEY",
+        price_in=Decimal("0.1500"),
+        price_out=Decimal("2"),
+        concurrency=3,
+    )
     assert spec == "openai:http://h/v1#m;grammar=gbnf;key_env=MY_KEY;concurrency=3;price_in=0.15;price_out=2"
 
 
@@ -29,15 +34,18 @@ def test_it_leaves_a_scripted_spec_alone() -> None:
     assert execute.opening_spec("fake:/x.json", key_env="", concurrency=4) == "fake:/x.json"
 
 
-@pytest.mark.parametrize(("spec", "key_env", "says"), [
-    ("openai:http://h/v1", "", "needs a model after"),
-    ("openai:ftp://h/v1#m", "", "must start with http"),
-    ("openai:http://h/v1#m;grammar=regex", "", "grammar"),
-    ("openai:http://h/v1#m;concurrency=2", "", "'Concurrency' field"),
-    ("fake:/no/such/file.json", "", "not found"),
-    ("fake:/no/such/file.json", "MY_KEY", "only openai: endpoints take a key"),
-    ("nope", "", "needs a scheme"),
-])
+@pytest.mark.parametrize(
+    ("spec", "key_env", "says"),
+    [
+        ("openai:http://h/v1", "", "needs a model after"),
+        ("openai:ftp://h/v1#m", "", "must start with http"),
+        ("openai:http://h/v1#m;grammar=regex", "", "grammar"),
+        ("openai:http://h/v1#m;concurrency=2", "", "'Concurrency' field"),
+        ("fake:/no/such/file.json", "", "not found"),
+        ("fake:/no/such/file.json", "MY_KEY", "only openai: endpoints take a key"),
+        ("nope", "", "needs a scheme"),
+    ],
+)
 def test_it_says_why_a_spec_cannot_be_saved(spec: str, key_env: str, says: str) -> None:
     problem = execute.spec_problem(spec, key_env)
     assert problem is not None and says in problem
@@ -63,7 +71,8 @@ def test_it_reports_an_endpoint_that_does_not_answer(staff: object) -> None:
 
 
 def test_it_sends_the_key_from_the_named_variable_and_stores_no_key(
-        staff: object, fault: FaultServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    staff: object, fault: FaultServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PF_TEST_KEY", "sk-test-secret-0123456789")
     endpoint = Endpoint.objects.create(name="keyed", spec=fault.spec(), key_env="PF_TEST_KEY", created_by=staff)
     execute.check(endpoint.pk)
@@ -72,11 +81,13 @@ def test_it_sends_the_key_from_the_named_variable_and_stores_no_key(
     assert "sk-test-secret" not in str(endpoint.last_check)
 
 
-def test_it_reports_a_key_variable_that_is_not_set(staff: object, fault: FaultServer,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_it_reports_a_key_variable_that_is_not_set(
+    staff: object, fault: FaultServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("PF_UNSET_IN_TESTS_KEY", raising=False)
-    endpoint = Endpoint.objects.create(name="keyed", spec=fault.spec(), key_env="PF_UNSET_IN_TESTS_KEY",
-                                       created_by=staff)
+    endpoint = Endpoint.objects.create(
+        name="keyed", spec=fault.spec(), key_env="PF_UNSET_IN_TESTS_KEY", created_by=staff
+    )
     result = execute.check(endpoint.pk)
     assert result is not None and result["ok"] is False
     assert "PF_UNSET_IN_TESTS_KEY" in result["error"] and fault.completions() == []

@@ -46,8 +46,13 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 def refunds(owner: User, viewer: User, settings: Any) -> Project:
     """refund_desk, owned by `owner` (with `viewer`), with its host tools registered."""
     settings.PACKFORGE_TOOLS = REFUND_TOOLS
-    made = create_project(slug="refunds", name="Refund desk", owner=owner,
-                          pack_files=example_files("refund_desk"), message="Create from example")
+    made = create_project(
+        slug="refunds",
+        name="Refund desk",
+        owner=owner,
+        pack_files=example_files("refund_desk"),
+        message="Create from example",
+    )
     Membership.objects.create(user=viewer, project=made, role=Role.VIEWER)
     return made
 
@@ -65,11 +70,13 @@ def start(project: Project, user: User, **options: Any) -> Eval:
 
 def run_all(ev: Eval) -> list[str | None]:
     """Deliver every case of `ev` once, in this process."""
-    return [execute.run_eval_case(pk) for pk in EvalCase.objects.filter(eval=ev).order_by("pk")
-            .values_list("pk", flat=True)]
+    return [
+        execute.run_eval_case(pk) for pk in EvalCase.objects.filter(eval=ev).order_by("pk").values_list("pk", flat=True)
+    ]
 
 
 # -- host tools that count their real calls ------------------------------------------------
+
 
 def _load_refund_tools() -> dict[str, Any]:
     from runtime.cli import load_tools
@@ -84,6 +91,7 @@ def _counted(name: str, fn: Any) -> Any:
     def call(**kwargs: Any) -> Any:
         TOOL_CALLS.append((name, json.dumps(kwargs, sort_keys=True)))
         return fn(**kwargs)
+
     return call
 
 

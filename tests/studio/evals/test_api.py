@@ -11,7 +11,6 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from studio.evals import execute
 from studio.evals.models import Eval, EvalCase
 from studio.projects.models import Project
 from tests.studio.api.conftest import bearer, send
@@ -28,14 +27,19 @@ def post(client: Client, url: str, body: Any = None) -> Any:
 
 
 def test_it_starts_one_eval_per_model_with_a_row_per_case_and_repeat(
-        project: Project, owner: User, tmp_path: Path, django_capture_on_commit_callbacks: Any,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    project: Project,
+    owner: User,
+    tmp_path: Path,
+    django_capture_on_commit_callbacks: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     sent: list[int] = []
     monkeypatch.setattr("studio.evals.tasks.enqueue_cases", sent.extend)
     endpoint = scripted_endpoint(tmp_path, owner, {"nodes": {}})
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
-        response = post(bearer(owner), "/api/evals", {"project": "triage", "endpoints": [None, endpoint.pk],
-                                                      "repeats": 2})
+        response = post(
+            bearer(owner), "/api/evals", {"project": "triage", "endpoints": [None, endpoint.pk], "repeats": 2}
+        )
     assert response.status_code == 201, response.content
     body = response.json()
     assert [e["endpoint"] for e in body["evals"]] == [None, "scripted"]
@@ -73,12 +77,15 @@ def test_it_lets_only_authors_start(project: Project, viewer: User, reviewer: Us
     assert not Eval.objects.exists()
 
 
-@pytest.mark.parametrize(("body", "message"), [
-    ({"endpoints": [12345]}, "no endpoint 12345"),
-    ({"repeats": 0}, "repeats must be from 1 to 100"),
-    ({"tags": ["nope"]}, "no case has any of the tags nope"),
-    ({"version": "deadbeef"}, "no version deadbeef"),
-])
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"endpoints": [12345]}, "no endpoint 12345"),
+        ({"repeats": 0}, "repeats must be from 1 to 100"),
+        ({"tags": ["nope"]}, "no case has any of the tags nope"),
+        ({"version": "deadbeef"}, "no version deadbeef"),
+    ],
+)
 def test_it_refuses_bad_input(project: Project, owner: User, body: dict[str, Any], message: str) -> None:
     response = post(bearer(owner), "/api/evals", {"project": "triage", **body})
     assert response.status_code == 400 and message in response.json()["detail"]
@@ -89,8 +96,7 @@ def test_it_refuses_a_body_without_a_project(owner: User) -> None:
     assert post(bearer(owner), "/api/evals", {"repeats": 1}).status_code == 422
 
 
-def test_it_refuses_a_pack_with_tools_the_studio_does_not_serve(refunds: Project, owner: User,
-                                                               settings: Any) -> None:
+def test_it_refuses_a_pack_with_tools_the_studio_does_not_serve(refunds: Project, owner: User, settings: Any) -> None:
     settings.PACKFORGE_TOOLS = ""
     response = post(bearer(owner), "/api/evals", {"project": "refunds"})
     assert response.status_code == 400 and "PACKFORGE_TOOLS" in response.json()["detail"]
@@ -105,8 +111,7 @@ def test_it_shows_status_and_counts(project: Project, owner: User, viewer: User,
     response = bearer(viewer).get(f"/api/evals/{ev.pk}")
     assert response.status_code == 200
     body = response.json()
-    assert (body["status"], body["ended"], body["counts"]["finished"], body["counts"]["passed"]) == (
-        "done", True, 6, 6)
+    assert (body["status"], body["ended"], body["counts"]["finished"], body["counts"]["passed"]) == ("done", True, 6, 6)
     assert body["summary"]["counts"]["passed"] == 6
 
 
@@ -122,8 +127,7 @@ def test_it_hides_an_eval_from_a_stranger(project: Project, owner: User, strange
     assert bearer(stranger).get("/api/evals?project=triage").status_code == 404
 
 
-def test_it_lists_a_projects_evals_newest_first(project: Project, owner: User, viewer: User,
-                                                sent: list[int]) -> None:
+def test_it_lists_a_projects_evals_newest_first(project: Project, owner: User, viewer: User, sent: list[int]) -> None:
     first = start(project, owner, tags=["parse"])
     second = start(project, owner, tags=["schema"])
     response = bearer(viewer).get("/api/evals?project=triage")
@@ -149,8 +153,9 @@ def test_it_refuses_to_cancel_a_finished_eval(project: Project, owner: User, sen
     assert response.status_code == 409 and "already finished" in response.json()["detail"]
 
 
-def test_it_lets_only_authors_cancel(project: Project, owner: User, viewer: User, stranger: User,
-                                     sent: list[int]) -> None:
+def test_it_lets_only_authors_cancel(
+    project: Project, owner: User, viewer: User, stranger: User, sent: list[int]
+) -> None:
     ev = start(project, owner)
     assert post(Client(), f"/api/evals/{ev.pk}/cancel").status_code == 401
     assert post(bearer(stranger), f"/api/evals/{ev.pk}/cancel").status_code == 404
@@ -176,8 +181,9 @@ def test_it_passes_the_gate_with_no_baseline(project: Project, owner: User, sent
     assert (response.json()["passes"], response.json()["baseline"]) == (True, None)
 
 
-def test_it_gates_a_later_eval_against_the_baseline(project: Project, owner: User, viewer: User,
-                                                    tmp_path: Path, sent: list[int]) -> None:
+def test_it_gates_a_later_eval_against_the_baseline(
+    project: Project, owner: User, viewer: User, tmp_path: Path, sent: list[int]
+) -> None:
     base = finished(project, owner, tags=["ladder"])
     assert post(bearer(owner), f"/api/evals/{base.pk}/baseline").json()["is_baseline"] is True
     same = finished(project, owner, tags=["ladder"])
@@ -210,8 +216,9 @@ def test_it_refuses_an_unfinished_baseline(project: Project, owner: User, sent: 
     assert post(bearer(owner), f"/api/evals/{ev.pk}/baseline").status_code == 409
 
 
-def test_it_lets_only_authors_mark_the_baseline(project: Project, owner: User, viewer: User, stranger: User,
-                                                sent: list[int]) -> None:
+def test_it_lets_only_authors_mark_the_baseline(
+    project: Project, owner: User, viewer: User, stranger: User, sent: list[int]
+) -> None:
     ev = finished(project, owner, tags=["parse"])
     assert post(Client(), f"/api/evals/{ev.pk}/baseline").status_code == 401
     assert post(bearer(stranger), f"/api/evals/{ev.pk}/baseline").status_code == 404

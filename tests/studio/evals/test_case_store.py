@@ -22,7 +22,9 @@ def test_it_refuses_a_journal_write_from_a_writer_that_was_fenced_out() -> None:
         old_writer.append("r1", old, "step", "b", 2, {"n": 2})
     new_writer.append("r1", new, "step", "b", 2, {"n": 2})
     assert list(JournalEntry.objects.order_by("seq").values_list("seq", "node", "payload")) == [
-        (1, "a", {"n": 1}), (2, "b", {"n": 2})]
+        (1, "a", {"n": 1}),
+        (2, "b", {"n": 2}),
+    ]
 
 
 def test_it_holds_the_final_status_until_the_outcome_is_written() -> None:

@@ -87,15 +87,17 @@ def test_it_does_nothing_for_a_final_case(project: Project, owner: User, sent: l
 def test_it_leaves_a_case_to_the_worker_holding_its_lease(project: Project, owner: User, sent: list[int]) -> None:
     ev = start(project, owner, tags=["parse"])
     row = EvalCase.objects.get(eval=ev)
-    EvalCase.objects.filter(pk=row.pk).update(status="running", attempts=1, lease_owner="another-worker",
-                                              lease_until=timezone.now() + timedelta(seconds=30))
+    EvalCase.objects.filter(pk=row.pk).update(
+        status="running", attempts=1, lease_owner="another-worker", lease_until=timezone.now() + timedelta(seconds=30)
+    )
     assert execute.run_eval_case(row.pk) is None
     row.refresh_from_db()
     assert (row.status, row.attempts, row.lease_owner) == ("running", 1, "another-worker")
 
 
-def test_it_ends_the_eval_with_a_summary_when_the_last_case_is_final(project: Project, owner: User,
-                                                                    sent: list[int]) -> None:
+def test_it_ends_the_eval_with_a_summary_when_the_last_case_is_final(
+    project: Project, owner: User, sent: list[int]
+) -> None:
     ev = start(project, owner)
     outcomes = run_all(ev)
     ev.refresh_from_db()
@@ -108,12 +110,13 @@ def test_it_runs_each_repeat_as_its_own_run(project: Project, owner: User, sent:
     ev = start(project, owner, tags=["parse"], repeats=3)
     assert run_all(ev) == ["passed"] * 3
     assert sorted(RunCheckpoint.objects.values_list("run_id", flat=True)) == [
-        f"eval{ev.pk}-{row.case_id}-{r}" for r in range(3) for row in [EvalCase.objects.filter(eval=ev).first()]]
+        f"eval{ev.pk}-{row.case_id}-{r}" for r in range(3) for row in [EvalCase.objects.filter(eval=ev).first()]
+    ]
 
 
-def test_it_resumes_a_killed_case_without_repeating_a_tool_call(refunds: Project, owner: User,
-                                                               tool_calls: list[Any], sent: list[int],
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_it_resumes_a_killed_case_without_repeating_a_tool_call(
+    refunds: Project, owner: User, tool_calls: list[Any], sent: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
     ev = start(refunds, owner)
     row = case_row(ev, "rd-01")  # intent > lookup (tool) > approve > check_amount > refund (tool) > refunded
     kills = [1]
@@ -139,13 +142,15 @@ def test_it_resumes_a_killed_case_without_repeating_a_tool_call(refunds: Project
     assert lookup["replayed"] and row.trace["steps"][0]["replayed"]
 
 
-def test_it_marks_a_case_that_keeps_killing_workers_as_an_error(project: Project, owner: User, sent: list[int],
-                                                               settings: Any) -> None:
+def test_it_marks_a_case_that_keeps_killing_workers_as_an_error(
+    project: Project, owner: User, sent: list[int], settings: Any
+) -> None:
     settings.PACKFORGE_EVAL_MAX_ATTEMPTS = 3
     ev = start(project, owner, tags=["parse"])
     row = EvalCase.objects.get(eval=ev)
-    EvalCase.objects.filter(pk=row.pk).update(status="running", attempts=3, lease_owner="dead",
-                                              lease_until=timezone.now() - timedelta(seconds=1))
+    EvalCase.objects.filter(pk=row.pk).update(
+        status="running", attempts=3, lease_owner="dead", lease_until=timezone.now() - timedelta(seconds=1)
+    )
     assert execute.run_eval_case(row.pk) == "error"
     row.refresh_from_db()
     assert row.status == "error" and "killed its worker 3 times" in row.error
@@ -154,9 +159,9 @@ def test_it_marks_a_case_that_keeps_killing_workers_as_an_error(project: Project
     assert ev.status == "done"
 
 
-def test_it_drops_a_stalled_delivery_once_another_took_the_case_over(refunds: Project, owner: User,
-                                                                    tool_calls: list[Any], sent: list[int],
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_it_drops_a_stalled_delivery_once_another_took_the_case_over(
+    refunds: Project, owner: User, tool_calls: list[Any], sent: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
     ev = start(refunds, owner)
     row = case_row(ev, "rd-01")
     outcomes: list[str | None] = []
@@ -175,8 +180,9 @@ def test_it_drops_a_stalled_delivery_once_another_took_the_case_over(refunds: Pr
     assert [t for t, _ in tool_calls] == ["lookup_order", "issue_refund"]  # each once, by whoever ran it
 
 
-def test_it_counts_each_case_once_however_often_it_is_delivered(project: Project, owner: User, sent: list[int],
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_it_counts_each_case_once_however_often_it_is_delivered(
+    project: Project, owner: User, sent: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
     ev = start(project, owner, tags=["parse"])
     row = EvalCase.objects.get(eval=ev)
     during: list[str | None] = []
@@ -187,8 +193,9 @@ def test_it_counts_each_case_once_however_often_it_is_delivered(project: Project
     assert execute.counts_of(ev)["passed"] == 1 and EvalCase.objects.filter(eval=ev).count() == 1
 
 
-def test_it_stops_a_running_case_when_its_eval_is_cancelled(project: Project, owner: User, sent: list[int],
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_it_stops_a_running_case_when_its_eval_is_cancelled(
+    project: Project, owner: User, sent: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
     ev = start(project, owner)
     first = EvalCase.objects.filter(eval=ev).order_by("pk").first()
     assert first is not None
@@ -206,8 +213,9 @@ def test_it_stops_a_running_case_when_its_eval_is_cancelled(project: Project, ow
     assert ev.status == "cancelled" and ev.finished_at is not None and ev.summary is not None
 
 
-def test_it_closes_a_case_delivered_after_its_eval_was_cancelled(project: Project, owner: User,
-                                                                sent: list[int]) -> None:
+def test_it_closes_a_case_delivered_after_its_eval_was_cancelled(
+    project: Project, owner: User, sent: list[int]
+) -> None:
     ev = start(project, owner, tags=["parse"])
     row = EvalCase.objects.get(eval=ev)
     EvalCase.objects.filter(pk=row.pk).update(status="running", lease_owner="")  # re-sent, not yet claimed
@@ -216,8 +224,9 @@ def test_it_closes_a_case_delivered_after_its_eval_was_cancelled(project: Projec
     assert not RunCheckpoint.objects.exists()
 
 
-def test_it_records_an_unreachable_model_as_an_error(project: Project, owner: User, sent: list[int],
-                                                    tmp_path: Path) -> None:
+def test_it_records_an_unreachable_model_as_an_error(
+    project: Project, owner: User, sent: list[int], tmp_path: Path
+) -> None:
     silent = scripted_endpoint(tmp_path, owner, {"nodes": {}})
     ev = start(project, owner, tags=["parse"], endpoints=[silent.pk])
     assert run_all(ev) == ["error"]
@@ -225,8 +234,9 @@ def test_it_records_an_unreachable_model_as_an_error(project: Project, owner: Us
     assert row.run_status == "failed" and "has no answer" in row.error
 
 
-def test_it_records_a_pack_that_does_not_load_as_an_error(project: Project, owner: User, sent: list[int],
-                                                         settings: Any) -> None:
+def test_it_records_a_pack_that_does_not_load_as_an_error(
+    project: Project, owner: User, sent: list[int], settings: Any
+) -> None:
     ev = start(project, owner, tags=["parse"])
     Eval.objects.filter(pk=ev.pk).update(version="0" * 40)
     assert run_all(ev) == ["error"]
@@ -239,8 +249,9 @@ def test_it_records_a_pack_that_does_not_load_as_an_error(project: Project, owne
 def test_it_sends_again_a_case_whose_worker_died(project: Project, owner: User, sent: list[int]) -> None:
     ev = start(project, owner, tags=["parse"])
     row = EvalCase.objects.get(eval=ev)
-    EvalCase.objects.filter(pk=row.pk).update(status="running", attempts=1, lease_owner="dead",
-                                              lease_until=timezone.now() - timedelta(seconds=1))
+    EvalCase.objects.filter(pk=row.pk).update(
+        status="running", attempts=1, lease_owner="dead", lease_until=timezone.now() - timedelta(seconds=1)
+    )
     assert execute.sweep(idle=False)["resent"] == 1 and sent == [row.pk]
     assert execute.sweep(idle=False)["resent"] == 0  # once per lease, not per sweep
     assert execute.run_eval_case(row.pk) == "passed"
@@ -248,8 +259,9 @@ def test_it_sends_again_a_case_whose_worker_died(project: Project, owner: User, 
     assert row.attempts == 2
 
 
-def test_it_sends_queued_cases_again_when_nothing_has_moved(project: Project, owner: User, sent: list[int],
-                                                           settings: Any) -> None:
+def test_it_sends_queued_cases_again_when_nothing_has_moved(
+    project: Project, owner: User, sent: list[int], settings: Any
+) -> None:
     settings.PACKFORGE_EVAL_STALL_S = 60.0
     ev = start(project, owner)
     assert execute.sweep(idle=True)["resent"] == 0  # just started: its messages are on their way
@@ -263,15 +275,17 @@ def test_it_leaves_queued_cases_alone_while_a_case_runs(project: Project, owner:
     ev = start(project, owner)
     Eval.objects.filter(pk=ev.pk).update(created_at=timezone.now() - timedelta(minutes=5))
     EvalCase.objects.filter(pk=EvalCase.objects.filter(eval=ev).first().pk).update(  # type: ignore[union-attr]
-        status="running", lease_owner="alive", lease_until=timezone.now() + timedelta(seconds=30))
+        status="running", lease_owner="alive", lease_until=timezone.now() + timedelta(seconds=30)
+    )
     assert execute.sweep(idle=True)["resent"] == 0
 
 
 def test_it_closes_orphaned_cases_of_a_cancelled_eval(project: Project, owner: User, sent: list[int]) -> None:
     ev = start(project, owner, tags=["parse"])
     row = EvalCase.objects.get(eval=ev)
-    EvalCase.objects.filter(pk=row.pk).update(status="running", lease_owner="alive",
-                                              lease_until=timezone.now() + timedelta(seconds=30))
+    EvalCase.objects.filter(pk=row.pk).update(
+        status="running", lease_owner="alive", lease_until=timezone.now() + timedelta(seconds=30)
+    )
     assert execute.cancel_eval(ev)
     row.refresh_from_db()
     assert row.status == "running"  # its worker is alive: it stops the run itself
@@ -295,12 +309,12 @@ def test_it_renews_the_lease_of_a_running_case(project: Project, owner: User, se
     assert row.lease_until > soon and not active.lost and not active.cancel.is_set()
 
 
-def test_it_stops_a_case_whose_lease_moved_to_another_worker(project: Project, owner: User,
-                                                            sent: list[int]) -> None:
+def test_it_stops_a_case_whose_lease_moved_to_another_worker(project: Project, owner: User, sent: list[int]) -> None:
     ev = start(project, owner, tags=["parse"])
     row = EvalCase.objects.get(eval=ev)
-    EvalCase.objects.filter(pk=row.pk).update(status="running", lease_owner="the-new-owner",
-                                              lease_until=timezone.now() + timedelta(seconds=30))
+    EvalCase.objects.filter(pk=row.pk).update(
+        status="running", lease_owner="the-new-owner", lease_until=timezone.now() + timedelta(seconds=30)
+    )
     active = execute.watcher().register(row.pk, ev.pk, "me")
     try:
         execute.watcher().renew([active])
@@ -314,9 +328,12 @@ def test_it_refuses_a_pack_whose_own_model_is_a_real_server(project: Project, ow
 
     repo = PackRepo(project.repo_path)
     manifest = repo.files(prefix="pack/")["manifest.yaml"].decode()
-    evil = manifest.replace("model: fake:fakes/scripted.json", "model: openai:http://127.0.0.1:9/v1#m;key_env=SECRET_KEY")
-    head = repo.save({"pack/manifest.yaml": evil.encode()}, base=project.head, author="olive", email="",
-                     message="point at a server")
+    evil = manifest.replace(
+        "model: fake:fakes/scripted.json", "model: openai:http://127.0.0.1:9/v1#m;key_env=SECRET_KEY"
+    )
+    head = repo.save(
+        {"pack/manifest.yaml": evil.encode()}, base=project.head, author="olive", email="", message="point at a server"
+    )
     with pytest.raises(execute.EvalRefused, match="is not a scripted model"):
         execute.start_eval(project, user=owner, version=head)
     assert not Eval.objects.exists() and sent == []

@@ -47,8 +47,7 @@ def make(kind: str, tmp_path: Path, request: pytest.FixtureRequest, ttl: float =
     return RedisSlots(url, ttl=ttl, prefix=prefix), f"redis:{url}|{prefix}|{ttl}"
 
 
-def test_it_never_hands_out_more_slots_than_the_cap(kind: str, tmp_path: Path,
-                                                    request: pytest.FixtureRequest) -> None:
+def test_it_never_hands_out_more_slots_than_the_cap(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     slots, _ = make(kind, tmp_path, request)
     in_flight, most, lock = [0], [0], threading.Lock()
 
@@ -98,8 +97,12 @@ time.sleep(60)
 
 def test_it_frees_the_slots_of_a_killed_worker(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     slots, where = make(kind, tmp_path, request, ttl=1.0)
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER.format(root=str(ROOT)), where],
-                              stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER.format(root=str(ROOT)), where],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         assert slots.try_acquire("endpoint-1", 1) is None
@@ -129,8 +132,7 @@ def test_it_renews_a_slot_held_longer_than_its_lease(tmp_path: Path, request: py
     assert slots.try_acquire("endpoint-1", 1) is not None
 
 
-def test_it_stops_waiting_for_a_slot_when_cancelled(kind: str, tmp_path: Path,
-                                                    request: pytest.FixtureRequest) -> None:
+def test_it_stops_waiting_for_a_slot_when_cancelled(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     slots, _ = make(kind, tmp_path, request)
     assert slots.try_acquire("endpoint-1", 1) is not None
     cancel = threading.Event()

@@ -31,47 +31,144 @@ REJECTED = "REJECTED-ANSWER-<b>only-authors</b>"
 # -- helpers shared by the page tests -----------------------------------------------------
 
 
-def make_eval(project: Project, user: User, *, version: str | None = None, status: str = "done",
-              model: str = "fake:fakes/scripted.json", repeats: int = 1, ago_s: float = 0, total: int = 0,
-              tags: list[str] | None = None) -> Eval:
-    return Eval.objects.create(project=project, version=version or project.head, model_spec=model, repeats=repeats,
-                               status=status, total=total, tags=tags or [], created_by=user,
-                               created_at=timezone.now() - timedelta(seconds=ago_s))
+def make_eval(
+    project: Project,
+    user: User,
+    *,
+    version: str | None = None,
+    status: str = "done",
+    model: str = "fake:fakes/scripted.json",
+    repeats: int = 1,
+    ago_s: float = 0,
+    total: int = 0,
+    tags: list[str] | None = None,
+) -> Eval:
+    return Eval.objects.create(
+        project=project,
+        version=version or project.head,
+        model_spec=model,
+        repeats=repeats,
+        status=status,
+        total=total,
+        tags=tags or [],
+        created_by=user,
+        created_at=timezone.now() - timedelta(seconds=ago_s),
+    )
 
 
-def add_run(ev: Eval, case_id: str, *, repeat: int = 0, status: str = "passed", tier: str = "auto",
-            blamed: str = "", edges: list[int] | None = None, problems: list[str] | None = None,
-            rejections: dict[str, int] | None = None, generations: int = 4, model_calls: int | None = None,
-            cost: float = 0.0, latency: float = 0.0, tokens: tuple[int, int, int] = (0, 0, 0),
-            trace: dict[str, Any] | None = None, diffs: list[dict[str, Any]] | None = None) -> EvalCase:
+def add_run(
+    ev: Eval,
+    case_id: str,
+    *,
+    repeat: int = 0,
+    status: str = "passed",
+    tier: str = "auto",
+    blamed: str = "",
+    edges: list[int] | None = None,
+    problems: list[str] | None = None,
+    rejections: dict[str, int] | None = None,
+    generations: int = 4,
+    model_calls: int | None = None,
+    cost: float = 0.0,
+    latency: float = 0.0,
+    tokens: tuple[int, int, int] = (0, 0, 0),
+    trace: dict[str, Any] | None = None,
+    diffs: list[dict[str, Any]] | None = None,
+) -> EvalCase:
     return EvalCase.objects.create(
-        eval=ev, case_id=case_id, repeat=repeat, status=status, tier=tier, blamed=blamed, edges=edges or [],
-        problems=problems or [], rejections=rejections or {}, generations=generations,
-        model_calls=generations if model_calls is None else model_calls, cost_usd=cost, latency_s=latency,
-        prompt_tokens=tokens[0], completion_tokens=tokens[1], reasoning_tokens=tokens[2], trace=trace,
-        diffs=diffs or [], run_status="done" if status != "queued" else "", finished_at=timezone.now())
+        eval=ev,
+        case_id=case_id,
+        repeat=repeat,
+        status=status,
+        tier=tier,
+        blamed=blamed,
+        edges=edges or [],
+        problems=problems or [],
+        rejections=rejections or {},
+        generations=generations,
+        model_calls=generations if model_calls is None else model_calls,
+        cost_usd=cost,
+        latency_s=latency,
+        prompt_tokens=tokens[0],
+        completion_tokens=tokens[1],
+        reasoning_tokens=tokens[2],
+        trace=trace,
+        diffs=diffs or [],
+        run_status="done" if status != "queued" else "",
+        finished_at=timezone.now(),
+    )
 
 
 def rejected_trace(case_id: str = "bad-1") -> dict[str, Any]:
     """classify is rejected once (schema) then accepted; extract calls a tool; the run fails."""
     trace = Trace(run_id=f"r-{case_id}", pack="support_triage", case_id=case_id, status="done", end_node="general")
     trace.attempts = [
-        Attempt("classify", 1, 1, "sample", False, "schema", "category must be one of: \"billing\"", text=REJECTED,
-                prompt_tokens=100, completion_tokens=10, latency_s=0.5, cost_usd=0.001, request_id="req-1"),
-        Attempt("classify", 1, 2, "resample", True, text='{"category": "other"}', prompt_tokens=100,
-                completion_tokens=8, latency_s=0.25, cost_usd=0.001),
-        Attempt("extract", 2, 1, "sample", True, text='{"order_id": null, "amount_usd": null}', prompt_tokens=50,
-                completion_tokens=5, latency_s=0.125, cost_usd=0.0005),
+        Attempt(
+            "classify",
+            1,
+            1,
+            "sample",
+            False,
+            "schema",
+            'category must be one of: "billing"',
+            text=REJECTED,
+            prompt_tokens=100,
+            completion_tokens=10,
+            latency_s=0.5,
+            cost_usd=0.001,
+            request_id="req-1",
+        ),
+        Attempt(
+            "classify",
+            1,
+            2,
+            "resample",
+            True,
+            text='{"category": "other"}',
+            prompt_tokens=100,
+            completion_tokens=8,
+            latency_s=0.25,
+            cost_usd=0.001,
+        ),
+        Attempt(
+            "extract",
+            2,
+            1,
+            "sample",
+            True,
+            text='{"order_id": null, "amount_usd": null}',
+            prompt_tokens=50,
+            completion_tokens=5,
+            latency_s=0.125,
+            cost_usd=0.0005,
+        ),
     ]
     trace.steps = [
-        Step("classify", 1, "generate", "ok", {"category": "other"}, attempt=2, edge=EdgeTaken(0, "next", "extract"),
-             prompt="Classify <this> ticket"),
-        Step("extract", 2, "generate", "ok", {"order_id": None, "amount_usd": None}, attempt=1,
-             edge=EdgeTaken(7, "next", "general"), prompt="Extract from the ticket"),
+        Step(
+            "classify",
+            1,
+            "generate",
+            "ok",
+            {"category": "other"},
+            attempt=2,
+            edge=EdgeTaken(0, "next", "extract"),
+            prompt="Classify <this> ticket",
+        ),
+        Step(
+            "extract",
+            2,
+            "generate",
+            "ok",
+            {"order_id": None, "amount_usd": None},
+            attempt=1,
+            edge=EdgeTaken(7, "next", "general"),
+            prompt="Extract from the ticket",
+        ),
         Step("general", 3, "end", "end"),
     ]
-    trace.tool_calls = [ToolCall("extract", 2, "lookup_order", {"order_id": "ORD-1"}, {"found": False},
-                                 latency_s=0.0625)]
+    trace.tool_calls = [
+        ToolCall("extract", 2, "lookup_order", {"order_id": "ORD-1"}, {"found": False}, latency_s=0.0625)
+    ]
     return trace.to_dict()
 
 
@@ -88,17 +185,37 @@ def run_example(name: str = "support_triage") -> tuple[Pack, EvalReport]:
 
 
 def store_report(ev: Eval, report: EvalReport, repeat: int = 0) -> None:
-    EvalCase.objects.bulk_create([
-        EvalCase(eval=ev, case_id=c.case_id, repeat=repeat, status="passed" if c.passed else "failed", tier=c.tier,
-                 blamed=c.blamed or "", run_status=c.status, path=c.path, edges=c.edges, problems=c.problems,
-                 diffs=[{"field": d.field, "expected": d.expected, "actual": d.actual, "missing": d.missing}
-                        for d in c.diffs],
-                 rejections=c.rejections, generations=int(c.totals["generations"]),
-                 model_calls=int(c.totals["model_calls"]), prompt_tokens=int(c.totals["prompt_tokens"]),
-                 completion_tokens=int(c.totals["completion_tokens"]),
-                 reasoning_tokens=int(c.totals["reasoning_tokens"]), latency_s=c.totals["latency_s"],
-                 cost_usd=c.totals["cost_usd"], trace=c.trace.to_dict(), finished_at=timezone.now())
-        for c in report.cases])
+    EvalCase.objects.bulk_create(
+        [
+            EvalCase(
+                eval=ev,
+                case_id=c.case_id,
+                repeat=repeat,
+                status="passed" if c.passed else "failed",
+                tier=c.tier,
+                blamed=c.blamed or "",
+                run_status=c.status,
+                path=c.path,
+                edges=c.edges,
+                problems=c.problems,
+                diffs=[
+                    {"field": d.field, "expected": d.expected, "actual": d.actual, "missing": d.missing}
+                    for d in c.diffs
+                ],
+                rejections=c.rejections,
+                generations=int(c.totals["generations"]),
+                model_calls=int(c.totals["model_calls"]),
+                prompt_tokens=int(c.totals["prompt_tokens"]),
+                completion_tokens=int(c.totals["completion_tokens"]),
+                reasoning_tokens=int(c.totals["reasoning_tokens"]),
+                latency_s=c.totals["latency_s"],
+                cost_usd=c.totals["cost_usd"],
+                trace=c.trace.to_dict(),
+                finished_at=timezone.now(),
+            )
+            for c in report.cases
+        ]
+    )
     Eval.objects.filter(pk=ev.pk).update(total=ev.cases.count())
     ev.refresh_from_db()
 
@@ -144,8 +261,11 @@ def test_it_agrees_with_the_runtime_report_on_a_real_eval(project: Project, owne
     blame = {r["node"]: r for r in results.node_blame(ev, pack)["nodes"]}
     for node, want in report.per_node().items():
         got = blame[node]
-        assert (got["attempts"], got["rejections"], got["tokens"]) == (want["attempts"], want["rejections"],
-                                                                       want["tokens"])
+        assert (got["attempts"], got["rejections"], got["tokens"]) == (
+            want["attempts"],
+            want["rejections"],
+            want["tokens"],
+        )
         assert (got["latency_s"], got["cost_usd"]) == pytest.approx((want["latency_s"], want["cost_usd"]))
     assert {n: r["failures"] for n, r in blame.items() if r["failures"]} == report.failures_by_node()
     assert sum(r["tool_calls"] for r in blame.values()) == sum(len(c.trace.tool_calls) for c in report.cases)
@@ -230,7 +350,9 @@ def test_it_counts_runs_per_edge_and_lists_untaken_edges(project: Project, owner
     assert (cov["taken"], cov["total"]) == (5, 8)
     assert [e["name"] for e in cov["untaken"]] == [
         "prioritise -> tech_support [category == 'technical']",
-        "prioritise -> account_team [category == 'account']", "prioritise -> general"]
+        "prioritise -> account_team [category == 'account']",
+        "prioritise -> general",
+    ]
 
 
 def test_it_lists_runs_whose_declared_path_or_end_was_not_reached(project: Project, owner: User) -> None:
@@ -354,8 +476,9 @@ def test_it_gates_exactly_as_the_runtime_does(project: Project, owner: User) -> 
     store_report(now, report)
     EvalCase.objects.filter(eval=now).update(cost_usd=1.0)  # cost per case far above the baseline
     rows = results.gate(now, base)
-    runtime_rows = check_baseline(type("R", (), {"metrics": lambda self: results.metrics_of(now)})(),
-                                  {"metrics": report.metrics()})
+    runtime_rows = check_baseline(
+        type("R", (), {"metrics": lambda self: results.metrics_of(now)})(), {"metrics": report.metrics()}
+    )
     assert [(r["metric"], r["ok"]) for r in rows] == [(r["metric"], r["ok"]) for r in runtime_rows]
     assert [r["limit"] for r in rows] == pytest.approx([r["limit"] for r in runtime_rows])
     assert [r["metric"] for r in rows if not r["ok"]] == ["cost_per_case"]
@@ -386,10 +509,22 @@ def sample_eval(project: Project, owner: User, **kwargs: Any) -> Eval:
     with a rejected generation, for the pages."""
     ev = make_eval(project, owner, **kwargs)
     store_report(ev, run_example("support_triage")[1])
-    add_run(ev, "bad-1", status="failed", blamed="classify", edges=[0, 7], tier="auto",
-            problems=["expected to stop at 'billing_ops', stopped at 'general'"], rejections={"schema": 1},
-            generations=3, cost=0.0025, latency=0.875, tokens=(250, 23, 0), trace=rejected_trace("bad-1"),
-            diffs=[{"field": "category", "expected": "billing", "actual": "other", "missing": False}])
+    add_run(
+        ev,
+        "bad-1",
+        status="failed",
+        blamed="classify",
+        edges=[0, 7],
+        tier="auto",
+        problems=["expected to stop at 'billing_ops', stopped at 'general'"],
+        rejections={"schema": 1},
+        generations=3,
+        cost=0.0025,
+        latency=0.875,
+        tokens=(250, 23, 0),
+        trace=rejected_trace("bad-1"),
+        diffs=[{"field": "category", "expected": "billing", "actual": "other", "missing": False}],
+    )
     Eval.objects.filter(pk=ev.pk).update(total=ev.cases.count())
     ev.refresh_from_db()
     return ev
@@ -401,7 +536,9 @@ def test_it_gives_each_case_a_pass_rate_over_its_repeats(project: Project, owner
         add_run(ev, "steady", repeat=repeat, status="passed")
         add_run(ev, "flaky", repeat=repeat, status="passed" if repeat % 2 else "failed")
     assert [(r["case_id"], r["passed"], r["runs"]) for r in results.case_pass_rates(ev)] == [
-        ("flaky", 2, 4), ("steady", 4, 4)]
+        ("flaky", 2, 4),
+        ("steady", 4, 4),
+    ]
     page = as_owner.get(f"/evals/{ev.pk}/summary")
     assert page.status_code == 200
     html = page.content.decode()

@@ -32,8 +32,8 @@ def test_it_shows_regressions_against_the_baseline(as_owner: Client, project: Pr
     worse = _eval(project, owner, 6, 4)
     text = as_owner.get(f"/evals/{worse.pk}/summary").content.decode()
     assert "Against the baseline" in text and '<span class="error">regression</span>' in text
-    row = text[text.index('<tr class="regressed">'):]
-    assert "pass_rate" in row[:row.index("</tr>")]
+    row = text[text.index('<tr class="regressed">') :]
+    assert "pass_rate" in row[: row.index("</tr>")]
     as_good = _eval(project, owner, 9, 1)
     assert "no regression" in as_owner.get(f"/evals/{as_good.pk}/summary").content.decode()
 

@@ -20,11 +20,12 @@ def test_it_shows_the_trace_node_by_node_to_an_author(as_owner: Client, project:
     assert "category must be one of" in text  # why it was rejected
     assert "classify, step 1, attempt 2" in text  # provenance of the committed value
     assert "lookup_order" in text and "&quot;found&quot;: false" in text  # the tool call and its result
-    assert "request <span class=\"mono\">req-1</span>" in text
+    assert 'request <span class="mono">req-1</span>' in text
 
 
-def test_it_withholds_rejected_text_from_viewers_and_reviewers(as_viewer: Client, as_reviewer: Client,
-                                                              project: Project, owner: User) -> None:
+def test_it_withholds_rejected_text_from_viewers_and_reviewers(
+    as_viewer: Client, as_reviewer: Client, project: Project, owner: User
+) -> None:
     ev = sample_eval(project, owner)
     for client in (as_viewer, as_reviewer):
         page = client.get(f"/evals/{ev.pk}/cases/bad-1/0")

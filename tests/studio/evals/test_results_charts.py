@@ -30,9 +30,13 @@ def test_it_draws_one_bin_when_every_value_is_equal() -> None:
 
 def test_it_escapes_bar_and_plot_labels() -> None:
     bars = charts.hbars([charts.Bar(EVIL, 3, EVIL, href='/x?a=1&b="2"')], label=EVIL)
-    plot = charts.line_plot([EVIL, "v2"], [(EVIL, [charts.Point(0, 0.5, EVIL, "/e/1?x=<y>", 0.2, 0.8),
-                                                  charts.Point(1, 0.7, "ok")])],
-                            label=EVIL, y_label=EVIL, y_max=1.0)
+    plot = charts.line_plot(
+        [EVIL, "v2"],
+        [(EVIL, [charts.Point(0, 0.5, EVIL, "/e/1?x=<y>", 0.2, 0.8), charts.Point(1, 0.7, "ok")])],
+        label=EVIL,
+        y_label=EVIL,
+        y_max=1.0,
+    )
     for svg in (bars, plot):
         assert "<script>" not in svg
         _parses(svg)
@@ -41,8 +45,14 @@ def test_it_escapes_bar_and_plot_labels() -> None:
 
 def test_it_colours_nodes_by_blame_and_highlights_untaken_edges() -> None:
     pack = example_pack()
-    svg = charts.graph(pack, label="g", shares={"classify": 1.0}, notes={"classify": EVIL},
-                       edge_counts={0: 10, 2: 10, 3: 10, 4: 10}, runs=10)
+    svg = charts.graph(
+        pack,
+        label="g",
+        shares={"classify": 1.0},
+        notes={"classify": EVIL},
+        edge_counts={0: 10, 2: 10, 3: 10, 4: 10},
+        runs=10,
+    )
     root = _parses(svg)
     assert "<script>" not in svg
     assert svg.count('class="edge untaken"') == 4  # edges 1, 5, 6, 7

@@ -20,14 +20,15 @@ def _pair(project: Project, owner: User) -> tuple[Eval, Eval]:
     return a, b
 
 
-def test_it_shows_deltas_fixed_and_broken_cases_and_the_mcnemar_p(as_owner: Client, project: Project,
-                                                                  owner: User) -> None:
+def test_it_shows_deltas_fixed_and_broken_cases_and_the_mcnemar_p(
+    as_owner: Client, project: Project, owner: User
+) -> None:
     a, b = _pair(project, owner)
     page = as_owner.get(f"/evals/compare?a={a.pk}&b={b.pk}")
     assert page.status_code == 200
     text = page.content.decode()
     assert '<div class="big" id="p-value">0.0391</div>' in text  # 2 * (1 + 9) / 2^9
-    fixed = text[text.index('id="fixed"'):text.index("</ul>", text.index('id="fixed"'))]
+    fixed = text[text.index('id="fixed"') : text.index("</ul>", text.index('id="fixed"'))]
     assert "case-07" in fixed and "case-08" not in fixed
     assert "-43.8 pp" in text  # pass rate 12/16 -> 6/16
 
@@ -61,8 +62,9 @@ def test_it_requires_login(project: Project, owner: User) -> None:
     assert Client().get(f"/evals/compare?a={a.pk}&b={b.pk}").status_code == 302
 
 
-def test_it_hides_either_eval_from_strangers(as_stranger: Client, stranger: User, project: Project,
-                                            owner: User) -> None:
+def test_it_hides_either_eval_from_strangers(
+    as_stranger: Client, stranger: User, project: Project, owner: User
+) -> None:
     a, b = _pair(project, owner)
     assert as_stranger.get(f"/evals/compare?a={a.pk}&b={b.pk}").status_code == 404
     mine = create_project(slug="mine", name="Mine", owner=stranger, pack_files=example_files("support_triage"))
@@ -75,8 +77,9 @@ def test_it_lets_a_viewer_read(as_viewer: Client, project: Project, owner: User)
     assert as_viewer.get(f"/evals/compare?a={a.pk}&b={b.pk}").status_code == 200
 
 
-def test_it_lets_a_member_of_both_projects_see_why_they_differ(as_viewer: Client, viewer: User, project: Project,
-                                                               owner: User) -> None:
+def test_it_lets_a_member_of_both_projects_see_why_they_differ(
+    as_viewer: Client, viewer: User, project: Project, owner: User
+) -> None:
     other = create_project(slug="other", name="Other", owner=owner, pack_files=example_files("support_triage"))
     Membership.objects.create(user=viewer, project=other, role=Role.VIEWER)
     page = as_viewer.get(f"/evals/compare?a={make_eval(project, owner).pk}&b={make_eval(other, owner).pk}")

@@ -13,8 +13,9 @@ def _order(text: str, names: list[str]) -> list[str]:
     return sorted(names, key=lambda n: text.index(f">{n}</a>"))
 
 
-def test_it_draws_a_histogram_and_sorts_the_table_without_javascript(as_owner: Client, project: Project,
-                                                                     owner: User) -> None:
+def test_it_draws_a_histogram_and_sorts_the_table_without_javascript(
+    as_owner: Client, project: Project, owner: User
+) -> None:
     ev = make_eval(project, owner)
     add_run(ev, "cheap", cost=0.001, latency=3.0)
     add_run(ev, "dear", cost=0.009, latency=1.0)
@@ -38,8 +39,9 @@ def test_it_ignores_an_unknown_sort_column(as_owner: Client, project: Project, o
 
 def test_it_swaps_only_the_table_for_htmx(as_owner: Client, project: Project, owner: User) -> None:
     ev = sample_eval(project, owner)
-    page = as_owner.get(f"/evals/{ev.pk}/cost?sort=tokens&dir=asc",
-                        headers={"HX-Request": "true", "HX-Target": "cost-table"})
+    page = as_owner.get(
+        f"/evals/{ev.pk}/cost?sort=tokens&dir=asc", headers={"HX-Request": "true", "HX-Target": "cost-table"}
+    )
     text = page.content.decode()
     assert text.lstrip().startswith('<div id="cost-table"')
     assert "<svg" not in text and "sorted by tokens asc" in text

@@ -12,8 +12,13 @@ from tests.studio.evals.test_results import add_run, make_eval, results_setup, s
 def test_it_highlights_and_lists_untaken_edges(as_owner: Client, project: Project, owner: User) -> None:
     ev = make_eval(project, owner)
     add_run(ev, "billing", edges=[0, 2, 3, 4])
-    add_run(ev, "lost", status="failed", edges=[0, 2, 3, 7],
-            problems=["expected to stop at 'billing_ops', stopped at 'general'"])
+    add_run(
+        ev,
+        "lost",
+        status="failed",
+        edges=[0, 2, 3, 7],
+        problems=["expected to stop at 'billing_ops', stopped at 'general'"],
+    )
     page = as_owner.get(f"/evals/{ev.pk}/coverage")
     assert page.status_code == 200
     text = page.content.decode()

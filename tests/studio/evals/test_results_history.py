@@ -14,8 +14,9 @@ from tests.studio.evals.test_results import add_run, make_eval, results_setup  #
 def test_it_plots_pass_rate_and_cost_over_versions(as_owner: Client, project: Project, owner: User) -> None:
     repo = PackRepo(project.repo_path)
     first = project.head
-    second = repo.save({"pack/README.md": b"v2"}, base=first, author="olive", email="o@example.com",
-                       message="Second version")
+    second = repo.save(
+        {"pack/README.md": b"v2"}, base=first, author="olive", email="o@example.com", message="Second version"
+    )
     second = repo.head()
     old = make_eval(project, owner, version=first, ago_s=60)
     add_run(old, "a")

@@ -35,13 +35,26 @@ def _fill(ev: Eval, traces: bool) -> None:
     for i in range(RUNS):
         c = cases[i % len(cases)]
         failed = i % 7 == 0
-        rows.append(EvalCase(
-            eval=ev, case_id=f"case-{i:05d}", status="failed" if failed else "passed", tier=c.tier,
-            blamed="classify" if failed else "", edges=c.edges, problems=c.problems, rejections=c.rejections,
-            generations=int(c.totals["generations"]), model_calls=int(c.totals["model_calls"]),
-            prompt_tokens=int(c.totals["prompt_tokens"]), completion_tokens=int(c.totals["completion_tokens"]),
-            cost_usd=c.totals["cost_usd"] * (1 + i % 13 / 10), latency_s=0.2 + (i % 17) / 10,
-            trace=c.trace.to_dict() if traces else None, finished_at=timezone.now()))
+        rows.append(
+            EvalCase(
+                eval=ev,
+                case_id=f"case-{i:05d}",
+                status="failed" if failed else "passed",
+                tier=c.tier,
+                blamed="classify" if failed else "",
+                edges=c.edges,
+                problems=c.problems,
+                rejections=c.rejections,
+                generations=int(c.totals["generations"]),
+                model_calls=int(c.totals["model_calls"]),
+                prompt_tokens=int(c.totals["prompt_tokens"]),
+                completion_tokens=int(c.totals["completion_tokens"]),
+                cost_usd=c.totals["cost_usd"] * (1 + i % 13 / 10),
+                latency_s=0.2 + (i % 17) / 10,
+                trace=c.trace.to_dict() if traces else None,
+                finished_at=timezone.now(),
+            )
+        )
     EvalCase.objects.bulk_create(rows, batch_size=1000)
     Eval.objects.filter(pk=ev.pk).update(total=RUNS)
 
@@ -57,8 +70,7 @@ def _time(client: Client, url: str, headers: dict[str, str] | None = None, n: in
     return statistics.median(timings), len(queries.captured_queries) // n
 
 
-def test_it_answers_every_page_in_bounded_time_at_10k_runs(as_owner: Client, project: Project,
-                                                           owner: User) -> None:
+def test_it_answers_every_page_in_bounded_time_at_10k_runs(as_owner: Client, project: Project, owner: User) -> None:
     ev = make_eval(project, owner, ago_s=60)
     _fill(ev, traces=True)
     other = make_eval(project, owner)

@@ -17,8 +17,8 @@ def test_it_shows_count_accuracy_and_cost_per_tier(as_owner: Client, project: Pr
     page = as_owner.get(f"/evals/{ev.pk}/tiers")
     assert page.status_code == 200
     text = page.content.decode()
-    row = text[text.index('<span class="pill auto">auto</span>'):]
-    row = row[:row.index("</tr>")]
+    row = text[text.index('<span class="pill auto">auto</span>') :]
+    row = row[: row.index("</tr>")]
     assert ">2<" in row and "50.0%" in row and "$0.003000" in row
     assert "Accuracy inside each tier" in text
 

@@ -41,8 +41,15 @@ def test_a_killed_run_resumes_from_the_database_without_repeating_calls() -> Non
         raise Killed()
 
     with pytest.raises(Killed):
-        run_pack(pack, case.input, backend=open_backend(pack.model or "", base_dir=pack.root), store=store,
-                 run_id="c1", case_id=case.id, options=RunOptions(on_step=die_after_first_step))
+        run_pack(
+            pack,
+            case.input,
+            backend=open_backend(pack.model or "", base_dir=pack.root),
+            store=store,
+            run_id="c1",
+            case_id=case.id,
+            options=RunOptions(on_step=die_after_first_step),
+        )
     result = resume_run(pack, "c1", backend=open_backend(pack.model or "", base_dir=pack.root), store=store)
     assert result.status == "done"
     assert result.trace.steps[0].replayed and not result.trace.steps[1].replayed

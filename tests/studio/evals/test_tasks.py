@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from celery.exceptions import Retry
+from django.contrib.auth.models import User
 from django.db import OperationalError
 
 from studio.evals import execute, tasks
@@ -56,9 +56,9 @@ def test_it_sends_one_task_per_case_to_the_eval_queue(settings: Any, monkeypatch
     assert [(args, kw["queue"]) for args, kw in calls] == [((3,), "evals"), ((4,), "evals")]
 
 
-def test_it_sends_nothing_before_the_rows_are_committed(project: Project, owner: User,
-                                                        django_capture_on_commit_callbacks: Any,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_it_sends_nothing_before_the_rows_are_committed(
+    project: Project, owner: User, django_capture_on_commit_callbacks: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     sent: list[int] = []
     monkeypatch.setattr(tasks, "enqueue_cases", sent.extend)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:

@@ -33,9 +33,10 @@ def test_it_shows_the_start_form(project: Project, as_owner: Client) -> None:
 
 
 def test_it_starts_an_eval_from_the_form(project: Project, as_owner: Client, sent: list[int]) -> None:
-    response = as_owner.post("/evals/new?project=triage",
-                             {"project": "triage", "version": project.head, "endpoints": ["own"],
-                              "tags": "ladder, parse", "repeats": "2"})
+    response = as_owner.post(
+        "/evals/new?project=triage",
+        {"project": "triage", "version": project.head, "endpoints": ["own"], "tags": "ladder, parse", "repeats": "2"},
+    )
     ev = Eval.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/evals/{ev.pk}/"
     assert (ev.total, ev.repeats, ev.tags) == (12, 2, ["ladder", "parse"])
@@ -53,16 +54,24 @@ def test_it_hides_the_start_form_from_a_stranger(project: Project, as_stranger: 
 
 def test_it_lets_only_authors_start(project: Project, as_viewer: Client) -> None:
     assert as_viewer.get("/evals/new?project=triage").status_code == 403
-    assert as_viewer.post("/evals/new?project=triage", {"project": "triage", "version": project.head,
-                                                        "endpoints": ["own"], "repeats": "1"}).status_code == 403
+    assert (
+        as_viewer.post(
+            "/evals/new?project=triage",
+            {"project": "triage", "version": project.head, "endpoints": ["own"], "repeats": "1"},
+        ).status_code
+        == 403
+    )
     assert not Eval.objects.exists()
 
 
-@pytest.mark.parametrize(("form", "message"), [
-    ({"repeats": "0"}, "greater than or equal to 1"),
-    ({"endpoints": []}, "choose at least one model"),
-    ({"tags": "nope"}, "no case has any of the tags nope"),
-])
+@pytest.mark.parametrize(
+    ("form", "message"),
+    [
+        ({"repeats": "0"}, "greater than or equal to 1"),
+        ({"endpoints": []}, "choose at least one model"),
+        ({"tags": "nope"}, "no case has any of the tags nope"),
+    ],
+)
 def test_it_refuses_bad_input(project: Project, as_owner: Client, form: dict[str, Any], message: str) -> None:
     data = {"project": "triage", "version": project.head, "endpoints": ["own"], "repeats": "1", **form}
     response = as_owner.post("/evals/new?project=triage", data)
@@ -73,8 +82,9 @@ def test_it_refuses_bad_input(project: Project, as_owner: Client, form: dict[str
 # -- the eval page and its poller ------------------------------------------------------------
 
 
-def test_it_shows_the_eval_page_with_its_progress(project: Project, owner: User, as_owner: Client,
-                                                  sent: list[int]) -> None:
+def test_it_shows_the_eval_page_with_its_progress(
+    project: Project, owner: User, as_owner: Client, sent: list[int]
+) -> None:
     ev = start(project, owner)
     execute.run_eval_case(EvalCase.objects.filter(eval=ev).order_by("pk").first().pk)  # type: ignore[union-attr]
     response = as_owner.get(f"/evals/{ev.pk}/")
@@ -85,8 +95,9 @@ def test_it_shows_the_eval_page_with_its_progress(project: Project, owner: User,
     assert 'id="eval-cancel"' in page
 
 
-def test_it_answers_the_poller_with_the_fragment(project: Project, owner: User, as_viewer: Client,
-                                                 sent: list[int]) -> None:
+def test_it_answers_the_poller_with_the_fragment(
+    project: Project, owner: User, as_viewer: Client, sent: list[int]
+) -> None:
     ev = start(project, owner)
     response = as_viewer.get(f"/evals/{ev.pk}/", **HTMX)
     fragment = response.content.decode()
@@ -95,8 +106,9 @@ def test_it_answers_the_poller_with_the_fragment(project: Project, owner: User, 
     assert 'id="eval-cancel"' not in fragment  # viewers watch; they do not cancel
 
 
-def test_it_stops_the_poller_when_the_eval_ends(project: Project, owner: User, as_owner: Client,
-                                                sent: list[int]) -> None:
+def test_it_stops_the_poller_when_the_eval_ends(
+    project: Project, owner: User, as_owner: Client, sent: list[int]
+) -> None:
     ev = start(project, owner, tags=["ladder"])
     run_all(ev)
     response = as_owner.get(f"/evals/{ev.pk}/", **HTMX)
@@ -107,15 +119,18 @@ def test_it_stops_the_poller_when_the_eval_ends(project: Project, owner: User, a
 
 
 def test_it_keeps_polling_a_cancelled_eval_until_its_running_cases_stop(
-        project: Project, owner: User, as_owner: Client, sent: list[int]) -> None:
+    project: Project, owner: User, as_owner: Client, sent: list[int]
+) -> None:
     ev = start(project, owner, tags=["ladder"])
     row = EvalCase.objects.filter(eval=ev).first()
     assert row is not None
     from datetime import timedelta
 
     from django.utils import timezone
-    EvalCase.objects.filter(pk=row.pk).update(status="running", lease_owner="alive",
-                                              lease_until=timezone.now() + timedelta(seconds=30))
+
+    EvalCase.objects.filter(pk=row.pk).update(
+        status="running", lease_owner="alive", lease_until=timezone.now() + timedelta(seconds=30)
+    )
     execute.cancel_eval(ev)
     response = as_owner.get(f"/evals/{ev.pk}/", **HTMX)
     assert response.status_code == 200 and "running cases are stopping" in response.content.decode()
@@ -127,16 +142,18 @@ def test_it_needs_a_login_to_watch(project: Project, owner: User, sent: list[int
     assert response.status_code == 302 and response["Location"].startswith("/login/")
 
 
-def test_it_hides_the_eval_page_from_a_stranger(project: Project, owner: User, as_stranger: Client,
-                                                sent: list[int]) -> None:
+def test_it_hides_the_eval_page_from_a_stranger(
+    project: Project, owner: User, as_stranger: Client, sent: list[int]
+) -> None:
     ev = start(project, owner, tags=["parse"])
     assert as_stranger.get(f"/evals/{ev.pk}/").status_code == 404
     assert as_stranger.get(f"/evals/{ev.pk}/", **HTMX).status_code == 404
     assert as_stranger.get("/evals/999999/").status_code == 404
 
 
-def test_it_links_the_other_evals_of_a_batch(project: Project, owner: User, as_owner: Client, sent: list[int],
-                                             tmp_path: Any) -> None:
+def test_it_links_the_other_evals_of_a_batch(
+    project: Project, owner: User, as_owner: Client, sent: list[int], tmp_path: Any
+) -> None:
     from tests.studio.evals.conftest import scripted_endpoint
 
     other = scripted_endpoint(tmp_path, owner, {"nodes": {}})
@@ -156,8 +173,9 @@ def test_it_cancels_from_the_button(project: Project, owner: User, as_owner: Cli
     assert ev.status == "cancelled" and execute.counts_of(ev)["cancelled"] == ev.total
 
 
-def test_it_answers_an_htmx_cancel_with_the_final_fragment(project: Project, owner: User, as_owner: Client,
-                                                           sent: list[int]) -> None:
+def test_it_answers_an_htmx_cancel_with_the_final_fragment(
+    project: Project, owner: User, as_owner: Client, sent: list[int]
+) -> None:
     ev = start(project, owner)
     response = as_owner.post(f"/evals/{ev.pk}/cancel", **HTMX)
     fragment = response.content.decode()
@@ -165,8 +183,9 @@ def test_it_answers_an_htmx_cancel_with_the_final_fragment(project: Project, own
     assert 'id="eval-status">cancelled<' in fragment and 'id="eval-cancel"' not in fragment
 
 
-def test_it_lets_only_authors_cancel(project: Project, owner: User, viewer: User, stranger: User,
-                                     sent: list[int]) -> None:
+def test_it_lets_only_authors_cancel(
+    project: Project, owner: User, viewer: User, stranger: User, sent: list[int]
+) -> None:
     ev = start(project, owner)
     response = Client().post(f"/evals/{ev.pk}/cancel")
     assert response.status_code == 302 and response["Location"].startswith("/login/")
@@ -177,16 +196,18 @@ def test_it_lets_only_authors_cancel(project: Project, owner: User, viewer: User
     assert ev.status == "queued"
 
 
-def test_it_says_so_when_cancelling_an_ended_eval(project: Project, owner: User, as_owner: Client,
-                                                  sent: list[int]) -> None:
+def test_it_says_so_when_cancelling_an_ended_eval(
+    project: Project, owner: User, as_owner: Client, sent: list[int]
+) -> None:
     ev = start(project, owner, tags=["parse"])
     run_all(ev)
     response = as_owner.post(f"/evals/{ev.pk}/cancel", follow=True)
     assert "had already ended (done)" in response.content.decode()
 
 
-def test_it_says_up_front_when_the_pack_needs_tools_the_studio_lacks(refunds: Project, as_owner: Client,
-                                                                     settings: Any) -> None:
+def test_it_says_up_front_when_the_pack_needs_tools_the_studio_lacks(
+    refunds: Project, as_owner: Client, settings: Any
+) -> None:
     settings.PACKFORGE_TOOLS = ""
     page = as_owner.get("/evals/new?project=refunds").content.decode()
     assert 'id="eval-problem"' in page and "PACKFORGE_TOOLS" in page

@@ -3,7 +3,6 @@ made behind the page's back (to make a base stale)."""
 
 from __future__ import annotations
 
-
 import pytest
 
 from studio.projects.models import Project
@@ -22,5 +21,10 @@ def pack_text(repo: PackRepo, path: str, version: str | None = None) -> str:
 
 
 def teammate_saves(repo: PackRepo, path: str, text: str, message: str = "Teammate's change") -> str:
-    return repo.save({f"pack/{path}": text.encode()}, base=repo.head(), author="Tess Teammate",
-                     email="tess@example.com", message=message)
+    return repo.save(
+        {f"pack/{path}": text.encode()},
+        base=repo.head(),
+        author="Tess Teammate",
+        email="tess@example.com",
+        message=message,
+    )

@@ -34,7 +34,7 @@ def zip_of(*members: tuple[str, bytes], symlink: str | None = None) -> bytes:
             zf.writestr(name, data)
         if symlink:
             info = zipfile.ZipInfo(symlink)
-            info.external_attr = (0o120777 << 16)
+            info.external_attr = 0o120777 << 16
             zf.writestr(info, "/etc/passwd")
     return buf.getvalue()
 
@@ -70,22 +70,39 @@ UPLOADS: dict[str, tuple[str, Callable[[], bytes], str]] = {
     "tar_slip": ("p.tar.gz", lambda: tar_of(OK, ("../evil.txt", b"x")), "would be written outside"),
     "tar_absolute_path": ("p.tar.gz", lambda: tar_of(OK, ("/tmp/evil.txt", b"x")), "would be written outside"),
     "zip_symlink": ("p.zip", lambda: zip_of(OK, symlink="pack/link"), "links and special files are not allowed"),
-    "tar_symlink": ("p.tar.gz", lambda: tar_of(OK, link=("pack/link", tarfile.SYMTYPE)),
-                    "links and special files are not allowed"),
-    "tar_hardlink": ("p.tar.gz", lambda: tar_of(OK, link=("pack/link", tarfile.LNKTYPE)),
-                     "links and special files are not allowed"),
-    "file_over_limit": ("p.zip", lambda: zip_of(OK, ("pack/big.txt", b"a" * (MAX_FILE + 1))),
-                        f"the limit per file is {MAX_FILE}"),
-    "too_many_files": ("p.zip", lambda: zip_of(*[(f"pack/{i}.txt", b"x") for i in range(MAX_FILES + 1)]),
-                       f"more than {MAX_FILES} files"),
-    "total_over_limit": ("p.tgz", lambda: tar_of(*[(f"pack/{i}.txt", b"a" * 2000) for i in range(MAX_FILES)]),
-                         f"unpacks to more than {MAX_TOTAL} bytes"),
+    "tar_symlink": (
+        "p.tar.gz",
+        lambda: tar_of(OK, link=("pack/link", tarfile.SYMTYPE)),
+        "links and special files are not allowed",
+    ),
+    "tar_hardlink": (
+        "p.tar.gz",
+        lambda: tar_of(OK, link=("pack/link", tarfile.LNKTYPE)),
+        "links and special files are not allowed",
+    ),
+    "file_over_limit": (
+        "p.zip",
+        lambda: zip_of(OK, ("pack/big.txt", b"a" * (MAX_FILE + 1))),
+        f"the limit per file is {MAX_FILE}",
+    ),
+    "too_many_files": (
+        "p.zip",
+        lambda: zip_of(*[(f"pack/{i}.txt", b"x") for i in range(MAX_FILES + 1)]),
+        f"more than {MAX_FILES} files",
+    ),
+    "total_over_limit": (
+        "p.tgz",
+        lambda: tar_of(*[(f"pack/{i}.txt", b"a" * 2000) for i in range(MAX_FILES)]),
+        f"unpacks to more than {MAX_TOTAL} bytes",
+    ),
     "zip_bomb_with_a_lying_size": ("p.zip", lying_zip_bomb, "declared size does not match"),
-    "zip_bomb_with_an_honest_size": ("p.zip", lambda: zip_of(("pack/a.txt", b"a" * 1_000_000)),
-                                     f"the limit per file is {MAX_FILE}"),
+    "zip_bomb_with_an_honest_size": (
+        "p.zip",
+        lambda: zip_of(("pack/a.txt", b"a" * 1_000_000)),
+        f"the limit per file is {MAX_FILE}",
+    ),
     "archive_over_limit": ("p.zip", lambda: b"PK" + bytes(range(256)) * 40, "the limit is"),
-    "non_utf8_text": ("p.zip", lambda: zip_of(OK, ("pack/prompts/a.txt", "café".encode("latin-1"))),
-                      "not UTF-8 text"),
+    "non_utf8_text": ("p.zip", lambda: zip_of(OK, ("pack/prompts/a.txt", "café".encode("latin-1"))), "not UTF-8 text"),
     "not_an_archive_by_name": ("pack.txt", lambda: b"hello", "upload a .zip or .tar.gz"),
     "not_a_zip": ("pack.zip", lambda: b"this is not a zip file", "not a valid zip file"),
     "not_a_tar_gz": ("pack.tar.gz", lambda: b"\x1f\x8b this is not gzip", "not a valid .tar.gz file"),
@@ -101,7 +118,7 @@ def test_it_refuses_an_unsafe_upload_and_stores_nothing(case: str, as_owner: Cli
     assert page.status_code == 400
     html = page.content.decode()
     assert 'id="archive-error"' in html and "Nothing was stored" in html
-    assert message.replace("'", "&#x27;") in html, html[html.find("archive-error"):][:400]
+    assert message.replace("'", "&#x27;") in html, html[html.find("archive-error") :][:400]
     assert not Project.objects.filter(slug="up").exists()
     assert not (git_root / "up.git").exists()
 

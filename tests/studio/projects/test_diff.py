@@ -12,9 +12,17 @@ from .conftest import HTMX
 
 def two_versions(repo: PackRepo) -> tuple[str, str]:
     old = repo.head()
-    new = repo.save({"pack/prompts/classify.txt": b"Classify: {{ input.ticket }}\n",
-                     "pack/prompts/summary.txt": b"Summarise <this>\n", "pack/prompts/sentiment.txt": None},
-                    base=old, author="Tess", email="t@example.com", message="Rework prompts")
+    new = repo.save(
+        {
+            "pack/prompts/classify.txt": b"Classify: {{ input.ticket }}\n",
+            "pack/prompts/summary.txt": b"Summarise <this>\n",
+            "pack/prompts/sentiment.txt": None,
+        },
+        base=old,
+        author="Tess",
+        email="t@example.com",
+        message="Rework prompts",
+    )
     return old, new
 
 
@@ -71,8 +79,13 @@ def test_it_folds_long_unchanged_stretches(as_owner: Client, project: Project, r
     old = repo.head()
     body = "".join(f"line {i}\n" for i in range(1, 41))
     middle = repo.save({"pack/prompts/long.txt": body.encode()}, base=old, author="T", email="", message="Long")
-    new = repo.save({"pack/prompts/long.txt": body.replace("line 20\n", "line twenty\n").encode()}, base=middle,
-                    author="T", email="", message="Edit line 20")
+    new = repo.save(
+        {"pack/prompts/long.txt": body.replace("line 20\n", "line twenty\n").encode()},
+        base=middle,
+        author="T",
+        email="",
+        message="Edit line 20",
+    )
     html = as_owner.get("/p/triage/diff/", {"a": middle, "b": new}).content.decode()
     assert "line twenty" in html and "line 17" in html and "line 23" in html
     assert '<td class="old">line 5</td>' not in html

@@ -20,8 +20,9 @@ from studio.projects.storage import PackRepo
 from .conftest import teammate_saves
 
 
-def test_it_downloads_the_head_as_a_zip_that_the_runtime_evaluates(as_owner: Client, project: Project,
-                                                                     repo: PackRepo, tmp_path: Path) -> None:
+def test_it_downloads_the_head_as_a_zip_that_the_runtime_evaluates(
+    as_owner: Client, project: Project, repo: PackRepo, tmp_path: Path
+) -> None:
     page = as_owner.get("/p/triage/download/")
     assert page.status_code == 200 and page["Content-Type"] == "application/zip"
     assert page["Content-Disposition"] == f'attachment; filename="triage-{repo.head()[:10]}.zip"'
@@ -30,13 +31,19 @@ def test_it_downloads_the_head_as_a_zip_that_the_runtime_evaluates(as_owner: Cli
         zf.extractall(tmp_path)
     pack = load_pack(tmp_path / "triage")
     assert pack.name == "support_triage" and len(pack.cases) >= 10
-    run = subprocess.run([sys.executable, "-m", "runtime", "eval", str(tmp_path / "triage")],
-                         capture_output=True, text=True, timeout=120, cwd=settings.BASE_DIR)
+    run = subprocess.run(
+        [sys.executable, "-m", "runtime", "eval", str(tmp_path / "triage")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=settings.BASE_DIR,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
 
 
-def test_it_downloads_an_older_version_as_tar_gz(as_owner: Client, project: Project, repo: PackRepo,
-                                                 tmp_path: Path) -> None:
+def test_it_downloads_an_older_version_as_tar_gz(
+    as_owner: Client, project: Project, repo: PackRepo, tmp_path: Path
+) -> None:
     first = repo.head()
     teammate_saves(repo, "prompts/classify.txt", "changed {{ input.ticket }}\n")
     page = as_owner.get("/p/triage/download/", {"version": first[:7], "format": "tar.gz"})
@@ -44,8 +51,9 @@ def test_it_downloads_an_older_version_as_tar_gz(as_owner: Client, project: Proj
     assert page["Content-Disposition"] == f'attachment; filename="triage-{first[:10]}.tar.gz"'
     with tarfile.open(fileobj=io.BytesIO(page.content), mode="r:gz") as tf:
         tf.extractall(tmp_path, filter="data")
-    assert (tmp_path / "triage/prompts/classify.txt").read_bytes() == \
-        repo.files(first, prefix="pack/")["prompts/classify.txt"]
+    assert (tmp_path / "triage/prompts/classify.txt").read_bytes() == repo.files(first, prefix="pack/")[
+        "prompts/classify.txt"
+    ]
     assert load_pack(tmp_path / "triage").name == "support_triage"
 
 

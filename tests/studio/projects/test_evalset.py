@@ -22,19 +22,24 @@ def test_it_shows_the_cases_as_a_table(as_owner: Client, project: Project) -> No
     assert 'href="/p/triage/evalset/new"' in html and 'href="/p/triage/evalset/1/"' in html
 
 
-def test_it_shows_a_broken_line_and_the_loaders_problem_beside_its_row(as_owner: Client, project: Project,
-                                                                        repo: PackRepo) -> None:
+def test_it_shows_a_broken_line_and_the_loaders_problem_beside_its_row(
+    as_owner: Client, project: Project, repo: PackRepo
+) -> None:
     text = pack_text(repo, "evalset.jsonl")
-    teammate_saves(repo, "evalset.jsonl", text + '{"id": "bad", "input": {"ticket": "x"}, "expected": {}, '
-                                                  '"end": "nowhere"}\n{not json\n')
+    teammate_saves(
+        repo,
+        "evalset.jsonl",
+        text + '{"id": "bad", "input": {"ticket": "x"}, "expected": {}, "end": "nowhere"}\n{not json\n',
+    )
     html = as_owner.get("/p/triage/evalset/").content.decode()
     assert "&#x27;end&#x27; names unknown node &#x27;nowhere&#x27;" in html
     assert "is not valid JSON" in html and "{not json" in html
 
 
 def test_it_escapes_case_text(as_owner: Client, project: Project, repo: PackRepo) -> None:
-    teammate_saves(repo, "evalset.jsonl", '{"id": "x<b>", "input": {"ticket": "<img src=x onerror=alert(1)>"}, '
-                                          '"expected": {}}\n')
+    teammate_saves(
+        repo, "evalset.jsonl", '{"id": "x<b>", "input": {"ticket": "<img src=x onerror=alert(1)>"}, "expected": {}}\n'
+    )
     html = as_owner.get("/p/triage/evalset/").content.decode()
     assert "<img src=x" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
     assert "x&lt;b&gt;" in html

@@ -12,9 +12,17 @@ from studio.projects.storage import PackRepo
 
 from .conftest import HTMX, pack_text, teammate_saves
 
-NEW = {"case_id": "st-new", "input": '{"ticket": "Where is my parcel? Order ORD-1."}',
-       "expected": '{"category": "general"}', "path": "classify, extract", "end": "general",
-       "tags": "smoke, new", "human": "", "note": "", "message": "Add a parcel case"}
+NEW = {
+    "case_id": "st-new",
+    "input": '{"ticket": "Where is my parcel? Order ORD-1."}',
+    "expected": '{"category": "general"}',
+    "path": "classify, extract",
+    "end": "general",
+    "tags": "smoke, new",
+    "human": "",
+    "note": "",
+    "message": "Add a parcel case",
+}
 
 
 def post(client: Client, url: str, base: str, **fields: Any) -> Any:
@@ -31,29 +39,43 @@ def test_it_adds_a_case_as_one_json_line(as_owner: Client, project: Project, rep
     assert page.status_code == 302 and page["Location"] == "/p/triage/evalset/"
     after = lines(repo)
     assert after[:-1] == before
-    assert json.loads(after[-1]) == {"id": "st-new", "input": {"ticket": "Where is my parcel? Order ORD-1."},
-                                     "expected": {"category": "general"}, "path": ["classify", "extract"],
-                                     "end": "general", "tags": ["smoke", "new"]}
+    assert json.loads(after[-1]) == {
+        "id": "st-new",
+        "input": {"ticket": "Where is my parcel? Order ORD-1."},
+        "expected": {"category": "general"},
+        "path": ["classify", "extract"],
+        "end": "general",
+        "tags": ["smoke", "new"],
+    }
     assert pack_text(repo, "evalset.jsonl").endswith("\n")
     assert repo.log(limit=1)[0].message == "Add a parcel case"
     project.refresh_from_db()
     assert project.head == repo.head()
 
 
-def test_it_edits_one_case_and_leaves_the_other_lines_alone(as_owner: Client, project: Project,
-                                                            repo: PackRepo) -> None:
+def test_it_edits_one_case_and_leaves_the_other_lines_alone(as_owner: Client, project: Project, repo: PackRepo) -> None:
     before = lines(repo)
     form = as_owner.get("/p/triage/evalset/2/")
     assert form.status_code == 200 and b'value="st-02"' in form.content
-    page = post(as_owner, "/p/triage/evalset/2/", repo.head(), case_id="st-02", tags="", path="", end="tech_support",
-                expected='{"category": "technical"}', message="Loosen st-02")
+    page = post(
+        as_owner,
+        "/p/triage/evalset/2/",
+        repo.head(),
+        case_id="st-02",
+        tags="",
+        path="",
+        end="tech_support",
+        expected='{"category": "technical"}',
+        message="Loosen st-02",
+    )
     assert page.status_code == 302
     after = lines(repo)
     assert after[0] == before[0] and after[2:] == before[2:]
     edited = json.loads(after[1])
     assert list(edited) == ["id", "input", "expected", "end"]  # the original key order kept
-    assert edited["expected"] == {"category": "technical"} and edited["input"] == {"ticket": "Where is my parcel? "
-                                                                                              "Order ORD-1."}
+    assert edited["expected"] == {"category": "technical"} and edited["input"] == {
+        "ticket": "Where is my parcel? Order ORD-1."
+    }
 
 
 def test_it_shows_a_json_error_next_to_the_field(as_owner: Client, project: Project, repo: PackRepo) -> None:
@@ -109,8 +131,9 @@ def test_it_hides_the_project_from_a_stranger(as_stranger: Client, project: Proj
     assert post(as_stranger, "/p/triage/evalset/new", repo.head()).status_code == 404
 
 
-def test_it_forbids_a_viewer_and_a_reviewer(as_viewer: Client, as_reviewer: Client, project: Project,
-                                            repo: PackRepo) -> None:
+def test_it_forbids_a_viewer_and_a_reviewer(
+    as_viewer: Client, as_reviewer: Client, project: Project, repo: PackRepo
+) -> None:
     head = repo.head()
     assert as_viewer.get("/p/triage/evalset/new").status_code == 403
     assert post(as_viewer, "/p/triage/evalset/new", head).status_code == 403

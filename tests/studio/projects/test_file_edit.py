@@ -56,8 +56,9 @@ def test_it_creates_a_new_file_by_saving_it(as_owner: Client, project: Project, 
     assert pack_text(repo, "prompts/summarise.txt") == "Summarise {{ input.ticket }}\n"
 
 
-def test_it_refuses_a_stale_save_with_the_diff_and_keeps_the_text(as_owner: Client, project: Project,
-                                                                   repo: PackRepo) -> None:
+def test_it_refuses_a_stale_save_with_the_diff_and_keeps_the_text(
+    as_owner: Client, project: Project, repo: PackRepo
+) -> None:
     base = repo.head()
     teammate_saves(repo, PROMPT, "Teammate's prompt for {{ input.ticket }}\n")
     newer = repo.head()
@@ -72,8 +73,9 @@ def test_it_refuses_a_stale_save_with_the_diff_and_keeps_the_text(as_owner: Clie
     assert pack_text(repo, PROMPT).startswith("Teammate's prompt")
 
 
-def test_it_refuses_a_save_without_a_message_and_keeps_the_text(as_owner: Client, project: Project,
-                                                                 repo: PackRepo) -> None:
+def test_it_refuses_a_save_without_a_message_and_keeps_the_text(
+    as_owner: Client, project: Project, repo: PackRepo
+) -> None:
     head = repo.head()
     page = save(as_owner, PROMPT, "Edited {{ input.ticket }}", head, message="  ")
     assert page.status_code == 400
@@ -106,8 +108,9 @@ def test_it_hides_the_project_from_a_stranger(as_stranger: Client, project: Proj
     assert save(as_stranger, PROMPT, "x", repo.head()).status_code == 404
 
 
-def test_it_lets_a_viewer_read_but_not_save(as_viewer: Client, as_reviewer: Client, project: Project,
-                                             repo: PackRepo) -> None:
+def test_it_lets_a_viewer_read_but_not_save(
+    as_viewer: Client, as_reviewer: Client, project: Project, repo: PackRepo
+) -> None:
     page = as_viewer.get(f"/p/triage/files/{PROMPT}")
     assert page.status_code == 200 and b"readonly" in page.content and b'id="save-form"' not in page.content
     head = repo.head()
@@ -129,11 +132,15 @@ def test_it_builds_an_empty_project_up_file_by_file(as_owner: Client, owner: obj
     overview = as_owner.get("/p/blank/").content.decode()
     assert 'id="load-problems"' in overview and 'href="/p/blank/files/manifest.yaml"' in overview
     assert as_owner.get("/p/blank/files/manifest.yaml").status_code == 200  # a new file, for an author
-    page = as_owner.post("/p/blank/files/manifest.yaml", {"content": "name: blank\nversion: 1\nentry: done\n",
-                                                          "base": repo.head(), "message": "Add a manifest"})
+    page = as_owner.post(
+        "/p/blank/files/manifest.yaml",
+        {"content": "name: blank\nversion: 1\nentry: done\n", "base": repo.head(), "message": "Add a manifest"},
+    )
     assert page.status_code == 302
-    page = as_owner.post("/p/blank/files/graph.yaml", {"content": "nodes:\n  done: {kind: end}\nedges: []\n",
-                                                       "base": repo.head(), "message": "Add a graph"})
+    page = as_owner.post(
+        "/p/blank/files/graph.yaml",
+        {"content": "nodes:\n  done: {kind: end}\nedges: []\n", "base": repo.head(), "message": "Add a graph"},
+    )
     assert page.status_code == 302
     assert '<svg class="graph"' in as_owner.get("/p/blank/").content.decode()
     assert set(repo.files(prefix="pack/")) == {"manifest.yaml", "graph.yaml"}  # the placeholder is gone

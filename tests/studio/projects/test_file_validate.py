@@ -14,8 +14,7 @@ GRAMMAR = "grammars/classify.json"
 
 
 def validate(client: Client, path: str, content: str, base: str, htmx: bool = True) -> object:
-    return client.post(f"/p/triage/validate/{path}", {"content": content, "base": base},
-                       headers=HTMX if htmx else {})
+    return client.post(f"/p/triage/validate/{path}", {"content": content, "base": base}, headers=HTMX if htmx else {})
 
 
 def test_it_lists_this_files_problems_with_their_lines(as_owner: Client, project: Project, repo: PackRepo) -> None:
@@ -38,10 +37,14 @@ def test_it_reports_a_json_error_with_its_line(as_owner: Client, project: Projec
 
 def test_it_groups_other_files_problems_by_file(as_owner: Client, project: Project, repo: PackRepo) -> None:
     graph = pack_text(repo, "graph.yaml")
-    graph = graph.replace("  billing_ops:\n", "  summarise:\n    kind: generate\n    reads: [input.ticket]\n"
-                                                "    writes: [summary]\n  billing_ops:\n")
-    graph = graph.replace("  - {from: prioritise, to: general}",
-                          "  - {from: prioritise, to: summarise}\n  - {from: summarise, to: general}")
+    graph = graph.replace(
+        "  billing_ops:\n",
+        "  summarise:\n    kind: generate\n    reads: [input.ticket]\n    writes: [summary]\n  billing_ops:\n",
+    )
+    graph = graph.replace(
+        "  - {from: prioritise, to: general}",
+        "  - {from: prioritise, to: summarise}\n  - {from: summarise, to: general}",
+    )
     page = validate(as_owner, "graph.yaml", graph, repo.head())
     html = page.content.decode()
     assert "No problems in graph.yaml" in html
@@ -84,7 +87,6 @@ def test_it_hides_the_project_from_a_stranger(as_stranger: Client, project: Proj
     assert validate(as_stranger, GRAMMAR, "{}", repo.head()).status_code == 404
 
 
-def test_it_lets_a_viewer_validate_since_it_writes_nothing(as_viewer: Client, project: Project,
-                                                          repo: PackRepo) -> None:
+def test_it_lets_a_viewer_validate_since_it_writes_nothing(as_viewer: Client, project: Project, repo: PackRepo) -> None:
     assert validate(as_viewer, GRAMMAR, "{}", repo.head()).status_code == 200
     assert as_viewer.get(f"/p/triage/validate/{GRAMMAR}").status_code == 405

@@ -28,7 +28,7 @@ def test_it_draws_every_node_and_edge_inside_the_picture() -> None:
     assert {n.id for n in drawing.nodes} == set(pack.nodes)  # type: ignore[attr-defined]
     assert len(drawing.edges) == len(pack.edges)  # type: ignore[attr-defined]
     for n in drawing.nodes:
-        assert 0 <= n.x and n.right <= drawing.width and 0 <= n.y and n.bottom <= drawing.height
+        assert n.x >= 0 and n.right <= drawing.width and n.y >= 0 and n.bottom <= drawing.height
     for e in drawing.edges:
         assert 0 <= e.label_x <= drawing.width and 0 <= e.label_y <= drawing.height
 
@@ -46,10 +46,12 @@ def retry_loop_pack(root: Path) -> object:
         "edges:\n"
         "  - {from: draft, to: check}\n"
         "  - {from: check, to: done}\n"
-        "  - {from: check, on_fail: draft}\n")
+        "  - {from: check, on_fail: draft}\n"
+    )
     (root / "prompts/draft.txt").write_text("Count {{ input.text }}\n")
-    (root / "grammars/draft.json").write_text('{"type": "object", "properties": {"n": {"type": "integer"}}, '
-                                              '"required": ["n"]}')
+    (root / "grammars/draft.json").write_text(
+        '{"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}'
+    )
     return load_pack(root)
 
 

@@ -44,8 +44,13 @@ def test_it_renders_the_fragment_for_htmx(as_owner: Client, project: Project) ->
 def test_it_pages_a_long_history(as_owner: Client, project: Project, repo: PackRepo) -> None:
     head = repo.head()
     for n in range(55):
-        head = repo.save({"pack/prompts/classify.txt": f"v{n} {{{{ input.ticket }}}}".encode()}, base=head,
-                         author="olive", email="", message=f"edit {n}")
+        head = repo.save(
+            {"pack/prompts/classify.txt": f"v{n} {{{{ input.ticket }}}}".encode()},
+            base=head,
+            author="olive",
+            email="",
+            message=f"edit {n}",
+        )
     first = as_owner.get(f"/p/{project.slug}/history/")
     assert first.status_code == 200
     assert b"Commits 1\xe2\x80\x9350" in first.content and b"edit 54" in first.content

@@ -21,8 +21,13 @@ def test_it_draws_the_graph_and_lists_the_nodes(as_owner: Client, project: Proje
     assert '<table id="nodes">' in html and "input.ticket, category, amount_usd, sentiment" in html
     assert "fake:fakes/scripted.json" in html  # the manifest
     assert project.head[:10] in html  # the head commit
-    for link in ('/p/triage/files/', '/p/triage/evalset/', '/p/triage/history/', '/p/triage/download/',
-                 '/runs/new?project=triage'):
+    for link in (
+        "/p/triage/files/",
+        "/p/triage/evalset/",
+        "/p/triage/history/",
+        "/p/triage/download/",
+        "/runs/new?project=triage",
+    ):
         assert f'href="{link}' in html
 
 

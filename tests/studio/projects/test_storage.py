@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import subprocess
@@ -20,7 +21,8 @@ SAVES = 25
 
 # Each worker waits for the starting gun, then saves SAVES commits, every one from the
 # head it last read; on StaleBase it re-reads the head and tries again.
-WORKER = """
+WORKER = (
+    """
 import json, sys, time
 from pathlib import Path
 from studio.projects.storage import PackRepo, StaleBase
@@ -45,17 +47,31 @@ for i in range(%d):
         base = sha
         break
 print(json.dumps({"made": made, "refused": refused}))
-""" % SAVES
+"""
+    % SAVES
+)
 
 
 def test_it_keeps_every_commit_from_two_processes_saving_at_once(tmp_path: Path) -> None:
-    repo = PackRepo.create(tmp_path / "race.git", {"pack/shared.txt": b"start\n"}, author="olive",
-                           email="olive@example.com", message="Start")
+    repo = PackRepo.create(
+        tmp_path / "race.git",
+        {"pack/shared.txt": b"start\n"},
+        author="olive",
+        email="olive@example.com",
+        message="Start",
+    )
     start = repo.head()
     gun = tmp_path / "go"
-    workers = [subprocess.Popen([sys.executable, "-c", WORKER, str(repo.path), name, str(gun)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=settings.BASE_DIR)
-               for name in ("ann", "bob")]
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(repo.path), name, str(gun)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=settings.BASE_DIR,
+        )
+        for name in ("ann", "bob")
+    ]
     time.sleep(0.5)  # both imported and waiting
     gun.touch()
     results = []
@@ -72,7 +88,7 @@ def test_it_keeps_every_commit_from_two_processes_saving_at_once(tmp_path: Path)
     assert log[-1].sha == start
     assert set(made) == {v.sha for v in log[:-1]}  # no commit lost
     store = repo.repo.object_store
-    for newer, older in zip(log, log[1:], strict=False):  # linear: each commit's only parent is the next
+    for newer, older in itertools.pairwise(log):  # linear: each commit's only parent is the next
         commit = repo.repo[newer.sha.encode()]
         assert isinstance(commit, Commit) and commit.parents == [older.sha.encode()]
     for version in log:  # fsck-like: every tree and blob of every commit reads back

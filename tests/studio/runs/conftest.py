@@ -12,7 +12,12 @@ from django.conf import settings
 
 from studio.endpoints.models import Endpoint
 from tests.studio.endpoints.conftest import (  # noqa: F401 (fixtures)
-    as_staff, eager, fault, scripted, staff)
+    as_staff,
+    eager,
+    fault,
+    scripted,
+    staff,
+)
 
 REJECTED_TEXT = "I think this one is about billing, honestly"
 

@@ -15,8 +15,10 @@ from studio.runs.models import TryRun
 from tests.studio.runs.conftest import REJECTED_TEXT
 
 Capture = Callable[..., AbstractContextManager[list[Callable[[], Any]]]]
-TICKET = {"ticket": "Hi, I was charged TWICE for order ORD-48213 ($59.98 each time). I want one of the charges "
-                    "reversed today or I'm disputing it with my bank."}
+TICKET = {
+    "ticket": "Hi, I was charged TWICE for order ORD-48213 ($59.98 each time). I want one of the charges "
+    "reversed today or I'm disputing it with my bank."
+}
 
 
 def bearer(user: User) -> dict[str, str]:
@@ -25,8 +27,12 @@ def bearer(user: User) -> dict[str, str]:
 
 
 def _post(user: User, **body: Any) -> Any:
-    return Client().post("/api/runs", {"project": "triage", "input": TICKET, **body},
-                         content_type="application/json", headers=bearer(user))
+    return Client().post(
+        "/api/runs",
+        {"project": "triage", "input": TICKET, **body},
+        content_type="application/json",
+        headers=bearer(user),
+    )
 
 
 def test_it_starts_a_run(owner: User, project: Project, django_capture_on_commit_callbacks: Capture) -> None:
@@ -38,15 +44,17 @@ def test_it_starts_a_run(owner: User, project: Project, django_capture_on_commit
     assert len(callbacks) == 1 and TryRun.objects.get().pk == data["id"]
 
 
-def test_it_starts_a_run_on_a_named_endpoint_and_version_prefix(owner: User, project: Project,
-                                                                scripted: Endpoint) -> None:
+def test_it_starts_a_run_on_a_named_endpoint_and_version_prefix(
+    owner: User, project: Project, scripted: Endpoint
+) -> None:
     page = _post(owner, endpoint="scripted", version=project.head[:8])
     assert page.status_code == 201
     assert page.json()["endpoint"] == "scripted" and page.json()["version"] == project.head
 
 
-def test_it_gets_a_run_with_its_steps(owner: User, project: Project, eager: None,
-                                      django_capture_on_commit_callbacks: Capture) -> None:
+def test_it_gets_a_run_with_its_steps(
+    owner: User, project: Project, eager: None, django_capture_on_commit_callbacks: Capture
+) -> None:
     with django_capture_on_commit_callbacks(execute=True):
         run_id = _post(owner).json()["id"]
     page = Client().get(f"/api/runs/{run_id}", headers=bearer(owner))
@@ -56,8 +64,7 @@ def test_it_gets_a_run_with_its_steps(owner: User, project: Project, eager: None
     assert [s["node"] for s in data["steps"]][-1] == "billing_ops"
 
 
-def test_it_hides_rejected_text_from_viewers(owner: User, viewer: User, project: Project,
-                                            stumbling: Endpoint) -> None:
+def test_it_hides_rejected_text_from_viewers(owner: User, viewer: User, project: Project, stumbling: Endpoint) -> None:
     run = execute.new_try_run(project, user=owner, version=None, endpoint=stumbling, input=TICKET)
     execute.run_try(run.pk)
     as_owner = Client().get(f"/api/runs/{run.pk}", headers=bearer(owner)).json()
@@ -83,8 +90,9 @@ def test_it_refuses_input_that_is_not_an_object(owner: User, project: Project) -
 
 
 def test_it_refuses_a_body_that_is_not_json(owner: User, project: Project) -> None:
-    page = Client().post("/api/runs", '{"project": "triage", "input": ', content_type="application/json",
-                         headers=bearer(owner))
+    page = Client().post(
+        "/api/runs", '{"project": "triage", "input": ', content_type="application/json", headers=bearer(owner)
+    )
     assert page.status_code in (400, 422) and "detail" in page.json()
 
 

@@ -10,8 +10,10 @@ from studio.runs.models import TryRun
 from tests.studio.runs.conftest import REJECTED_TEXT
 
 HX = {"HX-Request": "true"}
-CASE = {"ticket": "Hi, I was charged TWICE for order ORD-48213 ($59.98 each time). I want one of the charges "
-                  "reversed today or I'm disputing it with my bank."}
+CASE = {
+    "ticket": "Hi, I was charged TWICE for order ORD-48213 ($59.98 each time). I want one of the charges "
+    "reversed today or I'm disputing it with my bank."
+}
 
 
 def _run(project: Project, owner: User, endpoint: Endpoint | None = None, *, execute_it: bool = True) -> TryRun:
@@ -48,8 +50,9 @@ def test_it_stops_the_poller_when_the_run_is_final(as_owner: Client, project: Pr
     assert b"hx-trigger" not in fragment.content and b"ORD-48213" in fragment.content
 
 
-def test_it_shows_rejected_text_to_authors_only(as_owner: Client, as_viewer: Client, project: Project,
-                                               owner: User, stumbling: Endpoint) -> None:
+def test_it_shows_rejected_text_to_authors_only(
+    as_owner: Client, as_viewer: Client, project: Project, owner: User, stumbling: Endpoint
+) -> None:
     run = _run(project, owner, stumbling)
     for_author = as_owner.get(f"/runs/{run.pk}").content.decode()
     for_viewer = as_viewer.get(f"/runs/{run.pk}").content.decode()

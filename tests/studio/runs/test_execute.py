@@ -17,10 +17,11 @@ from studio.runs.models import TryRun
 from tests.studio.runs.conftest import REJECTED_TEXT
 from tests.support.fault_server import FaultServer
 
-CASE = {"ticket": "Hi, I was charged TWICE for order ORD-48213 ($59.98 each time). I want one of the charges "
-                  "reversed today or I'm disputing it with my bank."}
-EXPECTED = {"category": "billing", "order_id": "ORD-48213", "amount_usd": 59.98, "sentiment": "angry",
-            "priority": "p1"}
+CASE = {
+    "ticket": "Hi, I was charged TWICE for order ORD-48213 ($59.98 each time). I want one of the charges "
+    "reversed today or I'm disputing it with my bank."
+}
+EXPECTED = {"category": "billing", "order_id": "ORD-48213", "amount_usd": 59.98, "sentiment": "angry", "priority": "p1"}
 
 
 def _queued(project: Project, owner: User, endpoint: Endpoint | None = None, input: dict | None = None) -> TryRun:
@@ -53,7 +54,9 @@ def test_it_keeps_every_attempt_with_its_rejection(project: Project, owner: User
     run.refresh_from_db()
     attempts = run.steps[0]["attempts"]
     assert [(a["attempt"], a["stage"], a["ok"], a["category"]) for a in attempts] == [
-        (1, "sample", False, "parse"), (2, "resample", True, None)]
+        (1, "sample", False, "parse"),
+        (2, "resample", True, None),
+    ]
     assert attempts[0]["text"] == REJECTED_TEXT and attempts[0]["reason"]
     assert run.status == "done" and run.output == EXPECTED
 
@@ -68,7 +71,8 @@ def test_it_hides_rejected_text_from_non_authors(project: Project, owner: User, 
 
 
 def test_it_calls_an_openai_endpoint_with_the_key_from_its_variable(
-        project: Project, owner: User, staff: User, fault: FaultServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    project: Project, owner: User, staff: User, fault: FaultServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PF_TEST_KEY", "sk-run-secret-42")
     endpoint = Endpoint.objects.create(name="served", spec=fault.spec(), key_env="PF_TEST_KEY", created_by=staff)
     run = _queued(project, owner, endpoint)
@@ -82,18 +86,19 @@ def test_it_calls_an_openai_endpoint_with_the_key_from_its_variable(
     assert "sk-run-secret-42" not in str(run.steps) + run.error
 
 
-def test_it_fails_the_run_when_the_key_variable_is_unset(project: Project, owner: User, staff: User,
-                                                        fault: FaultServer) -> None:
-    endpoint = Endpoint.objects.create(name="served", spec=fault.spec(), key_env="PF_UNSET_IN_TESTS_KEY",
-                                       created_by=staff)
+def test_it_fails_the_run_when_the_key_variable_is_unset(
+    project: Project, owner: User, staff: User, fault: FaultServer
+) -> None:
+    endpoint = Endpoint.objects.create(
+        name="served", spec=fault.spec(), key_env="PF_UNSET_IN_TESTS_KEY", created_by=staff
+    )
     run = _queued(project, owner, endpoint)
     assert execute.run_try(run.pk) == "failed"
     run.refresh_from_db()
     assert "PF_UNSET_IN_TESTS_KEY" in run.error and run.finished_at
 
 
-def test_it_fails_a_run_whose_model_gives_up(project: Project, owner: User, staff: User,
-                                             fault: FaultServer) -> None:
+def test_it_fails_a_run_whose_model_gives_up(project: Project, owner: User, staff: User, fault: FaultServer) -> None:
     fault.configure(script=[{"status": 400, "message": "model 'nope' not found"}])
     endpoint = Endpoint.objects.create(name="served", spec=fault.spec(), created_by=staff)
     run = _queued(project, owner, endpoint)
@@ -135,8 +140,7 @@ def test_it_does_nothing_for_a_deleted_run(db: None) -> None:
     assert execute.run_try(424242) is None
 
 
-def test_it_asks_the_model_recorded_when_the_run_started(project: Project, owner: User,
-                                                         stumbling: Endpoint) -> None:
+def test_it_asks_the_model_recorded_when_the_run_started(project: Project, owner: User, stumbling: Endpoint) -> None:
     run = _queued(project, owner, stumbling)
     Endpoint.objects.filter(pk=stumbling.pk).update(spec="openai:http://127.0.0.1:9/v1#gone")
     execute.run_try(run.pk)

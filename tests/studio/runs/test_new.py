@@ -31,8 +31,9 @@ def test_it_shows_the_form_prefilled_from_the_first_evalset_case(as_owner: Clien
     assert b"the pack&#x27;s own model (fake:fakes/scripted.json)" in page.content
 
 
-def test_it_starts_a_run_and_queues_its_task(as_owner: Client, project: Project,
-                                             django_capture_on_commit_callbacks: Capture) -> None:
+def test_it_starts_a_run_and_queues_its_task(
+    as_owner: Client, project: Project, django_capture_on_commit_callbacks: Capture
+) -> None:
     with django_capture_on_commit_callbacks() as callbacks:
         page = _post(as_owner, project)
     run = TryRun.objects.get()
@@ -50,14 +51,16 @@ def test_it_runs_against_a_chosen_endpoint(as_owner: Client, project: Project, s
 
 def test_it_runs_an_older_version(as_owner: Client, project: Project, owner: object) -> None:
     first = project.head
-    PackRepo(project.repo_path).save({"pack/README.md": b"changed"}, base=first, author="olive", email="",
-                                     message="Edit readme")
+    PackRepo(project.repo_path).save(
+        {"pack/README.md": b"changed"}, base=first, author="olive", email="", message="Edit readme"
+    )
     page = _post(as_owner, project, version=first)
     assert page.status_code == 302 and TryRun.objects.get().version == first
 
 
-def test_it_runs_the_task_end_to_end(as_owner: Client, project: Project, eager: None,
-                                     django_capture_on_commit_callbacks: Capture) -> None:
+def test_it_runs_the_task_end_to_end(
+    as_owner: Client, project: Project, eager: None, django_capture_on_commit_callbacks: Capture
+) -> None:
     with django_capture_on_commit_callbacks(execute=True):
         _post(as_owner, project)
     run = TryRun.objects.get()
@@ -119,16 +122,19 @@ def test_it_refuses_a_pack_whose_own_model_is_a_real_server(as_owner: Client, pr
     secrets as the key (key_env=SECRET_KEY): real servers go through endpoints."""
     repo = PackRepo(project.repo_path)
     manifest = repo.files(prefix="pack/")["manifest.yaml"].decode()
-    evil = manifest.replace("model: fake:fakes/scripted.json",
-                            "model: openai:http://127.0.0.1:9/v1#m;key_env=SECRET_KEY")
+    evil = manifest.replace(
+        "model: fake:fakes/scripted.json", "model: openai:http://127.0.0.1:9/v1#m;key_env=SECRET_KEY"
+    )
     assert evil != manifest
-    head = repo.save({"pack/manifest.yaml": evil.encode()}, base=project.head, author="olive", email="",
-                     message="point at a server")
+    head = repo.save(
+        {"pack/manifest.yaml": evil.encode()}, base=project.head, author="olive", email="", message="point at a server"
+    )
     page = _post(as_owner, project, version=head)
     assert page.status_code == 400 and b"is not a scripted model" in page.content
     outside = manifest.replace("model: fake:fakes/scripted.json", "model: fake:../../../var/secret_key")
-    head = repo.save({"pack/manifest.yaml": outside.encode()}, base=head, author="olive", email="",
-                     message="read a file outside")
+    head = repo.save(
+        {"pack/manifest.yaml": outside.encode()}, base=head, author="olive", email="", message="read a file outside"
+    )
     page = _post(as_owner, project, version=head)
     assert page.status_code == 400 and b"names a file outside the pack" in page.content
     assert not TryRun.objects.exists()

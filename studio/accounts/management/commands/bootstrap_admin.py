@@ -26,15 +26,20 @@ class Command(BaseCommand):
             existing = User.objects.filter(is_superuser=True).order_by("pk").first()
             if existing is not None:
                 name = existing.get_username()
-                self.stdout.write(f"admin user: {name} (exists; its password was shown when it was made; "
-                                  f"reset it with: manage.py changepassword {name})")
+                self.stdout.write(
+                    f"admin user: {name} (exists; its password was shown when it was made; "
+                    f"reset it with: manage.py changepassword {name})"
+                )
                 return
             if User.objects.filter(**{User.USERNAME_FIELD: username}).exists():
-                raise CommandError(f"a user named {username!r} exists and is not an admin; "
-                                   f"give another --username, or make that user a superuser")
+                raise CommandError(
+                    f"a user named {username!r} exists and is not an admin; "
+                    f"give another --username, or make that user a superuser"
+                )
             password = secrets.token_urlsafe(18)
             User.objects.create_superuser(username, email, password)
         self.stdout.write(f"admin user: {username}")
         self.stdout.write(f"admin password: {password}")
-        self.stdout.write("  (shown this once and stored only as a hash; "
-                          f"change it with: manage.py changepassword {username})")
+        self.stdout.write(
+            f"  (shown this once and stored only as a hash; change it with: manage.py changepassword {username})"
+        )

@@ -54,9 +54,14 @@ class Command(BaseCommand):
                 skipped.append(slug)
                 continue
             try:
-                create_project(slug=slug, name=name.replace("_", " ").capitalize(), owner=user,
-                               pack_files=example_files(name), message=f"Create from example {name}",
-                               description=_description(name))
+                create_project(
+                    slug=slug,
+                    name=name.replace("_", " ").capitalize(),
+                    owner=user,
+                    pack_files=example_files(name),
+                    message=f"Create from example {name}",
+                    description=_description(name),
+                )
             except StorageError as exc:
                 # A repository without its row: a start that died half way. Leave the
                 # files for a person to look at rather than delete them.

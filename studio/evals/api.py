@@ -17,8 +17,9 @@ from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError
 
 from studio.accounts.access import project_for
-from studio.evals import execute
+from studio.evals import results, shared
 from studio.evals.models import Eval
+from studio.evals.start import EvalRefused, cancel_eval, start_eval
 
 router = Router(tags=["evals"])
 
@@ -105,7 +106,7 @@ def eval_out(ev: Eval) -> dict[str, Any]:
         "status": ev.status,
         "ended": ev.is_final,
         "total": ev.total,
-        "counts": execute.counts_of(ev),
+        "counts": shared.counts_of(ev),
         "is_baseline": ev.is_baseline,
         "summary": ev.summary,
         "created_by": ev.created_by.username,
@@ -124,7 +125,7 @@ def _eval(request: HttpRequest, eval_id: int, *, edit: bool = False) -> Eval:
 def start(request: HttpRequest, payload: EvalIn) -> Any:
     project, _ = project_for(request.user, payload.project, edit=True)
     try:
-        evals = execute.start_eval(
+        evals = start_eval(
             project,
             user=request.user,
             version=payload.version,
@@ -132,7 +133,7 @@ def start(request: HttpRequest, payload: EvalIn) -> Any:
             tags=payload.tags,
             repeats=payload.repeats,
         )
-    except execute.EvalRefused as exc:
+    except EvalRefused as exc:
         raise HttpError(400, str(exc)) from None
     fresh = Eval.objects.select_related("project", "endpoint", "created_by").filter(pk__in=[e.pk for e in evals])
     return Status(201, {"batch": evals[0].batch, "evals": [eval_out(ev) for ev in fresh.order_by("pk")]})
@@ -153,7 +154,7 @@ def get_eval(request: HttpRequest, eval_id: int) -> Any:
 @router.post("/{eval_id}/cancel", response={200: EvalOut, **ERRORS}, summary="Cancel an eval")
 def cancel(request: HttpRequest, eval_id: int) -> Any:
     ev = _eval(request, eval_id, edit=True)
-    if not execute.cancel_eval(ev) and ev.status == Eval.Status.DONE:
+    if not cancel_eval(ev) and ev.status == Eval.Status.DONE:
         raise HttpError(409, f"eval {ev.pk} already finished; there is nothing to cancel")
     ev.refresh_from_db()
     return eval_out(ev)
@@ -164,7 +165,7 @@ def baseline(request: HttpRequest, eval_id: int) -> Any:
     ev = _eval(request, eval_id, edit=True)
     if ev.status != Eval.Status.DONE:
         raise HttpError(409, f"eval {ev.pk} is {ev.status}; only a finished eval can be the baseline")
-    execute.mark_baseline(ev)
+    results.mark_baseline(ev)
     return eval_out(ev)
 
 
@@ -177,4 +178,4 @@ def gate(request: HttpRequest, eval_id: int) -> Any:
         raise HttpError(
             409, f"eval {ev.pk} is {ev.status}; only a finished eval is gated (poll GET /api/evals/{ev.pk})"
         )
-    return {"eval": ev.pk, **execute.gate(ev)}
+    return {"eval": ev.pk, **results.baseline_gate(ev)}

@@ -8,9 +8,7 @@ A stranger gets 404, so project names do not leak (studio.accounts.access)."""
 from __future__ import annotations
 
 import difflib
-import tempfile
 from datetime import UTC, datetime
-from pathlib import Path
 
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
@@ -24,7 +22,7 @@ from ninja.errors import HttpError
 from studio.accounts.access import project_for, visible_projects
 from studio.accounts.models import Membership, Role
 from studio.projects.archives import ArchiveRefused, read_archive
-from studio.projects.execute import PACK_PREFIX, materialize
+from studio.projects.execute import PACK_PREFIX, validate_files
 from studio.projects.forms import example_choices
 from studio.projects.models import Project, create_project
 from studio.projects.schemas import (
@@ -378,8 +376,6 @@ def diff(
     summary="Load a version (with unsaved files laid over it) and report every problem",
 )
 def validate(request: HttpRequest, slug: str, body: ValidateIn) -> ValidateOut:
-    from runtime import PackInvalid, load_pack
-
     project, _ = project_for(request.user, slug)
     overlay = _check_changes(body.files)
     repo = _repo(project)
@@ -391,12 +387,10 @@ def validate(request: HttpRequest, slug: str, body: ValidateIn) -> ValidateOut:
         else:
             files[path] = data
     # Tools are checked against the manifest only: the studio does not know the host's registry.
-    with tempfile.TemporaryDirectory(prefix="pf-validate-") as tmp:
-        try:
-            pack = load_pack(materialize(files, Path(tmp)))
-        except PackInvalid as exc:
-            problems = [ProblemOut(file=i.file, line=i.line, message=i.message) for i in exc.issues]
-            return ValidateOut(valid=False, version=sha, problems=problems, summary=SummaryOut())
+    pack, found = validate_files(files)
+    if pack is None:
+        problems = [ProblemOut(file=p.file, line=p.line, message=p.message) for p in found]
+        return ValidateOut(valid=False, version=sha, problems=problems, summary=SummaryOut())
     summary = SummaryOut(
         name=pack.name,
         pack_version=str(pack.version),

@@ -22,15 +22,13 @@ from typing import Any
 
 from django.utils import timezone
 
-from runtime import BadSpec, MemoryStore, PackforgeError, PackInvalid, RunOptions, load_pack, open_backend, run_pack
+from runtime import MemoryStore, PackforgeError, RunOptions, open_backend, run_pack
 from runtime.pack import Pack
 from runtime.trace import Step
+from studio import packs
 from studio.endpoints.execute import spec_for
 from studio.endpoints.models import Endpoint
-from studio.host_tools import registry_broken, tool_registry, tools_problem
-from studio.projects.execute import PACK_PREFIX, materialize, own_model_problem
 from studio.projects.models import Project
-from studio.projects.storage import PackRepo, StorageError
 from studio.runs.models import TryRun
 
 log = logging.getLogger("packforge.studio.runs")
@@ -47,36 +45,14 @@ class Prepared:
     problem: str | None  # why it cannot be tried (tools, no model), or None
 
 
-def load_version(project: Project, version: str | None) -> tuple[str, dict[str, bytes]]:
-    repo = PackRepo(project.repo_path)
-    try:
-        sha = repo.resolve(version)
-        return sha, repo.files(sha, prefix=PACK_PREFIX)
-    except StorageError as exc:
-        raise TryRefused(str(exc)) from None
-
-
 def prepare(project: Project, version: str | None, endpoint: Endpoint | None) -> Prepared:
     """Resolve `version` and load the pack at it; `problem` says why it cannot be tried.
     Raises TryRefused when the version does not exist or the pack does not load."""
-    sha, files = load_version(project, version)
     try:
-        tools = tool_registry()
-    except BadSpec as exc:
-        raise TryRefused(registry_broken(exc)) from None
-    with tempfile.TemporaryDirectory(prefix="pf-try-") as tmp:
-        try:
-            pack = load_pack(materialize(files, Path(tmp)), tools=set(tools) if tools is not None else None)
-        except PackInvalid as exc:
-            shown = "; ".join(str(issue) for issue in exc.issues[:3])
-            more = f" (and {len(exc.issues) - 3} more)" if len(exc.issues) > 3 else ""
-            raise TryRefused(f"the pack at {sha[:10]} does not load: {shown}{more}") from None
-    problem = tools_problem(pack, tools)
-    if problem is None and endpoint is None and not pack.model:
-        problem = "this pack's manifest names no model; choose an endpoint"
-    if problem is None and endpoint is None:
-        problem = own_model_problem(pack)
-    return Prepared(sha, pack, problem)
+        with packs.loaded(project, version, own_model=endpoint is None) as got:
+            return Prepared(got.sha, got.pack, "; ".join(got.problems) or None)
+    except packs.PackUnrunnable as exc:
+        raise TryRefused(str(exc)) from None
 
 
 def first_case_input(pack: Pack) -> dict[str, Any] | None:
@@ -186,18 +162,12 @@ def run_try(run_id: int) -> str | None:
     run = TryRun.objects.select_related("project", "endpoint").get(pk=run_id)
     steps: list[dict[str, Any]] = []
     try:
-        tools = tool_registry()
-        _, files = load_version(run.project, run.version)
         with tempfile.TemporaryDirectory(prefix="pf-try-") as tmp:
-            pack = load_pack(materialize(files, Path(tmp)), tools=set(tools) if tools is not None else None)
-            problem = tools_problem(pack, tools)
-            if problem:
-                raise TryRefused(problem)
             # The spec recorded when the run was started (an endpoint edited or deleted
             # since does not change what this run asks), else the pack's own model.
-            spec = run.model_spec or pack.model
-            if not spec:
-                raise TryRefused("this pack's manifest names no model; choose an endpoint")
+            got = packs.load_version(run.project, run.version, Path(tmp), own_model=not run.model_spec)
+            pack, tools = got.ensure_runnable().pack, got.tools
+            spec = run.model_spec or pack.model or ""
             backend = open_backend(spec, base_dir=pack.root, default=pack.model)
             journal = _Journal()
 
@@ -227,7 +197,7 @@ def run_try(run_id: int) -> str | None:
             run_id, result.status, output=result.output if result.status == "done" else None, error=error, steps=steps
         )
         return result.status
-    except (TryRefused, PackforgeError) as exc:
+    except (TryRefused, packs.PackUnrunnable, PackforgeError) as exc:
         _finish(run_id, TryRun.Status.FAILED, error=str(exc), steps=steps)
     except Exception as exc:  # the row must end final whatever happened; the log has the rest
         log.exception("try run %s crashed", run_id)

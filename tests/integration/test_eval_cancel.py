@@ -18,8 +18,8 @@ from django.contrib.auth.models import User
 
 from studio.accounts.models import ApiToken
 from studio.endpoints.models import Endpoint
-from studio.evals import execute
 from studio.evals.models import Eval, EvalCase
+from studio.evals.start import start_eval
 from studio.projects.models import create_project
 from studio.projects.views import example_files
 from tests.integration.test_eval_kill import EvalWorker, _wait, workers  # noqa: F401  (the fixture)
@@ -43,7 +43,7 @@ def test_it_stops_in_flight_model_calls_when_an_eval_is_cancelled(
     with FaultServer(latency=LATENCY_S) as server:
         endpoint = Endpoint.objects.create(name="slow", spec=server.spec(), concurrency=CAP, created_by=owner)
         worker = workers("canceller", 6)  # wishes for 6 calls at once; the cap allows 2
-        ev = execute.start_eval(project, user=owner, endpoints=[endpoint.pk])[0]
+        ev = start_eval(project, user=owner, endpoints=[endpoint.pk])[0]
         _wait(f"{CAP} calls in flight", lambda: server.in_flight >= CAP, [worker])
         time.sleep(0.5)  # give the other threads time to (not) get past the cap
         assert server.max_in_flight == CAP

@@ -191,8 +191,9 @@ def test_it_completes_every_case_once_after_its_worker_is_killed(
 ) -> None:
     from django.contrib.auth.models import User
 
-    from studio.evals import execute
+    from studio.evals import shared
     from studio.evals.models import Eval, EvalCase, JournalEntry
+    from studio.evals.start import start_eval
     from studio.projects.models import create_project
     from studio.projects.views import example_files
 
@@ -205,7 +206,7 @@ def test_it_completes_every_case_once_after_its_worker_is_killed(
         message="Create from example",
     )
     first = workers("first", 1)  # one case at a time: the kill lands at a known point
-    ev = execute.start_eval(project, user=owner, repeats=2)[0]  # 36 case runs, sent on commit
+    ev = start_eval(project, user=owner, repeats=2)[0]  # 36 case runs, sent on commit
 
     def mid_refund() -> bool:
         """Some cases are done, and the one in hand is inside issue_refund (its lookup is journaled)."""
@@ -227,7 +228,7 @@ def test_it_completes_every_case_once_after_its_worker_is_killed(
     # every case completed, each exactly once
     assert len(rows) == ev.total == 36
     assert Counter(r.status for r in rows) == Counter({"passed": 36}), [(r.case_id, r.status, r.error) for r in rows]
-    assert execute.counts_of(ev)["finished"] == 36 and ev.summary["counts"]["passed"] == 36
+    assert shared.counts_of(ev)["finished"] == 36 and ev.summary["counts"]["passed"] == 36
     # the killed case resumed from its checkpoint: lookup replayed, the refund done by the second worker
     resumed = EvalCase.objects.get(pk=in_hand.pk)
     assert resumed.attempts == 2

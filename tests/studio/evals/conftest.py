@@ -13,8 +13,9 @@ from django.contrib.auth.models import User
 
 from studio.accounts.models import Membership, Role
 from studio.endpoints.models import Endpoint
-from studio.evals import execute
+from studio.evals import shared, worker
 from studio.evals.models import Eval, EvalCase
+from studio.evals.start import start_eval
 from studio.projects.models import Project, create_project
 from studio.projects.views import example_files
 
@@ -29,16 +30,16 @@ def eval_settings(settings: Any) -> Iterator[None]:
     settings.PACKFORGE_EVAL_WATCH = False
     settings.PACKFORGE_TOOLS = ""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # personas, made fast
-    execute.forget_runners()
+    worker.forget_runners()
     yield
-    execute.forget_runners()
+    worker.forget_runners()
 
 
 @pytest.fixture
 def sent(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The case ids sent to the broker (nothing reaches a real broker)."""
     ids: list[int] = []
-    monkeypatch.setattr(execute, "_enqueue", lambda case_ids: ids.extend(case_ids))
+    monkeypatch.setattr(shared, "enqueue_cases", lambda case_ids: ids.extend(case_ids))
     return ids
 
 
@@ -64,14 +65,14 @@ def scripted_endpoint(tmp_path: Path, owner: User, script: dict[str, Any], name:
 
 
 def start(project: Project, user: User, **options: Any) -> Eval:
-    evals = execute.start_eval(project, user=user, **options)
+    evals = start_eval(project, user=user, **options)
     return evals[0]
 
 
 def run_all(ev: Eval) -> list[str | None]:
     """Deliver every case of `ev` once, in this process."""
     return [
-        execute.run_eval_case(pk) for pk in EvalCase.objects.filter(eval=ev).order_by("pk").values_list("pk", flat=True)
+        worker.run_eval_case(pk) for pk in EvalCase.objects.filter(eval=ev).order_by("pk").values_list("pk", flat=True)
     ]
 
 

@@ -34,7 +34,7 @@ def test_it_starts_one_eval_per_model_with_a_row_per_case_and_repeat(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     sent: list[int] = []
-    monkeypatch.setattr("studio.evals.tasks.enqueue_cases", sent.extend)
+    monkeypatch.setattr("studio.evals.shared.enqueue_cases", sent.extend)
     endpoint = scripted_endpoint(tmp_path, owner, {"nodes": {}})
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         response = post(

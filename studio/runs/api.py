@@ -16,7 +16,9 @@ from ninja import Router, Schema, Status
 from ninja.errors import HttpError
 
 from studio.accounts.access import project_for
+from studio.accounts.models import Role
 from studio.endpoints.models import Endpoint
+from studio.redaction import visible_trace
 from studio.runs import execute
 from studio.runs.models import TryRun
 
@@ -42,12 +44,14 @@ class RunOut(Schema):
     output: dict[str, Any] | None
     error: str
     steps: list[dict[str, Any]]
+    trace: dict[str, Any]  # the runtime's trace dict, rejected text for authors only
     created_by: str
     created_at: datetime
     finished_at: datetime | None
 
 
-def _out(run: TryRun, *, author: bool) -> dict[str, Any]:
+def _out(run: TryRun, role: Role) -> dict[str, Any]:
+    trace = visible_trace(run.trace or {}, role)
     return {
         "id": run.pk,
         "project": run.project.slug,
@@ -59,7 +63,8 @@ def _out(run: TryRun, *, author: bool) -> dict[str, Any]:
         "input": run.input,
         "output": run.output,
         "error": run.error,
-        "steps": execute.public_steps(run.steps or [], author=author),
+        "steps": execute.trace_steps(trace),
+        "trace": trace,
         "created_by": run.created_by.username,
         "created_at": run.created_at,
         "finished_at": run.finished_at,
@@ -68,7 +73,7 @@ def _out(run: TryRun, *, author: bool) -> dict[str, Any]:
 
 @router.post("", response={201: RunOut})
 def create_run(request: HttpRequest, payload: RunIn) -> Any:
-    project, _ = project_for(request.user, payload.project, edit=True)
+    project, role = project_for(request.user, payload.project, edit=True)
     endpoint = None
     if payload.endpoint:
         endpoint = Endpoint.objects.filter(name=payload.endpoint).first()
@@ -84,11 +89,11 @@ def create_run(request: HttpRequest, payload: RunIn) -> Any:
 
     execute_try_run.delay_on_commit(run.pk)
     run = TryRun.objects.select_related("project", "endpoint", "created_by").get(pk=run.pk)
-    return Status(201, _out(run, author=True))
+    return Status(201, _out(run, role))
 
 
 @router.get("/{run_id}", response=RunOut)
 def get_run(request: HttpRequest, run_id: int) -> Any:
     run = get_object_or_404(TryRun.objects.select_related("project", "endpoint", "created_by"), pk=run_id)
     _, role = project_for(request.user, run.project.slug)
-    return _out(run, author=role.can_edit)
+    return _out(run, role)

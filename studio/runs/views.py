@@ -16,6 +16,7 @@ from django_htmx.http import HttpResponseStopPolling
 
 from studio.accounts.access import project_for
 from studio.projects.storage import PackRepo
+from studio.redaction import visible_trace
 from studio.runs import execute
 from studio.runs.forms import TryRunForm
 from studio.runs.models import TryRun
@@ -75,7 +76,7 @@ def try_new(request: HttpRequest) -> HttpResponse:
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(TryRun.objects.select_related("project", "endpoint", "created_by"), pk=run_id)
     project, role = project_for(request.user, run.project.slug)
-    steps = execute.public_steps(run.steps or [], author=role.can_edit)
+    steps = execute.trace_steps(visible_trace(run.trace or {}, role))
     for step in steps:
         step["writes_json"] = _pretty(step.get("writes") or {})
         for call in step.get("tool_calls", []):

@@ -21,6 +21,7 @@ from studio.endpoints.models import Endpoint
 from studio.redaction import visible_trace
 from studio.runs import execute
 from studio.runs.models import TryRun
+from studio.runs.tasks import execute_try_run
 
 router = Router(tags=["runs"])
 
@@ -85,8 +86,6 @@ def create_run(request: HttpRequest, payload: RunIn) -> Any:
         )
     except execute.TryRefused as exc:
         raise HttpError(400, str(exc)) from None
-    from studio.runs.tasks import execute_try_run
-
     execute_try_run.delay_on_commit(run.pk)
     run = TryRun.objects.select_related("project", "endpoint", "created_by").get(pk=run.pk)
     return Status(201, _out(run, role))

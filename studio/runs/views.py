@@ -20,6 +20,7 @@ from studio.redaction import visible_trace
 from studio.runs import execute
 from studio.runs.forms import TryRunForm
 from studio.runs.models import TryRun
+from studio.runs.tasks import execute_try_run
 
 # A run still queued after this long gets a hint on its page (is a worker running?).
 QUEUE_PATIENCE = timedelta(seconds=30)
@@ -54,8 +55,6 @@ def try_new(request: HttpRequest) -> HttpResponse:
         except execute.TryRefused as exc:
             form.add_error(None, str(exc))
         else:
-            from studio.runs.tasks import execute_try_run
-
             execute_try_run.delay_on_commit(run.pk)
             return redirect("runs-detail", run_id=run.pk)
     if request.method == "GET" and prepared is not None:

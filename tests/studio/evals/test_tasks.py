@@ -10,6 +10,7 @@ from celery.exceptions import Retry
 from django.contrib.auth.models import User
 from django.db import OperationalError
 
+from studio.celery import app
 from studio.evals import shared, tasks, worker
 from studio.evals.models import EvalCase
 from studio.projects.models import Project
@@ -69,3 +70,15 @@ def test_it_sends_nothing_before_the_rows_are_committed(
     assert len(callbacks) == 1
     callbacks[0]()
     assert sent == list(EvalCase.objects.filter(eval=ev).values_list("pk", flat=True))
+
+
+def test_it_runs_the_cases_inline_when_tasks_are_eager(project: Project, owner: User) -> None:
+    saved = {k: app.conf[k] for k in ("task_always_eager", "task_eager_propagates")}
+    app.conf.update(task_always_eager=True, task_eager_propagates=True)
+    try:
+        ev = start(project, owner, tags=["parse"])
+        shared.enqueue_cases(EvalCase.objects.filter(eval=ev).values_list("pk", flat=True))
+    finally:
+        app.conf.update(saved)
+    ev.refresh_from_db()
+    assert ev.status == "done" and not EvalCase.objects.filter(eval=ev, status__in=["queued", "running"]).exists()

@@ -20,11 +20,11 @@ from runtime.errors import BackendError, Cancelled, ExprError, RunStateError
 from runtime.nodes import NODE_KINDS
 from runtime.nodes.base import Outcome
 from runtime.pack.model import Edge, Node, Pack
+from runtime.tools import Tool
 from runtime.trace import Attempt, EdgeTaken, Step, ToolCall, Trace
 
 log = logging.getLogger("packforge.run")
 
-Tool = Callable[..., Any]
 StepHook = Callable[[Step], None]
 
 

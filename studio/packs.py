@@ -16,9 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime import BadSpec, PackInvalid, load_pack
-from runtime.backends.scripted import parse_sim_spec
-from runtime.pack import Pack
+from runtime import BadSpec, FakeConfig, Pack, PackInvalid, SimConfig, load_pack, parse_backend_spec
 from studio.host_tools import Tool, registry_broken, tool_registry, tools_problem
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo, StorageError
@@ -129,16 +127,18 @@ def own_model_problem(pack: Pack) -> str | None:
     endpoints, set up by staff. A scripted file outside the pack would read the server's
     disk."""
     spec = pack.model or ""
-    scheme, _, body = spec.partition(":")
-    if scheme not in ("fake", "sim"):
+    if spec.partition(":")[0] not in ("fake", "sim"):
         return (
             f"the manifest's model {spec!r} is not a scripted model; in the studio a pack's own model must be "
             "fake:FILE or sim:... inside the pack; run it on a real server through an endpoint"
         )
     try:
-        path = body if scheme == "fake" else parse_sim_spec(body).get("base", "")
+        config = parse_backend_spec(spec)
     except BadSpec as exc:
         return f"the manifest's model {spec!r} is not valid: {exc}"
+    path = (
+        config.file if isinstance(config, FakeConfig) else (config.base or "") if isinstance(config, SimConfig) else ""
+    )
     root = Path(pack.root).resolve()
     if not path or not (root / path).resolve().is_relative_to(root):
         return f"the manifest's model {spec!r} names a file outside the pack; scripted models live in the pack"

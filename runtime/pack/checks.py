@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 from runtime.errors import PackIssue
 from runtime.pack.model import Node, Pack
@@ -15,11 +16,18 @@ def covered(ref: str, reads: tuple[str, ...] | frozenset[str] | set[str]) -> boo
 
 
 def check_graph(pack: Pack, graph: SourceMap, manifest: SourceMap, issues: list[PackIssue]) -> None:
+    """Append the whole-graph problems to `issues`; those not of a more precise kind are "graph"."""
+    start = len(issues)
+    _check_graph(pack, graph, manifest, issues)
+    issues[start:] = [replace(i, kind="graph") if i.kind == "value" else i for i in issues[start:]]
+
+
+def _check_graph(pack: Pack, graph: SourceMap, manifest: SourceMap, issues: list[PackIssue]) -> None:
     nodes = pack.nodes
     if not nodes:
         return
     if pack.entry and pack.entry not in nodes:
-        issues.append(manifest.issue(f"entry '{pack.entry}' is not a node in graph.yaml", "entry"))
+        issues.append(manifest.issue(f"entry '{pack.entry}' is not a node in graph.yaml", "entry", kind="reference"))
         return
     if not pack.entry:
         return
@@ -44,11 +52,12 @@ def check_graph(pack: Pack, graph: SourceMap, manifest: SourceMap, issues: list[
                     "nodes",
                     node.id,
                     "tool",
+                    kind="reference",
                 )
             )
     for name in pack.output or ():
         if not any(name in n.writes for n in nodes.values()):
-            issues.append(manifest.issue(f"output field '{name}' is written by no node", "output"))
+            issues.append(manifest.issue(f"output field '{name}' is written by no node", "output", kind="reference"))
 
 
 def _check_routing(pack: Pack, graph: SourceMap, issues: list[PackIssue]) -> None:
@@ -216,6 +225,7 @@ def _check_ref(
                     f"node '{node.id}' reads '{ref}', but the manifest's 'inputs' does not declare "
                     f"'{rest.split('.')[0]}'",
                     *at,
+                    kind="reference",
                 )
             )
         return
@@ -225,5 +235,6 @@ def _check_ref(
                 f"node '{node.id}' reads '{ref}', which no node before it can have written; "
                 "write it earlier or read something else",
                 *at,
+                kind="reference",
             )
         )

@@ -23,7 +23,9 @@ def parse_evalset(text: str, pack: Pack, issues: list[PackIssue]) -> list[Case]:
         if case is None or len(issues) > found:
             continue
         if case.id in seen:
-            issues.append(PackIssue(FILE, f"duplicate case id '{case.id}' (first on line {seen[case.id]})", lineno))
+            issues.append(
+                PackIssue(FILE, f"duplicate case id '{case.id}' (first on line {seen[case.id]})", lineno, "evalset")
+            )
             continue
         seen[case.id] = lineno
         cases.append(case)
@@ -32,7 +34,7 @@ def parse_evalset(text: str, pack: Pack, issues: list[PackIssue]) -> list[Case]:
 
 def _parse_line(raw: str, lineno: int, pack: Pack, issues: list[PackIssue]) -> Case | None:
     def bad(message: str) -> None:
-        issues.append(PackIssue(FILE, message, lineno))
+        issues.append(PackIssue(FILE, message, lineno, "evalset"))
 
     try:
         body = json.loads(raw)

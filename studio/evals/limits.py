@@ -34,8 +34,7 @@ from typing import Any, Protocol
 
 from django.conf import settings
 
-from runtime.backends.base import Backend, ModelCall, ModelReply
-from runtime.errors import Cancelled
+from runtime import Backend, Cancelled, ModelCall, ModelReply
 from studio.evals.settings import setting
 
 __all__ = ["CappedBackend", "FileSlots", "RedisSlots", "Slots", "slots"]

@@ -11,8 +11,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from runtime.pack import Pack
-from runtime.pack.model import Case
+from runtime import Case, Pack
 from studio import packs
 from studio.endpoints.execute import spec_for
 from studio.endpoints.models import Endpoint

@@ -39,12 +39,19 @@ from django.db.models import DateTimeField, F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from runtime import BadSpec, FencedOut, RunStateError, open_backend, resume_run, run_pack
-from runtime.backends.base import Backend
-from runtime.evaluate import score_case
-from runtime.pack import Pack
-from runtime.pack.model import Case
-from runtime.walker import RunResult
+from runtime import (
+    Backend,
+    BadSpec,
+    Case,
+    FencedOut,
+    Pack,
+    RunResult,
+    RunStateError,
+    open_backend,
+    resume_run,
+    run_pack,
+    score_case,
+)
 from studio import host_tools, packs
 from studio.endpoints.execute import open_endpoint
 from studio.evals.limits import CappedBackend, slots
@@ -294,7 +301,7 @@ def outcome_fields(pack: Pack, gold: Case, result: RunResult, store: EvalCaseSto
         diffs=[
             {"field": d.field, "expected": d.expected, "actual": d.actual, "missing": d.missing} for d in scored.diffs
         ],
-        problems=scored.problems,
+        problems=[p.to_dict() for p in scored.problems],
         rejections=scored.rejections,
         error=trace.error or "",
         status=S.PASSED if scored.passed else S.FAILED,

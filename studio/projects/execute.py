@@ -7,8 +7,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime import PackInvalid, load_pack
-from runtime.pack import Pack
+from runtime import Pack, PackInvalid, load_pack
 from studio.packs import PACK_PREFIX, materialize
 
 __all__ = ["PACK_PREFIX", "Problem", "materialize", "validate_files"]

@@ -23,9 +23,19 @@ from typing import Any
 
 from django.utils import timezone
 
-from runtime import MemoryStore, PackforgeError, RunOptions, open_backend, run_pack
-from runtime.pack import Pack
-from runtime.trace import Attempt, EdgeTaken, Step, ToolCall, Trace
+from runtime import (
+    Attempt,
+    EdgeTaken,
+    MemoryStore,
+    Pack,
+    PackforgeError,
+    RunOptions,
+    Step,
+    ToolCall,
+    Trace,
+    open_backend,
+    run_pack,
+)
 from studio import packs
 from studio.endpoints.execute import spec_for
 from studio.endpoints.models import Endpoint

@@ -23,8 +23,18 @@ _ATTEMPT_KEYS = (
 )
 
 
-def trace_of(steps: list[dict[str, Any]], status: str, error: str) -> dict[str, Any]:
-    trace: dict[str, Any] = {"steps": [], "attempts": [], "tool_calls": [], "status": status, "error": error or None}
+def trace_of(steps: list[dict[str, Any]], run_id: str, status: str, error: str) -> dict[str, Any]:
+    """runtime.Trace.to_dict's form, version 1 (runtime.TRACE_VERSION when this was written)."""
+    trace: dict[str, Any] = {
+        "version": 1,
+        "run_id": run_id,
+        "pack": "",
+        "steps": [],
+        "attempts": [],
+        "tool_calls": [],
+        "status": status,
+        "error": error or None,
+    }
     for s in steps:
         node, step = s.get("node"), s.get("step")
         edge = s.get("edge")
@@ -52,7 +62,7 @@ def trace_of(steps: list[dict[str, Any]], status: str, error: str) -> dict[str, 
 def forwards(apps: Any, schema_editor: Any) -> None:
     TryRun = apps.get_model("runs", "TryRun")
     for run in TryRun.objects.exclude(steps=[]).iterator(chunk_size=500):
-        run.trace = trace_of(run.steps or [], run.status, run.error)
+        run.trace = trace_of(run.steps or [], f"try-{run.pk}", run.status, run.error)
         run.save(update_fields=["trace"])
 
 

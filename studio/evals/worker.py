@@ -29,7 +29,6 @@ import tempfile
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +46,7 @@ from runtime import (
     Pack,
     RunResult,
     RunStateError,
+    Tool,
     open_backend,
     resume_run,
     run_pack,
@@ -77,7 +77,7 @@ class Runner:
     pack: Pack
     cases: dict[str, Case]
     backend: Backend
-    tools: dict[str, Callable[..., Any]] | None
+    tools: dict[str, Tool] | None
 
 
 _cache_lock = threading.RLock()  # guards the runner and pack-folder caches

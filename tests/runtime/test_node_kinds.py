@@ -42,10 +42,10 @@ class StampKind:
     def load(self, node: Node, spec: dict[str, Any], loader: LoadContext) -> None:
         if len(node.writes) != 1:
             loader.error(f"stamp node '{node.id}' writes exactly one field", "nodes", node.id, "writes")
-        node.args = {"value": str(spec.get("value", ""))}
+        node.config = str(spec.get("value", ""))
 
     def run(self, node: Node, walk: RunContext) -> Outcome:
-        return Outcome("ok", writes={node.writes[0]: node.args["value"]})
+        return Outcome("ok", writes={node.writes[0]: node.config})
 
 
 @pytest.fixture

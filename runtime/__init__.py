@@ -52,6 +52,8 @@ from runtime.evaluate import (
     evaluate,
     score_case,
 )
+from runtime.nodes import NODE_KINDS, drawing_for
+from runtime.nodes.base import NODE_SHAPES, NodeDrawing, NodeKind
 from runtime.pack import Pack, load_pack
 from runtime.pack.model import Case, Edge, Node
 from runtime.stats import mcnemar_exact, paired_outcomes, percentile, wilson_interval
@@ -63,6 +65,8 @@ __all__ = [
     "BACKEND_KINDS",
     "DEFAULT_TOLERANCES",
     "METRIC_DIRECTIONS",
+    "NODE_KINDS",
+    "NODE_SHAPES",
     "PACK_ISSUE_KINDS",
     "PATH_PROBLEM_KINDS",
     "PROBLEM_KINDS",
@@ -92,6 +96,8 @@ __all__ = [
     "ModelCall",
     "ModelReply",
     "Node",
+    "NodeDrawing",
+    "NodeKind",
     "OpenAIConfig",
     "OutputRejected",
     "Pack",
@@ -112,6 +118,7 @@ __all__ = [
     "baseline_document",
     "check_baseline",
     "check_endpoint",
+    "drawing_for",
     "evaluate",
     "load_pack",
     "load_tools",

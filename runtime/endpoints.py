@@ -18,6 +18,7 @@ from jsonschema import Draft202012Validator
 from runtime.backends.base import ModelCall
 from runtime.backends.config import OpenAIConfig
 from runtime.errors import BadSpec, PackforgeError
+from runtime.nodes import kind_names
 from runtime.pack.model import Pack
 
 __all__ = ["CHECK_SCHEMA", "LINT_TABLE", "CheckResult", "LintWarning", "check_endpoint", "lint_pack", "lint_schema"]
@@ -134,11 +135,13 @@ def lint_schema(schema: dict[str, Any], mode: str, node: str = "") -> list[LintW
 
 
 def lint_pack(pack: Pack, spec: str) -> list[LintWarning]:
-    """Per generate node, the schema keywords the endpoint named by `spec` won't enforce."""
+    """Per node whose schema goes to the model (generate), the schema keywords the
+    endpoint named by `spec` won't enforce."""
     mode = _grammar_mode(spec)
+    asking = kind_names(asks_model=True)
     found: list[LintWarning] = []
     for node in pack.nodes.values():
-        if node.kind == "generate" and node.schema is not None:
+        if node.kind in asking and node.schema is not None:
             found.extend(lint_schema(node.schema, mode, node.id))
     return found
 

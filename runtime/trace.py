@@ -90,8 +90,9 @@ class Trace:
     def tier(self) -> str:
         if self.status in ("failed", "cancelled") or any(s.edge and s.edge.kind == "on_fail" for s in self.steps):
             return "failed"
+        waits = _waiting_kinds()
         if self.status == "waiting" or any(
-            s.kind == "human" or (s.edge and s.edge.kind == "on_unsure") for s in self.steps
+            s.kind in waits or (s.edge and s.edge.kind == "on_unsure") for s in self.steps
         ):
             return "escalated"
         return "auto"
@@ -149,6 +150,13 @@ class Trace:
             end_node=data.get("end_node"),
             error=data.get("error"),
         )
+
+
+def _waiting_kinds() -> tuple[str, ...]:
+    """The node kinds whose visit escalates a run (they wait for a person)."""
+    from runtime.nodes import kind_names  # the registry sits above this data module
+
+    return kind_names(waits=True)
 
 
 def _known(kind: type, data: Mapping[str, Any]) -> dict[str, Any]:

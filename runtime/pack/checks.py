@@ -6,13 +6,9 @@ import itertools
 from dataclasses import replace
 
 from runtime.errors import PackIssue
+from runtime.nodes import NODE_KINDS
 from runtime.pack.model import Node, Pack
 from runtime.pack.yamlsrc import SourceMap
-
-
-def covered(ref: str, reads: tuple[str, ...] | frozenset[str] | set[str]) -> bool:
-    """Whether the field path `ref` is inside one of `reads` ('a.b' is inside 'a')."""
-    return any(ref == r or ref.startswith(r + ".") for r in reads)
 
 
 def check_graph(pack: Pack, graph: SourceMap, manifest: SourceMap, issues: list[PackIssue]) -> None:
@@ -64,12 +60,14 @@ def _check_routing(pack: Pack, graph: SourceMap, issues: list[PackIssue]) -> Non
     for node in pack.nodes.values():
         at = ("nodes", node.id)
         nexts = pack.outgoing(node.id)
-        if node.kind == "end":
+        kind = NODE_KINDS[node.kind]
+        if kind.terminal:
             if any(e.source == node.id for e in pack.edges):
-                issues.append(graph.issue(f"end node '{node.id}' cannot have outgoing edges", *at))
+                issues.append(graph.issue(f"{node.kind} node '{node.id}' cannot have outgoing edges", *at))
             continue
         if not nexts:
-            issues.append(graph.issue(f"node '{node.id}' has no outgoing 'to' edge; add one or make it kind: end", *at))
+            ends = " or ".join(f"kind: {name}" for name, k in NODE_KINDS.items() if k.terminal)
+            issues.append(graph.issue(f"node '{node.id}' has no outgoing 'to' edge; add one or make it {ends}", *at))
         for earlier, later in itertools.pairwise(nexts):
             if earlier.when is None:
                 issues.append(
@@ -80,9 +78,9 @@ def _check_routing(pack: Pack, graph: SourceMap, issues: list[PackIssue]) -> Non
                         later.index,
                     )
                 )
-        for kind in ("on_fail", "on_unsure"):
-            if len(pack.outgoing(node.id, kind)) > 1:
-                issues.append(graph.issue(f"node '{node.id}' has more than one {kind} edge; keep one", *at))
+        for edge_kind in ("on_fail", "on_unsure"):
+            if len(pack.outgoing(node.id, edge_kind)) > 1:
+                issues.append(graph.issue(f"node '{node.id}' has more than one {edge_kind} edge; keep one", *at))
         if pack.outgoing(node.id, "on_unsure") and node.samples < 2:
             issues.append(
                 graph.issue(
@@ -92,7 +90,7 @@ def _check_routing(pack: Pack, graph: SourceMap, issues: list[PackIssue]) -> Non
                     pack.outgoing(node.id, "on_unsure")[0].index,
                 )
             )
-        if pack.outgoing(node.id, "on_fail") and node.kind in ("human", "end"):
+        if pack.outgoing(node.id, "on_fail") and not kind.can_fail:
             issues.append(graph.issue(f"a {node.kind} node cannot fail; remove its on_fail edge", *at))
 
 

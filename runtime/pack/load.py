@@ -16,10 +16,12 @@ from jsonschema.exceptions import SchemaError
 
 from runtime.errors import ExprError, PackInvalid, PackIssue
 from runtime.expr import Expression, compile_expr
-from runtime.pack.checks import check_graph, covered
+from runtime.nodes import NODE_KINDS
+from runtime.nodes.base import COMMON_KEYS, NodeKind, covered
+from runtime.pack.checks import check_graph
 from runtime.pack.evalset import parse_evalset
 from runtime.pack.model import Edge, Node, Pack, RetryPolicy
-from runtime.pack.yamlsrc import SourceMap, load_yaml
+from runtime.pack.yamlsrc import SourceMap, load_yaml, nearest
 from runtime.prompt import Template, TemplateError, parse_template
 
 MANIFEST_KEYS = frozenset(
@@ -40,14 +42,9 @@ def _compiled_schema(text: str) -> tuple[Any, Any]:
     return schema, Draft202012Validator(schema)
 
 
-def nearest(key: str, valid: Collection[str]) -> str:
-    match = difflib.get_close_matches(key, sorted(valid), n=1, cutoff=0.5)
-    hint = f"did you mean '{match[0]}'? " if match else ""
-    return f"{hint}valid keys: {', '.join(sorted(valid))}"
-
-
 class NodeLoader:
-    """What a node kind needs while loading: the pack's files and a place for issues."""
+    """What a node kind needs while loading (runtime.nodes.base.LoadContext): the pack's
+    files and a place for issues."""
 
     def __init__(self, root: Path, graph: SourceMap, issues: list[PackIssue]) -> None:
         self.root = root
@@ -158,8 +155,6 @@ def load_pack(root: str | Path, tools: Collection[str] | None = None) -> Pack:
     `tools` is the set of tool names the host registered; when given, a pack naming
     any other tool is refused. When None, tool names are checked against the
     manifest only (what `packforge validate` does without `--tools`)."""
-    from runtime.nodes import NODE_KINDS
-
     root = Path(root)
     if not root.is_dir():
         raise PackInvalid([PackIssue(str(root), "not a pack directory", kind="missing")])
@@ -261,9 +256,7 @@ def _str_list(value: Any, src: SourceMap, issues: list[PackIssue], key: str) -> 
     return tuple(value)
 
 
-def _load_nodes(spec: Any, loader: NodeLoader, kinds: dict[str, Any]) -> dict[str, Node]:
-    from runtime.nodes.base import COMMON_KEYS
-
+def _load_nodes(spec: Any, loader: NodeLoader, kinds: dict[str, NodeKind]) -> dict[str, Node]:
     if not isinstance(spec, dict) or not spec:
         loader.error("'nodes' must be a non-empty mapping of node id to node", "nodes")
         return {}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Collection
 from typing import Any
 
 import yaml
@@ -34,6 +36,13 @@ class SourceMap:
 
     def issue(self, message: str, *path: str | int, kind: str = "value") -> PackIssue:
         return PackIssue(self.file, message, self.line(*path), kind)
+
+
+def nearest(key: str, valid: Collection[str]) -> str:
+    """A hint for an unknown key: the closest valid one, and the list."""
+    match = difflib.get_close_matches(key, sorted(valid), n=1, cutoff=0.5)
+    hint = f"did you mean '{match[0]}'? " if match else ""
+    return f"{hint}valid keys: {', '.join(sorted(valid))}"
 
 
 def load_yaml(text: str, source: SourceMap, issues: list[PackIssue]) -> Any:

@@ -9,6 +9,11 @@ import types
 import runtime
 
 PINNED = [
+    "NODE_KINDS",
+    "NODE_SHAPES",
+    "NodeDrawing",
+    "NodeKind",
+    "drawing_for",
     "Attempt",
     "Backend",
     "BACKEND_KINDS",

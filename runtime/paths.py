@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MAX_DEPTH", "MAX_NAME_BYTES", "MAX_PATH_BYTES", "git_special", "name_problem", "path_problem"]
+__all__ = ["MAX_DEPTH", "MAX_NAME_BYTES", "MAX_PATH_BYTES", "git_special", "name_problem", "path_problem", "shown"]
 
 MAX_NAME_BYTES = 255  # one path component, in UTF-8: what ext4, APFS and NTFS hold
 MAX_PATH_BYTES = 1024  # the whole path: far above any pack, far below PATH_MAX with a base folder
@@ -115,8 +115,15 @@ def path_problem(path: str, *, under: str = "") -> str | None:
         if problem is not None:
             return problem
     full = under + path
-    if len(full.encode("utf-8")) > MAX_PATH_BYTES:
-        return f"the path is over {MAX_PATH_BYTES} bytes"
     if len(full.split("/")) > MAX_DEPTH:
         return f"the path is more than {MAX_DEPTH} folders deep"
+    if len(full.encode("utf-8")) > MAX_PATH_BYTES:
+        return f"the path is over {MAX_PATH_BYTES} bytes"
     return None
+
+
+def shown(path: str, limit: int = 120) -> str:
+    """`path` quoted for a message: printable (a name that is not UTF-8 shows its bytes as
+    escapes) and cut to about `limit` characters, so a refusal never echoes kilobytes."""
+    text = path.encode("utf-8", "backslashreplace").decode("utf-8")
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")

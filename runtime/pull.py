@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from runtime.errors import PackforgeError
-from runtime.paths import path_problem
+from runtime.paths import path_problem, shown
 
 __all__ = ["FORMATS", "Limits", "PullError", "Pulled", "Target", "parse_target", "pull", "read_archive"]
 
@@ -195,8 +195,7 @@ def _member_name(name: str) -> PurePosixPath | None:
         return None
     problem = path_problem(str(path))  # folders too: an empty `.git/` is refused as well
     if problem is not None:
-        shown = name.encode("utf-8", "backslashreplace").decode("utf-8")
-        raise PullError(f"the archive holds {shown!r}: {problem}; refusing it")
+        raise PullError(f"the archive holds {shown(name)}: {problem}; refusing it")
     return path
 
 

@@ -21,7 +21,7 @@ from dulwich.objects import Commit
 from ninja import File, Form, Router, Status, UploadedFile
 from ninja.errors import HttpError
 
-from runtime.paths import path_problem
+from runtime.paths import path_problem, shown
 from studio.accounts.access import project_for, visible_projects
 from studio.accounts.models import Membership, Role
 from studio.projects.archives import ArchiveRefused, read_archive
@@ -115,7 +115,7 @@ def pack_path(path: str) -> str:
         )
     problem = path_problem(path, under=PACK_PREFIX)  # no .git, no name a filesystem cannot hold
     if problem is not None:
-        raise HttpError(400, f"bad file path {path!r}: {problem}")
+        raise HttpError(400, f"bad file path {shown(path)}: {problem}")
     return path
 
 

@@ -16,7 +16,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from runtime.paths import path_problem
+from runtime.paths import path_problem, shown
 
 
 class ArchiveRefused(Exception):
@@ -43,8 +43,7 @@ def _clean(name: str) -> str | None:
     clean = str(path)
     problem = path_problem(clean, under="pack/")
     if problem is not None:
-        shown = clean.encode("utf-8", "backslashreplace").decode("utf-8")  # a non-UTF-8 name, printably
-        raise ArchiveRefused(f"{shown!r}: {problem}")
+        raise ArchiveRefused(f"{shown(clean)}: {problem}")
     return clean
 
 

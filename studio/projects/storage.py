@@ -29,7 +29,7 @@ from dulwich.object_store import commit_tree_changes, iter_tree_contents, tree_l
 from dulwich.objects import Blob, Commit, Tree, parse_tree
 from dulwich.repo import Repo
 
-from runtime.paths import MAX_DEPTH, path_problem
+from runtime.paths import MAX_DEPTH, path_problem, shown
 
 BRANCH = b"refs/heads/main"
 FILE_MODE = 0o100644
@@ -329,7 +329,7 @@ def check_paths(paths: dict[str, bytes | None] | dict[str, bytes]) -> None:
     for path in paths:
         problem = path_problem(path)
         if problem is not None:
-            raise UnsafePath(f"{path!r}: {problem}")
+            raise UnsafePath(f"{shown(path)}: {problem}")
 
 
 def side_by_side(old: str, new: str) -> list[tuple[int | None, str, int | None, str, str]]:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import CommandError, call_command
 from django.test import Client
 from dulwich.objects import Blob, Commit, Tree
 
@@ -289,3 +290,12 @@ def test_it_refuses_every_name_gits_fsck_flags(tmp_path: Path) -> None:
 )
 def test_it_knows_the_other_names_git_reads_in_their_short_spellings(name: str, special: str | None) -> None:
     assert git_special(name) == special
+
+
+def test_it_reports_unsafe_stored_paths_from_the_fsck_command(project: Project) -> None:
+    call_command("fsck_projects", stdout=io.StringIO())  # clean: no error
+    commit_behind_storage(PackRepo(project.repo_path), [b"git~1"])
+    out = io.StringIO()
+    with pytest.raises(CommandError, match="1 problem"):
+        call_command("fsck_projects", stdout=out)
+    assert out.getvalue().startswith("triage: ") and "pack/git~1: git's own folder" in out.getvalue()

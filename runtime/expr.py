@@ -253,6 +253,8 @@ def _regex(pattern: str) -> Any:
     _need(len(pattern) <= MAX_PATTERN_CHARS, f"matches() pattern longer than {MAX_PATTERN_CHARS} chars")
     try:
         return re2.compile(pattern, _RE2_OPTIONS)
+    except UnicodeEncodeError:  # RE2 reads UTF-8; a lone surrogate has no UTF-8 form
+        raise _Fail(f"invalid pattern {pattern!r}: it holds a lone surrogate (not text)") from None
     except re2.error as e:
         raw = e.args[0] if e.args else ""
         why = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)

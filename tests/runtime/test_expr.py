@@ -216,6 +216,7 @@ def test_it_accepts_surrounding_whitespace_and_parenthesised_lines() -> None:
         ("matches(x, '(?<!a)b')", "lookaround is not supported"),
         ("matches(x, '(?>a+)b')", "atomic groups"),
         ("matches(x, 'a++')", "possessive quantifiers"),
+        ("matches(x, '\\ud800')", "lone surrogate"),
         ("x ==", "invalid syntax"),
         ("x = 1", "invalid syntax"),
         ("a\0b", "null bytes"),

@@ -253,7 +253,9 @@ class PackRepo:
         return self._tree_problems(self._tree(self.resolve(version)), set())
 
     def fsck(self) -> list[str]:
-        """`commit: path: reason` for every problem in every commit reachable from the branch."""
+        """`commit: path: reason` for every problem in every commit reachable from the branch,
+        newest first; a folder shared unchanged by several commits is reported once, under
+        the newest of them."""
         head = self.head()
         if head is None:
             return []

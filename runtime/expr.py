@@ -238,7 +238,7 @@ _RE2_UNSUPPORTED = (
     (re.compile(r"invalid escape sequence: \\[1-9]"), "backreferences (\\1) are not supported"),
     (re.compile(r"invalid perl operator: \(\?P$"), "backreferences (?P=name) are not supported"),
     (
-        re.compile(r"invalid perl operator: \(\?[=!]|invalid named capture group: \(\?<[=!]"),
+        re.compile(r"invalid (?:perl operator|named capture group): \(\?<?[=!]"),
         "lookaround is not supported",
     ),
     (re.compile(r"invalid perl operator: \(\?>"), "atomic groups (?>...) are not supported (nor needed)"),

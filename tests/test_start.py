@@ -128,7 +128,7 @@ def test_it_starts_the_studio_and_a_worker_and_stops_both(started: Started) -> N
     assert url == f"http://127.0.0.1:{started.port}/"
     password = started.wait_for(r"^admin password: (\S+)$", timeout=1).group(1)
     assert "log in as admin" in started.output
-    started.wait_for(r"example packs: loaded %d" % len(EXAMPLES), timeout=1)
+    started.wait_for(rf"example packs: loaded {len(EXAMPLES)}", timeout=1)
 
     with httpx.Client(base_url=url, timeout=10) as client:
         log_in(client, "admin", password)

@@ -230,7 +230,7 @@ def test_it_sends_the_key_from_the_named_environment_variable(
 
 def test_it_refuses_a_key_env_that_is_not_set(opened: Opener, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ACME_LLM_AUTH", raising=False)
-    with pytest.raises(BadSpec, match="environment variable ACME_LLM_AUTH .* is not set"):
+    with pytest.raises(BadSpec, match=r"environment variable ACME_LLM_AUTH .* is not set"):
         opened("openai:http://127.0.0.1:9/v1#m;key_env=ACME_LLM_AUTH")
 
 

@@ -85,7 +85,7 @@ def test_it_refuses_a_bad_token_in_one_line(studio: tuple[str, str], tmp_path: P
 
 def test_it_reports_an_unknown_project_or_version(studio: tuple[str, str], tmp_path: Path) -> None:
     url, token = studio
-    with pytest.raises(PullError, match="no project 'nope' at .*, or you are not a member of it"):
+    with pytest.raises(PullError, match=r"no project 'nope' at .*, or you are not a member of it"):
         pull(f"{url}/nope", token=token, out=tmp_path / "a")
     with pytest.raises(PullError, match="the studio answered 404: no version 'zz'"):
         pull(f"{url}/triage", token=token, version="zz", out=tmp_path / "b")
@@ -186,7 +186,7 @@ def test_it_refuses_a_zip_symlink_and_a_zip_escape() -> None:
 def test_it_refuses_an_archive_over_the_limits() -> None:
     with pytest.raises(PullError, match="more than 1 files"):
         read_archive(_tar([_file("p/a"), _file("p/b")]), "tar.gz", Limits(max_files=1))
-    with pytest.raises(PullError, match="not a readable .tar.gz"):
+    with pytest.raises(PullError, match=r"not a readable \.tar\.gz"):
         read_archive(b"not an archive", "tar.gz")
 
 

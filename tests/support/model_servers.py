@@ -230,28 +230,27 @@ def start_llama_server(log_dir: Path, parallel: int = 2) -> RunningServer:
     binary = build_llama_server()
     port = free_port()
     log = log_dir / "llama-server.log"
-    out = open(log, "wb")
-    proc = subprocess.Popen(
-        [
-            str(binary),
-            "-m",
-            str(MODEL),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--no-webui",
-            "-np",
-            str(parallel),
-            "-c",
-            "2048",
-            "--offline",
-        ],
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-    )
-    out.close()
+    with open(log, "wb") as out:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(
+            [
+                str(binary),
+                "-m",
+                str(MODEL),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--no-webui",
+                "-np",
+                str(parallel),
+                "-c",
+                "2048",
+                "--offline",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
     server = RunningServer("llama-server", f"http://127.0.0.1:{port}/v1", proc, log)
     _wait_ready(server, "/health", 60)
     return server
@@ -261,26 +260,25 @@ def start_python_server(log_dir: Path) -> RunningServer:
     python = build_python_server()
     port = free_port()
     log = log_dir / "llama-cpp-python.log"
-    out = open(log, "wb")
-    proc = subprocess.Popen(
-        [
-            str(python),
-            "-m",
-            "llama_cpp.server",
-            "--model",
-            str(MODEL),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--interrupt_requests",
-            "False",
-        ],
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-    )
-    out.close()
+    with open(log, "wb") as out:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(
+            [
+                str(python),
+                "-m",
+                "llama_cpp.server",
+                "--model",
+                str(MODEL),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--interrupt_requests",
+                "False",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
     server = RunningServer("llama-cpp-python", f"http://127.0.0.1:{port}/v1", proc, log)
     _wait_ready(server, "/v1/models", 120)
     return server

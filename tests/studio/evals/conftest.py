@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.cache import cache
 
 from studio.accounts.models import Membership, Role
 from studio.endpoints.models import Endpoint
@@ -29,6 +30,7 @@ def eval_settings(settings: Any) -> Iterator[None]:
     settings.PACKFORGE_EVAL_WATCH = False
     settings.PACKFORGE_TOOLS = ""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # personas, made fast
+    cache.clear()  # result pages cache per eval: each test starts cold
     execute.forget_runners()
     yield
     execute.forget_runners()

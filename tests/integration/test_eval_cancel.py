@@ -22,7 +22,7 @@ from studio.evals import execute
 from studio.evals.models import Eval, EvalCase
 from studio.projects.models import create_project
 from studio.projects.views import example_files
-from tests.integration.test_eval_kill import EvalWorker, _wait, workers  # noqa: F401  (the fixture)
+from tests.support.eval_workers import EvalWorker, wait_for
 from tests.support.fault_server import FaultServer
 
 LATENCY_S = 30.0
@@ -44,8 +44,10 @@ def test_it_stops_in_flight_model_calls_when_an_eval_is_cancelled(
         endpoint = Endpoint.objects.create(name="slow", spec=server.spec(), concurrency=CAP, created_by=owner)
         worker = workers("canceller", 6)  # wishes for 6 calls at once; the cap allows 2
         ev = execute.start_eval(project, user=owner, endpoints=[endpoint.pk])[0]
-        _wait(f"{CAP} calls in flight", lambda: server.in_flight >= CAP, [worker])
-        time.sleep(0.5)  # give the other threads time to (not) get past the cap
+        wait_for(f"{CAP} calls in flight", lambda: server.in_flight >= CAP, [worker])
+        # A sleep on purpose: the claim is that nothing happens (no third call gets past the
+        # cap), and there is no condition to wait on for that; this is the window given.
+        time.sleep(0.5)
         assert server.max_in_flight == CAP
 
         _, token = ApiToken.issue(owner, "ci")
@@ -58,7 +60,7 @@ def test_it_stops_in_flight_model_calls_when_an_eval_is_cancelled(
         def ended() -> bool:  # every case closed, and the eval's end written
             return Eval.objects.get(pk=ev.pk).finished_at is not None
 
-        _wait("the cancelled eval to end", ended, [worker])
+        wait_for("the cancelled eval to end", ended, [worker])
         took = time.monotonic() - cancelled_at
         ev.refresh_from_db()
         assert ev.status == "cancelled" and ev.finished_at is not None

@@ -11,13 +11,14 @@ import signal
 import socket
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 import yaml
+
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted(p.name for p in (ROOT / "packs").iterdir() if (p / "manifest.yaml").is_file())
@@ -68,15 +69,15 @@ class Started:
         return "".join(self.lines)
 
     def wait_for(self, pattern: str, timeout: float) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def seen() -> re.Match[str] | None:
             match = re.search(pattern, self.output, re.M)
-            if match:
-                return match
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.1)
-        raise AssertionError(f"no {pattern!r} in scripts/start's output:\n{self.output}")
+            if match is None and self.proc.poll() is not None:
+                raise AssertionError(f"scripts/start exited; no {pattern!r} in its output:\n{self.output}")
+            return match
+
+        return wait_until(
+            seen, timeout=timeout, message=lambda: f"no {pattern!r} in scripts/start's output:\n{self.output}"
+        )
 
 
 @pytest.fixture
@@ -146,10 +147,11 @@ def test_it_starts_the_studio_and_a_worker_and_stops_both(started: Started) -> N
 
     started.proc.send_signal(signal.SIGTERM)  # the script alone, as `kill PID` would
     assert started.proc.wait(timeout=30) == 0, started.output
-    deadline = time.monotonic() + 10
-    while group_processes(started.proc.pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert group_processes(started.proc.pid) == {}
+    wait_until(
+        lambda: group_processes(started.proc.pid) == {},
+        timeout=10,
+        message=lambda: f"processes left: {group_processes(started.proc.pid)}",
+    )
     assert started.output.count(password) == 1
 
 

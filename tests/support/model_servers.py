@@ -26,6 +26,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.support.waiting import WaitTimedOut, wait_until
+
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("PACKFORGE_BUILD_CACHE", REPO / "var" / "cache"))
@@ -211,19 +213,21 @@ class RunningServer:
 
 
 def _wait_ready(server: RunningServer, path: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
     root = server.base_url.removesuffix("/v1")
-    while time.monotonic() < deadline:
+
+    def ready() -> bool:
         if server.process.poll() is not None:
             raise BuildFailed(f"{server.name} exited {server.process.returncode}:\n{server.log_tail()}")
         try:
-            if httpx.get(root + path, timeout=2.0).status_code == 200:
-                return
+            return httpx.get(root + path, timeout=2.0).status_code == 200
         except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    server.stop()
-    raise BuildFailed(f"{server.name} not ready on {path} within {timeout}s:\n{server.log_tail()}")
+            return False
+
+    try:
+        wait_until(ready, timeout=timeout, message=f"{server.name} not ready on {path}", interval=0.2)
+    except WaitTimedOut as exc:
+        server.stop()
+        raise BuildFailed(f"{exc}:\n{server.log_tail()}") from None
 
 
 def start_llama_server(log_dir: Path, parallel: int = 2) -> RunningServer:

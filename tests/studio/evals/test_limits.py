@@ -57,7 +57,7 @@ def test_it_never_hands_out_more_slots_than_the_cap(kind: str, tmp_path: Path, r
                 with lock:
                     in_flight[0] += 1
                     most[0] = max(most[0], in_flight[0])
-                time.sleep(0.005)
+                time.sleep(0.005)  # the behaviour: a call holding its slot for a while
                 with lock:
                     in_flight[0] -= 1
 
@@ -91,7 +91,7 @@ else:
     slots = RedisSlots(url, ttl=float(ttl), prefix=prefix)
 held = slots.try_acquire("endpoint-1", 1)
 print("held" if held else "full", flush=True)
-time.sleep(60)
+time.sleep(60)  # the behaviour: hold the slot until killed
 """
 
 
@@ -126,7 +126,7 @@ def test_it_renews_a_slot_held_longer_than_its_lease(tmp_path: Path, request: py
     slots, _ = make("redis", tmp_path, request, ttl=0.4)
     held = slots.try_acquire("endpoint-1", 1)
     assert held is not None
-    time.sleep(1.0)  # more than twice the lease: only renewal keeps it
+    time.sleep(1.0)  # the behaviour: hold it for more than twice the lease; only renewal keeps it
     assert slots.try_acquire("endpoint-1", 1) is None
     slots.release(held)
     assert slots.try_acquire("endpoint-1", 1) is not None

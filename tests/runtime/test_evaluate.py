@@ -7,8 +7,7 @@ from pathlib import Path
 
 from runtime import load_pack, open_backend
 from runtime.evaluate import baseline_document, check_baseline, evaluate
-from tests.runtime.conftest import ENUM_SCHEMA, write_pack
-from tests.runtime.test_cli import pf
+from tests.support.runtime_packs import ENUM_SCHEMA, pf, write_pack
 
 
 def three_step(tmp_path: Path, script: dict[str, object]) -> Path:

@@ -11,9 +11,7 @@ import pytest
 
 from runtime import PackInvalid, load_pack, open_backend, resume_run, run_pack
 from runtime.pack.model import Pack
-from tests.runtime.conftest import ENUM_SCHEMA, Recorder, write_pack
-from tests.runtime.test_cli import pf
-from tests.runtime.test_walker import Killed, Tools, tool_pack
+from tests.support.runtime_packs import ENUM_SCHEMA, Killed, Recorder, Tools, pf, tool_pack, write_pack
 
 PRIORITY = {"type": "object", "required": ["priority"], "properties": {"priority": {"enum": ["p1", "p2", "p3"]}}}
 

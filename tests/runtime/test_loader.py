@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from runtime import PackInvalid, load_pack
-from tests.runtime.conftest import write_pack
+from tests.support.runtime_packs import write_pack
 
 GEN = {"kind": "generate", "reads": ["input.ticket"], "writes": ["category"]}
 

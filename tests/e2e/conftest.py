@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.test_start import ROOT, Started, free_port
+from tests.support.services import free_port
+from tests.support.started import ROOT, Started
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 

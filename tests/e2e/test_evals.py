@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from tests.e2e.conftest import Studio
-from tests.test_start import ROOT
+from tests.support.started import ROOT
 
 SCRIPT = ROOT / "packs" / "support_triage" / "fakes" / "scripted.json"
 

@@ -16,8 +16,8 @@ from runtime import load_pack, run_pack
 from runtime.backends import ModelCall
 from runtime.backends.openai import EndpointRejected, EndpointUnavailable
 from runtime.errors import BackendError, BadSpec, Cancelled
-from tests.endpoints.conftest import Opener
 from tests.support.fault_server import FaultServer
+from tests.support.model_servers import Opener
 from tests.support.packs import RATING_SCHEMA, write_chain_pack
 from tests.support.waiting import wait_until
 

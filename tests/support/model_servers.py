@@ -12,6 +12,7 @@ builds both ahead of time.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import socket
@@ -19,13 +20,18 @@ import subprocess
 import sys
 import tarfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
+from jsonschema import Draft202012Validator
 
+from runtime import RunResult, load_pack, run_pack
+from runtime.backends import Backend
+from tests.support.packs import write_chain_pack
 from tests.support.waiting import WaitTimedOut, wait_until
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
@@ -286,6 +292,31 @@ def start_python_server(log_dir: Path) -> RunningServer:
     server = RunningServer("llama-cpp-python", f"http://127.0.0.1:{port}/v1", proc, log)
     _wait_ready(server, "/v1/models", 120)
     return server
+
+
+# -- running packs on a started server (test_llama_server.py, test_llama_cpp_python.py) -----
+
+Opener = Callable[[str], Backend]  # open_backend, with every backend it opened closed later
+
+STORY = {"story": "Lily found a red ball in the park and smiled."}
+
+
+def spec(server: RunningServer, options: str = "") -> str:
+    return f"openai:{server.base_url}#stories260K" + (f";{options}" if options else "")
+
+
+def assert_committed_answers_validate(result: RunResult, pack_dir: Path) -> None:
+    """Every write committed to state validates against its node's schema."""
+    for step in result.trace.commits():
+        schema = json.loads((pack_dir / "grammars" / f"{step.node}.json").read_text())
+        Draft202012Validator(schema).validate(step.writes)
+
+
+def run_chain(opened: Opener, server_spec: str, tmp_path: Path, **kw: Any) -> tuple[RunResult, Path]:
+    pack_dir = write_chain_pack(tmp_path / "pack", **kw)
+    result = run_pack(load_pack(pack_dir), STORY, backend=opened(server_spec))
+    assert_committed_answers_validate(result, pack_dir)
+    return result, pack_dir
 
 
 if __name__ == "__main__":

@@ -31,11 +31,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from tests.support.waiting import WaitTimedOut, wait_until
 
 READY_TIMEOUT_S = 30.0
 
@@ -224,18 +223,17 @@ class Redis:
                 stderr=subprocess.STDOUT,
                 cwd=self.root,
             )
-
-        def answering() -> bool:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise ServiceError(f"redis-server exited with {self.process.returncode}:\n{_tail(self.log)}")
-            return self.ping()
-
-        try:
-            wait_until(answering, timeout=READY_TIMEOUT_S, message="redis-server did not answer PING", interval=0.05)
-        except WaitTimedOut as exc:
-            self.stop()
-            raise ServiceError(f"{exc}:\n{_tail(self.log)}") from None
-        return self
+            if self.ping():
+                return self
+            # Polls a condition; its own loop, not tests.support.waiting: this file also runs as
+            # a script (scripts/with-services), outside the tests package.
+            time.sleep(0.05)
+        self.stop()
+        raise ServiceError(f"redis-server did not answer PING within {READY_TIMEOUT_S:.0f} s:\n{_tail(self.log)}")
 
     def ping(self) -> bool:
         try:

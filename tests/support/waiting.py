@@ -17,7 +17,7 @@ class WaitTimedOut(AssertionError):
 
 
 def wait_until(
-    predicate: Callable[[], T], *, timeout: float, message: str | Callable[[], str], interval: float = 0.02
+    predicate: Callable[[], T | None], *, timeout: float, message: str | Callable[[], str], interval: float = 0.02
 ) -> T:
     """Call `predicate` until it returns something truthy and return that. After `timeout`
     seconds raise WaitTimedOut with `message` (a callable is called then, so it can show a

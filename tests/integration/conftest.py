@@ -29,7 +29,6 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -38,7 +37,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.db import connections
 
-from tests.support.eval_workers import TOOLS_REF, EvalWorker
+from tests.support.eval_workers import TOOLS_REF, EvalWorker, Worker
 from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,17 +75,6 @@ def database_url() -> str:
             f"?{query}" if query else ""
         )
     raise RuntimeError(f"no DATABASE_URL for engine {db['ENGINE']}")
-
-
-@dataclass
-class Worker:
-    process: subprocess.Popen[bytes]
-    log: Path
-    queue: str
-    git_root: Path
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
 
 
 def _wait_ready(worker: Worker) -> None:

@@ -26,7 +26,7 @@ from studio.accounts.models import ApiToken
 from studio.endpoints.models import Endpoint
 from studio.projects.models import Project
 from studio.runs.models import TryRun
-from tests.integration.conftest import Worker
+from tests.support.eval_workers import Worker
 from tests.support.fault_server import FaultServer
 from tests.support.waiting import wait_until
 

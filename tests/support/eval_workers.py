@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -145,3 +146,17 @@ def wait_for(what: str, done: Callable[[], bool], workers: list[EvalWorker]) -> 
 def tool_log(folder: Path) -> list[dict[str, Any]]:
     path = folder / "tools.log"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+# -- the try-it worker (tests/integration/conftest.py `live`) -------------------------------
+
+
+@dataclass
+class Worker:
+    process: subprocess.Popen[bytes]
+    log: Path
+    queue: str
+    git_root: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")

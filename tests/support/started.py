@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 from tests.support.waiting import wait_until
@@ -60,3 +61,12 @@ class Started:
         return wait_until(
             seen, timeout=timeout, message=lambda: f"no {pattern!r} in scripts/start's output:\n{self.output}"
         )
+
+
+@dataclass
+class Studio:
+    """A studio the browser tests share: where it serves, the admin password, its var/."""
+
+    url: str
+    password: str
+    var: Path

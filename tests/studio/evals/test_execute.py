@@ -20,7 +20,7 @@ from runtime.backends.base import ModelCall, ModelReply
 from studio.evals import execute
 from studio.evals.models import Eval, EvalCase, RunCheckpoint
 from studio.projects.models import Project
-from tests.studio.evals.conftest import run_all, scripted_endpoint, start
+from tests.support.studio import run_all, scripted_endpoint, start
 
 pytestmark = pytest.mark.django_db
 

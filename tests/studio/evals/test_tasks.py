@@ -13,7 +13,7 @@ from django.db import OperationalError
 from studio.evals import execute, tasks
 from studio.evals.models import EvalCase
 from studio.projects.models import Project
-from tests.studio.evals.conftest import start
+from tests.support.studio import start
 
 pytestmark = pytest.mark.django_db
 

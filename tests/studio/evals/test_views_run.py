@@ -14,8 +14,7 @@ from django.test import Client
 from studio.evals import execute
 from studio.evals.models import Eval, EvalCase
 from studio.projects.models import Project
-from tests.studio.conftest import client_for
-from tests.studio.evals.conftest import run_all, start
+from tests.support.studio import client_for, run_all, start
 
 pytestmark = pytest.mark.django_db
 
@@ -154,7 +153,7 @@ def test_it_hides_the_eval_page_from_a_stranger(
 def test_it_links_the_other_evals_of_a_batch(
     project: Project, owner: User, as_owner: Client, sent: list[int], tmp_path: Any
 ) -> None:
-    from tests.studio.evals.conftest import scripted_endpoint
+    from tests.support.studio import scripted_endpoint
 
     other = scripted_endpoint(tmp_path, owner, {"nodes": {}})
     first, second = execute.start_eval(project, user=owner, endpoints=[None, other.pk], tags=["parse"])

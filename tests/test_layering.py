@@ -263,3 +263,17 @@ def test_it_sees_a_breach_in_a_runtime_module(source: str) -> None:
     """The walk itself: a Django or studio import, at module level or in a function, is found."""
     found = {_top(i.target) for i in _imports("runtime.walker", source)}
     assert found & {"django", "studio"}
+
+
+def test_it_keeps_shared_test_helpers_in_tests_support() -> None:
+    """A test module imports helpers from tests.support, never from another test module or
+    a conftest (pytest finds fixtures by itself; a helper two modules need is support)."""
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        if "support" in path.relative_to(ROOT / "tests").parts[:1]:
+            continue
+        module = _module_name(path)
+        for imp in _imports(module, path.read_text(), path.name == "__init__.py"):
+            if imp.target.startswith("tests.") and not imp.target.startswith("tests.support"):
+                found.append(f"{module}:{imp.line} imports {imp.target}")
+    assert found == []

@@ -66,3 +66,22 @@ def run_all(ev: Eval) -> list[str | None]:
     return [
         execute.run_eval_case(pk) for pk in EvalCase.objects.filter(eval=ev).order_by("pk").values_list("pk", flat=True)
     ]
+
+
+# -- project pages: the htmx header, a file's text, a teammate's save behind the page's back --
+
+HTMX = {"HX-Request": "true"}
+
+
+def pack_text(repo: PackRepo, path: str, version: str | None = None) -> str:
+    return repo.files(version, prefix="pack/")[path].decode()
+
+
+def teammate_saves(repo: PackRepo, path: str, text: str, message: str = "Teammate's change") -> str:
+    return repo.save(
+        {f"pack/{path}": text.encode()},
+        base=repo.head(),
+        author="Tess Teammate",
+        email="tess@example.com",
+        message=message,
+    )

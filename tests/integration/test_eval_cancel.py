@@ -53,7 +53,6 @@ def test_it_stops_in_flight_model_calls_when_an_eval_is_cancelled(
         _, token = ApiToken.issue(owner, "ci")
         from django.test import Client
 
-        cancelled_at = time.monotonic()
         response = Client(headers={"Authorization": f"Bearer {token}"}).post(f"/api/evals/{ev.pk}/cancel")
         assert response.status_code == 200 and response.json()["status"] == "cancelled"
 
@@ -61,10 +60,12 @@ def test_it_stops_in_flight_model_calls_when_an_eval_is_cancelled(
             return Eval.objects.get(pk=ev.pk).finished_at is not None
 
         wait_for("the cancelled eval to end", ended, [worker])
-        took = time.monotonic() - cancelled_at
+        # The eval ended while the model still held every call it had been sent (each takes
+        # LATENCY_S): the worker stopped them, it did not wait for their answers.
+        answered = [c for c in server.completions() if c.ended is not None]
         ev.refresh_from_db()
         assert ev.status == "cancelled" and ev.finished_at is not None
         assert set(EvalCase.objects.filter(eval=ev).values_list("status", flat=True)) == {"cancelled"}
-        assert took < 5.0, f"cancelled cases took {took:.1f} s to stop (the model takes {LATENCY_S:.0f} s)"
+        assert len(server.completions()) == CAP and answered == [], answered
         assert server.max_in_flight == CAP
         assert Eval.objects.get(pk=ev.pk).summary is not None

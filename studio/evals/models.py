@@ -120,7 +120,7 @@ class RunCheckpoint(models.Model):
     pack = models.CharField(max_length=200)
     digest = models.CharField(max_length=64)
     input = models.JSONField()
-    case_id = models.CharField(max_length=200, null=True, blank=True)
+    case_id = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001  (mirrors RunRecord.case_id: None, not "")
     status = models.CharField(max_length=16)
     fence = models.PositiveIntegerField()
     result = models.JSONField(null=True, blank=True)

@@ -35,7 +35,7 @@ from studio.projects.models import create_project
 from studio.projects.storage import PackRepo
 from studio.projects.views import example_files
 from studio.runs.models import TryRun
-from tests.integration.conftest import Worker
+from tests.support.eval_workers import Worker
 
 ROOT = Path(__file__).resolve().parents[2]
 HX = {"HX-Request": "true"}

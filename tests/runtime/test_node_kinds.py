@@ -13,7 +13,7 @@ import pytest
 from runtime import NODE_KINDS, NODE_SHAPES, ModelCall, ModelReply, Node, load_pack, run_pack
 from runtime.nodes.base import LoadContext, NodeDrawing, Outcome, RunContext
 from runtime.report import mermaid
-from tests.runtime.conftest import write_pack
+from tests.support.runtime_packs import write_pack
 
 RUNTIME = Path(__file__).resolve().parents[2] / "runtime"
 

@@ -13,8 +13,7 @@ from django.test import Client
 
 from studio.evals.models import Eval, EvalCase
 from studio.projects.models import Project
-from tests.studio.api.conftest import bearer, send
-from tests.studio.evals.conftest import run_all, scripted_endpoint, start
+from tests.support.studio import bearer, run_all, scripted_endpoint, send, start
 
 pytestmark = pytest.mark.django_db
 

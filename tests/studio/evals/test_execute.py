@@ -21,7 +21,7 @@ from studio.evals import recovery, shared, worker
 from studio.evals.models import Eval, EvalCase, RunCheckpoint
 from studio.evals.start import EvalRefused, cancel_eval, start_eval
 from studio.projects.models import Project
-from tests.studio.evals.conftest import run_all, scripted_endpoint, start
+from tests.support.studio import run_all, scripted_endpoint, start
 
 pytestmark = pytest.mark.django_db
 

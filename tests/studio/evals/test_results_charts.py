@@ -5,7 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from studio.evals import charts
-from tests.studio.evals.test_results import example_pack
+from tests.support.eval_results import example_pack
 
 EVIL = '<script>alert("x")</script>&'
 

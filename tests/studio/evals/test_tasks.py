@@ -14,7 +14,7 @@ from studio.celery import app
 from studio.evals import shared, tasks, worker
 from studio.evals.models import EvalCase
 from studio.projects.models import Project
-from tests.studio.evals.conftest import start
+from tests.support.studio import start
 
 pytestmark = pytest.mark.django_db
 

@@ -15,8 +15,7 @@ from studio.evals import shared, worker
 from studio.evals.models import Eval, EvalCase
 from studio.evals.start import cancel_eval, start_eval
 from studio.projects.models import Project
-from tests.studio.conftest import client_for
-from tests.studio.evals.conftest import run_all, start
+from tests.support.studio import client_for, run_all, start
 
 pytestmark = pytest.mark.django_db
 
@@ -155,7 +154,7 @@ def test_it_hides_the_eval_page_from_a_stranger(
 def test_it_links_the_other_evals_of_a_batch(
     project: Project, owner: User, as_owner: Client, sent: list[int], tmp_path: Any
 ) -> None:
-    from tests.studio.evals.conftest import scripted_endpoint
+    from tests.support.studio import scripted_endpoint
 
     other = scripted_endpoint(tmp_path, owner, {"nodes": {}})
     first, second = start_eval(project, user=owner, endpoints=[None, other.pk], tags=["parse"])

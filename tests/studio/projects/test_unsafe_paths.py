@@ -26,7 +26,7 @@ from dulwich.repo import Repo
 from runtime.paths import git_special, path_problem
 from studio.projects.models import Project
 from studio.projects.storage import ORPHAN_AGE_S, PackRepo, StorageError, UnsafePath
-from tests.studio.api.conftest import head_of, send
+from tests.support.studio import head_of, send
 
 MANIFEST = ("pack/manifest.yaml", b"name: x\nversion: 1\nentry: a\n")
 FSMONITOR = b"[core]\n\tfsmonitor = touch /tmp/pwned\n"

@@ -12,7 +12,7 @@ from studio.endpoints.models import Endpoint
 from studio.projects.models import Project
 from studio.runs import execute
 from studio.runs.models import TryRun
-from tests.studio.runs.conftest import REJECTED_TEXT
+from tests.support.studio import REJECTED_TEXT
 
 Capture = Callable[..., AbstractContextManager[list[Callable[[], Any]]]]
 TICKET = {

@@ -14,8 +14,8 @@ from studio.projects.models import Project, create_project
 from studio.projects.views import example_files
 from studio.runs import execute
 from studio.runs.models import TryRun
-from tests.studio.runs.conftest import REJECTED_TEXT
 from tests.support.fault_server import FaultServer
+from tests.support.studio import REJECTED_TEXT
 
 CASE = {
     "ticket": "Hi, I was charged TWICE for order ORD-48213 ($59.98 each time). I want one of the charges "

@@ -128,7 +128,7 @@ def test_it_starts_the_studio_and_a_worker_and_stops_both(started: Started) -> N
     assert url == f"http://127.0.0.1:{started.port}/"
     password = started.wait_for(r"^admin password: (\S+)$", timeout=1).group(1)
     assert "log in as admin" in started.output
-    started.wait_for(r"example packs: loaded %d" % len(EXAMPLES), timeout=1)
+    started.wait_for(rf"example packs: loaded {len(EXAMPLES)}", timeout=1)
 
     with httpx.Client(base_url=url, timeout=10) as client:
         log_in(client, "admin", password)
@@ -137,12 +137,15 @@ def test_it_starts_the_studio_and_a_worker_and_stops_both(started: Started) -> N
     for name in EXAMPLES:
         assert f'href="/p/{name}/"' in projects.text
 
-    # A real worker process, connected to the filesystem broker.
-    started.wait_for(r"Connected to filesystem://", timeout=30)
+    # A real worker process, connected to the studio's own Redis on a unix socket.
+    sock = Path(started.wait_for(r"^broker: Redis on unix://(\S+)", timeout=1).group(1))
+    assert sock.is_socket() and sock.parent.stat().st_mode & 0o077 == 0
+    started.wait_for(r"Connected to redis\+socket://", timeout=30)
     started.wait_for(r"\bready\.", timeout=30)
     running = group_processes(started.proc.pid)
     assert any("celery -A studio worker" in cmd for cmd in running.values()), running
     assert any("gunicorn studio.wsgi" in cmd for cmd in running.values()), running
+    assert any("redis-server" in cmd for cmd in running.values()), running
 
     started.proc.send_signal(signal.SIGTERM)  # the script alone, as `kill PID` would
     assert started.proc.wait(timeout=30) == 0, started.output
@@ -151,6 +154,65 @@ def test_it_starts_the_studio_and_a_worker_and_stops_both(started: Started) -> N
         time.sleep(0.1)
     assert group_processes(started.proc.pid) == {}
     assert started.output.count(password) == 1
+
+
+def api_client(url: str, password: str) -> httpx.Client:
+    """A client with a bearer token of the admin's, made through the API as a user would."""
+    with httpx.Client(base_url=url, timeout=30) as browser:
+        log_in(browser, "admin", password)
+        made = browser.post("/api/tokens", json={"name": "test"}, headers={"X-CSRFToken": browser.cookies["csrftoken"]})
+    assert made.status_code == 201, made.text
+    return httpx.Client(base_url=url, timeout=30, headers={"Authorization": f"Bearer {made.json()['token']}"})
+
+
+REFUND_INPUT = {"message": "Hi, my pour-over set (order ORD-10001) arrived with the kettle spout snapped off. Refund?"}
+
+
+def wait_final(client: httpx.Client, run_id: int, timeout: float = 60) -> dict[str, object]:
+    deadline = time.monotonic() + timeout
+    while True:
+        run = client.get(f"/api/runs/{run_id}")
+        assert run.status_code == 200, run.text
+        if run.json()["final"] or time.monotonic() > deadline:
+            return dict(run.json())
+        time.sleep(0.1)
+
+
+def worker_main_pids(pgid: int) -> set[int]:
+    """The Celery worker's main process(es): celery processes whose parent is the start
+    script's supervisor (not the pool processes, nor a killed worker's orphans)."""
+    running = group_processes(pgid)
+    celery = {pid for pid, cmd in running.items() if "celery -A studio worker" in cmd}
+    parents = {pid: int((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1]) for pid in celery}
+    return {pid for pid, parent in parents.items() if "scripts/start" in running.get(parent, "")}
+
+
+def test_it_restarts_a_worker_that_dies_and_the_new_one_runs_work(started: Started) -> None:
+    url = started.wait_for(r"^Packforge studio: (http://\S+)", timeout=60).group(1)
+    password = started.wait_for(r"^admin password: (\S+)$", timeout=1).group(1)
+    started.wait_for(r"\bready\.", timeout=60)
+    (first,) = worker_main_pids(started.proc.pid)
+
+    os.kill(first, signal.SIGKILL)
+    started.wait_for(r"^supervisor: the Celery worker exited \(status 137\); starting it again in 1 s$", timeout=30)
+    started.wait_for(r"\bready\.(.|\n)*\bready\.", timeout=60)
+    (second,) = worker_main_pids(started.proc.pid)
+    assert second != first
+
+    with api_client(url, password) as client:
+        created = client.post("/api/runs", json={"project": "refund_desk", "input": REFUND_INPUT})
+        assert created.status_code == 201, created.text
+        run = wait_final(client, created.json()["id"])
+    assert run["status"] == "done", run
+    assert started.proc.poll() is None  # the studio kept serving throughout
+
+
+def test_it_logs_requests_without_their_query_strings(started: Started) -> None:
+    url = started.wait_for(r"^Packforge studio: (http://\S+)", timeout=60).group(1)
+    refused = httpx.get(url + "api/projects?token=pf_s_NEVERLOGGED&page=2", timeout=10)
+    assert refused.status_code == 401
+    started.wait_for(r'"GET /api/projects HTTP/1\.1" 401 ', timeout=10)
+    assert "NEVERLOGGED" not in started.output and "page=2" not in started.output
 
 
 def test_the_compose_file_parses_and_names_the_scale_out_stack() -> None:

@@ -79,11 +79,12 @@ class Started:
         raise AssertionError(f"no {pattern!r} in scripts/start's output:\n{self.output}")
 
 
-@pytest.fixture
-def started(tmp_path: Path) -> Iterator[Started]:
+def start_studio(tmp_path: Path, **env: str) -> Iterator[Started]:
+    """scripts/start on a fresh var/ under tmp_path and a free port, in its own session;
+    every process it left is killed afterwards. `env` overrides (WEB_WORKERS, ...)."""
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "SECRET_KEY", "DEBUG")}
-    env.update(
+    environ = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "SECRET_KEY", "DEBUG")}
+    environ.update(
         PORT=str(port),
         HOST="127.0.0.1",
         PACKFORGE_VAR=str(tmp_path / "var"),
@@ -92,10 +93,11 @@ def started(tmp_path: Path) -> Iterator[Started]:
         WEB_WORKERS="1",
         CELERY_CONCURRENCY="1",
     )
+    environ.update(env)
     proc = subprocess.Popen(
         [str(ROOT / "scripts" / "start")],
         cwd=ROOT,
-        env=env,
+        env=environ,
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -110,6 +112,11 @@ def started(tmp_path: Path) -> Iterator[Started]:
         proc.wait(timeout=10)
         started.close()
         print(started.output)  # shown by pytest when the test fails
+
+
+@pytest.fixture
+def started(tmp_path: Path) -> Iterator[Started]:
+    yield from start_studio(tmp_path)
 
 
 def log_in(client: httpx.Client, username: str, password: str) -> None:

@@ -14,19 +14,25 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
-from tests import test_start
-from tests.test_start import REFUND_INPUT, Started, api_client, worker_main_pids
-
-started = test_start.started  # the fixture: scripts/start on a fresh var/
+from tests.test_start import REFUND_INPUT, Started, api_client, start_studio, worker_main_pids
 
 CLIENTS = 2
-RUNS_PER_CLIENT = 150
+RUNS_PER_CLIENT = 250
 
 pytestmark = pytest.mark.timeout(900)
+
+
+@pytest.fixture
+def started(tmp_path: Path) -> Iterator[Started]:
+    """The one-command start with its defaults: two web workers (two writers to the
+    broker at once) and a worker of concurrency 2."""
+    yield from start_studio(tmp_path, WEB_WORKERS="2", CELERY_CONCURRENCY="2")
 
 
 def post_runs(url: str, headers: dict[str, str], seed: int, ids: list[int], errors: list[str]) -> None:
@@ -42,7 +48,7 @@ def post_runs(url: str, headers: dict[str, str], seed: int, ids: list[int], erro
                 errors.append(f"{created.status_code}: {created.text[:200]}")
                 continue
             ids.append(created.json()["id"])
-            time.sleep(pause.uniform(0, 0.1))
+            time.sleep(pause.uniform(0, 0.05))
 
 
 def test_it_keeps_the_worker_alive_and_finishes_every_run_under_two_posting_clients(started: Started) -> None:

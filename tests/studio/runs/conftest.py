@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -18,6 +19,14 @@ from tests.studio.endpoints.conftest import (  # noqa: F401 (fixtures)
     scripted,
     staff,
 )
+
+
+@pytest.fixture(autouse=True)
+def no_watcher(settings: Any) -> None:
+    # No lease-watcher thread in unit tests: a thread would hold its own connection,
+    # outside the test's transaction; tests call recovery.sweep() where they need it.
+    settings.PACKFORGE_EVAL_WATCH = False
+
 
 REJECTED_TEXT = "I think this one is about billing, honestly"
 

@@ -19,6 +19,7 @@ from runtime.backends import (
     OpenAIConfig,
     SimConfig,
     open_backend,
+    pack_file,
     parse_backend_spec,
 )
 from runtime.checkpoint import CheckpointStore, Entry, MemoryStore, RunRecord, SQLiteStore
@@ -124,6 +125,7 @@ __all__ = [
     "load_tools",
     "mcnemar_exact",
     "open_backend",
+    "pack_file",
     "paired_outcomes",
     "parse_backend_spec",
     "percentile",

@@ -49,6 +49,7 @@ PINNED = [
     "ModelReply",
     "Node",
     "open_backend",
+    "pack_file",
     "OpenAIConfig",
     "OutputRejected",
     "Pack",

@@ -53,6 +53,7 @@ from runtime.evaluate import (
     evaluate,
     score_case,
 )
+from runtime.logs import redact_data
 from runtime.nodes import NODE_KINDS, drawing_for
 from runtime.nodes.base import NODE_SHAPES, NodeDrawing, NodeKind
 from runtime.pack import Pack, load_pack
@@ -129,6 +130,7 @@ __all__ = [
     "paired_outcomes",
     "parse_backend_spec",
     "percentile",
+    "redact_data",
     "resume_run",
     "run_pack",
     "score_case",

@@ -44,6 +44,20 @@ def redact(text: str) -> str:
     return text
 
 
+def redact_data(value: Any) -> Any:
+    """A copy of `value` (JSON-like: dicts, lists, strings, numbers) with every string
+    in it, keys included, passed through `redact`: for text a host stores or shows that
+    a server or a model wrote (an endpoint check's answer, an error message, a trace),
+    which may echo a key back."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {redact_data(k) if isinstance(k, str) else k: redact_data(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_data(v) for v in value]
+    return value
+
+
 def _fields(record: logging.LogRecord) -> dict[str, Any]:
     fields = getattr(record, "fields", None)
     return fields if isinstance(fields, dict) else {}

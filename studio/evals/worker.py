@@ -61,6 +61,7 @@ from studio.evals.shared import S, finish_if_done, lease
 from studio.evals.store import EvalCaseStore
 from studio.packs import PackUnrunnable
 from studio.projects.models import Project
+from studio.redaction import stored
 
 log = logging.getLogger("packforge.studio.evals")
 
@@ -269,7 +270,7 @@ def outcome_fields(pack: Pack, gold: Case, result: RunResult, store: EvalCaseSto
     )
     if result.status == "cancelled":
         fields.update(status=S.CANCELLED, error="the eval was cancelled while this case ran")
-        return fields
+        return stored(fields)  # studio.redaction: no key reaches the database
     scored = score_case(pack, gold, result)
     fields.update(
         tier=scored.tier,
@@ -288,4 +289,4 @@ def outcome_fields(pack: Pack, gold: Case, result: RunResult, store: EvalCaseSto
     if result.status == "failed" and (pending or {}).get("error_kind") == "backend":
         # The model could not be reached: no outcome for the pack, an error of the run.
         fields["status"] = S.ERROR
-    return fields
+    return stored(fields)

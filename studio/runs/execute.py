@@ -48,6 +48,7 @@ from studio.endpoints.models import Endpoint
 from studio.evals.settings import setting
 from studio.evals.store import EvalCaseStore
 from studio.projects.models import Project
+from studio.redaction import stored
 from studio.runs import recovery
 from studio.runs.models import TryRun
 
@@ -198,7 +199,7 @@ def _finish(
     if trace is not None:
         # Rejected generations are kept for authors; studio.redaction decides who reads them.
         fields["trace"] = trace.to_dict(include_rejected_text=True)
-    return leases.close(TryRun, run_id, token, **fields)
+    return leases.close(TryRun, run_id, token, **stored(fields))
 
 
 def run_try(run_id: int) -> str | None:
@@ -240,7 +241,7 @@ def run_try(run_id: int) -> str | None:
 
             def on_step(step: Step) -> None:
                 TryRun.objects.filter(pk=run_id, lease_owner=token).update(
-                    trace=live.trace.to_dict(include_rejected_text=True)
+                    trace=stored(live.trace.to_dict(include_rejected_text=True))
                 )
 
             common: dict[str, Any] = {

@@ -50,6 +50,7 @@ PINNED = [
     "Node",
     "open_backend",
     "pack_file",
+    "redact_data",
     "OpenAIConfig",
     "OutputRejected",
     "Pack",

@@ -5,8 +5,8 @@ Real components throughout: a `celery worker` subprocess (threads pool) on the t
 own database and broker (tests/integration/conftest.py: a file-based SQLite test
 database and the filesystem broker by default; the harness's Postgres and Redis under
 `scripts/with-services`), the refund_desk example pack from git, and its host tools,
-registered for the worker through PACKFORGE_TOOLS (pointing at `TOOLS` below: the real
-tools, each real call logged to a file the test reads).
+registered for the worker through PACKFORGE_TOOLS (tests/support/celery_workers.py's
+REFUND_TOOLS: the real tools, each real call logged to a file the test reads).
 
 The kill is placed, not timed: the first worker runs one case at a time, and is killed
 while a case sits inside its second tool call (`issue_refund`), after its first one
@@ -17,11 +17,6 @@ and the resumed case must replay `lookup_order` from its checkpoint, not call it
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -30,61 +25,22 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-TOOL_LOG = "EVAL_KILL_TOOL_LOG"
-TOOL_SLEEP = "EVAL_KILL_TOOL_SLEEP_S"
+from tests.support.celery_workers import TOOL_LOG, TOOL_SLEEP, CeleryWorker, tool_log, wait_for
+
 WAIT_S = 120.0
+TOOLS_REF = "tests.support.celery_workers:REFUND_TOOLS"  # refund_desk's real tools, each call logged
 
 
-# -- the tools the worker serves (PACKFORGE_TOOLS=tests.integration.test_eval_kill:TOOLS) -----------
-
-
-def _log(event: dict[str, Any]) -> None:
-    path = os.environ.get(TOOL_LOG)
-    if path:
-        line = (json.dumps({**event, "pid": os.getpid()}, sort_keys=True) + "\n").encode()
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(fd, line)  # one write of an O_APPEND file: lines never interleave
-        finally:
-            os.close(fd)
-
-
-def _logged(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    def call(**kwargs: Any) -> Any:
-        _log({"event": "start", "tool": name, "args": kwargs})
-        time.sleep(float(os.environ.get(TOOL_SLEEP, "0")))
-        result = fn(**kwargs)
-        _log({"event": "done", "tool": name, "args": kwargs})
-        return result
-
-    return call
-
-
-def _refund_tools() -> dict[str, Callable[..., Any]]:
-    from runtime.cli import load_tools
-
-    return load_tools(f"{ROOT / 'packs' / 'refund_desk' / 'tools.py'}:registry") or {}
-
-
-TOOLS = {name: _logged(name, fn) for name, fn in _refund_tools().items()}
-
-
-# -- workers ----------------------------------------------------------------------------------
-
-
-class EvalWorker:
+class EvalWorker(CeleryWorker):
     def __init__(self, name: str, queue: str, folder: Path, git_root: Path, threads: int) -> None:
+        from django.conf import settings
+
         from tests.integration.conftest import database_url
 
-        self.log = folder / f"{name}.log"
         env = {
-            **os.environ,
             "DATABASE_URL": database_url(),
             "PACKFORGE_GIT_ROOT": str(git_root),
-            "CELERY_TASK_ALWAYS_EAGER": "false",
-            "PYTHONUNBUFFERED": "1",
-            "PACKFORGE_TOOLS": "tests.integration.test_eval_kill:TOOLS",
+            "PACKFORGE_TOOLS": TOOLS_REF,
             TOOL_LOG: str(folder / "tools.log"),
             TOOL_SLEEP: "0.3",
             "PACKFORGE_EVAL_QUEUE": queue,
@@ -93,61 +49,9 @@ class EvalWorker:
             "PACKFORGE_EVAL_SWEEP_S": "0.5",
             "PACKFORGE_EVAL_STALL_S": "3",
         }
-        from django.conf import settings
-
         if getattr(settings, "REDIS_URL", ""):
             env["REDIS_URL"] = settings.REDIS_URL
-        with open(self.log, "wb") as out:
-            self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "studio",
-                    "worker",
-                    "--pool=threads",
-                    f"--concurrency={threads}",
-                    "--loglevel=INFO",
-                    "-Q",
-                    queue,
-                    "-n",
-                    f"{name}-{queue}@%h",
-                    "--without-gossip",
-                    "--without-mingle",
-                    "--without-heartbeat",
-                ],
-                cwd=ROOT,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def wait_ready(self) -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the worker exited with {self.process.returncode}:\n{self.output()}")
-            if " ready." in self.output():
-                return
-            time.sleep(0.1)
-        raise RuntimeError(f"the worker was not ready within 60 s:\n{self.output()}")
-
-    def kill(self) -> None:
-        os.kill(self.process.pid, signal.SIGKILL)
-        self.process.wait()
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        super().__init__(name, queue, folder / f"{name}.log", env, pool="threads", concurrency=threads)
 
 
 @pytest.fixture
@@ -157,7 +61,7 @@ def workers(transactional_db: None, tmp_path: Path, settings: Any) -> Iterator[C
     queue = f"it-evals-{uuid.uuid4().hex[:10]}"
     settings.GIT_ROOT = tmp_path / "git"
     settings.PACKFORGE_EVAL_QUEUE = queue
-    settings.PACKFORGE_TOOLS = "tests.integration.test_eval_kill:TOOLS"
+    settings.PACKFORGE_TOOLS = TOOLS_REF
     started: list[EvalWorker] = []
 
     def start(name: str, threads: int) -> EvalWorker:
@@ -172,18 +76,11 @@ def workers(transactional_db: None, tmp_path: Path, settings: Any) -> Iterator[C
 
 
 def _wait(what: str, done: Callable[[], bool], workers: list[EvalWorker]) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        if done():
-            return
-        time.sleep(0.02)
-    logs = "\n\n".join(f"--- {w.log.name}\n{w.output()[-4000:]}" for w in workers)
-    raise AssertionError(f"timed out waiting for {what}\n{logs}")
+    wait_for(what, done, list(workers), WAIT_S)
 
 
 def _tool_log(folder: Path) -> list[dict[str, Any]]:
-    path = folder / "tools.log"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return tool_log(folder / "tools.log")
 
 
 def test_it_completes_every_case_once_after_its_worker_is_killed(

@@ -62,7 +62,9 @@ def tool_log(path: Path) -> list[dict[str, Any]]:
 class CeleryWorker:
     """One `celery worker` subprocess; `env` is added to the test process's environment."""
 
-    def __init__(self, name: str, queue: str, log: Path, env: dict[str, str], pool: str = "solo") -> None:
+    def __init__(
+        self, name: str, queue: str, log: Path, env: dict[str, str], pool: str = "solo", concurrency: int = 1
+    ) -> None:
         self.log = log
         with open(log, "wb") as out:
             self.process = subprocess.Popen(
@@ -74,7 +76,7 @@ class CeleryWorker:
                     "studio",
                     "worker",
                     f"--pool={pool}",
-                    "--concurrency=1",
+                    f"--concurrency={concurrency}",
                     "--loglevel=INFO",
                     "-Q",
                     queue,

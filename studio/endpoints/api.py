@@ -1,7 +1,7 @@
 """The endpoints API routes (gathered into studio.api): list, get, create, check.
 
-Same rules as the pages: anyone authenticated may read; only staff may create or
-check. A check is a Celery task: POST .../check answers 202 and the endpoint with
+Same rules as the pages: anyone authenticated may read (a check's details, staff
+only: studio.redaction.visible_check); only staff may create or check. A check is a Celery task: POST .../check answers 202 and the endpoint with
 `last_check.state == "checking"`; GET the endpoint until the state is "done"."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from ninja.errors import HttpError
 from studio.endpoints.forms import EndpointForm
 from studio.endpoints.models import Endpoint
 from studio.endpoints.views import can_manage
+from studio.redaction import visible_check
 
 router = Router(tags=["endpoints"])
 
@@ -48,14 +49,20 @@ def _require_staff(request: HttpRequest) -> None:
         raise PermissionDenied("only staff may change model endpoints")
 
 
+def _shown(endpoint: Endpoint, request: HttpRequest) -> Endpoint:
+    """The endpoint as this reader sees it: check details for staff only (not saved)."""
+    endpoint.last_check = visible_check(endpoint.last_check, staff=can_manage(request.user))
+    return endpoint
+
+
 @router.get("", response=list[EndpointOut])
 def list_endpoints(request: HttpRequest) -> Any:
-    return Endpoint.objects.all()
+    return [_shown(e, request) for e in Endpoint.objects.all()]
 
 
 @router.get("/{endpoint_id}", response=EndpointOut)
 def get_endpoint(request: HttpRequest, endpoint_id: int) -> Any:
-    return get_object_or_404(Endpoint, pk=endpoint_id)
+    return _shown(get_object_or_404(Endpoint, pk=endpoint_id), request)
 
 
 @router.post("", response={201: EndpointOut})

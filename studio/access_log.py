@@ -22,7 +22,7 @@ def without_query(url: str) -> str:
     return url.split("?", 1)[0].split("#", 1)[0]
 
 
-class AccessLogger(Logger):  # type: ignore[misc]  # gunicorn ships no types
+class AccessLogger(Logger):
     def atoms(self, resp: Any, req: Any, environ: dict[str, Any], request_time: Any) -> dict[str, Any]:
         atoms: dict[str, Any] = super().atoms(resp, req, environ, request_time)
         atoms["r"] = " ".join(

@@ -16,8 +16,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime import BadSpec, FakeConfig, Pack, PackInvalid, SimConfig, load_pack, pack_file, parse_backend_spec
-from studio.host_tools import Tool, registry_broken, tool_registry, tools_problem
+from runtime import BadSpec, FakeConfig, Pack, PackInvalid, SimConfig, Tool, load_pack, pack_file, parse_backend_spec
+from studio.host_tools import registry_broken, tool_registry, tools_problem
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo, StorageError
 

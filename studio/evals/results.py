@@ -184,12 +184,12 @@ def tiers(ev: Eval) -> dict[str, Any]:
     for row in (
         scored(ev)
         .values("tier")
-        .annotate(n=Count("id"), passed=Count("id", filter=Q(status=Status.PASSED)), cost=Sum("cost_usd"))
+        .annotate(n=Count("id"), n_passed=Count("id", filter=Q(status=Status.PASSED)), cost=Sum("cost_usd"))
         .order_by()
     ):
         into = got[row["tier"] or "failed"]
         into["n"] += row["n"]
-        into["passed"] += row["passed"]
+        into["passed"] += row["n_passed"]
         into["cost"] += row["cost"] or 0.0
     total = sum(g["n"] for g in got.values())
     names = list(TIERS) + sorted(set(got) - set(TIERS))
@@ -364,7 +364,7 @@ def node_stats(ev: Eval, *, tools: bool = True) -> dict[str, Any]:
     if found is None:
         found = _compute_node_stats(ev, tools)
         cache.set(key, found, timeout=7 * 24 * 3600)
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 def node_blame(ev: Eval, pack: Pack | None) -> dict[str, Any]:
@@ -688,7 +688,7 @@ def history(project: Any, order: list[str] | None = None) -> dict[str, Any]:
         for row in (
             EvalCase.objects.filter(eval__project=project, status__in=SCORED)
             .values("eval")
-            .annotate(n=Count("id"), passed=Count("id", filter=Q(status=Status.PASSED)), cost=Sum("cost_usd"))
+            .annotate(n=Count("id"), n_passed=Count("id", filter=Q(status=Status.PASSED)), cost=Sum("cost_usd"))
             .order_by()
         )
     }
@@ -710,8 +710,8 @@ def history(project: Any, order: list[str] | None = None) -> dict[str, Any]:
             "x": index[ev.version],
             "model": ev.model_spec,
             "runs": n,
-            "pass_rate": _ratio(got["passed"], n) if got else None,
-            "ci95": wilson_interval(got["passed"], n) if got else (0.0, 1.0),
+            "pass_rate": _ratio(got["n_passed"], n) if got else None,
+            "ci95": wilson_interval(got["n_passed"], n) if got else (0.0, 1.0),
             "cost_per_case": _ratio(got["cost"] or 0.0, n) if got else None,
         }
         rows.append(row)
@@ -787,15 +787,15 @@ def case_pass_rates(ev: Eval, limit: int = 200) -> list[dict[str, Any]]:
     rows = (
         scored(ev)
         .values("case_id")
-        .annotate(runs=Count("id"), passed=Count("id", filter=Q(status=EvalCase.Status.PASSED)))
+        .annotate(runs=Count("id"), n_passed=Count("id", filter=Q(status=EvalCase.Status.PASSED)))
         .order_by("case_id")
     )
     out = [
         {
             "case_id": r["case_id"],
             "runs": r["runs"],
-            "passed": r["passed"],
-            "rate": r["passed"] / r["runs"] if r["runs"] else 0.0,
+            "passed": r["n_passed"],
+            "rate": r["n_passed"] / r["runs"] if r["runs"] else 0.0,
         }
         for r in rows
     ]

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -87,7 +88,7 @@ def plan_eval(
 def start_eval(
     project: Project,
     *,
-    user: object,
+    user: User,
     version: str | None = None,
     endpoints: Sequence[int | str | None] = (None,),
     tags: Sequence[str] = (),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from django.conf import settings
+from django.contrib.auth.models import AnonymousUser, User
 from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
@@ -36,10 +37,10 @@ class Project(models.Model):
     def repo_path(self) -> Path:
         return Path(settings.GIT_ROOT) / f"{self.slug}.git"
 
-    def role_of(self, user: object) -> Role | None:
-        if not getattr(user, "is_authenticated", False):
+    def role_of(self, user: User | AnonymousUser) -> Role | None:
+        if not user.is_authenticated:
             return None
-        if getattr(user, "is_superuser", False):
+        if user.is_superuser:
             return Role.AUTHOR
         membership = Membership.objects.filter(project=self, user=user).only("role").first()
         return Role(membership.role) if membership else None
@@ -49,7 +50,7 @@ def create_project(
     *,
     slug: str,
     name: str,
-    owner: object,
+    owner: User,
     pack_files: dict[str, bytes],
     spec_files: dict[str, bytes] | None = None,
     message: str = "Create project",
@@ -70,9 +71,7 @@ def create_project(
     files.update({f"spec/{p}": d for p, d in (spec_files or {}).items()})
     if not files:
         files = {"pack/.keep": b""}
-    repo = PackRepo.create(
-        project.repo_path, files, author=_display(owner), email=getattr(owner, "email", ""), message=message
-    )
+    repo = PackRepo.create(project.repo_path, files, author=_display(owner), email=owner.email, message=message)
     try:
         with transaction.atomic():
             project.head = repo.head() or ""
@@ -84,6 +83,5 @@ def create_project(
     return project
 
 
-def _display(user: object) -> str:
-    full = getattr(user, "get_full_name", lambda: "")()
-    return str(full or getattr(user, "username", "unknown"))
+def _display(user: User) -> str:
+    return user.get_full_name() or user.username

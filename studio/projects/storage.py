@@ -20,7 +20,7 @@ import shutil
 import tarfile
 import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,12 +29,13 @@ from dulwich.diff_tree import CHANGE_ADD, CHANGE_DELETE, tree_changes
 from dulwich.errors import NotGitRepository
 from dulwich.file import FileLocked
 from dulwich.object_store import commit_tree_changes, iter_tree_contents, tree_lookup_path
-from dulwich.objects import Blob, Commit, Tree, parse_tree
+from dulwich.objects import Blob, Commit, ObjectID, Tree, TreeEntry, parse_tree
+from dulwich.refs import HEADREF, Ref
 from dulwich.repo import Repo
 
 from runtime.paths import MAX_DEPTH, path_problem, shown
 
-BRANCH = b"refs/heads/main"
+BRANCH = Ref(b"refs/heads/main")
 FILE_MODE = 0o100644
 DIR_MODE = 0o040000
 STORED_FILE_MODES = (0o100644, 0o100755)
@@ -77,6 +78,11 @@ class StaleBase(StorageError):
         super().__init__(f"this save was based on {base[:10]}, but the project is now at {head[:10]}")
 
 
+def _oid(sha: str) -> ObjectID:
+    """A hex commit/object sha as dulwich's object id type."""
+    return ObjectID(sha.encode())
+
+
 def _author(name: str, email: str) -> bytes:
     clean = name.replace("<", "").replace(">", "").replace("\n", " ").strip() or "unknown"
     return f"{clean} <{email or 'nobody@packforge.local'}>".encode()
@@ -98,7 +104,7 @@ class PackRepo:
         cls._claim(path)
         try:
             repo = Repo.init_bare(str(path))
-            repo.refs.set_symbolic_ref(b"HEAD", BRANCH)
+            repo.refs.set_symbolic_ref(HEADREF, BRANCH)
             pack = cls(path)
             pack.save(files, base=None, author=author, email=email, message=message)
         except BaseException:
@@ -149,7 +155,7 @@ class PackRepo:
             return head
         if len(version) == 40:
             try:
-                if isinstance(self.repo[version.encode()], Commit):
+                if isinstance(self.repo[_oid(version)], Commit):
                     return version
             except (KeyError, ValueError):
                 pass
@@ -166,7 +172,7 @@ class PackRepo:
         if head is None:
             return []
         out = []
-        for entry in self.repo.get_walker(include=[head.encode()], max_entries=limit):
+        for entry in self.repo.get_walker(include=[_oid(head)], max_entries=limit):
             c = entry.commit
             out.append(
                 Version(
@@ -178,8 +184,8 @@ class PackRepo:
             )
         return out
 
-    def _tree(self, sha: str) -> bytes:
-        commit = self.repo[sha.encode()]
+    def _tree(self, sha: str) -> ObjectID:
+        commit = self.repo[_oid(sha)]
         assert isinstance(commit, Commit)
         return commit.tree
 
@@ -194,7 +200,9 @@ class PackRepo:
                 out[path[len(prefix) :]] = blob.data
         return out
 
-    def save(self, changes: dict[str, bytes | None], *, base: str | None, author: str, email: str, message: str) -> str:
+    def save(
+        self, changes: Mapping[str, bytes | None], *, base: str | None, author: str, email: str, message: str
+    ) -> str:
         """Commit `changes` (path -> new bytes, or None to delete) on top of `base`.
 
         Raises StaleBase when the branch is no longer at `base`. A save that finds a
@@ -210,7 +218,7 @@ class PackRepo:
             return self._save(changes, base=base, author=author, email=email, message=message)
 
     def _save(
-        self, changes: dict[str, bytes | None], *, base: str | None, author: str, email: str, message: str
+        self, changes: Mapping[str, bytes | None], *, base: str | None, author: str, email: str, message: str
     ) -> str:
         if not message.strip():
             raise StorageError("a save needs a message")
@@ -225,10 +233,10 @@ class PackRepo:
             if head is None:
                 empty = Tree()
                 store.add_object(empty)
-                root: bytes = empty.id
+                root: ObjectID = empty.id
             else:
                 root = self._tree(head)
-            entries: list[tuple[bytes, int | None, bytes | None]] = []
+            entries: list[tuple[bytes, int | None, ObjectID | None]] = []
             for path, data in sorted(changes.items()):
                 if data is None:
                     # dulwich raises KeyError for a path that is not in the tree
@@ -246,14 +254,14 @@ class PackRepo:
                 raise StorageError("nothing changed")
             commit = Commit()
             commit.tree = tree
-            commit.parents = [head.encode()] if head else []
+            commit.parents = [_oid(head)] if head else []
             commit.author = commit.committer = _author(author, email)
             commit.author_time = commit.commit_time = int(time.time())
             commit.author_timezone = commit.commit_timezone = 0
             commit.encoding = b"UTF-8"
             commit.message = message.strip().encode() + b"\n"
             store.add_object(commit)
-            if not self.repo.refs.set_if_equals(BRANCH, head.encode() if head else None, commit.id):
+            if not self.repo.refs.set_if_equals(BRANCH, _oid(head) if head else None, commit.id):
                 raise StorageError("the branch moved during the save; try again")
             return commit.id.decode()
 
@@ -262,19 +270,21 @@ class PackRepo:
         store = self.repo.object_store
         out = []
         for change in tree_changes(store, self._tree(self.resolve(a)), self._tree(self.resolve(b))):
-            path = (change.new.path if change.type == CHANGE_ADD else change.old.path).decode()
+            entry = change.new if change.type == CHANGE_ADD else change.old
+            assert entry is not None  # an added file has a new entry, any other change an old one
+            path = entry.path.decode()
             if not path.startswith(prefix):
                 continue
-            old = self._text(change.old.sha) if change.type != CHANGE_ADD else ""
-            new = self._text(change.new.sha) if change.type != CHANGE_DELETE else ""
+            old = self._entry_text(change.old) if change.type != CHANGE_ADD else ""
+            new = self._entry_text(change.new) if change.type != CHANGE_DELETE else ""
             status = {CHANGE_ADD: "added", CHANGE_DELETE: "deleted"}.get(change.type, "modified")
             out.append(FileChange(path[len(prefix) :], status, old, new, side_by_side(old, new)))
         return sorted(out, key=lambda c: c.path)
 
-    def _text(self, sha: bytes | None) -> str:
-        if sha is None:
+    def _entry_text(self, entry: TreeEntry | None) -> str:
+        if entry is None:
             return ""
-        blob = self.repo[sha]
+        blob = self.repo[entry.sha]
         assert isinstance(blob, Blob)
         return blob.data.decode("utf-8", errors="replace")
 
@@ -294,14 +304,14 @@ class PackRepo:
             return []
         seen: set[tuple[bytes, str]] = set()
         out = []
-        for entry in self.repo.get_walker(include=[head.encode()]):
+        for entry in self.repo.get_walker(include=[_oid(head)]):
             commit = entry.commit
             out += [f"{commit.id.decode()[:10]}: {p}" for p in self._tree_problems(commit.tree, seen)]
         return out
 
-    def _tree_problems(self, root: bytes, seen: set[tuple[bytes, str]]) -> list[str]:
+    def _tree_problems(self, root: ObjectID, seen: set[tuple[bytes, str]]) -> list[str]:
         problems: list[str] = []
-        stack: list[tuple[bytes, str]] = [(root, "")]
+        stack: list[tuple[ObjectID, str]] = [(root, "")]
         while stack:  # a loop, not recursion: a stored tree may be deeper than Python's stack
             tree_id, prefix = stack.pop()
             if (tree_id, prefix) in seen:
@@ -323,7 +333,7 @@ class PackRepo:
                 if problem is not None:
                     problems.append(f"{path}: {problem}")
                 elif mode == DIR_MODE and path.count("/") < MAX_DEPTH:
-                    stack.append((sha, path + "/"))
+                    stack.append((ObjectID(sha), path + "/"))  # parse_tree yields hex ids, typed as bytes
         return sorted(problems)
 
     def archive(self, version: str | None, fmt: str, *, prefix: str, folder: str) -> bytes:
@@ -337,7 +347,7 @@ class PackRepo:
             raise UnsafePath(f"this version holds paths that are unsafe to unpack: {shown}")
         files = self.files(version, prefix=prefix)
         buf = io.BytesIO()
-        stamp = self.repo[self.resolve(version).encode()]
+        stamp = self.repo[_oid(self.resolve(version))]
         assert isinstance(stamp, Commit)
         if fmt == "zip":
             with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
@@ -349,11 +359,11 @@ class PackRepo:
         elif fmt == "tar.gz":
             with tarfile.open(fileobj=buf, mode="w:gz") as tf:
                 for path, data in sorted(files.items()):
-                    info = tarfile.TarInfo(f"{folder}/{path}")
-                    info.size = len(data)
-                    info.mode = 0o644
-                    info.mtime = stamp.commit_time
-                    tf.addfile(info, io.BytesIO(data))
+                    member = tarfile.TarInfo(f"{folder}/{path}")
+                    member.size = len(data)
+                    member.mode = 0o644
+                    member.mtime = stamp.commit_time
+                    tf.addfile(member, io.BytesIO(data))
         else:
             raise StorageError(f"unknown archive format {fmt!r}; use zip or tar.gz")
         return buf.getvalue()
@@ -428,7 +438,7 @@ def clear_stale_locks(root: Path, *, older_than_s: float = STALE_LOCK_S) -> list
     return removed
 
 
-def check_paths(paths: dict[str, bytes | None] | dict[str, bytes]) -> None:
+def check_paths(paths: Mapping[str, bytes | None]) -> None:
     """Raise UnsafePath naming the first path `runtime.paths` refuses."""
     for path in paths:
         problem = path_problem(path)

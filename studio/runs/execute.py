@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
@@ -81,7 +82,7 @@ def first_case_input(pack: Pack) -> dict[str, Any] | None:
 
 
 def new_try_run(
-    project: Project, *, user: object, version: str | None, endpoint: Endpoint | None, input: object
+    project: Project, *, user: User, version: str | None, endpoint: Endpoint | None, input: object
 ) -> TryRun:
     """Check and save a queued TryRun; the caller enqueues it (on commit)."""
     if not isinstance(input, dict):

@@ -19,6 +19,7 @@ from dulwich.objects import Commit
 from ninja import File, Form, Router, Status, UploadedFile
 from ninja.errors import HttpError
 
+from runtime.paths import path_problem, shown
 from studio.accounts.access import project_for, visible_projects
 from studio.accounts.models import Membership, Role
 from studio.projects.archives import ArchiveRefused, read_archive
@@ -45,7 +46,7 @@ from studio.projects.schemas import (
     ValidateOut,
     VersionOut,
 )
-from studio.projects.storage import FileChange, PackRepo, StaleBase, StorageError, side_by_side
+from studio.projects.storage import FileChange, PackRepo, StaleBase, StorageError, UnsafePath, side_by_side
 from studio.projects.views import example_files, upload_limits
 
 router = Router(tags=["projects"])
@@ -110,6 +111,9 @@ def pack_path(path: str) -> str:
             f"bad file path {path!r}: give a path inside the pack, like prompts/classify.txt "
             "(no '..', no leading '/', no empty parts)",
         )
+    problem = path_problem(path, under=PACK_PREFIX)  # no .git, no name a filesystem cannot hold
+    if problem is not None:
+        raise HttpError(400, f"bad file path {shown(path)}: {problem}")
     return path
 
 
@@ -414,7 +418,7 @@ _ARCHIVE_DOC = {
 
 @router.get(
     "/{slug}/download",
-    response=ERRORS,
+    response={**ERRORS, 409: ErrorOut},
     openapi_extra=_ARCHIVE_DOC,
     summary="A version of the pack as a .zip or .tar.gz (one folder named after the project)",
 )
@@ -424,7 +428,10 @@ def download(request: HttpRequest, slug: str, version: str | None = None, format
         raise HttpError(400, f"unknown format {format!r}; use zip or tar.gz")
     repo = _repo(project)
     sha = _resolve(repo, version)
-    data = repo.archive(sha, format, prefix=PACK_PREFIX, folder=project.slug)
+    try:
+        data = repo.archive(sha, format, prefix=PACK_PREFIX, folder=project.slug)
+    except UnsafePath as exc:  # stored before such paths were refused: hand out nothing
+        raise HttpError(409, str(exc)) from None
     response = HttpResponse(data, content_type=ARCHIVE_TYPES[format])
     response["Content-Disposition"] = f'attachment; filename="{project.slug}-{sha[:10]}.{format}"'
     response["X-Packforge-Version"] = sha

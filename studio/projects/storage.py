@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dulwich.diff_tree import CHANGE_ADD, CHANGE_DELETE, tree_changes
+from dulwich.errors import NotGitRepository
 from dulwich.object_store import commit_tree_changes, iter_tree_contents, tree_lookup_path
 from dulwich.objects import Blob, Commit, Tree, parse_tree
 from dulwich.repo import Repo
@@ -35,6 +36,7 @@ BRANCH = b"refs/heads/main"
 FILE_MODE = 0o100644
 DIR_MODE = 0o040000
 STORED_FILE_MODES = (0o100644, 0o100755)
+ORPHAN_AGE_S = 600  # a create takes well under a second; a folder this old with no commit is an orphan
 
 
 class StorageError(Exception):
@@ -91,11 +93,7 @@ class PackRepo:
         refused before anything is made; any failure after that removes the folder, so
         a failed create never leaves a repository that blocks the name."""
         check_paths(files)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            path.mkdir()  # the claim: of two creates of one name, exactly one gets here
-        except FileExistsError:
-            raise StorageError("a repository with this name already exists") from None
+        cls._claim(path)
         try:
             repo = Repo.init_bare(str(path))
             repo.refs.set_symbolic_ref(b"HEAD", BRANCH)
@@ -105,6 +103,25 @@ class PackRepo:
             shutil.rmtree(path, ignore_errors=True)
             raise
         return pack
+
+    @staticmethod
+    def _claim(path: Path) -> None:
+        """Make the folder for a new repository: of two creates of one name exactly one
+        gets it. A folder left by a create that failed under older code (a repository
+        with no commit, untouched for ORPHAN_AGE_S) is removed first, so it no longer
+        blocks the name; a create in flight is younger than that and is left alone. The
+        check and the claim hold one lock per folder of repositories."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path.parent / ".create.lock", "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                if _is_orphan(path):
+                    shutil.rmtree(path)
+                path.mkdir()
+            except FileExistsError:
+                raise StorageError("a repository with this name already exists") from None
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
@@ -324,6 +341,22 @@ class PackRepo:
         else:
             raise StorageError(f"unknown archive format {fmt!r}; use zip or tar.gz")
         return buf.getvalue()
+
+
+def _is_orphan(path: Path) -> bool:
+    """A folder of a create that never made its first commit, untouched for ORPHAN_AGE_S."""
+    try:
+        if time.time() - path.stat().st_mtime < ORPHAN_AGE_S:
+            return False
+    except FileNotFoundError:
+        return False
+    try:
+        Repo(str(path)).refs[BRANCH]
+    except KeyError:
+        return True  # a repository with no commit
+    except NotGitRepository:  # a create that stopped before init left an empty folder
+        return path.is_dir() and not any(path.iterdir())
+    return False
 
 
 def check_paths(paths: dict[str, bytes | None] | dict[str, bytes]) -> None:

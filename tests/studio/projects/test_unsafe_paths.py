@@ -6,9 +6,11 @@ out. A refused upload leaves nothing behind and never shows a server path."""
 from __future__ import annotations
 
 import io
+import os
 import shutil
 import subprocess
 import tarfile
+import time
 import warnings
 import zipfile
 from pathlib import Path
@@ -19,10 +21,11 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from django.test import Client
 from dulwich.objects import Blob, Commit, Tree
+from dulwich.repo import Repo
 
 from runtime.paths import git_special, path_problem
 from studio.projects.models import Project
-from studio.projects.storage import PackRepo, UnsafePath
+from studio.projects.storage import ORPHAN_AGE_S, PackRepo, StorageError, UnsafePath
 from tests.studio.api.conftest import head_of, send
 
 MANIFEST = ("pack/manifest.yaml", b"name: x\nversion: 1\nentry: a\n")
@@ -299,3 +302,24 @@ def test_it_reports_unsafe_stored_paths_from_the_fsck_command(project: Project) 
     with pytest.raises(CommandError, match="1 problem"):
         call_command("fsck_projects", stdout=out)
     assert out.getvalue().startswith("triage: ") and "pack/git~1: git's own folder" in out.getvalue()
+
+
+def test_it_reclaims_a_name_an_old_failed_create_left_blocked(tmp_path: Path) -> None:
+    """What the code before issue 9 left after a 500: a repository with no commit."""
+    orphan = tmp_path / "r.git"
+    Repo.init_bare(str(orphan), mkdir=True)
+    with pytest.raises(StorageError, match="already exists"):  # as young as a create in flight: left alone
+        PackRepo.create(orphan, {"pack/a.txt": b"x"}, author="a", email="", message="first")
+    old = time.time() - ORPHAN_AGE_S - 1
+    os.utime(orphan, (old, old))
+    repo = PackRepo.create(orphan, {"pack/a.txt": b"x"}, author="a", email="", message="first")
+    assert repo.files(prefix="pack/") == {"a.txt": b"x"}
+
+
+def test_it_never_reclaims_a_repository_with_commits(tmp_path: Path) -> None:
+    repo = PackRepo.create(tmp_path / "r.git", {"pack/a.txt": b"x"}, author="a", email="", message="first")
+    old = time.time() - ORPHAN_AGE_S - 1
+    os.utime(repo.path, (old, old))
+    with pytest.raises(StorageError, match="already exists"):
+        PackRepo.create(tmp_path / "r.git", {"pack/b.txt": b"y"}, author="a", email="", message="again")
+    assert PackRepo(tmp_path / "r.git").files(prefix="pack/") == {"a.txt": b"x"}

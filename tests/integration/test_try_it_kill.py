@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.celery_workers import ROOT, TOOL_LOG, TOOL_SLEEP, CeleryWorker, tool_log, wait_for
+from tests.support.celery_workers import ROOT, TOOL_LOG, TOOL_SLEEP, CeleryWorker, database_url, tool_log, wait_for
 
 MESSAGE = json.loads((ROOT / "packs" / "refund_desk" / "evalset.jsonl").read_text().splitlines()[0])["input"]
 
@@ -27,7 +27,6 @@ MESSAGE = json.loads((ROOT / "packs" / "refund_desk" / "evalset.jsonl").read_tex
 @pytest.fixture
 def workers(transactional_db: None, tmp_path: Path, settings: Any) -> Iterator[Callable[[str], CeleryWorker]]:
     from studio.celery import app
-    from tests.integration.conftest import database_url
 
     queue = f"it-runs-{uuid.uuid4().hex[:10]}"
     settings.GIT_ROOT = tmp_path / "git"

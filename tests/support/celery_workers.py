@@ -2,7 +2,7 @@
 host tools that log each real call to a file, so a test can count the calls that
 completed across workers (tests/integration/test_try_it_kill.py).
 
-The worker runs on the test's own database (tests.integration.conftest.database_url)
+The worker runs on the test's own database (`database_url`)
 and broker, listens on a private queue, and serves `PACKFORGE_TOOLS` =
 `tests.support.celery_workers:REFUND_TOOLS` (refund_desk's real tools, logged)."""
 
@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlencode
 
 from tests.support.waiting import wait_until
 
@@ -126,3 +127,24 @@ def wait_for(what: str, done: Callable[[], bool], workers: list[CeleryWorker], t
         return f"{what}\n" + "\n\n".join(f"--- {w.log.name}\n{w.output()[-4000:]}" for w in workers)
 
     wait_until(done, timeout=timeout_s, message=logs)
+
+
+def database_url() -> str:
+    """A DATABASE_URL for the database the test process is connected to now."""
+    from django.db import connections
+
+    db = connections["default"].settings_dict
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        name = str(db["NAME"])
+        if name.startswith("file:") or name == ":memory:":
+            raise RuntimeError("the test database is in memory; a worker process cannot open it")
+        return "sqlite:///" + str(Path(name).resolve())
+    if db["ENGINE"] == "django.db.backends.postgresql":
+        user = quote(db.get("USER") or "", safe="")
+        password = quote(db.get("PASSWORD") or "", safe="")
+        auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
+        query = urlencode(db.get("OPTIONS") or {})
+        return f"postgres://{auth}{db['HOST']}:{db['PORT']}/{quote(db['NAME'], safe='')}" + (
+            f"?{query}" if query else ""
+        )
+    raise RuntimeError(f"no DATABASE_URL for engine {db['ENGINE']}")

@@ -8,13 +8,14 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect
+from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 from django_htmx.http import HttpResponseStopPolling
 
-from studio.accounts.access import project_for
+from studio.accounts.access import project_for, run_for
 from studio.projects.storage import PackRepo
 from studio.runs import execute
 from studio.runs.forms import TryRunForm
@@ -29,10 +30,7 @@ def _pretty(value: Any) -> str:
 
 
 @require_http_methods(["GET", "POST"])
-def try_new(request: HttpRequest) -> HttpResponse:
-    slug = request.GET.get("project") or request.POST.get("project")
-    if not slug:
-        raise Http404("name a project: /runs/new?project=SLUG")
+def try_new(request: HttpRequest, slug: str) -> HttpResponse:
     project, _ = project_for(request.user, slug, edit=True)
     versions = PackRepo(project.repo_path).log(limit=50)
     problem = refused = None
@@ -56,7 +54,7 @@ def try_new(request: HttpRequest) -> HttpResponse:
             from studio.runs.tasks import execute_try_run
 
             execute_try_run.delay_on_commit(run.pk)
-            return redirect("runs-detail", run_id=run.pk)
+            return redirect("runs-detail", slug=project.slug, run_id=run.pk)
     if request.method == "GET" and prepared is not None:
         example = execute.first_case_input(prepared.pack)
         if example is None:
@@ -72,9 +70,9 @@ def try_new(request: HttpRequest) -> HttpResponse:
     return render(request, "runs/new.html", context, status=400 if request.method == "POST" else 200)
 
 
-def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = get_object_or_404(TryRun.objects.select_related("project", "endpoint", "created_by"), pk=run_id)
-    project, role = project_for(request.user, run.project.slug)
+def run_detail(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
+    run, role = run_for(request.user, run_id, slug=slug)
+    project = run.project
     steps = execute.public_steps(run.steps or [], author=role.can_edit)
     for step in steps:
         step["writes_json"] = _pretty(step.get("writes") or {})
@@ -97,3 +95,16 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     if run.is_final:
         return HttpResponseStopPolling(page.content)
     return page
+
+
+# -- the URLs before /p/<slug>/ (docs/studio.md); a stranger still gets 404 --------------
+
+
+def try_new_moved(request: HttpRequest) -> HttpResponsePermanentRedirect:
+    project, _ = project_for(request.user, request.GET.get("project", ""))
+    return HttpResponsePermanentRedirect(reverse("runs-new", args=[project.slug]))
+
+
+def run_moved(request: HttpRequest, run_id: int) -> HttpResponsePermanentRedirect:
+    run, _ = run_for(request.user, run_id)
+    return HttpResponsePermanentRedirect(reverse("runs-detail", args=[run.project.slug, run.pk]))

@@ -14,7 +14,7 @@ from tests.studio.evals.test_results import REJECTED, results_setup, sample_eval
 
 def test_it_colours_the_graph_by_blame_share(as_owner: Client, project: Project, owner: User) -> None:
     ev = sample_eval(project, owner)
-    page = as_owner.get(f"/evals/{ev.pk}/blame")
+    page = as_owner.get(f"/p/{ev.project.slug}/evals/{ev.pk}/blame")
     assert page.status_code == 200
     text = page.content.decode()
     node = re.search(r'<g class="node" data-node="classify">.*?</g>', text, re.S)
@@ -27,17 +27,17 @@ def test_it_colours_the_graph_by_blame_share(as_owner: Client, project: Project,
 
 def test_it_requires_login(project: Project, owner: User) -> None:
     ev = sample_eval(project, owner)
-    assert Client().get(f"/evals/{ev.pk}/blame").status_code == 302
+    assert Client().get(f"/p/{ev.project.slug}/evals/{ev.pk}/blame").status_code == 302
 
 
 def test_it_hides_the_eval_from_strangers(as_stranger: Client, project: Project, owner: User) -> None:
     ev = sample_eval(project, owner)
-    assert as_stranger.get(f"/evals/{ev.pk}/blame").status_code == 404
+    assert as_stranger.get(f"/p/{ev.project.slug}/evals/{ev.pk}/blame").status_code == 404
 
 
 def test_it_shows_a_viewer_reasons_but_no_rejected_text(as_viewer: Client, project: Project, owner: User) -> None:
     ev = sample_eval(project, owner)
-    page = as_viewer.get(f"/evals/{ev.pk}/blame")
+    page = as_viewer.get(f"/p/{ev.project.slug}/evals/{ev.pk}/blame")
     assert page.status_code == 200
     assert b"category must be one of" in page.content
     assert REJECTED.encode() not in page.content
@@ -45,5 +45,7 @@ def test_it_shows_a_viewer_reasons_but_no_rejected_text(as_viewer: Client, proje
 
 def test_it_answers_htmx_with_the_results_fragment(as_owner: Client, project: Project, owner: User) -> None:
     ev = sample_eval(project, owner)
-    page = as_owner.get(f"/evals/{ev.pk}/blame", headers={"HX-Request": "true", "HX-Target": "results-page"})
+    page = as_owner.get(
+        f"/p/{ev.project.slug}/evals/{ev.pk}/blame", headers={"HX-Request": "true", "HX-Target": "results-page"}
+    )
     assert page.content.decode().lstrip().startswith('<div id="results-page"')

@@ -78,16 +78,16 @@ def test_it_answers_every_page_in_bounded_time_at_10k_runs(as_owner: Client, pro
     sample = EvalCase.objects.filter(eval=ev).values_list("trace", flat=True)[:100]
     trace_bytes = sum(len(json.dumps(t)) for t in sample)
     pages = {
-        "summary": f"/evals/{ev.pk}/summary",
-        "blame (cold)": f"/evals/{ev.pk}/blame",
-        "blame": f"/evals/{ev.pk}/blame",
-        "coverage": f"/evals/{ev.pk}/coverage",
-        "tiers": f"/evals/{ev.pk}/tiers",
-        "cost": f"/evals/{ev.pk}/cost?sort=latency&dir=desc",
-        "cost table (htmx)": f"/evals/{ev.pk}/cost?sort=tokens&dir=asc&page=40",
-        "case": f"/evals/{ev.pk}/cases/case-00004/0",
-        "compare": f"/evals/compare?a={ev.pk}&b={other.pk}",
-        "history": f"/evals/history/{project.slug}",
+        "summary": f"/p/{ev.project.slug}/evals/{ev.pk}/summary",
+        "blame (cold)": f"/p/{ev.project.slug}/evals/{ev.pk}/blame",
+        "blame": f"/p/{ev.project.slug}/evals/{ev.pk}/blame",
+        "coverage": f"/p/{ev.project.slug}/evals/{ev.pk}/coverage",
+        "tiers": f"/p/{ev.project.slug}/evals/{ev.pk}/tiers",
+        "cost": f"/p/{ev.project.slug}/evals/{ev.pk}/cost?sort=latency&dir=desc",
+        "cost table (htmx)": f"/p/{ev.project.slug}/evals/{ev.pk}/cost?sort=tokens&dir=asc&page=40",
+        "case": f"/p/{ev.project.slug}/evals/{ev.pk}/cases/case-00004/0",
+        "compare": f"/p/{project.slug}/evals/compare?a={ev.pk}&b={other.pk}",
+        "history": f"/p/{project.slug}/evals/history",
     }
     measured: dict[str, Any] = {}
     as_owner.get(pages["case"])  # load the pack once (kept per version)

@@ -17,7 +17,8 @@ from studio.projects.execute import validate_files
 from studio.projects.forms import ProjectCreateForm
 from studio.projects.graph_svg import draw
 from studio.projects.models import Project, create_project
-from studio.projects.pages import (
+from studio.projects.storage import StorageError
+from studio.projects.views.common import (
     SHORT,
     Opened,
     changed_files,
@@ -28,7 +29,6 @@ from studio.projects.pages import (
     pack_files,
     page,
 )
-from studio.projects.storage import StorageError
 
 
 def upload_limits() -> Limits:

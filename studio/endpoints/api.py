@@ -19,6 +19,7 @@ from ninja.errors import HttpError
 from studio.endpoints.forms import EndpointForm
 from studio.endpoints.models import Endpoint
 from studio.endpoints.views import can_manage
+from studio.errors import ERRORS
 
 router = Router(tags=["endpoints"])
 
@@ -43,23 +44,36 @@ class EndpointOut(Schema):
     last_check: dict[str, Any] | None
 
 
+def _out(endpoint: Endpoint) -> EndpointOut:
+    return EndpointOut(
+        id=endpoint.pk,
+        name=endpoint.name,
+        spec=endpoint.spec,
+        key_env=endpoint.key_env,
+        price_in=float(endpoint.price_in),
+        price_out=float(endpoint.price_out),
+        concurrency=endpoint.concurrency,
+        last_check=endpoint.last_check,
+    )
+
+
 def _require_staff(request: HttpRequest) -> None:
     if not can_manage(request.user):
         raise PermissionDenied("only staff may change model endpoints")
 
 
-@router.get("", response=list[EndpointOut])
-def list_endpoints(request: HttpRequest) -> Any:
-    return Endpoint.objects.all()
+@router.get("", response={200: list[EndpointOut], **ERRORS}, summary="The model endpoints")
+def list_endpoints(request: HttpRequest) -> list[EndpointOut]:
+    return [_out(endpoint) for endpoint in Endpoint.objects.all()]
 
 
-@router.get("/{endpoint_id}", response=EndpointOut)
-def get_endpoint(request: HttpRequest, endpoint_id: int) -> Any:
-    return get_object_or_404(Endpoint, pk=endpoint_id)
+@router.get("/{endpoint_id}", response={200: EndpointOut, **ERRORS}, summary="One model endpoint")
+def get_endpoint(request: HttpRequest, endpoint_id: int) -> EndpointOut:
+    return _out(get_object_or_404(Endpoint, pk=endpoint_id))
 
 
-@router.post("", response={201: EndpointOut})
-def create_endpoint(request: HttpRequest, payload: EndpointIn) -> Any:
+@router.post("", response={201: EndpointOut, **ERRORS}, summary="Add a model endpoint (staff)")
+def create_endpoint(request: HttpRequest, payload: EndpointIn) -> Status[EndpointOut]:
     _require_staff(request)
     form = EndpointForm(data=payload.dict())
     if not form.is_valid():
@@ -71,11 +85,11 @@ def create_endpoint(request: HttpRequest, payload: EndpointIn) -> Any:
     endpoint = form.save(commit=False)
     endpoint.created_by = request.user
     endpoint.save()
-    return Status(201, endpoint)
+    return Status(201, _out(endpoint))
 
 
-@router.post("/{endpoint_id}/check", response={202: EndpointOut})
-def check_endpoint(request: HttpRequest, endpoint_id: int) -> Any:
+@router.post("/{endpoint_id}/check", response={202: EndpointOut, **ERRORS}, summary="Check a model endpoint (staff)")
+def check_endpoint(request: HttpRequest, endpoint_id: int) -> Status[EndpointOut]:
     _require_staff(request)
     from studio.endpoints.tasks import check_endpoint as check_task
 
@@ -83,4 +97,4 @@ def check_endpoint(request: HttpRequest, endpoint_id: int) -> Any:
     endpoint.last_check = {"state": "checking", "requested_at": timezone.now().isoformat()}
     endpoint.save(update_fields=["last_check"])
     check_task.delay_on_commit(endpoint.pk)
-    return Status(202, endpoint)
+    return Status(202, _out(endpoint))

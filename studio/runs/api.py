@@ -11,12 +11,12 @@ from datetime import datetime
 from typing import Any
 
 from django.http import HttpRequest
-from django.shortcuts import get_object_or_404
 from ninja import Router, Schema, Status
 from ninja.errors import HttpError
 
-from studio.accounts.access import project_for
+from studio.accounts.access import project_for, run_for
 from studio.endpoints.models import Endpoint
+from studio.errors import ERRORS
 from studio.runs import execute
 from studio.runs.models import TryRun
 
@@ -47,27 +47,27 @@ class RunOut(Schema):
     finished_at: datetime | None
 
 
-def _out(run: TryRun, *, author: bool) -> dict[str, Any]:
-    return {
-        "id": run.pk,
-        "project": run.project.slug,
-        "version": run.version,
-        "endpoint": run.endpoint.name if run.endpoint else None,
-        "model_spec": run.model_spec,
-        "status": run.status,
-        "final": run.is_final,
-        "input": run.input,
-        "output": run.output,
-        "error": run.error,
-        "steps": execute.public_steps(run.steps or [], author=author),
-        "created_by": run.created_by.username,
-        "created_at": run.created_at,
-        "finished_at": run.finished_at,
-    }
+def _out(run: TryRun, *, author: bool) -> RunOut:
+    return RunOut(
+        id=run.pk,
+        project=run.project.slug,
+        version=run.version,
+        endpoint=run.endpoint.name if run.endpoint else None,
+        model_spec=run.model_spec,
+        status=run.status,
+        final=run.is_final,
+        input=run.input,
+        output=run.output,
+        error=run.error,
+        steps=execute.public_steps(run.steps or [], author=author),
+        created_by=run.created_by.username,
+        created_at=run.created_at,
+        finished_at=run.finished_at,
+    )
 
 
-@router.post("", response={201: RunOut})
-def create_run(request: HttpRequest, payload: RunIn) -> Any:
+@router.post("", response={201: RunOut, **ERRORS}, summary="Start a try-it run")
+def create_run(request: HttpRequest, payload: RunIn) -> Status[RunOut]:
     project, _ = project_for(request.user, payload.project, edit=True)
     endpoint = None
     if payload.endpoint:
@@ -83,12 +83,11 @@ def create_run(request: HttpRequest, payload: RunIn) -> Any:
     from studio.runs.tasks import execute_try_run
 
     execute_try_run.delay_on_commit(run.pk)
-    run = TryRun.objects.select_related("project", "endpoint", "created_by").get(pk=run.pk)
+    run, _ = run_for(request.user, run.pk)
     return Status(201, _out(run, author=True))
 
 
-@router.get("/{run_id}", response=RunOut)
-def get_run(request: HttpRequest, run_id: int) -> Any:
-    run = get_object_or_404(TryRun.objects.select_related("project", "endpoint", "created_by"), pk=run_id)
-    _, role = project_for(request.user, run.project.slug)
+@router.get("/{run_id}", response={200: RunOut, **ERRORS}, summary="A try-it run and its trace so far")
+def get_run(request: HttpRequest, run_id: int) -> RunOut:
+    run, role = run_for(request.user, run_id)
     return _out(run, author=role.can_edit)

@@ -11,6 +11,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
 from studio.accounts.models import Role
+from studio.endpoints.models import Endpoint
 from studio.evals.models import Eval
 from studio.projects.models import Project
 from studio.runs.models import TryRun
@@ -53,6 +54,27 @@ def run_for(user: object, pk: int, *, slug: str | None = None, edit: bool = Fals
     if run is None:
         raise Http404("No such run")
     return run, _role_on(run.project, user, edit=edit)
+
+
+def can_manage_endpoints(user: object) -> bool:
+    """Model endpoints are shared by every project: staff add, change and check them."""
+    return bool(getattr(user, "is_staff", False) or getattr(user, "is_superuser", False))
+
+
+def require_endpoint_manager(user: object) -> None:
+    if not can_manage_endpoints(user):
+        raise PermissionDenied("only staff may change model endpoints")
+
+
+def endpoint_for(user: object, pk: int, *, manage: bool = False) -> Endpoint:
+    """The endpoint (every signed-in user may read one; 404 when there is none); with
+    `manage`, 403 unless the user is staff."""
+    if manage:
+        require_endpoint_manager(user)
+    endpoint = Endpoint.objects.filter(pk=pk).first()
+    if endpoint is None:
+        raise Http404("No such endpoint")
+    return endpoint
 
 
 def visible_projects(user: object) -> list[Project]:

@@ -9,16 +9,14 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
-from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from ninja import Router, Schema, Status
 from ninja.errors import HttpError
 
+from studio.accounts.access import endpoint_for, require_endpoint_manager
 from studio.endpoints.forms import EndpointForm
 from studio.endpoints.models import Endpoint
-from studio.endpoints.views import can_manage
 from studio.errors import ERRORS
 
 router = Router(tags=["endpoints"])
@@ -57,11 +55,6 @@ def _out(endpoint: Endpoint) -> EndpointOut:
     )
 
 
-def _require_staff(request: HttpRequest) -> None:
-    if not can_manage(request.user):
-        raise PermissionDenied("only staff may change model endpoints")
-
-
 @router.get("", response={200: list[EndpointOut], **ERRORS}, summary="The model endpoints")
 def list_endpoints(request: HttpRequest) -> list[EndpointOut]:
     return [_out(endpoint) for endpoint in Endpoint.objects.all()]
@@ -69,12 +62,12 @@ def list_endpoints(request: HttpRequest) -> list[EndpointOut]:
 
 @router.get("/{endpoint_id}", response={200: EndpointOut, **ERRORS}, summary="One model endpoint")
 def get_endpoint(request: HttpRequest, endpoint_id: int) -> EndpointOut:
-    return _out(get_object_or_404(Endpoint, pk=endpoint_id))
+    return _out(endpoint_for(request.user, endpoint_id))
 
 
 @router.post("", response={201: EndpointOut, **ERRORS}, summary="Add a model endpoint (staff)")
 def create_endpoint(request: HttpRequest, payload: EndpointIn) -> Status[EndpointOut]:
-    _require_staff(request)
+    require_endpoint_manager(request.user)
     form = EndpointForm(data=payload.dict())
     if not form.is_valid():
         problems = [
@@ -90,10 +83,9 @@ def create_endpoint(request: HttpRequest, payload: EndpointIn) -> Status[Endpoin
 
 @router.post("/{endpoint_id}/check", response={202: EndpointOut, **ERRORS}, summary="Check a model endpoint (staff)")
 def check_endpoint(request: HttpRequest, endpoint_id: int) -> Status[EndpointOut]:
-    _require_staff(request)
+    endpoint = endpoint_for(request.user, endpoint_id, manage=True)
     from studio.endpoints.tasks import check_endpoint as check_task
 
-    endpoint = get_object_or_404(Endpoint, pk=endpoint_id)
     endpoint.last_check = {"state": "checking", "requested_at": timezone.now().isoformat()}
     endpoint.save(update_fields=["last_check"])
     check_task.delay_on_commit(endpoint.pk)

@@ -137,11 +137,13 @@ def progress_context(ev: Eval, can_edit: bool) -> dict[str, Any]:
     counts = execute.counts_of(ev)
     total = counts["total"] or 1
     ended = ev.is_final and counts["running"] == 0
-    bar = [
-        (key, counts[key], 100 * counts[key] / total)
-        for key in ("passed", "failed", "error", "cancelled", "running")
-        if counts[key]
-    ]
+    bar = []  # (status, count, x, width) in percent: the progress bar's segments, left to right
+    x = 0.0
+    for key in ("passed", "failed", "error", "cancelled", "running"):
+        if counts[key]:
+            width = 100 * counts[key] / total
+            bar.append((key, counts[key], x, width))
+            x += width
     return {
         "ev": ev,
         "counts": counts,

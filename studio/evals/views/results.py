@@ -34,6 +34,7 @@ from studio.projects.execute import PACK_PREFIX, validate_files
 from studio.projects.storage import PackRepo, StorageError
 
 SHORT = 10
+FRAGMENT_FRAME = "_fragment.html"  # what a section base extends for an htmx swap: no site header
 
 
 # -- shared -------------------------------------------------------------------------------
@@ -89,11 +90,14 @@ def context_for(ev: Eval, role: Role, active: str, **extra: Any) -> dict[str, An
 def page(
     request: HttpRequest, template: str, context: dict[str, Any], status: int = 200, fragments: tuple[str, ...] = ()
 ) -> HttpResponse:
-    """The full page; for htmx, the fragment its target names (`results-page` by default)."""
-    if request.htmx:
-        target = request.htmx.target if request.htmx.target in fragments else "results-page"
-        return render(request, f"{template}#{target}", context, status=status)
-    return render(request, template, context, status=status)
+    """The full page; for htmx, the fragment its target names: `results-page` (the
+    default: the section of evals/base.html, framed without the site header) or one of
+    the page's partials named in `fragments`."""
+    if not request.htmx:
+        return render(request, template, context, status=status)
+    if request.htmx.target in fragments:
+        return render(request, f"{template}#{request.htmx.target}", context, status=status)
+    return render(request, template, {**context, "frame": FRAGMENT_FRAME}, status=status)
 
 
 def pct(v: float | None) -> str:

@@ -2,11 +2,29 @@
 committing it, checkpoint every step, score a pack against its evalset.
 
 Imports no Django, Celery or studio code: a downloaded pack runs with httpx,
-jsonschema and PyYAML installed."""
+jsonschema and PyYAML installed.
 
-from runtime.backends import Backend, ModelCall, ModelReply, open_backend
-from runtime.checkpoint import CheckpointStore, MemoryStore, SQLiteStore
+This module is the runtime's public API: the studio and the compiler import these
+names from `runtime`, nothing from its submodules. tests/runtime/test_exported_members.py
+pins the list."""
+
+from runtime.backends import (
+    BACKEND_KINDS,
+    Backend,
+    BackendConfig,
+    BackendKind,
+    FakeConfig,
+    ModelCall,
+    ModelReply,
+    OpenAIConfig,
+    SimConfig,
+    open_backend,
+    parse_backend_spec,
+)
+from runtime.checkpoint import CheckpointStore, Entry, MemoryStore, RunRecord, SQLiteStore
+from runtime.endpoints import CheckResult, check_endpoint
 from runtime.errors import (
+    PACK_ISSUE_KINDS,
     BackendError,
     BadSpec,
     Cancelled,
@@ -19,21 +37,68 @@ from runtime.errors import (
     RunNotFound,
     RunStateError,
 )
+from runtime.evaluate import (
+    DEFAULT_TOLERANCES,
+    METRIC_DIRECTIONS,
+    PATH_PROBLEM_KINDS,
+    PROBLEM_KINDS,
+    SCHEMA_CATEGORIES,
+    CaseProblem,
+    CaseResult,
+    EvalReport,
+    FieldDiff,
+    baseline_document,
+    check_baseline,
+    evaluate,
+    score_case,
+)
+from runtime.nodes import NODE_KINDS, drawing_for
+from runtime.nodes.base import NODE_SHAPES, NodeDrawing, NodeKind
 from runtime.pack import Pack, load_pack
-from runtime.trace import Trace
+from runtime.pack.model import Case, Edge, Node
+from runtime.stats import mcnemar_exact, paired_outcomes, percentile, wilson_interval
+from runtime.tools import Tool, load_tools
+from runtime.trace import TRACE_VERSION, Attempt, EdgeTaken, Step, ToolCall, Trace
 from runtime.walker import RunOptions, RunResult, resume_run, run_pack
 
 __all__ = [
+    "BACKEND_KINDS",
+    "DEFAULT_TOLERANCES",
+    "METRIC_DIRECTIONS",
+    "NODE_KINDS",
+    "NODE_SHAPES",
+    "PACK_ISSUE_KINDS",
+    "PATH_PROBLEM_KINDS",
+    "PROBLEM_KINDS",
+    "SCHEMA_CATEGORIES",
+    "TRACE_VERSION",
+    "Attempt",
     "Backend",
+    "BackendConfig",
     "BackendError",
+    "BackendKind",
     "BadSpec",
     "Cancelled",
+    "Case",
+    "CaseProblem",
+    "CaseResult",
+    "CheckResult",
     "CheckpointStore",
+    "Edge",
+    "EdgeTaken",
+    "Entry",
+    "EvalReport",
     "ExprError",
+    "FakeConfig",
     "FencedOut",
+    "FieldDiff",
     "MemoryStore",
     "ModelCall",
     "ModelReply",
+    "Node",
+    "NodeDrawing",
+    "NodeKind",
+    "OpenAIConfig",
     "OutputRejected",
     "Pack",
     "PackInvalid",
@@ -41,12 +106,29 @@ __all__ = [
     "PackforgeError",
     "RunNotFound",
     "RunOptions",
+    "RunRecord",
     "RunResult",
     "RunStateError",
     "SQLiteStore",
+    "SimConfig",
+    "Step",
+    "Tool",
+    "ToolCall",
     "Trace",
+    "baseline_document",
+    "check_baseline",
+    "check_endpoint",
+    "drawing_for",
+    "evaluate",
     "load_pack",
+    "load_tools",
+    "mcnemar_exact",
     "open_backend",
+    "paired_outcomes",
+    "parse_backend_spec",
+    "percentile",
     "resume_run",
     "run_pack",
+    "score_case",
+    "wilson_interval",
 ]

@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from runtime.backends import open_backend
 from runtime.checkpoint import CheckpointStore, MemoryStore, SQLiteStore
-from runtime.errors import BadSpec, PackforgeError, PackInvalid
+from runtime.errors import PackforgeError, PackInvalid
 from runtime.logs import configure_logging
 from runtime.pack import Pack, load_pack
-from runtime.walker import RunResult, Tool, resume_run, run_pack
+from runtime.tools import load_tools
+from runtime.walker import RunResult, resume_run, run_pack
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING = 0, 1, 2, 3
 
@@ -125,32 +124,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"error: internal error ({type(exc).__name__}: {exc}); rerun with --debug for details", file=sys.stderr)
         return EXIT_USAGE
-
-
-def load_tools(ref: str | None) -> dict[str, Tool] | None:
-    """Import MODULE:REGISTRY, where MODULE is a dotted name or a path to a .py file."""
-    if ref is None:
-        return None
-    module_ref, sep, attr = ref.rpartition(":")
-    if not sep or not module_ref or not attr:
-        raise BadSpec(f"--tools {ref!r} must look like MODULE:REGISTRY or path/to/tools.py:REGISTRY")
-    try:
-        if module_ref.endswith(".py"):
-            path = Path(module_ref)
-            if not path.is_file():
-                raise BadSpec(f"--tools: no such file {module_ref}")
-            spec = importlib.util.spec_from_file_location(f"packforge_tools_{path.stem}", path)
-            assert spec is not None and spec.loader is not None
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(module_ref)
-    except ImportError as exc:
-        raise BadSpec(f"--tools: cannot import {module_ref}: {exc}") from None
-    registry = getattr(module, attr, None)
-    if not isinstance(registry, Mapping) or not all(callable(f) for f in registry.values()):
-        raise BadSpec(f"--tools: {module_ref}:{attr} must be a dict of tool name -> function")
-    return dict(registry)
 
 
 def _json_arg(value: str, what: str) -> Any:
@@ -278,7 +251,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         )
     finally:
         backend.close()
-    gate = check_baseline(report, baseline) if baseline is not None else None
+    gate = check_baseline(report.metrics(), baseline) if baseline is not None else None
     if args.write_baseline:
         Path(args.write_baseline).write_text(json.dumps(baseline_document(report), indent=2) + "\n", encoding="utf-8")
     if args.json:

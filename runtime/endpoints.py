@@ -16,7 +16,9 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from runtime.backends.base import ModelCall
+from runtime.backends.config import OpenAIConfig
 from runtime.errors import BadSpec, PackforgeError
+from runtime.nodes import kind_names
 from runtime.pack.model import Pack
 
 __all__ = ["CHECK_SCHEMA", "LINT_TABLE", "CheckResult", "LintWarning", "check_endpoint", "lint_pack", "lint_schema"]
@@ -120,9 +122,12 @@ def lint_schema(schema: dict[str, Any], mode: str, node: str = "") -> list[LintW
         kinds = sub.get("type")
         kinds = set(kinds) if isinstance(kinds, list) else {kinds}
         for keyword in sub:
-            if keyword in never or (keyword in _BOUNDS and (
-                (number_bounds and ("number" in kinds or None in kinds)) or (integer_bounds and "integer" in kinds)
-            )):
+            if keyword in never or (
+                keyword in _BOUNDS
+                and (
+                    (number_bounds and ("number" in kinds or None in kinds)) or (integer_bounds and "integer" in kinds)
+                )
+            ):
                 found.append(LintWarning(node, path, keyword, mode))
         if mode == "json_object" and "string" in kinds:
             found.append(LintWarning(node, path, "string (raw control characters)", mode))
@@ -130,11 +135,13 @@ def lint_schema(schema: dict[str, Any], mode: str, node: str = "") -> list[LintW
 
 
 def lint_pack(pack: Pack, spec: str) -> list[LintWarning]:
-    """Per generate node, the schema keywords the endpoint named by `spec` won't enforce."""
+    """Per node whose schema goes to the model (generate), the schema keywords the
+    endpoint named by `spec` won't enforce."""
     mode = _grammar_mode(spec)
+    asking = kind_names(asks_model=True)
     found: list[LintWarning] = []
     for node in pack.nodes.values():
-        if node.kind == "generate" and node.schema is not None:
+        if node.kind in asking and node.schema is not None:
             found.extend(lint_schema(node.schema, mode, node.id))
     return found
 
@@ -144,9 +151,9 @@ def _grammar_mode(spec: str) -> str:
         raise BadSpec(
             f"--endpoint {spec!r}: schema lint applies to openai: endpoints (scripted models send no grammar)"
         )
-    from runtime.backends.openai import parse_spec
+    from runtime.backends.config import parse_openai_spec
 
-    return parse_spec(spec).grammar
+    return parse_openai_spec(spec).grammar
 
 
 @dataclass
@@ -192,15 +199,19 @@ class CheckResult:
         return out
 
 
-def check_endpoint(spec: str) -> CheckResult:
+def check_endpoint(endpoint: OpenAIConfig | str) -> CheckResult:
     """One constrained call to the endpoint: does it answer, is the answer inside an enum
     the prompt never mentions (so only a grammar can produce it), and how fast. Retries
     are capped at 2 tries within 30 s so a dead server is reported quickly."""
-    from runtime.backends.openai import OpenAIBackend, parse_spec
+    from runtime.backends.config import parse_openai_spec
+    from runtime.backends.openai import OpenAIBackend
 
-    if not spec.startswith("openai:"):
-        raise BadSpec("endpoints check takes an openai: spec, e.g. openai:http://127.0.0.1:8080/v1#MODEL")
-    config = parse_spec(spec)
+    if isinstance(endpoint, str):
+        if not endpoint.startswith("openai:"):
+            raise BadSpec("endpoints check takes an openai: spec, e.g. openai:http://127.0.0.1:8080/v1#MODEL")
+        spec, config = endpoint, parse_openai_spec(endpoint)
+    else:
+        spec, config = endpoint.spec, endpoint
     config = dataclasses.replace(config, attempts=min(config.attempts, 2), deadline=min(config.deadline, 30.0))
     backend = OpenAIBackend(spec, config)
     call = ModelCall(

@@ -9,13 +9,28 @@ class PackforgeError(Exception):
     """Base of every error the runtime raises on purpose."""
 
 
+# What a pack load problem is about (PackIssue.kind):
+PACK_ISSUE_KINDS = (
+    "syntax",  # a file does not parse (YAML, JSON, a template) or is not UTF-8 text
+    "missing",  # a required file or key is absent
+    "unknown_key",  # a key the format does not define
+    "reference",  # a name that points at nothing: a node, a tool, a field, an input
+    "schema",  # a grammar that is not a usable JSON Schema
+    "graph",  # routing, reachability, cycles
+    "evalset",  # a gold case that cannot be used
+    "value",  # a value of the wrong type or out of range
+)
+
+
 @dataclass(frozen=True)
 class PackIssue:
-    """One problem found while loading a pack: where it is and what to do."""
+    """One problem found while loading a pack: where it is, what to do, and a
+    machine-readable `kind` (one of PACK_ISSUE_KINDS)."""
 
     file: str
     message: str
     line: int | None = None
+    kind: str = "value"
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line is not None else self.file

@@ -11,16 +11,53 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from runtime.backends.base import Backend
 from runtime.checkpoint import CheckpointStore, MemoryStore
 from runtime.pack.model import Case, Edge, Pack
 from runtime.stats import percentile, wilson_interval
+from runtime.tools import Tool
 from runtime.trace import Trace
-from runtime.walker import RunOptions, RunResult, Tool, run_pack
+from runtime.walker import RunOptions, RunResult, run_pack
 
 SCHEMA_CATEGORIES = ("parse", "schema", "truncated")
+
+# What a case problem is about: the end node the case names ("end"), the run's status
+# when the case names no end ("status"), the path the case names ("path").
+PROBLEM_KINDS = ("end", "status", "path")
+PATH_PROBLEM_KINDS = ("end", "path")  # the case's declared route was not followed
+
+
+@dataclass(frozen=True)
+class CaseProblem:
+    """Why a case failed, beside its field diffs: a machine-readable `kind` (one of
+    PROBLEM_KINDS) and a sentence for people. `str()` is the sentence."""
+
+    kind: str
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "message": self.message}
+
+    @classmethod
+    def from_stored(cls, value: Any) -> CaseProblem:
+        """A problem as stored by `to_dict`, or as a bare sentence (rows written before
+        problems had kinds: the sentence is classified by this module's own wording)."""
+        if isinstance(value, Mapping):
+            return cls(str(value.get("kind", "status")), str(value.get("message", "")))
+        text = str(value)
+        for kind, prefix in _LEGACY_PREFIXES:
+            if text.startswith(prefix):
+                return cls(kind, text)
+        return cls("status", text)
+
+
+_LEGACY_PREFIXES = (("end", "expected to stop at"), ("path", "path did not visit"))
 
 
 @dataclass
@@ -39,7 +76,7 @@ class CaseResult:
     tier: str
     output: dict[str, Any]
     diffs: list[FieldDiff]
-    problems: list[str]  # path / end / status problems, in words
+    problems: list[CaseProblem]  # end / status / path problems
     blamed: str | None
     path: list[str]
     edges: list[int]
@@ -152,7 +189,8 @@ def _case_dict(c: CaseResult) -> dict[str, Any]:
         "blamed": c.blamed,
         "output": c.output,
         "path": c.path,
-        "problems": c.problems,
+        "problems": [str(p) for p in c.problems],
+        "problem_kinds": [p.kind for p in c.problems],
         "tags": list(c.tags),
         "diffs": [
             {"field": d.field, "expected": d.expected, "actual": d.actual, "missing": d.missing} for d in c.diffs
@@ -219,12 +257,14 @@ def score_case(pack: Pack, case: Case, result: RunResult) -> CaseResult:
     problems = []
     stopped_at = trace.end_node or result.waiting_at
     if case.end is not None and stopped_at != case.end:
-        problems.append(f"expected to stop at '{case.end}', stopped at '{stopped_at or result.status}'")
+        problems.append(
+            CaseProblem("end", f"expected to stop at '{case.end}', stopped at '{stopped_at or result.status}'")
+        )
     elif case.end is None and result.status != "done":
-        problems.append(f"run {result.status}" + (f": {trace.error}" if trace.error else ""))
+        problems.append(CaseProblem("status", f"run {result.status}" + (f": {trace.error}" if trace.error else "")))
     missed = _missed_path(case.path, trace.path)
     if missed is not None:
-        problems.append(f"path did not visit '{missed}' (took {' > '.join(trace.path)})")
+        problems.append(CaseProblem("path", f"path did not visit '{missed}' (took {' > '.join(trace.path)})"))
     passed = not diffs and not problems
     rejections = Counter(a.category for a in trace.attempts if not a.ok and a.category)
     return CaseResult(
@@ -289,14 +329,24 @@ def blame(case: Case, trace: Trace, diffs: list[FieldDiff], missed: str | None) 
 
 # -- the baseline gate -------------------------------------------------------------------
 
-DEFAULT_TOLERANCES = {
+DEFAULT_TOLERANCES: dict[str, float] = {
     "pass_rate": 0.0,  # absolute drop allowed
     "escalation_rate": 0.05,  # absolute rise allowed
     "schema_violation_rate": 0.05,  # absolute rise allowed
     "mean_model_calls": 0.10,  # relative rise allowed
     "cost_per_case": 0.10,  # relative rise allowed
 }
-_HIGHER_IS_BETTER = {"pass_rate"}
+# Which way each gate metric improves: "higher" (a drop beyond the tolerance fails the
+# gate) or "lower" (a rise beyond it fails).
+METRIC_DIRECTIONS: Mapping[str, str] = MappingProxyType(
+    {
+        "pass_rate": "higher",
+        "escalation_rate": "lower",
+        "schema_violation_rate": "lower",
+        "mean_model_calls": "lower",
+        "cost_per_case": "lower",
+    }
+)
 _RELATIVE = {"mean_model_calls", "cost_per_case"}
 
 
@@ -310,17 +360,19 @@ def baseline_document(report: EvalReport) -> dict[str, Any]:
     }
 
 
-def check_baseline(report: EvalReport, baseline: dict[str, Any]) -> list[dict[str, Any]]:
-    """Compare `report` to a baseline document; one row per metric with `ok`."""
-    current = report.metrics()
+def check_baseline(metrics: Mapping[str, float], baseline: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Compare `metrics` (EvalReport.metrics()) to a baseline document (`baseline_document`:
+    its "metrics" and optional "tolerances"); one row per metric: metric, baseline,
+    current, limit, ok."""
+    current = metrics
     base = baseline.get("metrics", {})
     tolerances = {**DEFAULT_TOLERANCES, **baseline.get("tolerances", {})}
     rows = []
     for name, tol in tolerances.items():
         if name not in base or name not in current:
             continue
-        was, now = float(base[name]), current[name]
-        if name in _HIGHER_IS_BETTER:
+        was, now = float(base[name]), float(current[name])
+        if METRIC_DIRECTIONS.get(name) == "higher":
             limit = was - tol
             ok = now >= limit - 1e-12
         else:

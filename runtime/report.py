@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from runtime.evaluate import EvalReport
+from runtime.nodes import drawing_for
 from runtime.pack.model import Pack
 
 
@@ -54,17 +55,11 @@ def _label(text: str) -> str:
 
 
 def mermaid(pack: Pack) -> str:
-    shapes = {
-        "generate": ('["', '"]'),
-        "assert": ('{"', '"}'),
-        "tool": ('[["', '"]]'),
-        "human": ('[/"', '"/]'),
-        "end": ('(["', '"])'),
-    }
     lines = ["flowchart TD"]
     for node in pack.nodes.values():
-        left, right = shapes[node.kind]
-        lines.append(f"  {node.id}{left}{_label(node.id)}<br/><small>{node.kind}</small>{right}")
+        drawing = drawing_for(node.kind)
+        left, right = drawing.mermaid
+        lines.append(f"  {node.id}{left}{_label(node.id)}<br/><small>{drawing.label}</small>{right}")
     for e in pack.edges:
         if e.kind == "next":
             arrow = f'-->|"{_label(e.when.source)}"|' if e.when is not None else "-->"

@@ -5,10 +5,18 @@ They are never sent to a model again and never logged above DEBUG."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 TIERS = ("auto", "escalated", "failed")
+
+# The version of `Trace.to_dict`'s shape, written into it as "version". Raise it when a
+# key is renamed or removed (adding a key is compatible); readers of stored traces
+# (`Trace.from_dict`, SQL over a stored trace) name the version they understand.
+# Version 1: run_id, pack, case_id, steps, attempts, tool_calls, status, end_node, error,
+# path, tier, totals. A stored dict without "version" is version 1.
+TRACE_VERSION = 1
 
 
 @dataclass
@@ -82,8 +90,9 @@ class Trace:
     def tier(self) -> str:
         if self.status in ("failed", "cancelled") or any(s.edge and s.edge.kind == "on_fail" for s in self.steps):
             return "failed"
+        waits = _waiting_kinds()
         if self.status == "waiting" or any(
-            s.kind == "human" or (s.edge and s.edge.kind == "on_unsure") for s in self.steps
+            s.kind in waits or (s.edge and s.edge.kind == "on_unsure") for s in self.steps
         ):
             return "escalated"
         return "auto"
@@ -108,7 +117,7 @@ class Trace:
         return [s for s in self.steps if s.writes and s.status == "ok"]
 
     def to_dict(self, include_rejected_text: bool = True) -> dict[str, Any]:
-        data = asdict(self)
+        data: dict[str, Any] = {"version": TRACE_VERSION, **asdict(self)}
         data["path"] = self.path
         data["tier"] = self.tier
         data["totals"] = self.totals()
@@ -117,3 +126,40 @@ class Trace:
                 if not a["ok"]:
                     a["text"] = ""
         return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Trace:
+        """A trace from its dict form (`to_dict`, any version up to TRACE_VERSION).
+        Derived keys (path, tier, totals) are recomputed, not read."""
+        version = int(data.get("version", 1))
+        if version > TRACE_VERSION:
+            raise ValueError(f"trace version {version} is newer than this runtime's ({TRACE_VERSION})")
+        steps = []
+        for raw in data.get("steps", []):
+            step = dict(raw)
+            edge = step.pop("edge", None)
+            steps.append(Step(**_known(Step, step), edge=EdgeTaken(**_known(EdgeTaken, edge)) if edge else None))
+        return cls(
+            run_id=str(data.get("run_id", "")),
+            pack=str(data.get("pack", "")),
+            case_id=data.get("case_id"),
+            steps=steps,
+            attempts=[Attempt(**_known(Attempt, a)) for a in data.get("attempts", [])],
+            tool_calls=[ToolCall(**_known(ToolCall, t)) for t in data.get("tool_calls", [])],
+            status=str(data.get("status", "running")),
+            end_node=data.get("end_node"),
+            error=data.get("error"),
+        )
+
+
+def _waiting_kinds() -> tuple[str, ...]:
+    """The node kinds whose visit escalates a run (they wait for a person)."""
+    from runtime.nodes import kind_names  # the registry sits above this data module
+
+    return kind_names(waits=True)
+
+
+def _known(kind: type, data: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys of `data` that are fields of the dataclass `kind` (later versions may add keys)."""
+    names = {f.name for f in fields(kind)}
+    return {k: v for k, v in data.items() if k in names}

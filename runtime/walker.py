@@ -20,11 +20,11 @@ from runtime.errors import BackendError, Cancelled, ExprError, RunStateError
 from runtime.nodes import NODE_KINDS
 from runtime.nodes.base import Outcome
 from runtime.pack.model import Edge, Node, Pack
+from runtime.tools import Tool
 from runtime.trace import Attempt, EdgeTaken, Step, ToolCall, Trace
 
 log = logging.getLogger("packforge.run")
 
-Tool = Callable[..., Any]
 StepHook = Callable[[Step], None]
 
 
@@ -51,7 +51,8 @@ class RunResult:
 
 @dataclass
 class Walk:
-    """One run in progress. Node kinds read from it and ask the model through it."""
+    """One run in progress. Node kinds read from it and ask the model through it; what
+    they may use of it is runtime.nodes.base.RunContext."""
 
     pack: Pack
     backend: Backend
@@ -70,6 +71,10 @@ class Walk:
     pending_tools: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)  # model calls per node, for attempt numbers
     budget_left: int | None = None
+
+    @property
+    def verify(self) -> bool:
+        return self.options.verify
 
     def view(self) -> dict[str, Any]:
         return {**self.state, "input": self.input}
@@ -237,7 +242,7 @@ def _new_walk(
     cancel: threading.Event | None,
     answers: Mapping[str, dict[str, Any]] | None,
 ) -> Walk:
-    return Walk(
+    walk = Walk(
         pack=pack,
         backend=backend,
         tools=tools or {},
@@ -252,6 +257,7 @@ def _new_walk(
         answers=dict(answers or {}),
         budget_left=pack.retry.budget,
     )
+    return walk
 
 
 def _replay(walk: Walk, journal: list[Entry]) -> str | None:

@@ -4,14 +4,10 @@ as the CLI's --tools). Packs reach only these (invariant 5)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from typing import Any
 
 from django.conf import settings
 
-from runtime.pack import Pack
-
-Tool = Callable[..., Any]
+from runtime import Pack, Tool, load_tools
 
 _cache: dict[str, dict[str, Tool]] = {}
 _lock = threading.Lock()
@@ -21,8 +17,6 @@ def tool_registry() -> dict[str, Tool] | None:
     """The registered tools, or None when no registry is configured. Loaded once per
     process: a worker imports the registry module once, not per case. Raises BadSpec when
     one is configured but cannot be imported."""
-    from runtime.cli import load_tools
-
     ref = str(settings.PACKFORGE_TOOLS).strip()
     if not ref:
         return None

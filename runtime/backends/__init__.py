@@ -1,76 +1,98 @@
-"""Model backends, chosen by a spec string: `fake:FILE`, `sim:error=P,seed=N[,base=FILE]`,
-`openai:BASE_URL#MODEL`."""
+"""Model backends, opened from a configuration object (runtime.backends.config):
+`FakeConfig`, `SimConfig`, `OpenAIConfig`. A spec string (`fake:FILE`,
+`sim:error=P,seed=N[,base=FILE]`, `openai:BASE_URL#MODEL`) is parsed into one at the
+edges: `parse_backend_spec`, or `open_backend` given a string.
+
+Every kind is a row of BACKEND_KINDS: its config class, the parser of its spec string
+and the function that opens it. `open_backend` looks the kind up there and special-cases
+none."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from runtime.backends.base import Backend, ModelCall, ModelReply
-from runtime.backends.scripted import FakeBackend, Script, SimBackend, parse_sim_spec
+from runtime.backends.config import (
+    BackendConfig,
+    FakeConfig,
+    OpenAIConfig,
+    SimConfig,
+    parse_fake_spec,
+    parse_openai_spec,
+    parse_sim_spec,
+)
+from runtime.backends.scripted import open_fake, open_sim
 from runtime.errors import BadSpec
 
-__all__ = ["Backend", "ModelCall", "ModelReply", "open_backend", "register_scheme"]
+__all__ = [
+    "BACKEND_KINDS",
+    "Backend",
+    "BackendConfig",
+    "BackendKind",
+    "FakeConfig",
+    "ModelCall",
+    "ModelReply",
+    "OpenAIConfig",
+    "SimConfig",
+    "open_backend",
+    "parse_backend_spec",
+    "register_backend_kind",
+]
 
-Opener = Callable[[str, str, "Path | None", "str | None"], Backend]
-_SCHEMES: dict[str, Opener] = {}
-
-
-def register_scheme(scheme: str, opener: Opener) -> None:
-    """Make `scheme:...` spec strings open with `opener(spec, body, base_dir, default)`."""
-    _SCHEMES[scheme] = opener
-
-
-def _resolve(path: str, base_dir: Path | None) -> Path:
-    candidate = Path(path)
-    if candidate.is_absolute() or candidate.exists() or base_dir is None:
-        return candidate
-    return base_dir / candidate
-
-
-def _open_fake(spec: str, body: str, base_dir: Path | None, default: str | None) -> Backend:
-    if not body:
-        raise BadSpec("fake: needs a file, e.g. fake:fakes/scripted.json")
-    return FakeBackend(Script(_resolve(body, base_dir)), spec)
+# An opener: (config, label, base_dir, default) -> Backend. `label` is what the backend
+# reports as its `spec`; `base_dir` is the pack's directory, for relative files;
+# `default` is the pack's own model spec.
+Opener = Callable[[Any, str, "Path | None", "str | None"], Backend]
 
 
-def _open_sim(spec: str, body: str, base_dir: Path | None, default: str | None) -> Backend:
-    options = parse_sim_spec(body)
-    base = options.get("base")
-    if base is None:
-        if default is None or not default.startswith("fake:"):
-            raise BadSpec(
-                "sim: needs base=FILE (a scripted model with the correct answers) "
-                "when the pack's default model is not fake:FILE"
-            )
-        base = default.removeprefix("fake:")
-    try:
-        error = float(options.get("error", "0.1"))
-        seed = int(options.get("seed", "0"))
-        invalid = float(options.get("invalid", "0.2"))
-    except ValueError as exc:
-        raise BadSpec(f"bad sim option value: {exc}") from None
-    if not 0.0 <= error <= 1.0 or not 0.0 <= invalid <= 1.0:
-        raise BadSpec("sim error and invalid must be between 0 and 1")
-    return SimBackend(Script(_resolve(base, base_dir)), spec, error, seed, invalid)
+@dataclass(frozen=True)
+class BackendKind:
+    """One kind of backend: its config class, its spec parser and its opener."""
+
+    config: type[BackendConfig]
+    parse: Callable[[str], BackendConfig]
+    open: Opener
 
 
-register_scheme("fake", _open_fake)
-register_scheme("sim", _open_sim)
+def _open_openai(config: OpenAIConfig, label: str, base_dir: Path | None, default: str | None) -> Backend:
+    from runtime.backends.openai import open_openai  # imports httpx: only when an endpoint is opened
+
+    return open_openai(config, label, base_dir, default)
 
 
-def open_backend(spec: str, *, base_dir: Path | None = None, default: str | None = None) -> Backend:
-    """Open the backend named by `spec`. Relative files resolve against the current
-    directory, then `base_dir` (the pack). `default` is the pack's own model spec."""
-    scheme, sep, body = spec.partition(":")
+BACKEND_KINDS: dict[str, BackendKind] = {
+    "fake": BackendKind(FakeConfig, parse_fake_spec, open_fake),
+    "sim": BackendKind(SimConfig, parse_sim_spec, open_sim),
+    "openai": BackendKind(OpenAIConfig, parse_openai_spec, _open_openai),
+}
+
+
+def register_backend_kind(kind: BackendKind) -> None:
+    """Add a backend kind; its config class's `kind` is the spec scheme."""
+    BACKEND_KINDS[kind.config.kind] = kind
+
+
+def parse_backend_spec(spec: str) -> BackendConfig:
+    """The config a spec string names (`fake:FILE`, `sim:...`, `openai:URL#MODEL;...`).
+    Touches neither the network, the environment nor the files it names."""
+    scheme, sep, _ = spec.partition(":")
     if not sep:
         raise BadSpec(f"model spec {spec!r} needs a scheme: fake:FILE, sim:..., openai:URL#MODEL")
-    if scheme == "openai" and scheme not in _SCHEMES:
-        try:
-            import runtime.backends.openai  # noqa: F401  (registers the scheme)
-        except ImportError:
-            pass
-    opener = _SCHEMES.get(scheme)
-    if opener is None:
-        raise BadSpec(f"unknown model scheme {scheme!r}; known: {', '.join(sorted(_SCHEMES))}")
-    return opener(spec, body, base_dir, default)
+    kind = BACKEND_KINDS.get(scheme)
+    if kind is None:
+        raise BadSpec(f"unknown model scheme {scheme!r}; known: {', '.join(sorted(BACKEND_KINDS))}")
+    return kind.parse(spec)
+
+
+def open_backend(model: BackendConfig | str, *, base_dir: Path | None = None, default: str | None = None) -> Backend:
+    """Open the backend `model` configures (a spec string is parsed first). Relative
+    files resolve against the current directory, then `base_dir` (the pack). `default`
+    is the pack's own model spec."""
+    config = parse_backend_spec(model) if isinstance(model, str) else model
+    kind = BACKEND_KINDS.get(config.kind)
+    if kind is None or not isinstance(config, kind.config):
+        raise BadSpec(f"no backend kind {config.kind!r} is registered; known: {', '.join(sorted(BACKEND_KINDS))}")
+    return kind.open(config, model if isinstance(model, str) else config.spec, base_dir, default)

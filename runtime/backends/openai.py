@@ -17,17 +17,16 @@ import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from runtime.backends import register_scheme
 from runtime.backends._grammar import schema_to_gbnf
 from runtime.backends._retry import CANCEL_WATCH, Failure, RetryPolicy, classify_status, parse_retry_after, wait
 from runtime.backends._sse import StreamResult, read_stream
 from runtime.backends.base import Backend, ModelCall, ModelReply, estimate_tokens
+from runtime.backends.config import GRAMMAR_MODES, OpenAIConfig, parse_openai_spec
 from runtime.errors import BackendError, BadSpec, Cancelled
 from runtime.logs import redact, register_secret
 
@@ -42,8 +41,6 @@ __all__ = [
 
 log = logging.getLogger("packforge.backend")
 
-GRAMMAR_MODES = ("json_schema", "json_object", "guided_json", "gbnf", "none")
-_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 _MAX_ERROR_BODY = 64 * 1024
 # uuid5 namespace for `request_id=uuid`: the same run.node.attempt always maps to the same UUID.
 REQUEST_ID_NAMESPACE = uuid.UUID("5f0c3a52-8d8e-4c1e-9d38-2f6a1f0b7c11")
@@ -69,127 +66,11 @@ class EndpointUnavailable(BackendError):
         super().__init__(message)
 
 
-@dataclass(frozen=True)
-class EndpointConfig:
-    """An `openai:` spec string, parsed. Defaults are documented in docs/endpoints.md."""
-
-    base_url: str
-    model: str
-    grammar: str = "json_schema"
-    key_env: str | None = None
-    concurrency: int = 4
-    attempts: int = 6
-    deadline: float = 120.0
-    timeout: float = 60.0
-    backoff: float = 0.5
-    jitter: bool = True
-    price_in: float = 0.0
-    price_out: float = 0.0
-    usage: bool = True
-    strict: bool = False
-    request_id: str = "plain"
-
-    @property
-    def url(self) -> str:
-        return self.base_url + "/chat/completions"
-
-
-def _bool(value: str) -> bool:
-    low = value.lower()
-    if low in ("1", "true", "yes", "on"):
-        return True
-    if low in ("0", "false", "no", "off"):
-        return False
-    raise ValueError("expected true or false")
-
-
-def _number(low: float, high: float, kind: type = float) -> Any:
-    def parse(value: str) -> Any:
-        number = kind(value)
-        if not low <= number <= high:
-            raise ValueError(f"must be from {low:g} to {high:g}")
-        return number
-
-    return parse
-
-
-def _grammar(value: str) -> str:
-    if value not in GRAMMAR_MODES:
-        raise ValueError(f"must be one of {', '.join(GRAMMAR_MODES)}")
-    return value
-
-
-def _request_id(value: str) -> str:
-    if value not in ("plain", "uuid"):
-        raise ValueError("must be plain (X-Request-ID: run.node.attempt) or uuid (for servers that demand one)")
-    return value
-
-
-class _SecretValueError(ValueError):
-    """A bad key_env value: it may be a key pasted by mistake, so it is never echoed."""
-
-
-def _env_name(value: str) -> str:
-    if not _ENV_NAME.match(value):
-        raise _SecretValueError(
-            "must be the NAME of an environment variable, in capitals (e.g. PROVIDER_API_KEY); "
-            "the key itself never goes in a spec"
-        )
-    return value
-
-
-_OPTIONS: dict[str, Any] = {
-    "grammar": _grammar,
-    "key_env": _env_name,
-    "concurrency": _number(1, 1024, int),
-    "attempts": _number(1, 100, int),
-    "deadline": _number(0.001, 86400),
-    "timeout": _number(0.001, 3600),
-    "backoff": _number(0.0, 60),
-    "jitter": _bool,
-    "price_in": _number(0, 1e6),
-    "price_out": _number(0, 1e6),
-    "usage": _bool,
-    "strict": _bool,
-    "request_id": _request_id,
-}
-
-
-def parse_spec(spec: str) -> EndpointConfig:
-    """Parse `openai:BASE_URL#MODEL[;key=value]...` without touching the network or env."""
-    body = spec.removeprefix("openai:")
-    url, sep, fragment = body.partition("#")
-    parts = fragment.split(";")
-    model = parts[0].strip()
-    if not sep or not model:
-        raise BadSpec(f"openai spec {spec!r} needs a model after '#': openai:http://HOST:PORT/v1#MODEL")
-    if not re.match(r"^https?://[^/\s]+", url):
-        raise BadSpec(f"openai spec {spec!r}: the base URL must start with http:// or https://")
-    values: dict[str, Any] = {}
-    for part in parts[1:]:
-        if not part.strip():
-            continue
-        key, eq, value = part.partition("=")
-        key = key.strip()
-        if not eq or key not in _OPTIONS:
-            known = ", ".join(sorted(_OPTIONS))
-            raise BadSpec(f"openai spec option {part!r} is not key=value with a known key ({known})")
-        if key in values:
-            raise BadSpec(f"openai spec option {key!r} is given twice")
-        try:
-            values[key] = _OPTIONS[key](value.strip())
-        except _SecretValueError as exc:
-            raise BadSpec(f"openai spec option {key}: {exc}") from None
-        except ValueError as exc:
-            raise BadSpec(f"openai spec option {key}={value!r}: {exc}") from None
-    return EndpointConfig(base_url=url.rstrip("/"), model=model, **values)
-
-
 _CAPS: dict[tuple[str, int], threading.BoundedSemaphore] = {}
 _CAPS_LOCK = threading.Lock()
 
 
-def _cap(config: EndpointConfig) -> threading.BoundedSemaphore:
+def _cap(config: OpenAIConfig) -> threading.BoundedSemaphore:
     """The in-flight cap for an endpoint, shared by every backend this process opens on
     the same base URL with the same `concurrency` (the eval runner and a studio worker
     may open several)."""
@@ -223,7 +104,7 @@ class OpenAIBackend:
     `complete` from many threads; at most `concurrency` calls are in flight at once,
     across every backend this process opened on the same base URL and concurrency."""
 
-    def __init__(self, spec: str, config: EndpointConfig, *, transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(self, spec: str, config: OpenAIConfig, *, transport: httpx.BaseTransport | None = None) -> None:
         self.spec = spec
         self.config = config
         self._key: str | None = None
@@ -455,8 +336,16 @@ def _closer(response: httpx.Response) -> Any:
     return close
 
 
-def _open(spec: str, body: str, base_dir: Path | None, default: str | None) -> Backend:
-    return OpenAIBackend(spec, parse_spec(spec))
+def open_openai(config: OpenAIConfig, label: str, base_dir: Path | None, default: str | None) -> Backend:
+    """The `openai` backend kind's opener (runtime.backends.BACKEND_KINDS)."""
+    return OpenAIBackend(label, config)
 
 
-register_scheme("openai", _open)
+# The names this module has always exported: the config class and its parser live in
+# runtime.backends.config, below every backend.
+EndpointConfig = OpenAIConfig
+
+
+def parse_spec(spec: str) -> OpenAIConfig:
+    """Parse `openai:BASE_URL#MODEL[;key=value]...` without touching the network or env."""
+    return parse_openai_spec(spec)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.backends.base import ModelCall, ModelReply, estimate_tokens
+from runtime.backends.config import FakeConfig, SimConfig, parse_sim_options
 from runtime.errors import BackendError, BadSpec
 
 
@@ -154,14 +155,31 @@ def perturb(answer: Any, schema: dict[str, Any] | None, u: float) -> Any:
     return out
 
 
-def parse_sim_spec(body: str) -> dict[str, str]:
-    options: dict[str, str] = {}
-    for part in filter(None, body.split(",")):
-        name, sep, value = part.partition("=")
-        if not sep:
-            raise BadSpec(f"sim option {part!r} must look like name=value")
-        options[name.strip()] = value.strip()
-    unknown = set(options) - {"error", "seed", "base", "invalid"}
-    if unknown:
-        raise BadSpec(f"unknown sim option(s) {', '.join(sorted(unknown))}; known: error, seed, base, invalid")
-    return options
+# The name studio code has imported: the options of a sim: spec body, as strings.
+parse_sim_spec = parse_sim_options
+
+
+def _resolve(path: str, base_dir: Path | None) -> Path:
+    candidate = Path(path)
+    if candidate.is_absolute() or candidate.exists() or base_dir is None:
+        return candidate
+    return base_dir / candidate
+
+
+def open_fake(config: FakeConfig, label: str, base_dir: Path | None, default: str | None) -> FakeBackend:
+    """The `fake` backend kind's opener (runtime.backends.BACKEND_KINDS)."""
+    return FakeBackend(Script(_resolve(config.file, base_dir)), label)
+
+
+def open_sim(config: SimConfig, label: str, base_dir: Path | None, default: str | None) -> SimBackend:
+    """The `sim` backend kind's opener: without `base`, the pack's own fake: model
+    (`default`) holds the correct answers."""
+    base = config.base
+    if base is None:
+        if default is None or not default.startswith("fake:"):
+            raise BadSpec(
+                "sim: needs base=FILE (a scripted model with the correct answers) "
+                "when the pack's default model is not fake:FILE"
+            )
+        base = default.removeprefix("fake:")
+    return SimBackend(Script(_resolve(base, base_dir)), label, config.error, config.seed, config.invalid)

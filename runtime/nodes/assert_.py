@@ -5,20 +5,22 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from runtime.errors import ExprError
-from runtime.nodes.base import Outcome
-from runtime.pack.checks import covered
+from runtime.nodes.base import LoadContext, NodeDrawing, Outcome, RunContext, covered
 
 if TYPE_CHECKING:
-    from runtime.pack.load import NodeLoader
     from runtime.pack.model import Node
-    from runtime.walker import Walk
 
 
 class AssertKind:
     name = "assert"
     keys = frozenset({"expr"})
+    drawing = NodeDrawing(shape="hexagon", css_class="node-assert", label="assert", mermaid=('{"', '"}'))
+    terminal = False
+    can_fail = True
+    waits = False
+    asks_model = False
 
-    def load(self, node: Node, spec: dict[str, Any], loader: NodeLoader) -> None:
+    def load(self, node: Node, spec: dict[str, Any], loader: LoadContext) -> None:
         at = ("nodes", node.id)
         if "expr" not in spec:
             loader.error(f"assert node '{node.id}' needs 'expr', the condition to check", *at)
@@ -33,7 +35,7 @@ class AssertKind:
                         f"assert node '{node.id}': expr uses '{ref}', which is not in its reads; add it", *at, "expr"
                     )
 
-    def run(self, node: Node, walk: Walk) -> Outcome:
+    def run(self, node: Node, walk: RunContext) -> Outcome:
         assert node.check is not None
         try:
             ok = node.check.truthy(walk.view())

@@ -1,16 +1,29 @@
-"""What a node kind is: the keys it accepts, how it is loaded, how it runs."""
+"""What a node kind is, and everything a kind module needs from the rest of the runtime.
+
+A kind module imports this module (and leaf modules such as runtime.verify), never the
+walker or the loader: what it needs of a run in progress is `RunContext` (the walker's
+`Walk` provides it), what it needs while loading is `LoadContext` (the loader's
+`NodeLoader` provides it). The registry is runtime/nodes/__init__.py."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from runtime.pack.load import NodeLoader
-    from runtime.pack.model import Node
-    from runtime.walker import Walk
+    from runtime.backends.base import ModelReply
+    from runtime.expr import Expression
+    from runtime.pack.model import Node, Pack, RetryPolicy
+    from runtime.prompt import Template
+    from runtime.tools import Tool
 
 COMMON_KEYS = frozenset({"kind", "reads", "writes", "description"})
+
+
+def covered(ref: str, reads: tuple[str, ...] | frozenset[str] | set[str]) -> bool:
+    """Whether the field path `ref` is inside one of `reads` ('a.b' is inside 'a')."""
+    return any(ref == r or ref.startswith(r + ".") for r in reads)
 
 
 @dataclass
@@ -24,12 +37,116 @@ class Outcome:
     prompt: str = ""  # the rendered prompt, for the trace
 
 
-class NodeKind(Protocol):
-    name: str
-    keys: frozenset[str]  # accepted keys beyond COMMON_KEYS
+@dataclass(frozen=True)
+class NodeDrawing:
+    """How a node of a kind is drawn, for every renderer of a pack's graph.
 
-    def load(self, node: Node, spec: dict[str, Any], loader: NodeLoader) -> None:
+    `shape`: the outline, one of NODE_SHAPES: "rounded" (a rectangle with rounded
+    corners), "hexagon", "barred" (a rectangle with a bar inside each side), "ellipse",
+    "stadium" (a pill with an inner outline). `css_class`: the class on the node's SVG
+    group (the studio's stylesheet colours it). `label`: the word under the node's id.
+    `mermaid`: the opening and closing brackets of the node in Mermaid."""
+
+    shape: str
+    css_class: str
+    label: str
+    mermaid: tuple[str, str]
+
+
+NODE_SHAPES = ("rounded", "hexagon", "barred", "ellipse", "stadium")
+# How a node whose kind is not registered (an old pack, a typo shown in the editor) is drawn.
+OTHER_DRAWING = NodeDrawing(shape="rounded", css_class="node-other", label="other", mermaid=('["', '"]'))
+
+
+class RunContext(Protocol):
+    """What a node kind may use of a run in progress (runtime.walker.Walk)."""
+
+    pack: Pack
+    tools: Mapping[str, Tool]
+    input: dict[str, Any]
+    state: dict[str, Any]
+    step: int
+    answers: dict[str, dict[str, Any]]  # human answers by node id, popped when used
+    pending_tools: dict[tuple[str, int], dict[str, Any]]  # journaled tool results, by (node, step)
+    budget_left: int | None
+
+    @property
+    def verify(self) -> bool:
+        """False only when measuring what verification buys (benchmarks)."""
+        ...
+
+    def view(self) -> dict[str, Any]:
+        """Committed state plus `input`, read-only by convention."""
+        ...
+
+    def ask(
+        self,
+        node: Node,
+        messages: list[dict[str, str]],
+        schema: dict[str, Any] | None,
+        stage: str,
+        purpose: str = "answer",
+    ) -> tuple[ModelReply, int]:
+        """Call the model once; the reply and this call's attempt number."""
+        ...
+
+    def record(
+        self,
+        node: Node,
+        reply: ModelReply,
+        attempt: int,
+        stage: str,
+        ok: bool,
+        category: str | None = None,
+        reason: str | None = None,
+    ) -> None:
+        """Write one model attempt into the trace."""
+        ...
+
+    def record_tool(self, node: Node, tool: str, args: dict[str, Any], result: Any, latency_s: float) -> None:
+        """Journal a tool's result before anything is committed (invariant 4)."""
+        ...
+
+
+class LoadContext(Protocol):
+    """What a node kind may use while a pack loads (runtime.pack.load.NodeLoader)."""
+
+    def error(self, message: str, *path: str | int, kind: str = "value") -> None:
+        """Report a problem at `path` in graph.yaml (a PackIssue of `kind`)."""
+        ...
+
+    def prompt(self, node: Node, *, required: bool) -> Template | None: ...
+
+    def schema(self, node_id: str, *, required: bool) -> tuple[dict[str, Any] | None, Any]: ...
+
+    def expr(self, source: Any, *path: str | int) -> Expression | None: ...
+
+    def retry(self, spec: Any, *path: str | int) -> RetryPolicy | None: ...
+
+    def field_list(self, value: Any, *path: str | int) -> tuple[str, ...]: ...
+
+
+class NodeKind(Protocol):
+    """One kind of node: its config, its checks, how it runs, how it is drawn.
+
+    Config: `keys` (accepted beyond COMMON_KEYS) and `load`, which fills the node's
+    fields and reports what is wrong with them. Checks the whole graph applies by kind:
+    `terminal` (the run ends here: no outgoing edges allowed; every other kind needs a
+    `to` edge), `can_fail` (an `on_fail` edge out of it is allowed), `waits` (it may
+    pause the run for a person: a gold case may stop at it or answer it, and a run that
+    visits it is escalated), `asks_model` (its schema goes to a model as a grammar, so
+    the endpoint schema lint applies). Drawn and reported by `drawing`."""
+
+    name: str
+    keys: frozenset[str]
+    drawing: NodeDrawing
+    terminal: bool
+    can_fail: bool
+    waits: bool
+    asks_model: bool
+
+    def load(self, node: Node, spec: dict[str, Any], loader: LoadContext) -> None:
         """Fill kind-specific fields of `node` from `spec`, reporting issues to `loader`."""
 
-    def run(self, node: Node, walk: Walk) -> Outcome:
-        """Execute the node against the walk's current state. Must not mutate state."""
+    def run(self, node: Node, walk: RunContext) -> Outcome:
+        """Execute the node against the run's current state. Must not mutate state."""

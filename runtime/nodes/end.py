@@ -4,21 +4,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from runtime.nodes.base import Outcome
+from runtime.nodes.base import LoadContext, NodeDrawing, Outcome, RunContext
 
 if TYPE_CHECKING:
-    from runtime.pack.load import NodeLoader
     from runtime.pack.model import Node
-    from runtime.walker import Walk
 
 
 class EndKind:
     name = "end"
     keys = frozenset({"output"})
+    drawing = NodeDrawing(shape="stadium", css_class="node-end", label="end", mermaid=('(["', '"])'))
+    terminal = True
+    can_fail = False
+    waits = False
+    asks_model = False
 
-    def load(self, node: Node, spec: dict[str, Any], loader: NodeLoader) -> None:
+    def load(self, node: Node, spec: dict[str, Any], loader: LoadContext) -> None:
         if "output" in spec:
             node.output = loader.field_list(spec["output"], "nodes", node.id, "output")
 
-    def run(self, node: Node, walk: Walk) -> Outcome:
+    def run(self, node: Node, walk: RunContext) -> Outcome:
         return Outcome("end")

@@ -13,14 +13,11 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from runtime.errors import OutputRejected
-from runtime.nodes.base import Outcome
-from runtime.pack.checks import covered
+from runtime.nodes.base import LoadContext, NodeDrawing, Outcome, RunContext, covered
 from runtime.verify import feedback_message, parse_answer, verify_answer
 
 if TYPE_CHECKING:
-    from runtime.pack.load import NodeLoader
     from runtime.pack.model import Node
-    from runtime.walker import Walk
 
 SYSTEM = "You fill in one JSON object that follows the given schema. Reply with the JSON object only."
 THINK = "Before answering, think step by step about the request above. Do not give the final JSON yet."
@@ -30,8 +27,13 @@ ANSWER = "Now give the final answer as one JSON object that follows the schema."
 class GenerateKind:
     name = "generate"
     keys = frozenset({"assert", "two_stage", "samples", "agree", "max_tokens", "temperature", "retry"})
+    drawing = NodeDrawing(shape="rounded", css_class="node-generate", label="generate", mermaid=('["', '"]'))
+    terminal = False
+    can_fail = True
+    waits = False
+    asks_model = True
 
-    def load(self, node: Node, spec: dict[str, Any], loader: NodeLoader) -> None:
+    def load(self, node: Node, spec: dict[str, Any], loader: LoadContext) -> None:
         at = ("nodes", node.id)
         node.prompt = loader.prompt(node, required=True)
         node.schema, node.validator = loader.schema(node.id, required=True)
@@ -62,7 +64,7 @@ class GenerateKind:
             node.temperature = float(temperature)
         node.retry = loader.retry(spec.get("retry"), *at, "retry")
 
-    def run(self, node: Node, walk: Walk) -> Outcome:
+    def run(self, node: Node, walk: RunContext) -> Outcome:
         assert node.prompt is not None
         prompt = node.prompt.render(walk.view())
         messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
@@ -87,7 +89,7 @@ class GenerateKind:
         chosen = next(d for d in draws if json.dumps(d.writes, sort_keys=True) == best)
         return Outcome("ok", writes=chosen.writes, attempt=chosen.attempt, prompt=prompt)
 
-    def _ladder(self, node: Node, walk: Walk, messages: list[dict[str, str]]) -> Outcome:
+    def _ladder(self, node: Node, walk: RunContext, messages: list[dict[str, str]]) -> Outcome:
         policy = walk.pack.retry_for(node)
         tries = 0
         reason = ""
@@ -105,21 +107,21 @@ class GenerateKind:
             reply, attempt = walk.ask(node, asked, node.schema, stage)
             try:
                 answer = parse_answer(reply.text, reply.finish_reason)
-                if walk.options.verify:
+                if walk.verify:
                     writes = verify_answer(node, answer, walk.state, walk.input)
                 else:
                     writes = {w: answer.get(w) for w in node.writes} if isinstance(answer, dict) else {}
             except OutputRejected as exc:
                 walk.record(node, reply, attempt, stage, ok=False, category=exc.category, reason=exc.reason)
                 reason = exc.reason
-                if walk.options.verify and _may_retry(policy, tries, walk):
+                if walk.verify and _may_retry(policy, tries, walk):
                     continue
                 return Outcome("fail", reason=f"{exc.category}: {exc.reason} (after {tries} attempt(s))")
             walk.record(node, reply, attempt, stage, ok=True)
             return Outcome("ok", writes=writes, attempt=attempt)
 
 
-def _may_retry(policy: Any, tries: int, walk: Walk) -> bool:
+def _may_retry(policy: Any, tries: int, walk: RunContext) -> bool:
     if policy.budget is None:
         return bool(tries < policy.ladder_attempts)
     if tries >= policy.max_attempts or not walk.budget_left:
@@ -128,7 +130,7 @@ def _may_retry(policy: Any, tries: int, walk: Walk) -> bool:
     return True
 
 
-def _flag(spec: dict[str, Any], key: str, loader: NodeLoader, at: tuple[str, ...]) -> bool:
+def _flag(spec: dict[str, Any], key: str, loader: LoadContext, at: tuple[str, ...]) -> bool:
     value = spec.get(key, False)
     if not isinstance(value, bool):
         loader.error(f"{key} must be true or false", *at, key)
@@ -137,7 +139,7 @@ def _flag(spec: dict[str, Any], key: str, loader: NodeLoader, at: tuple[str, ...
 
 
 def _int(
-    spec: dict[str, Any], key: str, default: int, low: int, high: int, loader: NodeLoader, at: tuple[str, ...]
+    spec: dict[str, Any], key: str, default: int, low: int, high: int, loader: LoadContext, at: tuple[str, ...]
 ) -> int:
     value = spec.get(key, default)
     if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:

@@ -10,22 +10,24 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from runtime.errors import OutputRejected
-from runtime.nodes.base import Outcome
-from runtime.pack.checks import covered
+from runtime.nodes.base import LoadContext, NodeDrawing, Outcome, RunContext, covered
 from runtime.prompt import lookup
 from runtime.verify import verify_answer
 
 if TYPE_CHECKING:
-    from runtime.pack.load import NodeLoader
     from runtime.pack.model import Node
-    from runtime.walker import Walk
 
 
 class ToolKind:
     name = "tool"
     keys = frozenset({"tool", "args"})
+    drawing = NodeDrawing(shape="barred", css_class="node-tool", label="tool", mermaid=('[["', '"]]'))
+    terminal = False
+    can_fail = True
+    waits = False
+    asks_model = False
 
-    def load(self, node: Node, spec: dict[str, Any], loader: NodeLoader) -> None:
+    def load(self, node: Node, spec: dict[str, Any], loader: LoadContext) -> None:
         at = ("nodes", node.id)
         tool = spec.get("tool")
         if not isinstance(tool, str) or not tool:
@@ -47,7 +49,7 @@ class ToolKind:
         node.args = dict(args)
         node.schema, node.validator = loader.schema(node.id, required=False)
 
-    def run(self, node: Node, walk: Walk) -> Outcome:
+    def run(self, node: Node, walk: RunContext) -> Outcome:
         assert node.tool is not None
         args = {name: lookup(walk.view(), tuple(path.split("."))) for name, path in node.args.items()}
         recorded = walk.pending_tools.pop((node.id, walk.step), None)

@@ -3,23 +3,27 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 from runtime.errors import PackIssue
+from runtime.nodes import NODE_KINDS
 from runtime.pack.model import Node, Pack
 from runtime.pack.yamlsrc import SourceMap
 
 
-def covered(ref: str, reads: tuple[str, ...] | frozenset[str] | set[str]) -> bool:
-    """Whether the field path `ref` is inside one of `reads` ('a.b' is inside 'a')."""
-    return any(ref == r or ref.startswith(r + ".") for r in reads)
-
-
 def check_graph(pack: Pack, graph: SourceMap, manifest: SourceMap, issues: list[PackIssue]) -> None:
+    """Append the whole-graph problems to `issues`; those not of a more precise kind are "graph"."""
+    start = len(issues)
+    _check_graph(pack, graph, manifest, issues)
+    issues[start:] = [replace(i, kind="graph") if i.kind == "value" else i for i in issues[start:]]
+
+
+def _check_graph(pack: Pack, graph: SourceMap, manifest: SourceMap, issues: list[PackIssue]) -> None:
     nodes = pack.nodes
     if not nodes:
         return
     if pack.entry and pack.entry not in nodes:
-        issues.append(manifest.issue(f"entry '{pack.entry}' is not a node in graph.yaml", "entry"))
+        issues.append(manifest.issue(f"entry '{pack.entry}' is not a node in graph.yaml", "entry", kind="reference"))
         return
     if not pack.entry:
         return
@@ -44,23 +48,26 @@ def check_graph(pack: Pack, graph: SourceMap, manifest: SourceMap, issues: list[
                     "nodes",
                     node.id,
                     "tool",
+                    kind="reference",
                 )
             )
     for name in pack.output or ():
         if not any(name in n.writes for n in nodes.values()):
-            issues.append(manifest.issue(f"output field '{name}' is written by no node", "output"))
+            issues.append(manifest.issue(f"output field '{name}' is written by no node", "output", kind="reference"))
 
 
 def _check_routing(pack: Pack, graph: SourceMap, issues: list[PackIssue]) -> None:
     for node in pack.nodes.values():
         at = ("nodes", node.id)
         nexts = pack.outgoing(node.id)
-        if node.kind == "end":
+        kind = NODE_KINDS[node.kind]
+        if kind.terminal:
             if any(e.source == node.id for e in pack.edges):
-                issues.append(graph.issue(f"end node '{node.id}' cannot have outgoing edges", *at))
+                issues.append(graph.issue(f"{node.kind} node '{node.id}' cannot have outgoing edges", *at))
             continue
         if not nexts:
-            issues.append(graph.issue(f"node '{node.id}' has no outgoing 'to' edge; add one or make it kind: end", *at))
+            ends = " or ".join(f"kind: {name}" for name, k in NODE_KINDS.items() if k.terminal)
+            issues.append(graph.issue(f"node '{node.id}' has no outgoing 'to' edge; add one or make it {ends}", *at))
         for earlier, later in itertools.pairwise(nexts):
             if earlier.when is None:
                 issues.append(
@@ -71,9 +78,9 @@ def _check_routing(pack: Pack, graph: SourceMap, issues: list[PackIssue]) -> Non
                         later.index,
                     )
                 )
-        for kind in ("on_fail", "on_unsure"):
-            if len(pack.outgoing(node.id, kind)) > 1:
-                issues.append(graph.issue(f"node '{node.id}' has more than one {kind} edge; keep one", *at))
+        for edge_kind in ("on_fail", "on_unsure"):
+            if len(pack.outgoing(node.id, edge_kind)) > 1:
+                issues.append(graph.issue(f"node '{node.id}' has more than one {edge_kind} edge; keep one", *at))
         if pack.outgoing(node.id, "on_unsure") and node.samples < 2:
             issues.append(
                 graph.issue(
@@ -83,7 +90,7 @@ def _check_routing(pack: Pack, graph: SourceMap, issues: list[PackIssue]) -> Non
                     pack.outgoing(node.id, "on_unsure")[0].index,
                 )
             )
-        if pack.outgoing(node.id, "on_fail") and node.kind in ("human", "end"):
+        if pack.outgoing(node.id, "on_fail") and not kind.can_fail:
             issues.append(graph.issue(f"a {node.kind} node cannot fail; remove its on_fail edge", *at))
 
 
@@ -216,6 +223,7 @@ def _check_ref(
                     f"node '{node.id}' reads '{ref}', but the manifest's 'inputs' does not declare "
                     f"'{rest.split('.')[0]}'",
                     *at,
+                    kind="reference",
                 )
             )
         return
@@ -225,5 +233,6 @@ def _check_ref(
                 f"node '{node.id}' reads '{ref}', which no node before it can have written; "
                 "write it earlier or read something else",
                 *at,
+                kind="reference",
             )
         )

@@ -6,7 +6,10 @@ import json
 from typing import Any
 
 from runtime.errors import PackIssue
+from runtime.nodes import kind_names
 from runtime.pack.model import Case, Pack
+from runtime.pack.yamlsrc import nearest
+from runtime.verify import describe_schema_error
 
 CASE_KEYS = frozenset({"id", "input", "expected", "path", "end", "tags", "human", "note"})
 FILE = "evalset.jsonl"
@@ -23,7 +26,9 @@ def parse_evalset(text: str, pack: Pack, issues: list[PackIssue]) -> list[Case]:
         if case is None or len(issues) > found:
             continue
         if case.id in seen:
-            issues.append(PackIssue(FILE, f"duplicate case id '{case.id}' (first on line {seen[case.id]})", lineno))
+            issues.append(
+                PackIssue(FILE, f"duplicate case id '{case.id}' (first on line {seen[case.id]})", lineno, "evalset")
+            )
             continue
         seen[case.id] = lineno
         cases.append(case)
@@ -32,7 +37,7 @@ def parse_evalset(text: str, pack: Pack, issues: list[PackIssue]) -> list[Case]:
 
 def _parse_line(raw: str, lineno: int, pack: Pack, issues: list[PackIssue]) -> Case | None:
     def bad(message: str) -> None:
-        issues.append(PackIssue(FILE, message, lineno))
+        issues.append(PackIssue(FILE, message, lineno, "evalset"))
 
     try:
         body = json.loads(raw)
@@ -44,8 +49,6 @@ def _parse_line(raw: str, lineno: int, pack: Pack, issues: list[PackIssue]) -> C
         return None
     for key in body:
         if key not in CASE_KEYS:
-            from runtime.pack.load import nearest
-
             bad(f"unknown key '{key}'; {nearest(key, CASE_KEYS)}")
     case_id = body.get("id", f"line-{lineno}")
     if not isinstance(case_id, str) or not case_id:
@@ -69,8 +72,8 @@ def _parse_line(raw: str, lineno: int, pack: Pack, issues: list[PackIssue]) -> C
         pass
     elif end is not None and (not isinstance(end, str) or end not in pack.nodes):
         bad(f"'end' names unknown node {end!r}")
-    elif end is not None and pack.nodes[end].kind not in ("end", "human"):
-        bad(f"'end' must be an end or human node; '{end}' is a {pack.nodes[end].kind} node")
+    elif end is not None and pack.nodes[end].kind not in _stops_at():
+        bad(f"'end' must be {_kinds_in_words(_stops_at())} node; '{end}' is a {pack.nodes[end].kind} node")
     tags = body.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         bad("'tags' must be a list of strings")
@@ -83,8 +86,8 @@ def _parse_line(raw: str, lineno: int, pack: Pack, issues: list[PackIssue]) -> C
         node = pack.nodes.get(node_id)
         if not pack.nodes:
             continue
-        if node is None or node.kind != "human":
-            bad(f"'human' names '{node_id}', which is not a human node")
+        if node is None or node.kind not in kind_names(waits=True):
+            bad(f"'human' names '{node_id}', which is not {_kinds_in_words(kind_names(waits=True))} node")
         elif node.validator is not None:
             err = _first_error(node.validator, answer)
             if err:
@@ -103,9 +106,18 @@ def _parse_line(raw: str, lineno: int, pack: Pack, issues: list[PackIssue]) -> C
     )
 
 
-def _first_error(validator: Any, value: Any) -> str | None:
-    from runtime.verify import describe_schema_error
+def _stops_at() -> tuple[str, ...]:
+    """The kinds a run can stop at: those that end it and those that wait for a person."""
+    return kind_names(terminal=True) + kind_names(waits=True)
 
+
+def _kinds_in_words(kinds: tuple[str, ...]) -> str:
+    """("end", "human") -> "an end or human"."""
+    words = " or ".join(kinds) or "a registered"
+    return ("an " if words[0] in "aeiou" else "a ") + words
+
+
+def _first_error(validator: Any, value: Any) -> str | None:
     for error in validator.iter_errors(value):
         return describe_schema_error(error)
     return None

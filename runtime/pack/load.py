@@ -16,10 +16,12 @@ from jsonschema.exceptions import SchemaError
 
 from runtime.errors import ExprError, PackInvalid, PackIssue
 from runtime.expr import Expression, compile_expr
-from runtime.pack.checks import check_graph, covered
+from runtime.nodes import NODE_KINDS
+from runtime.nodes.base import COMMON_KEYS, NodeKind, covered
+from runtime.pack.checks import check_graph
 from runtime.pack.evalset import parse_evalset
 from runtime.pack.model import Edge, Node, Pack, RetryPolicy
-from runtime.pack.yamlsrc import SourceMap, load_yaml
+from runtime.pack.yamlsrc import SourceMap, load_yaml, nearest
 from runtime.prompt import Template, TemplateError, parse_template
 
 MANIFEST_KEYS = frozenset(
@@ -40,14 +42,9 @@ def _compiled_schema(text: str) -> tuple[Any, Any]:
     return schema, Draft202012Validator(schema)
 
 
-def nearest(key: str, valid: Collection[str]) -> str:
-    match = difflib.get_close_matches(key, sorted(valid), n=1, cutoff=0.5)
-    hint = f"did you mean '{match[0]}'? " if match else ""
-    return f"{hint}valid keys: {', '.join(sorted(valid))}"
-
-
 class NodeLoader:
-    """What a node kind needs while loading: the pack's files and a place for issues."""
+    """What a node kind needs while loading (runtime.nodes.base.LoadContext): the pack's
+    files and a place for issues."""
 
     def __init__(self, root: Path, graph: SourceMap, issues: list[PackIssue]) -> None:
         self.root = root
@@ -55,21 +52,21 @@ class NodeLoader:
         self.issues = issues
         self.files: dict[str, bytes] = {}
 
-    def error(self, message: str, *path: str | int) -> None:
-        self.issues.append(self.graph.issue(message, *path))
+    def error(self, message: str, *path: str | int, kind: str = "value") -> None:
+        self.issues.append(self.graph.issue(message, *path, kind=kind))
 
     def read(self, rel: str, *, required: bool, why: str) -> str | None:
         path = self.root / rel
         if not path.is_file():
             if required:
-                self.issues.append(PackIssue(rel, f"missing file: {why}; create it"))
+                self.issues.append(PackIssue(rel, f"missing file: {why}; create it", kind="missing"))
             return None
         data = path.read_bytes()
         self.files[rel] = data
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            self.issues.append(PackIssue(rel, f"not UTF-8 text (byte {exc.start}); save it as UTF-8"))
+            self.issues.append(PackIssue(rel, f"not UTF-8 text (byte {exc.start}); save it as UTF-8", kind="syntax"))
             return None
 
     def prompt(self, node: Node, *, required: bool) -> Template | None:
@@ -81,7 +78,7 @@ class NodeLoader:
         try:
             template = parse_template(text)
         except TemplateError as exc:
-            self.issues.append(PackIssue(rel, str(exc), exc.line))
+            self.issues.append(PackIssue(rel, str(exc), exc.line, "syntax"))
             return None
         for name in sorted(template.fields):
             if not covered(name, node.reads):
@@ -90,6 +87,7 @@ class NodeLoader:
                     "nodes",
                     node.id,
                     "reads",
+                    kind="reference",
                 )
         return template
 
@@ -101,14 +99,18 @@ class NodeLoader:
         try:
             schema, validator = _compiled_schema(text)
         except json.JSONDecodeError as exc:
-            self.issues.append(PackIssue(rel, f"JSON syntax error: {exc.msg} (column {exc.colno})", exc.lineno))
+            self.issues.append(
+                PackIssue(rel, f"JSON syntax error: {exc.msg} (column {exc.colno})", exc.lineno, "syntax")
+            )
             return None, None
         except SchemaError as exc:
             where = "/".join(str(p) for p in exc.path) or "(root)"
-            self.issues.append(PackIssue(rel, f"invalid JSON Schema at {where}: {exc.message}"))
+            self.issues.append(PackIssue(rel, f"invalid JSON Schema at {where}: {exc.message}", kind="schema"))
             return None, None
         if not isinstance(schema, dict) or schema.get("type") != "object":
-            self.issues.append(PackIssue(rel, 'the answer schema must be an object schema: {"type": "object", ...}'))
+            self.issues.append(
+                PackIssue(rel, 'the answer schema must be an object schema: {"type": "object", ...}', kind="schema")
+            )
             return None, None
         return copy.deepcopy(schema), validator
 
@@ -119,7 +121,7 @@ class NodeLoader:
         try:
             return compile_expr(source)
         except ExprError as exc:
-            self.error(f"bad expression {source!r}: {exc}", *path)
+            self.error(f"bad expression {source!r}: {exc}", *path, kind="syntax")
             return None
 
     def retry(self, spec: Any, *path: str | int) -> RetryPolicy | None:
@@ -131,7 +133,7 @@ class NodeLoader:
         values: dict[str, Any] = {}
         for key, value in spec.items():
             if key not in RETRY_KEYS:
-                self.error(f"unknown retry key '{key}'; {nearest(key, RETRY_KEYS)}", *path, key)
+                self.error(f"unknown retry key '{key}'; {nearest(key, RETRY_KEYS)}", *path, key, kind="unknown_key")
             elif value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
                 self.error(f"retry.{key} must be a whole number >= 0", *path, key)
             else:
@@ -153,11 +155,9 @@ def load_pack(root: str | Path, tools: Collection[str] | None = None) -> Pack:
     `tools` is the set of tool names the host registered; when given, a pack naming
     any other tool is refused. When None, tool names are checked against the
     manifest only (what `packforge validate` does without `--tools`)."""
-    from runtime.nodes import NODE_KINDS
-
     root = Path(root)
     if not root.is_dir():
-        raise PackInvalid([PackIssue(str(root), "not a pack directory")])
+        raise PackInvalid([PackIssue(str(root), "not a pack directory", kind="missing")])
     issues: list[PackIssue] = []
     manifest_src, graph_src = SourceMap("manifest.yaml"), SourceMap("graph.yaml")
     loader = NodeLoader(root, graph_src, issues)
@@ -172,16 +172,18 @@ def load_pack(root: str | Path, tools: Collection[str] | None = None) -> Pack:
     manifest = manifest or {}
     for key in manifest:
         if key not in MANIFEST_KEYS:
-            issues.append(manifest_src.issue(f"unknown key '{key}'; {nearest(key, MANIFEST_KEYS)}", key))
+            issues.append(
+                manifest_src.issue(f"unknown key '{key}'; {nearest(key, MANIFEST_KEYS)}", key, kind="unknown_key")
+            )
     for key in ("name", "version", "entry"):
         if manifest_text is not None and manifest.get(key) in (None, ""):
-            issues.append(manifest_src.issue(f"'{key}' is required"))
+            issues.append(manifest_src.issue(f"'{key}' is required", kind="missing"))
 
     nodes = _load_nodes((graph or {}).get("nodes"), loader, NODE_KINDS) if graph else {}
     edges = _load_edges((graph or {}).get("edges"), loader, nodes) if graph else []
     for key in graph or {}:
         if key not in GRAPH_KEYS:
-            issues.append(graph_src.issue(f"unknown key '{key}'; {nearest(key, GRAPH_KEYS)}", key))
+            issues.append(graph_src.issue(f"unknown key '{key}'; {nearest(key, GRAPH_KEYS)}", key, kind="unknown_key"))
 
     manifest_tools = _str_list(manifest.get("tools"), manifest_src, issues, "tools")
     if tools is not None:
@@ -193,6 +195,7 @@ def load_pack(root: str | Path, tools: Collection[str] | None = None) -> Pack:
                         f"tool '{name}' is not registered by the host (registered: {registered}); "
                         "pass a registry that provides it with --tools",
                         "tools",
+                        kind="reference",
                     )
                 )
     retry = NodeLoader(root, manifest_src, issues).retry(manifest.get("retry"), "retry") or RetryPolicy()
@@ -253,9 +256,7 @@ def _str_list(value: Any, src: SourceMap, issues: list[PackIssue], key: str) -> 
     return tuple(value)
 
 
-def _load_nodes(spec: Any, loader: NodeLoader, kinds: dict[str, Any]) -> dict[str, Node]:
-    from runtime.nodes.base import COMMON_KEYS
-
+def _load_nodes(spec: Any, loader: NodeLoader, kinds: dict[str, NodeKind]) -> dict[str, Node]:
     if not isinstance(spec, dict) or not spec:
         loader.error("'nodes' must be a non-empty mapping of node id to node", "nodes")
         return {}
@@ -274,13 +275,17 @@ def _load_nodes(spec: Any, loader: NodeLoader, kinds: dict[str, Any]) -> dict[st
                 f"node '{node_id}': unknown kind {body.get('kind')!r}; use one of: {', '.join(sorted(kinds))}",
                 *at,
                 "kind",
+                kind="reference",
             )
             continue
         valid = COMMON_KEYS | kind.keys
         for key in body:
             if key not in valid:
                 loader.error(
-                    f"node '{node_id}': unknown key '{key}' for kind {kind.name}; {nearest(key, valid)}", *at, key
+                    f"node '{node_id}': unknown key '{key}' for kind {kind.name}; {nearest(key, valid)}",
+                    *at,
+                    key,
+                    kind="unknown_key",
                 )
         node = Node(
             id=node_id,
@@ -311,7 +316,7 @@ def _load_edges(spec: Any, loader: NodeLoader, nodes: dict[str, Node]) -> list[E
             continue
         for key in body:
             if key not in EDGE_KEYS:
-                loader.error(f"unknown edge key '{key}'; {nearest(key, EDGE_KEYS)}", *at, key)
+                loader.error(f"unknown edge key '{key}'; {nearest(key, EDGE_KEYS)}", *at, key, kind="unknown_key")
         targets = [k for k in ("to", "on_fail", "on_unsure") if k in body]
         if len(targets) != 1:
             loader.error("an edge needs exactly one of 'to', 'on_fail', 'on_unsure'", *at)
@@ -323,7 +328,7 @@ def _load_edges(spec: Any, loader: NodeLoader, nodes: dict[str, Node]) -> list[E
             if name not in nodes:
                 known = difflib.get_close_matches(str(name), list(nodes), n=1)
                 hint = f" (did you mean '{known[0]}'?)" if known else ""
-                loader.error(f"edge {role} unknown node {name!r}{hint}", *at, role)
+                loader.error(f"edge {role} unknown node {name!r}{hint}", *at, role, kind="reference")
                 ok = False
         when = None
         if "when" in body:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Collection
 from typing import Any
 
 import yaml
@@ -32,8 +34,15 @@ class SourceMap:
             p = p[:-1]
         return self._lines.get((), None)
 
-    def issue(self, message: str, *path: str | int) -> PackIssue:
-        return PackIssue(self.file, message, self.line(*path))
+    def issue(self, message: str, *path: str | int, kind: str = "value") -> PackIssue:
+        return PackIssue(self.file, message, self.line(*path), kind)
+
+
+def nearest(key: str, valid: Collection[str]) -> str:
+    """A hint for an unknown key: the closest valid one, and the list."""
+    match = difflib.get_close_matches(key, sorted(valid), n=1, cutoff=0.5)
+    hint = f"did you mean '{match[0]}'? " if match else ""
+    return f"{hint}valid keys: {', '.join(sorted(valid))}"
 
 
 def load_yaml(text: str, source: SourceMap, issues: list[PackIssue]) -> Any:
@@ -43,10 +52,10 @@ def load_yaml(text: str, source: SourceMap, issues: list[PackIssue]) -> Any:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         line = mark.line + 1 if mark is not None else None
-        issues.append(PackIssue(source.file, f"YAML syntax error: {exc.problem}; fix the syntax", line))
+        issues.append(PackIssue(source.file, f"YAML syntax error: {exc.problem}; fix the syntax", line, "syntax"))
         return None
     except yaml.YAMLError as exc:
-        issues.append(PackIssue(source.file, f"YAML error: {exc}"))
+        issues.append(PackIssue(source.file, f"YAML error: {exc}", kind="syntax"))
         return None
     if root is None:
         return None
@@ -67,10 +76,10 @@ def _build(
             key = constructor.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
             if not isinstance(key, str):
-                issues.append(PackIssue(source.file, f"keys must be strings, got {key!r}", line))
+                issues.append(PackIssue(source.file, f"keys must be strings, got {key!r}", line, "syntax"))
                 continue
             if key in out:
-                issues.append(PackIssue(source.file, f"duplicate key '{key}'; keep one", line))
+                issues.append(PackIssue(source.file, f"duplicate key '{key}'; keep one", line, "syntax"))
                 continue
             source.record((*path, key), line)
             out[key] = _build(value_node, (*path, key), source, issues, constructor)

@@ -3,19 +3,22 @@ check one.
 
 An endpoint row keeps its spec string and, in their own fields, the name of the
 environment variable that holds its key, its prices and its concurrency cap. Opening
-it adds those to an `openai:` spec as options (`key_env=`, `price_in=`, `price_out=`,
-`concurrency=`), so the runtime reads the key from the environment of the process that
-opens it; the key itself is never stored, shown or logged."""
+it builds the runtime's backend config from the row (`config_for`): the spec parsed,
+those fields set on an `OpenAIConfig`, so the runtime reads the key from the
+environment of the process that opens it; the key itself is never stored, shown or
+logged. `spec_for` renders the same settings as a spec string, the record a run or an
+eval keeps of the model it was started on."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from django.utils import timezone
 
-from runtime import Backend, BadSpec, open_backend
+from runtime import Backend, BackendConfig, BadSpec, OpenAIConfig, check_endpoint, open_backend, parse_backend_spec
 from studio.endpoints.models import Endpoint
 
 log = logging.getLogger("packforge.studio.endpoints")
@@ -58,16 +61,30 @@ def spec_for(endpoint: Endpoint) -> str:
     )
 
 
+def config_for(endpoint: Endpoint) -> BackendConfig:
+    """The runtime's config for an endpoint row: its spec, with the row's key env var,
+    prices and concurrency for an `openai:` endpoint (scripted models take none of
+    them). Raises BadSpec for a spec the runtime cannot parse."""
+    config = parse_backend_spec(endpoint.spec.strip())
+    if not isinstance(config, OpenAIConfig):
+        return config
+    return replace(
+        config,
+        key_env=endpoint.key_env or None,
+        price_in=float(endpoint.price_in or 0),
+        price_out=float(endpoint.price_out or 0),
+        concurrency=endpoint.concurrency if endpoint.concurrency is not None else config.concurrency,
+    )
+
+
 def spec_problem(spec: str, key_env: str = "") -> str | None:
     """Why `spec` cannot be saved, or None. The spec is opened by the runtime (so every
     syntax rule is the runtime's own); the key is not looked up here, because the web
     process need not hold it: the worker that runs the endpoint does."""
     spec = spec.strip()
     if spec.startswith("openai:"):
-        from runtime.backends.openai import parse_spec
-
         try:
-            parse_spec(spec)
+            parse_backend_spec(spec)
         except BadSpec as exc:
             return str(exc)
         given = _given_options(spec)
@@ -92,21 +109,22 @@ def _given_options(spec: str) -> set[str]:
 def open_endpoint(endpoint: Endpoint, *, base_dir: Path | None = None, default: str | None = None) -> Backend:
     """Open the backend an endpoint names. Raises BadSpec (for instance when the key's
     environment variable is not set in this process)."""
-    return open_backend(spec_for(endpoint), base_dir=base_dir, default=default)
+    return open_backend(config_for(endpoint), base_dir=base_dir, default=default)
 
 
 def check(endpoint_id: int) -> dict[str, Any] | None:
     """One constrained call to the endpoint (runtime.endpoints.check_endpoint); the
     result, with the time it was taken, is stored in `last_check` and returned."""
-    from runtime.endpoints import check_endpoint
-
     endpoint = Endpoint.objects.filter(pk=endpoint_id).first()
     if endpoint is None:
         log.warning("endpoint %s is gone; nothing to check", endpoint_id)
         return None
     started = timezone.now()
     try:
-        result: dict[str, Any] = check_endpoint(spec_for(endpoint)).to_dict()
+        config = config_for(endpoint)
+        if not isinstance(config, OpenAIConfig):
+            raise BadSpec("endpoints check takes an openai: spec, e.g. openai:http://127.0.0.1:8080/v1#MODEL")
+        result: dict[str, Any] = check_endpoint(config).to_dict()
     except BadSpec as exc:
         result = {"ok": False, "answered": False, "honoured": None, "error": str(exc)}
     result.pop("spec", None)  # the row shows its own spec; this one carries the options

@@ -16,7 +16,7 @@ from typing import Any
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from runtime.pack.model import Pack
+from runtime import Pack
 from studio.projects.graph_svg import draw
 
 __all__ = ["PALETTE", "Bar", "Point", "blame_colour", "graph", "hbars", "histogram", "line_plot"]

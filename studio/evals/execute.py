@@ -571,7 +571,7 @@ def outcome_fields(pack: Pack, gold: Case, result: RunResult, store: EvalCaseSto
         diffs=[
             {"field": d.field, "expected": d.expected, "actual": d.actual, "missing": d.missing} for d in scored.diffs
         ],
-        problems=scored.problems,
+        problems=[p.to_dict() for p in scored.problems],
         rejections=scored.rejections,
         error=trace.error or "",
         status=S.PASSED if scored.passed else S.FAILED,
@@ -759,7 +759,7 @@ def gate(ev: Eval) -> dict[str, Any]:
         }
     if rows is None:
         document = {"metrics": metrics_of(baseline), "tolerances": dict(DEFAULT_TOLERANCES)}
-        rows = check_baseline(_Metrics(current), document)  # type: ignore[arg-type]
+        rows = check_baseline(current, document)
     failing = [r["metric"] for r in rows if not r["ok"]]
     detail = (
         f"regressed against eval {baseline.pk}: {', '.join(failing)}"

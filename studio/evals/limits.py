@@ -32,8 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from runtime.backends.base import Backend, ModelCall, ModelReply
-from runtime.errors import Cancelled
+from runtime import Backend, Cancelled, ModelCall, ModelReply
 
 __all__ = ["CappedBackend", "FileSlots", "RedisSlots", "Slots", "slots"]
 

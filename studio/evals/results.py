@@ -37,9 +37,20 @@ from django.db.models import Count, F, IntegerField, Max, Q, QuerySet, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
-from runtime.evaluate import DEFAULT_TOLERANCES, SCHEMA_CATEGORIES, check_baseline
-from runtime.pack.model import Edge, Pack
-from runtime.stats import mcnemar_exact, paired_outcomes, percentile, wilson_interval
+from runtime import (
+    DEFAULT_TOLERANCES,
+    METRIC_DIRECTIONS,
+    PATH_PROBLEM_KINDS,
+    SCHEMA_CATEGORIES,
+    CaseProblem,
+    Edge,
+    Pack,
+    check_baseline,
+    mcnemar_exact,
+    paired_outcomes,
+    percentile,
+    wilson_interval,
+)
 from studio.evals.models import Eval, EvalCase
 
 __all__ = [
@@ -63,8 +74,9 @@ __all__ = [
 Status = EvalCase.Status
 SCORED = (Status.PASSED, Status.FAILED, Status.ERROR)
 TIERS = ("auto", "escalated", "failed")
-HIGHER_IS_BETTER = {"pass_rate"}  # runtime.evaluate: every other gate metric is better lower
-PATH_PROBLEMS = ("expected to stop at", "path did not visit")  # runtime.evaluate.score_case's wording
+# The SQL below reads the runtime's trace dict (Trace.to_dict) at this version: its
+# "attempts" list and their node, ok, category, reason, tokens, latency_s and cost_usd.
+READS_TRACE_VERSION = 1  # runtime.TRACE_VERSION when this SQL was written
 NODE_STATS_VERSION = 1
 
 
@@ -449,7 +461,8 @@ def coverage(ev: Eval, pack: Pack | None, *, unreached_limit: int = 200) -> dict
     missed = 0
     rows = scored(ev).exclude(problems=[]).order_by("case_id", "repeat").values_list("case_id", "repeat", "problems")
     for case_id, repeat, problems in rows.iterator():
-        about_path = [p for p in problems or [] if str(p).startswith(PATH_PROBLEMS)]
+        found = (CaseProblem.from_stored(p) for p in problems or [])
+        about_path = [p.message for p in found if p.kind in PATH_PROBLEM_KINDS]
         if not about_path:
             continue
         missed += 1
@@ -627,7 +640,7 @@ def compare(a: Eval, b: Eval) -> dict[str, Any]:
     deltas = []
     for name in ma:
         delta = mb[name] - ma[name]
-        better = None if abs(delta) < 1e-12 else (delta > 0) == (name in HIGHER_IS_BETTER)
+        better = None if abs(delta) < 1e-12 else (delta > 0) == (METRIC_DIRECTIONS.get(name) == "higher")
         deltas.append(
             {
                 "metric": name,
@@ -713,22 +726,12 @@ def history(project: Any, order: list[str] | None = None) -> dict[str, Any]:
 # -- the baseline gate --------------------------------------------------------------------
 
 
-class _Measured:
-    """What runtime.evaluate.check_baseline reads from a report: its metrics."""
-
-    def __init__(self, metrics: dict[str, float]) -> None:
-        self._metrics = metrics
-
-    def metrics(self) -> dict[str, float]:
-        return self._metrics
-
-
 def gate(ev: Eval, baseline: Eval, tolerances: dict[str, float] | None = None) -> list[dict[str, Any]]:
     """One row per metric (metric, baseline, current, limit, ok), by the runtime's own
     check_baseline with its default tolerances, so the studio and `packforge eval
     --baseline` gate alike."""
     document = {"metrics": metrics_of(baseline), "tolerances": {**DEFAULT_TOLERANCES, **(tolerances or {})}}
-    return check_baseline(_Measured(metrics_of(ev)), document)  # type: ignore[arg-type]
+    return check_baseline(metrics_of(ev), document)
 
 
 def baseline_for(ev: Eval) -> Eval | None:

@@ -13,8 +13,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from runtime.checkpoint import Entry, RunRecord
-from runtime.errors import FencedOut, RunNotFound, RunStateError
+from runtime import Entry, FencedOut, RunNotFound, RunRecord, RunStateError
 from studio.evals.models import JournalEntry, RunCheckpoint
 
 

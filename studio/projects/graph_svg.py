@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from runtime.pack import Pack
+from runtime import Pack
 
 NODE_W, NODE_H = 156, 48
 H_GAP, V_GAP = 44, 110

@@ -7,7 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from runtime import BadSpec, open_backend
+from runtime import (
+    BACKEND_KINDS,
+    Backend,
+    BackendKind,
+    BadSpec,
+    FakeConfig,
+    SimConfig,
+    open_backend,
+    parse_backend_spec,
+)
 from runtime.backends.base import ModelCall
 from runtime.errors import BackendError
 
@@ -98,3 +107,45 @@ def test_sim_wrong_answers_keep_the_schema_shape(script: Path) -> None:
 def test_it_refuses_bad_specs_with_a_clear_message(spec: str, message: str) -> None:
     with pytest.raises(BadSpec, match=message.replace("(", r"\(").replace(")", r"\)")):
         open_backend(spec)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "fake:fakes/scripted.json",
+        "sim:error=0.3,seed=7,invalid=0.2",
+        "sim:error=0.1,seed=0,invalid=0.5,base=answers.json",
+        "openai:http://h:8080/v1#qwen2.5:0.5b",
+        "openai:http://h/v1#m;grammar=gbnf;key_env=MY_KEY;concurrency=3;price_in=0.15;price_out=2",
+    ],
+)
+def test_it_renders_a_config_back_to_the_spec_it_was_parsed_from(spec: str) -> None:
+    config = parse_backend_spec(spec)
+    assert config.spec == spec and parse_backend_spec(config.spec) == config
+
+
+def test_it_opens_a_config_object_like_its_spec_string(script: Path) -> None:
+    backend = open_backend(FakeConfig(str(script)))
+    assert backend.spec == f"fake:{script}"
+    assert json.loads(backend.complete(call()).text) == {"category": "a"}
+
+
+def test_it_opens_every_kind_through_the_kinds_table(script: Path) -> None:
+    opened: list[str] = []
+    original = BACKEND_KINDS["fake"]
+
+    def opener(config: FakeConfig, label: str, base_dir: Path | None, default: str | None) -> Backend:
+        opened.append(label)
+        return original.open(config, label, base_dir, default)
+
+    BACKEND_KINDS["fake"] = BackendKind(FakeConfig, original.parse, opener)
+    try:
+        open_backend(f"fake:{script}")
+    finally:
+        BACKEND_KINDS["fake"] = original
+    assert opened == [f"fake:{script}"]
+
+
+def test_it_checks_sim_rates_when_a_config_is_built() -> None:
+    with pytest.raises(BadSpec, match="between 0 and 1"):
+        SimConfig(error=1.5)

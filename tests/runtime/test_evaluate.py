@@ -5,8 +5,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from runtime import load_pack, open_backend
-from runtime.evaluate import baseline_document, check_baseline, evaluate
+from runtime import (
+    DEFAULT_TOLERANCES,
+    METRIC_DIRECTIONS,
+    CaseProblem,
+    baseline_document,
+    check_baseline,
+    evaluate,
+    load_pack,
+    open_backend,
+)
 from tests.runtime.conftest import ENUM_SCHEMA, write_pack
 from tests.runtime.test_cli import pf
 
@@ -86,7 +94,8 @@ def test_it_blames_the_node_that_left_the_happy_path(tmp_path: Path) -> None:
     report = evaluate(pack, open_backend(pack.model or "", base_dir=pack.root))
     failed = next(c for c in report.cases if c.case_id == "bill")
     assert not failed.passed and failed.blamed == "classify" and failed.tier == "failed"
-    assert any("expected to stop at 'done', stopped at 'fallback'" in p for p in failed.problems)
+    [end, *_] = failed.problems
+    assert (end.kind, str(end)) == ("end", "expected to stop at 'done', stopped at 'fallback'")
     assert failed.rejections == {"schema": 4}
     assert report.tiers()["auto_accuracy"] == 1.0
 
@@ -107,9 +116,9 @@ def test_check_baseline_applies_tolerances(tmp_path: Path) -> None:
     report = evaluate(pack, open_backend(pack.model or "", base_dir=pack.root))
     doc = baseline_document(report)
     doc["metrics"]["mean_model_calls"] = report.metrics()["mean_model_calls"] / 1.05
-    assert all(r["ok"] for r in check_baseline(report, doc))  # +5% calls is inside the 10% tolerance
+    assert all(r["ok"] for r in check_baseline(report.metrics(), doc))  # +5% calls is inside the 10% tolerance
     doc["tolerances"]["mean_model_calls"] = 0.01
-    rows = {r["metric"]: r["ok"] for r in check_baseline(report, doc)}
+    rows = {r["metric"]: r["ok"] for r in check_baseline(report.metrics(), doc)}
     assert rows["mean_model_calls"] is False and rows["pass_rate"] is True
 
 
@@ -142,3 +151,19 @@ def test_it_selects_cases_by_tag(tmp_path: Path) -> None:
     pack = load_pack(root)
     report = evaluate(pack, open_backend(pack.model or "", base_dir=pack.root), tags={"smoke"})
     assert [c.case_id for c in report.cases] == ["bill"]
+
+
+def test_it_reads_back_problems_stored_as_dicts_and_as_old_sentences() -> None:
+    stored = [
+        CaseProblem("path", "path did not visit 'route' (took a > b)").to_dict(),
+        "expected to stop at 'done', stopped at 'fallback'",
+        "run failed: boom",
+    ]
+    assert [CaseProblem.from_stored(p).kind for p in stored] == ["path", "end", "status"]
+
+
+def test_it_gates_a_plain_mapping_of_metrics_by_direction() -> None:
+    baseline = {"metrics": {"pass_rate": 0.9, "cost_per_case": 1.0}}
+    rows = check_baseline({"pass_rate": 0.95, "cost_per_case": 1.2}, baseline)
+    assert [(r["metric"], r["ok"]) for r in rows] == [("pass_rate", True), ("cost_per_case", False)]
+    assert METRIC_DIRECTIONS["pass_rate"] == "higher" and set(METRIC_DIRECTIONS) == set(DEFAULT_TOLERANCES)

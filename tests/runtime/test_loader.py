@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from runtime import PackInvalid, load_pack
+from runtime import PACK_ISSUE_KINDS, PackInvalid, load_pack
 from tests.runtime.conftest import write_pack
 
 GEN = {"kind": "generate", "reads": ["input.ticket"], "writes": ["category"]}
@@ -223,3 +224,26 @@ def test_it_refuses_a_human_question_using_fields_outside_the_reads(tmp_path: Pa
     )
     [issue] = issues_of(root)
     assert "prompts/ask.txt uses {{ input.secret }}, which is not in the node's reads" in issue
+
+
+@pytest.mark.parametrize(
+    "breakage, kind",
+    [
+        (lambda root: (root / "graph.yaml").write_text("nodes:\n  a:\n    kind: [generate\n"), "syntax"),
+        (lambda root: (root / "prompts" / "classify.txt").unlink(), "missing"),
+        (lambda root: (root / "grammars" / "classify.json").write_text('{"type": 3}'), "schema"),
+        (lambda root: (root / "evalset.jsonl").write_text("not json\n"), "evalset"),
+    ],
+)
+def test_it_gives_each_issue_a_machine_readable_kind(triage: Path, breakage: Any, kind: str) -> None:
+    breakage(triage)
+    with pytest.raises(PackInvalid) as exc:
+        load_pack(triage)
+    assert kind in PACK_ISSUE_KINDS and [i.kind for i in exc.value.issues] == [kind]
+
+
+def test_it_calls_an_edge_to_an_unknown_node_a_reference_issue(tmp_path: Path) -> None:
+    root = write_pack(tmp_path / "p", nodes={"a": GEN, "done": {"kind": "end"}}, edges=[{"from": "a", "to": "doen"}])
+    with pytest.raises(PackInvalid) as exc:
+        load_pack(root)
+    assert "reference" in {i.kind for i in exc.value.issues}

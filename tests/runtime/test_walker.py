@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from runtime import MemoryStore, SQLiteStore, load_pack, open_backend, resume_run, run_pack
+from runtime import TRACE_VERSION, MemoryStore, SQLiteStore, Trace, load_pack, open_backend, resume_run, run_pack
 from runtime.errors import FencedOut, RunStateError
 from runtime.walker import RunOptions
 from tests.runtime.conftest import ENUM_SCHEMA, Recorder, write_pack
@@ -399,3 +399,16 @@ def test_a_stalled_walker_cannot_overwrite_a_run_taken_over(tmp_path: Path, tria
         )
     assert takeover["result"].status == "done"
     assert store.get("r1").status == "done"
+
+
+def test_it_writes_the_trace_version_and_reads_the_trace_back(triage: Path) -> None:
+    trace = run_pack(load_pack(triage), {"ticket": "charged twice"}, backend=backend_for(triage)).trace
+    data = trace.to_dict()
+    assert data["version"] == TRACE_VERSION
+    again = Trace.from_dict(data)
+    assert again == trace and again.to_dict() == data
+
+
+def test_it_refuses_a_trace_from_a_newer_runtime() -> None:
+    with pytest.raises(ValueError, match="newer"):
+        Trace.from_dict({"version": TRACE_VERSION + 1, "run_id": "r", "pack": "p"})

@@ -24,8 +24,7 @@ from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
 
-from runtime.evaluate import DEFAULT_TOLERANCES
-from runtime.pack.model import Pack
+from runtime import DEFAULT_TOLERANCES, METRIC_DIRECTIONS, Pack
 from studio.accounts.access import eval_for, project_for
 from studio.accounts.models import Role
 from studio.evals import charts, results
@@ -174,7 +173,7 @@ def baseline_panel(ev: Eval) -> dict[str, Any] | None:
         name, tol = row["metric"], DEFAULT_TOLERANCES.get(row["metric"], 0.0)
         for key in ("baseline", "current", "limit"):
             row[f"{key}_text"] = metric_text(name, row[key])
-        if name in results.HIGHER_IS_BETTER:
+        if METRIC_DIRECTIONS.get(name) == "higher":
             row["rule"] = f"may drop {100 * tol:.1f} pp"
         elif name in RATES:
             row["rule"] = f"may rise {100 * tol:.1f} pp"

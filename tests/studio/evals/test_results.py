@@ -197,7 +197,7 @@ def store_report(ev: Eval, report: EvalReport, repeat: int = 0) -> None:
                 run_status=c.status,
                 path=c.path,
                 edges=c.edges,
-                problems=c.problems,
+                problems=[p.to_dict() for p in c.problems],
                 diffs=[
                     {"field": d.field, "expected": d.expected, "actual": d.actual, "missing": d.missing}
                     for d in c.diffs
@@ -476,9 +476,7 @@ def test_it_gates_exactly_as_the_runtime_does(project: Project, owner: User) -> 
     store_report(now, report)
     EvalCase.objects.filter(eval=now).update(cost_usd=1.0)  # cost per case far above the baseline
     rows = results.gate(now, base)
-    runtime_rows = check_baseline(
-        type("R", (), {"metrics": lambda self: results.metrics_of(now)})(), {"metrics": report.metrics()}
-    )
+    runtime_rows = check_baseline(results.metrics_of(now), {"metrics": report.metrics()})
     assert [(r["metric"], r["ok"]) for r in rows] == [(r["metric"], r["ok"]) for r in runtime_rows]
     assert [r["limit"] for r in rows] == pytest.approx([r["limit"] for r in runtime_rows])
     assert [r["metric"] for r in rows if not r["ok"]] == ["cost_per_case"]

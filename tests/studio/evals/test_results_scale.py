@@ -43,7 +43,7 @@ def _fill(ev: Eval, traces: bool) -> None:
                 tier=c.tier,
                 blamed="classify" if failed else "",
                 edges=c.edges,
-                problems=c.problems,
+                problems=[p.to_dict() for p in c.problems],
                 rejections=c.rejections,
                 generations=int(c.totals["generations"]),
                 model_calls=int(c.totals["model_calls"]),

@@ -1,0 +1,95 @@
+"""The runtime's public API is what `runtime/__init__.py` exports (httpx's
+tests/test_exported_members.py is the model): the studio and the compiler import these
+names from `runtime` and nothing else. Changing the list is a decision: change it here too."""
+
+from __future__ import annotations
+
+import types
+
+import runtime
+
+PINNED = [
+    "NODE_KINDS",
+    "NODE_SHAPES",
+    "NodeDrawing",
+    "NodeKind",
+    "drawing_for",
+    "Attempt",
+    "Backend",
+    "BACKEND_KINDS",
+    "BackendConfig",
+    "BackendError",
+    "BackendKind",
+    "BadSpec",
+    "baseline_document",
+    "Cancelled",
+    "Case",
+    "CaseProblem",
+    "CaseResult",
+    "check_baseline",
+    "check_endpoint",
+    "CheckpointStore",
+    "CheckResult",
+    "DEFAULT_TOLERANCES",
+    "Edge",
+    "EdgeTaken",
+    "Entry",
+    "EvalReport",
+    "evaluate",
+    "ExprError",
+    "FakeConfig",
+    "FencedOut",
+    "FieldDiff",
+    "load_pack",
+    "load_tools",
+    "mcnemar_exact",
+    "MemoryStore",
+    "METRIC_DIRECTIONS",
+    "ModelCall",
+    "ModelReply",
+    "Node",
+    "open_backend",
+    "OpenAIConfig",
+    "OutputRejected",
+    "Pack",
+    "PACK_ISSUE_KINDS",
+    "PackforgeError",
+    "PackInvalid",
+    "PackIssue",
+    "paired_outcomes",
+    "parse_backend_spec",
+    "PATH_PROBLEM_KINDS",
+    "percentile",
+    "PROBLEM_KINDS",
+    "resume_run",
+    "run_pack",
+    "RunNotFound",
+    "RunOptions",
+    "RunRecord",
+    "RunResult",
+    "RunStateError",
+    "SCHEMA_CATEGORIES",
+    "score_case",
+    "SimConfig",
+    "SQLiteStore",
+    "Step",
+    "Tool",
+    "ToolCall",
+    "Trace",
+    "TRACE_VERSION",
+    "wilson_interval",
+]
+
+
+def test_it_exports_exactly_the_pinned_names() -> None:
+    assert sorted(runtime.__all__) == sorted(PINNED)
+    assert len(set(runtime.__all__)) == len(runtime.__all__)
+
+
+def test_it_exports_every_public_name_it_imports() -> None:
+    public = [name for name, value in vars(runtime).items() if not name.startswith("_")]
+    assert sorted(runtime.__all__) == sorted(n for n in public if not isinstance(vars(runtime)[n], types.ModuleType))
+
+
+def test_it_resolves_every_exported_name() -> None:
+    assert [name for name in runtime.__all__ if not hasattr(runtime, name)] == []

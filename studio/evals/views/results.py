@@ -30,6 +30,7 @@ from studio.accounts.models import Role
 from studio.evals import charts, results
 from studio.evals.models import Eval, EvalCase
 from studio.projects.execute import PACK_PREFIX, validate_files
+from studio.projects.graph_svg import draw
 from studio.projects.storage import PackRepo, StorageError
 
 SHORT = 10
@@ -275,7 +276,7 @@ def eval_blame(request: HttpRequest, slug: str, eval_id: int) -> HttpResponse:
         )
     notes = {r["node"]: f"{pct(r['share'])} · {r['failures']} failed" for r in blame["nodes"] if r["failures"]}
     drawing = (
-        charts.graph(
+        draw(
             pack,
             label=f"The graph of {ev.project.slug}, coloured by share of failures blamed",
             shares=blame["shares"],
@@ -310,7 +311,7 @@ def eval_coverage(request: HttpRequest, slug: str, eval_id: int) -> HttpResponse
     for e in cov["edges"]:
         e["share_text"] = pct(e["share"])
     drawing = (
-        charts.graph(
+        draw(
             pack,
             label=f"The graph of {ev.project.slug}: edges by runs that took them",
             edge_counts=cov["counts"],

@@ -87,7 +87,7 @@ def project_overview(request: HttpRequest, slug: str) -> HttpResponse:
         head=head_commit(opened.repo),
         pack=pack,
         problems=problems,
-        drawing=draw(pack) if pack is not None else None,
+        drawing=draw(pack, label=f"The graph of {opened.project.slug}") if pack is not None else None,
         nodes=list(pack.nodes.values()) if pack is not None else [],
         file_count=len([f for f in files if f != ".keep"]),
     )

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
 from django.contrib.auth.models import User
 from django.test import Client
 
-from studio.evals import charts
+from studio.projects.graph_svg import heat_colour
 from studio.projects.models import Project
 from tests.studio.evals.test_results import REJECTED, results_setup, sample_eval  # noqa: F401
 
@@ -17,10 +15,9 @@ def test_it_colours_the_graph_by_blame_share(as_owner: Client, project: Project,
     page = as_owner.get(f"/p/{ev.project.slug}/evals/{ev.pk}/blame")
     assert page.status_code == 200
     text = page.content.decode()
-    node = re.search(r'<g class="node" data-node="classify">.*?</g>', text, re.S)
-    assert node is not None and f'fill="{charts.blame_colour(1.0)}"' in node.group(0)  # the one failure's node
-    calm = re.search(r'<g class="node" data-node="sentiment">.*?</g>', text, re.S)
-    assert calm is not None and f'fill="{charts.blame_colour(0.0)}"' in calm.group(0)
+    assert f'<g class="node heat" data-node="classify" fill="{heat_colour(1.0)}">' in text  # the one failure's node
+    assert f'<g class="node heat" data-node="sentiment" fill="{heat_colour(0.0)}">' in text
+    assert text.count('<svg class="graph heat"') == 1  # the one graph renderer, the overview's
     assert "category must be one of" in text  # the rejection's reason
     assert 'data-node="classify"' in text
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from django.contrib.auth.models import User
 from django.test import Client
 
@@ -23,8 +25,9 @@ def test_it_highlights_and_lists_untaken_edges(as_owner: Client, project: Projec
     assert page.status_code == 200
     text = page.content.decode()
     assert "5 / 8" in text
-    assert '<g class="edge untaken" data-edge="1">' in text  # classify -> manual_triage (on_fail)
-    assert '<g class="edge" data-edge="0">' in text
+    assert re.search(r'<g class="edge edge-on_fail untaken" [^>]*data-edge="1">', text)  # classify -> manual_triage
+    assert re.search(r'<g class="edge edge-next" [^>]*data-edge="0">', text)
+    assert text.count('<svg class="graph counted"') == 1
     assert "classify -&gt; manual_triage (on_fail)" in text  # listed, escaped
     assert "stopped at &#x27;general&#x27;" in text  # the run that missed its declared end
     assert f"/p/{ev.project.slug}/evals/{ev.pk}/cases/lost/0" in text

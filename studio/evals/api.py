@@ -134,7 +134,7 @@ def _eval(request: HttpRequest, eval_id: int, *, edit: bool = False) -> Eval:
 
 
 @router.post("", response={201: StartOut, **ERRORS_409}, summary="Start an eval (one per endpoint)")
-def start(request: HttpRequest, payload: EvalIn) -> Any:
+def start(request: HttpRequest, payload: EvalIn) -> Status[StartOut]:
     project, _ = project_for(request.user, payload.project, edit=True)
     try:
         evals = execute.start_eval(
@@ -152,19 +152,19 @@ def start(request: HttpRequest, payload: EvalIn) -> Any:
 
 
 @router.get("", response={200: list[EvalOut], **ERRORS}, summary="A project's evals, newest first")
-def list_evals(request: HttpRequest, project: str, limit: int = 50) -> Any:
+def list_evals(request: HttpRequest, project: str, limit: int = 50) -> list[EvalOut]:
     found, _ = project_for(request.user, project)
     rows = with_counts(Eval.objects.filter(project=found).select_related("project", "endpoint", "created_by"))
     return [eval_out(ev, counts_annotated(ev)) for ev in rows[: max(1, min(limit, 200))]]
 
 
 @router.get("/{eval_id}", response={200: EvalOut, **ERRORS}, summary="An eval's status and counts")
-def get_eval(request: HttpRequest, eval_id: int) -> Any:
+def get_eval(request: HttpRequest, eval_id: int) -> EvalOut:
     return eval_out(_eval(request, eval_id))
 
 
 @router.post("/{eval_id}/cancel", response={200: EvalOut, **ERRORS_409}, summary="Cancel an eval")
-def cancel(request: HttpRequest, eval_id: int) -> Any:
+def cancel(request: HttpRequest, eval_id: int) -> EvalOut:
     ev = _eval(request, eval_id, edit=True)
     if not execute.cancel_eval(ev) and ev.status == Eval.Status.DONE:
         raise HttpError(409, f"eval {ev.pk} already finished; there is nothing to cancel")
@@ -175,7 +175,7 @@ def cancel(request: HttpRequest, eval_id: int) -> Any:
 @router.post(
     "/{eval_id}/baseline", response={200: EvalOut, **ERRORS_409}, summary="Mark an eval as its project's baseline"
 )
-def baseline(request: HttpRequest, eval_id: int) -> Any:
+def baseline(request: HttpRequest, eval_id: int) -> EvalOut:
     ev = _eval(request, eval_id, edit=True)
     if ev.status != Eval.Status.DONE:
         raise HttpError(409, f"eval {ev.pk} is {ev.status}; only a finished eval can be the baseline")
@@ -188,7 +188,7 @@ def baseline(request: HttpRequest, eval_id: int) -> Any:
     response={200: GateOut, **ERRORS_409},
     summary="Does the eval pass its project's baseline? (for CI)",
 )
-def gate(request: HttpRequest, eval_id: int) -> Any:
+def gate(request: HttpRequest, eval_id: int) -> GateOut:
     ev = _eval(request, eval_id)
     if ev.status != Eval.Status.DONE:
         raise HttpError(

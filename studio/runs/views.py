@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 from django_htmx.http import HttpResponseStopPolling
 
+from runtime import NODE_KINDS
 from studio.accounts.access import project_for, run_for
 from studio.projects.storage import PackRepo
 from studio.runs import execute
@@ -75,6 +76,8 @@ def run_detail(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     project = run.project
     steps = execute.public_steps(run.steps or [], author=role.can_edit)
     for step in steps:
+        kind = NODE_KINDS.get(step.get("kind") or "")
+        step["prompt_label"] = "question" if kind is not None and kind.waits else "prompt"  # a person answers it
         step["writes_json"] = _pretty(step.get("writes") or {})
         for call in step.get("tool_calls", []):
             call["args_json"], call["result_json"] = _pretty(call.get("args")), _pretty(call.get("result"))
@@ -102,7 +105,10 @@ def run_detail(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
 
 def try_new_moved(request: HttpRequest) -> HttpResponsePermanentRedirect:
     project, _ = project_for(request.user, request.GET.get("project", ""))
-    return HttpResponsePermanentRedirect(reverse("runs-new", args=[project.slug]))
+    response = HttpResponsePermanentRedirect(reverse("runs-new", args=[project.slug]))
+    if request.method == "POST":
+        response.status_code = 308  # a form posted from an old page arrives as a POST
+    return response
 
 
 def run_moved(request: HttpRequest, run_id: int) -> HttpResponsePermanentRedirect:

@@ -74,3 +74,8 @@ def test_it_finds_no_eval_or_run_under_another_projects_slug(as_owner: Client, p
     assert as_owner.get(f"/p/other/evals/{ev.pk}/summary").status_code == 404
     assert as_owner.get(f"/p/other/runs/{run.pk}").status_code == 404
     assert as_owner.get(f"/p/triage/evals/{ev.pk}/summary").status_code == 200
+
+
+def test_it_redirects_an_old_try_it_post_as_a_post(as_owner: Client, project: Project) -> None:
+    page = as_owner.post("/runs/new?project=triage", {"input": "{}"})
+    assert page.status_code == 308 and page["Location"] == "/p/triage/runs/new"

@@ -24,7 +24,7 @@ from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
 
-from runtime import DEFAULT_TOLERANCES, METRIC_DIRECTIONS, Pack
+from runtime import DEFAULT_TOLERANCES, METRIC_DIRECTIONS, NODE_KINDS, Pack
 from studio.accounts.access import eval_for, project_for
 from studio.accounts.models import Role
 from studio.evals import charts, results
@@ -260,6 +260,12 @@ def _after_baseline(request: HttpRequest, ev: Eval, role: Role, status: int = 20
 MAX_REASONS = 5
 
 
+def _terminal(kind: str) -> bool:
+    """An end-like node (the runtime's kind flag): it decides nothing, so it gets no bar of its own."""
+    found = NODE_KINDS.get(kind)
+    return found is not None and found.terminal
+
+
 def eval_blame(request: HttpRequest, slug: str, eval_id: int) -> HttpResponse:
     ev, role = open_eval(request, slug, eval_id)
     pack = pack_of(ev)
@@ -290,7 +296,7 @@ def eval_blame(request: HttpRequest, slug: str, eval_id: int) -> HttpResponse:
             [
                 charts.Bar(r["node"], r["failures"], f"{r['failures']} ({pct(r['share'])})", "#b42318")
                 for r in blame["nodes"]
-                if r["failures"] or (r["in_pack"] and r["kind"] != "end")
+                if r["failures"] or (r["in_pack"] and not _terminal(r["kind"]))
             ],
             label="Failures blamed per node",
         )

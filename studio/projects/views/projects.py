@@ -115,6 +115,8 @@ def project_history(request: HttpRequest, slug: str) -> HttpResponse:
             commits=commits,
             page_number=number,
             has_older=len(walked) > HISTORY_PAGE,
+            newer_url=f"?page={number - 1}",
+            older_url=f"?page={number + 1}",
             first_on_page=start + 1,
             last_on_page=start + len(commits),
         ),

@@ -29,7 +29,8 @@ def test_it_downloads_a_tar_gz_of_an_older_version(as_viewer: Client, project: P
     PackRepo(project.repo_path).save({"pack/extra.txt": b"x"}, base=first, author="o", email="", message="add")
     answer = as_viewer.get(f"{URL}?format=tar.gz&version={first}")
     assert answer.status_code == 200 and answer["Content-Type"] == "application/gzip"
-    names = tarfile.open(fileobj=io.BytesIO(answer.content), mode="r:gz").getnames()
+    with tarfile.open(fileobj=io.BytesIO(answer.content), mode="r:gz") as archive:
+        names = archive.getnames()
     assert "triage/graph.yaml" in names and "triage/extra.txt" not in names
 
 

@@ -428,7 +428,7 @@ def test_it_refuses_to_compare_different_case_sets(project: Project, owner: User
 def test_it_refuses_to_compare_evals_of_different_projects(project: Project, owner: User) -> None:
     other = create_project(slug="other", name="Other", owner=owner, pack_files=example_files("support_triage"))
     a, b = make_eval(project, owner), make_eval(other, owner)
-    with pytest.raises(results.NotComparable, match="different|only evals of one project"):
+    with pytest.raises(results.NotComparable, match=r"different|only evals of one project"):
         results.compare(a, b)
 
 

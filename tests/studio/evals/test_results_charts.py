@@ -40,5 +40,3 @@ def test_it_escapes_bar_and_plot_labels() -> None:
         assert "<script>" not in svg
         _parses(svg)
     assert "<polyline" in plot
-
-

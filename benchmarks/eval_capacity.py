@@ -84,14 +84,15 @@ def run_config(
     from django.db.models import Max, Min
 
     from studio.endpoints.models import Endpoint
-    from studio.evals import execute
+    from studio.evals import shared
     from studio.evals.models import Eval, EvalCase
+    from studio.evals.start import start_eval
 
     with in_own_process(capacity, latency) as base_url:
         endpoint = Endpoint.objects.create(
             name=f"fault-{label}", spec=f"openai:{base_url}#fault", concurrency=capacity, created_by=user
         )
-        ev = execute.start_eval(project, user=user, endpoints=[endpoint.pk])[0]
+        ev = start_eval(project, user=user, endpoints=[endpoint.pk])[0]
         procs = start_workers(workers, threads, env, logs, poll)
         try:
             deadline = time.monotonic() + 600
@@ -100,7 +101,7 @@ def run_config(
                     if p.poll() is not None:
                         raise SystemExit(f"a worker exited with {p.returncode}; see {logs}")
                 if time.monotonic() > deadline:
-                    raise SystemExit(f"{label}: the eval did not end in 600 s: {execute.counts_of(ev)}")
+                    raise SystemExit(f"{label}: the eval did not end in 600 s: {shared.counts_of(ev)}")
                 time.sleep(0.1)
         finally:
             stop(procs)
@@ -109,7 +110,7 @@ def run_config(
     makespan = (span["last"] - span["first"]).total_seconds()
     calls = stats["outcomes"].get("ok", 0)
     ideal = calls * latency / capacity
-    counts = execute.counts_of(ev)
+    counts = shared.counts_of(ev)
     rows = list(EvalCase.objects.filter(eval=ev).values_list("started_at", "finished_at", "latency_s"))
     model_s = sum(r[2] for r in rows)  # the client's own time per call, summed
     case_s = sum((r[1] - r[0]).total_seconds() for r in rows)

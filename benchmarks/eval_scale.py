@@ -191,11 +191,12 @@ def run_eval(
 ) -> tuple[dict[str, Any], Any]:
     from django.db.models import Max, Min
 
-    from studio.evals import execute
+    from studio.evals import shared
     from studio.evals.models import Eval, EvalCase
+    from studio.evals.start import start_eval
 
     started = time.perf_counter()
-    ev = execute.start_eval(project, user=user)[0]  # rows written, every task enqueued on commit
+    ev = start_eval(project, user=user)[0]  # rows written, every task enqueued on commit
     enqueue_s = time.perf_counter() - started
     procs = start_workers(workers, threads, env, logs, poll)
     peaks, cpu = [0.0] * workers, [0.0] * workers
@@ -211,7 +212,7 @@ def run_eval(
             if Eval.objects.get(pk=ev.pk).status == Eval.Status.DONE:
                 break
             if time.monotonic() > deadline:
-                raise SystemExit(f"the eval did not end within {timeout:.0f} s: {execute.counts_of(ev)}")
+                raise SystemExit(f"the eval did not end within {timeout:.0f} s: {shared.counts_of(ev)}")
             time.sleep(0.25)
     finally:
         stop(procs)
@@ -221,7 +222,7 @@ def run_eval(
     first, last = span["first"].timestamp(), span["last"].timestamp()
     inside = [s for s in samples if first <= s[0] <= last] or samples
     busy = (inside[-1][1] - inside[0][1]) / max(1, inside[-1][2] - inside[0][2])
-    counts = execute.counts_of(ev)
+    counts = shared.counts_of(ev)
     row = {
         "bench": "eval_scale",
         "kind": "run",
@@ -252,7 +253,7 @@ def eval_for_pages(ev: Any, size: int) -> Any:
     rows repeated, as repeats), so the pages are timed at full size."""
     from django.db.models import Q
 
-    from studio.evals import execute
+    from studio.evals import shared
     from studio.evals.models import Eval, EvalCase
 
     if ev.total >= size:
@@ -274,7 +275,7 @@ def eval_for_pages(ev: Any, size: int) -> Any:
         row.pk, row.eval, row.repeat = None, copy, i // len(rows)
         made.append(EvalCase(**{f.attname: getattr(row, f.attname) for f in EvalCase._meta.concrete_fields}))
     EvalCase.objects.bulk_create(made, batch_size=1000)
-    execute.finalize_eval(copy.pk)
+    shared.finalize_eval(copy.pk)
     copy.refresh_from_db()
     assert not EvalCase.objects.filter(Q(eval=copy), ~Q(status__in=["passed", "failed"])).exists()
     return copy

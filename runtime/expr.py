@@ -6,18 +6,25 @@ Python attribute, builtin or import: `a.b` is a key lookup on a JSON object. Eve
 failure, at compile time or while evaluating, is an ExprError with a clear message.
 Booleans are not numbers here: `true + 1` and `true < 2` are refused, while `==`
 follows Python (`1 == 1.0`).
+
+`matches()` runs on RE2 (google-re2), not Python's `re`: RE2 matches in time linear in
+the text for every pattern, so no pattern a pack carries (`(a|a)*b`, `a*a*a*a*b`) can
+pin a worker. The price is RE2's syntax: no backreferences, no lookaround, no atomic
+groups or possessive quantifiers, and `\\w \\d \\s \\b` are ASCII (use `\\pL`, `\\pN`);
+such patterns are refused when the expression is compiled (at pack load for a literal).
 """
 
 from __future__ import annotations
 
 import ast
-import importlib
 import math
 import re
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
+
+import re2  # type: ignore[import-untyped]  # google-re2 ships no type hints
 
 from runtime.errors import ExprError
 
@@ -28,8 +35,8 @@ MAX_DEPTH = 32  # deepest AST nesting accepted
 MAX_SIZE = 100_000  # most chars/items in a string or list the expression builds
 MAX_INT = 10**18  # integer results must have abs below this
 MAX_PATTERN_CHARS = 200  # longest regex pattern `matches` accepts
-MAX_SUBJECT_CHARS = 2000  # longest text `matches` searches: `re` has no timeout, so the
-# text a model or user controls is bounded instead
+MAX_SUBJECT_CHARS = 2000  # longest text `matches` searches (RE2 is linear in it; still bounded)
+RE2_MAX_MEM = 8 << 20  # bytes RE2 may use for one compiled pattern and its DFA cache (RE2's default)
 _ALIASES: dict[str, Any] = {"true": True, "false": False, "null": None}
 
 
@@ -216,37 +223,6 @@ _ARG_KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "O": ("an object", lambda v: isinstance(v, Mapping)),
     "*": ("anything", lambda v: True),
 }
-_SKIP, _REPEAT = ("ATOMIC_GROUP", "POSSESSIVE_REPEAT"), ("MAX_REPEAT", "MIN_REPEAT")
-try:  # private, but present in 3.11-3.13; without it the nested-repeat check is skipped
-    _RE_PARSER: Any = importlib.import_module("re._parser")
-except ImportError:  # pragma: no cover
-    _RE_PARSER = None
-
-
-def _subs(av: Any) -> Iterator[Any]:
-    if isinstance(av, (tuple, list)):
-        for x in av:
-            yield from _subs(x)
-    elif hasattr(av, "data"):
-        yield av
-
-
-def _has_repeat(sp: Any) -> bool:
-    return any(
-        str(op) not in _SKIP and ((str(op) in _REPEAT and av[0] != av[1]) or any(_has_repeat(s) for s in _subs(av)))
-        for op, av in sp
-    )
-
-
-def _check_nested(sp: Any) -> None:
-    for op, av in sp:
-        if str(op) in _REPEAT and av[1] > 1 and _has_repeat(av[2]):
-            raise _Fail(
-                "pattern repeats a group that itself repeats (catastrophic backtracking); "
-                "use a possessive quantifier or an atomic group (?>...)"
-            )
-        for s in _subs(av):
-            _check_nested(s)
 
 
 def _subject(text: str) -> str:
@@ -254,18 +230,39 @@ def _subject(text: str) -> str:
     return text
 
 
-@lru_cache(maxsize=256)
-def _regex(pattern: str) -> re.Pattern[str]:
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # RE2 would print every refused pattern to stderr
+_RE2_OPTIONS.max_mem = RE2_MAX_MEM
+# RE2's error text for the Python constructs it leaves out on purpose -> what to say instead.
+_RE2_UNSUPPORTED = (
+    (re.compile(r"invalid escape sequence: \\[1-9]"), "backreferences (\\1) are not supported"),
+    (re.compile(r"invalid perl operator: \(\?P$"), "backreferences (?P=name) are not supported"),
+    (
+        re.compile(r"invalid (?:perl operator|named capture group): \(\?<?[=!]"),
+        "lookaround is not supported",
+    ),
+    (re.compile(r"invalid perl operator: \(\?>"), "atomic groups (?>...) are not supported (nor needed)"),
+    (re.compile(r"bad repetition operator: [*+?}]\+"), "possessive quantifiers are not supported (nor needed)"),
+    (re.compile(r"invalid escape sequence: \\Z"), "use \\z or $ instead of \\Z"),
+)
+
+
+@lru_cache(maxsize=64)  # 64 x RE2_MAX_MEM at most
+def _regex(pattern: str) -> Any:
+    """The compiled RE2 pattern; RE2 matches in linear time, so no pattern can backtrack."""
     _need(len(pattern) <= MAX_PATTERN_CHARS, f"matches() pattern longer than {MAX_PATTERN_CHARS} chars")
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            rx = re.compile(pattern)
-            if _RE_PARSER is not None:
-                _check_nested(_RE_PARSER.parse(pattern))
-    except (re.error, RecursionError, OverflowError) as e:
-        raise _Fail(f"invalid pattern {pattern!r}: {e}") from None
-    return rx
+        return re2.compile(pattern, _RE2_OPTIONS)
+    except UnicodeEncodeError:  # RE2 reads UTF-8; a lone surrogate has no UTF-8 form
+        raise _Fail(f"invalid pattern {pattern!r}: it holds a lone surrogate (not text)") from None
+    except re2.error as e:
+        raw = e.args[0] if e.args else ""
+        why = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+        for known, say in _RE2_UNSUPPORTED:
+            if known.search(why):
+                why = f"{say}; patterns use RE2 syntax, which matches in linear time"
+                break
+        raise _Fail(f"invalid pattern {pattern!r}: {why}") from None
 
 
 def _minmax(op: Callable[[list[Any]], Any]) -> Callable[..., Any]:
@@ -545,7 +542,10 @@ class _Compiler:
                 _regex(node.args[1].value)
             except _Fail as e:
                 raise self.refuse(str(e), node.args[1]) from None
-        args = [(self.c(a, d), *_ARG_KINDS[k], i + 1, k in "LO") for i, (a, k) in enumerate(zip(node.args, kinds, strict=False))]
+        args = [
+            (self.c(a, d), *_ARG_KINDS[k], i + 1, k in "LO")
+            for i, (a, k) in enumerate(zip(node.args, kinds, strict=False))
+        ]
 
         def f(ctx: _Ctx) -> Any:
             vals = []
@@ -616,7 +616,16 @@ class Expression:
     def evaluate(self, env: Mapping[str, Any]) -> Any:
         try:
             return self._fn(_Ctx(env))
-        except (_Fail, TypeError, ValueError, ArithmeticError, LookupError, RecursionError, MemoryError, re.error) as e:
+        except (
+            _Fail,
+            TypeError,
+            ValueError,
+            ArithmeticError,
+            LookupError,
+            RecursionError,
+            MemoryError,
+            re2.error,
+        ) as e:
             raise ExprError(f"expression {_short(self.source)}: {e}") from None
 
     def truthy(self, env: Mapping[str, Any]) -> bool:

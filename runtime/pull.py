@@ -3,7 +3,10 @@
 The studio answers `GET {studio}/api/projects/{project}/download?format=tar.gz` with an
 archive of one folder. This module talks to it over httpx with a bearer token and
 unpacks the archive itself, refusing anything that could land outside the target
-folder: absolute names, `..`, links, devices, and archives over a size limit. The
+folder (absolute names, `..`, links, devices), archives over a size limit, a name given
+twice, and every name `runtime.paths` refuses: a `.git` folder or another file git reads
+(in any spelling a filesystem maps to one), so a pulled pack never runs code through
+git on the machine that pulled it; names that are not UTF-8 or too long to write. The
 archive is unpacked into a sibling staging folder and moved into place only when all
 of it was read, so a refused or broken download leaves nothing behind.
 
@@ -27,6 +30,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from runtime.errors import PackforgeError
+from runtime.paths import path_problem, shown
 
 __all__ = ["FORMATS", "Limits", "PullError", "Pulled", "Target", "parse_target", "pull", "read_archive"]
 
@@ -146,23 +150,25 @@ def _download(
     headers = {"Authorization": f"Bearer {token}", "Accept": "application/gzip, application/zip, application/json"}
     try:
         # httpx drops the Authorization header on a redirect to another host.
-        with httpx.Client(transport=transport, timeout=timeout, follow_redirects=True) as client:
-            with client.stream("GET", target.download_url, params=params, headers=headers) as response:
-                if response.status_code != 200:
-                    response.read()
-                    raise _refusal(response, target)
-                if response.headers.get("content-type", "").startswith("text/html"):
-                    raise PullError(
-                        f"{target.download_url} answered with a web page, not an archive; "
-                        f"is {target.studio} the studio's address?"
-                    )
-                chunks, size = [], 0
-                for chunk in response.iter_bytes():
-                    size += len(chunk)
-                    if size > limits.max_download:
-                        raise PullError(f"the download is over {limits.max_download} bytes; refusing it")
-                    chunks.append(chunk)
-                return b"".join(chunks), response.headers.get("x-packforge-version", version or "")
+        with (
+            httpx.Client(transport=transport, timeout=timeout, follow_redirects=True) as client,
+            client.stream("GET", target.download_url, params=params, headers=headers) as response,
+        ):
+            if response.status_code != 200:
+                response.read()
+                raise _refusal(response, target)
+            if response.headers.get("content-type", "").startswith("text/html"):
+                raise PullError(
+                    f"{target.download_url} answered with a web page, not an archive; "
+                    f"is {target.studio} the studio's address?"
+                )
+            chunks, size = [], 0
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+                if size > limits.max_download:
+                    raise PullError(f"the download is over {limits.max_download} bytes; refusing it")
+                chunks.append(chunk)
+            return b"".join(chunks), response.headers.get("x-packforge-version", version or "")
     except httpx.TimeoutException:
         raise PullError(f"the studio at {target.studio} did not answer within {timeout:g}s") from None
     except httpx.ConnectError as exc:
@@ -185,7 +191,12 @@ def _member_name(name: str) -> PurePosixPath | None:
         raise PullError(f"the archive holds {name!r}, which would be written outside the folder; refusing it")
     if "\\" in name or "\0" in name or PureWindowsPath(name).drive:
         raise PullError(f"the archive holds {name!r}, a name that is not a plain relative path; refusing it")
-    return path if path.parts else None
+    if not path.parts:
+        return None
+    problem = path_problem(str(path))  # folders too: an empty `.git/` is refused as well
+    if problem is not None:
+        raise PullError(f"the archive holds {shown(name)}: {problem}; refusing it")
+    return path
 
 
 def _read_tar(data: bytes, limits: Limits) -> dict[PurePosixPath, bytes]:

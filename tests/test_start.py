@@ -8,10 +8,7 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,64 +16,13 @@ import httpx
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.services import free_port
+from tests.support.started import ROOT, Started, group_processes
+from tests.support.waiting import wait_until
+
 EXAMPLES = sorted(p.name for p in (ROOT / "packs").iterdir() if (p / "manifest.yaml").is_file())
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def group_processes(pgid: int) -> dict[int, str]:
-    """pid -> command line of every live process in the process group."""
-    out = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()
-            if fields[0] != "Z" and int(fields[2]) == pgid:
-                out[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except (OSError, ValueError):
-            continue
-    return out
-
-
-class Started:
-    def __init__(self, proc: subprocess.Popen[str], port: int) -> None:
-        self.proc, self.port, self.lines = proc, port, []  # type: list[str]
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line)
-
-    def close(self) -> None:
-        self._reader.join(timeout=10)
-        assert self.proc.stdout is not None
-        self.proc.stdout.close()
-
-    @property
-    def output(self) -> str:
-        return "".join(self.lines)
-
-    def wait_for(self, pattern: str, timeout: float) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            match = re.search(pattern, self.output, re.M)
-            if match:
-                return match
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.1)
-        raise AssertionError(f"no {pattern!r} in scripts/start's output:\n{self.output}")
 
 
 @pytest.fixture
@@ -128,7 +74,7 @@ def test_it_starts_the_studio_and_a_worker_and_stops_both(started: Started) -> N
     assert url == f"http://127.0.0.1:{started.port}/"
     password = started.wait_for(r"^admin password: (\S+)$", timeout=1).group(1)
     assert "log in as admin" in started.output
-    started.wait_for(r"example packs: loaded %d" % len(EXAMPLES), timeout=1)
+    started.wait_for(rf"example packs: loaded {len(EXAMPLES)}", timeout=1)
 
     with httpx.Client(base_url=url, timeout=10) as client:
         log_in(client, "admin", password)
@@ -146,10 +92,11 @@ def test_it_starts_the_studio_and_a_worker_and_stops_both(started: Started) -> N
 
     started.proc.send_signal(signal.SIGTERM)  # the script alone, as `kill PID` would
     assert started.proc.wait(timeout=30) == 0, started.output
-    deadline = time.monotonic() + 10
-    while group_processes(started.proc.pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert group_processes(started.proc.pid) == {}
+    wait_until(
+        lambda: group_processes(started.proc.pid) == {},
+        timeout=10,
+        message=lambda: f"processes left: {group_processes(started.proc.pid)}",
+    )
     assert started.output.count(password) == 1
 
 

@@ -53,6 +53,9 @@ class Node:
     args: dict[str, str] = field(default_factory=dict)
     # end
     output: tuple[str, ...] | None = None
+    # a kind's own parsed keys, for a kind whose config is none of the fields above: the
+    # kind's module defines its shape, so adding a kind needs no field here
+    config: Any = None
     line: int | None = None
 
 

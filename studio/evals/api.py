@@ -18,8 +18,9 @@ from ninja.errors import HttpError
 
 from studio.accounts.access import eval_for, project_for
 from studio.errors import CONFLICT, ERRORS
-from studio.evals import execute
+from studio.evals import results, shared
 from studio.evals.models import Eval, EvalCase
+from studio.evals.start import EvalRefused, cancel_eval, start_eval
 
 router = Router(tags=["evals"])
 
@@ -91,7 +92,7 @@ CASE = EvalCase.Status
 
 
 def with_counts(rows: QuerySet[Eval]) -> QuerySet[Eval]:
-    """Each eval's case counts in the list's own query (what `execute.counts_of` gives
+    """Each eval's case counts in the list's own query (what `shared.counts_of` gives
     for one eval), so listing n evals is one query, not n + 1."""
     per_status = {f"n_{status.value}": Count("cases", filter=Q(cases__status=status)) for status in CASE}
     escalated = Count("cases", filter=Q(cases__tier="escalated", cases__status__in=[CASE.PASSED, CASE.FAILED]))
@@ -120,7 +121,7 @@ def eval_out(ev: Eval, counts: dict[str, int] | None = None) -> EvalOut:
         status=ev.status,
         ended=ev.is_final,
         total=ev.total,
-        counts=CountsOut(**(counts if counts is not None else execute.counts_of(ev))),
+        counts=CountsOut(**(counts if counts is not None else shared.counts_of(ev))),
         is_baseline=ev.is_baseline,
         summary=ev.summary,
         created_by=ev.created_by.username,
@@ -137,7 +138,7 @@ def _eval(request: HttpRequest, eval_id: int, *, edit: bool = False) -> Eval:
 def start(request: HttpRequest, payload: EvalIn) -> Status[StartOut]:
     project, _ = project_for(request.user, payload.project, edit=True)
     try:
-        evals = execute.start_eval(
+        evals = start_eval(
             project,
             user=request.user,
             version=payload.version,
@@ -145,7 +146,7 @@ def start(request: HttpRequest, payload: EvalIn) -> Status[StartOut]:
             tags=payload.tags,
             repeats=payload.repeats,
         )
-    except execute.EvalRefused as exc:
+    except EvalRefused as exc:
         raise HttpError(400, str(exc)) from None
     fresh = Eval.objects.select_related("project", "endpoint", "created_by").filter(pk__in=[e.pk for e in evals])
     return Status(201, StartOut(batch=evals[0].batch, evals=[eval_out(ev) for ev in fresh.order_by("pk")]))
@@ -166,7 +167,7 @@ def get_eval(request: HttpRequest, eval_id: int) -> EvalOut:
 @router.post("/{eval_id}/cancel", response={200: EvalOut, **ERRORS_409}, summary="Cancel an eval")
 def cancel(request: HttpRequest, eval_id: int) -> EvalOut:
     ev = _eval(request, eval_id, edit=True)
-    if not execute.cancel_eval(ev) and ev.status == Eval.Status.DONE:
+    if not cancel_eval(ev) and ev.status == Eval.Status.DONE:
         raise HttpError(409, f"eval {ev.pk} already finished; there is nothing to cancel")
     ev.refresh_from_db()
     return eval_out(ev)
@@ -179,7 +180,7 @@ def baseline(request: HttpRequest, eval_id: int) -> EvalOut:
     ev = _eval(request, eval_id, edit=True)
     if ev.status != Eval.Status.DONE:
         raise HttpError(409, f"eval {ev.pk} is {ev.status}; only a finished eval can be the baseline")
-    execute.mark_baseline(ev)
+    results.mark_baseline(ev)
     return eval_out(ev)
 
 
@@ -194,4 +195,4 @@ def gate(request: HttpRequest, eval_id: int) -> GateOut:
         raise HttpError(
             409, f"eval {ev.pk} is {ev.status}; only a finished eval is gated (poll GET /api/evals/{ev.pk})"
         )
-    return GateOut(eval=ev.pk, **execute.gate(ev))
+    return GateOut(eval=ev.pk, **results.baseline_gate(ev))

@@ -32,7 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from django.conf import settings
+
 from runtime import Backend, Cancelled, ModelCall, ModelReply
+from studio.evals.settings import setting
 
 __all__ = ["CappedBackend", "FileSlots", "RedisSlots", "Slots", "slots"]
 
@@ -221,10 +224,6 @@ def slots() -> Slots:
     global _slots
     with _slots_lock:
         if _slots is None:
-            from django.conf import settings
-
-            from studio.evals.execute import setting
-
             url = getattr(settings, "REDIS_URL", "")
             if url:
                 _slots = RedisSlots(url, ttl=setting("PACKFORGE_SLOT_TTL_S"))

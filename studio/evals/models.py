@@ -34,7 +34,7 @@ class Eval(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
     # When a worker's sweep last re-sent this eval's queued cases (lost messages); a
-    # conditional UPDATE on it lets one sweeper per round do it (studio/evals/execute.py).
+    # conditional UPDATE on it lets one sweeper per round do it (studio/evals/recovery.py).
     swept_at = models.DateTimeField(null=True, blank=True)
 
     ENDED = {Status.DONE, Status.CANCELLED}
@@ -94,7 +94,7 @@ class EvalCase(models.Model):
     trace = models.JSONField(null=True, blank=True)  # for the drill-down
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    # The lease of the delivery that runs the case (studio/evals/execute.py): its owner's
+    # The lease of the delivery that runs the case (studio/evals/worker.py): its owner's
     # token and when it lapses unless renewed. A running case whose lease lapsed lost its
     # worker; an empty owner with a live lease means "re-sent, not yet claimed".
     lease_owner = models.CharField(max_length=64, blank=True)
@@ -120,7 +120,7 @@ class RunCheckpoint(models.Model):
     pack = models.CharField(max_length=200)
     digest = models.CharField(max_length=64)
     input = models.JSONField()
-    case_id = models.CharField(max_length=200, null=True, blank=True)
+    case_id = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001  (mirrors RunRecord.case_id: None, not "")
     status = models.CharField(max_length=16)
     fence = models.PositiveIntegerField()
     result = models.JSONField(null=True, blank=True)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.cache import cache
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Count, F, IntegerField, Max, Q, QuerySet, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
@@ -740,6 +740,46 @@ def baseline_for(ev: Eval) -> Eval | None:
     if base is None or (base.created_at, base.pk) >= (ev.created_at, ev.pk):
         return None
     return base
+
+
+def mark_baseline(ev: Eval) -> None:
+    """Make `ev` its project's baseline (one per project)."""
+    with transaction.atomic():
+        Eval.objects.filter(project_id=ev.project_id, is_baseline=True).exclude(pk=ev.pk).update(is_baseline=False)
+        Eval.objects.filter(pk=ev.pk).update(is_baseline=True)
+    ev.is_baseline = True
+
+
+def baseline_gate(ev: Eval) -> dict[str, Any]:
+    """Does `ev` pass its project's baseline? One row per metric (`gate`), with the
+    verdict and a sentence saying it. An eval with no earlier baseline to regress
+    against passes, and says so."""
+    current = metrics_of(ev)
+    if ev.is_baseline:
+        return {
+            "passes": True,
+            "baseline": ev.pk,
+            "metrics": current,
+            "rows": [],
+            "detail": "this eval is the project's baseline",
+        }
+    baseline = baseline_for(ev)
+    if baseline is None:
+        return {
+            "passes": True,
+            "baseline": None,
+            "metrics": current,
+            "rows": [],
+            "detail": "the project has no earlier baseline eval; mark one with POST /api/evals/{id}/baseline",
+        }
+    rows = gate(ev, baseline)
+    failing = [r["metric"] for r in rows if not r["ok"]]
+    detail = (
+        f"regressed against eval {baseline.pk}: {', '.join(failing)}"
+        if failing
+        else f"within tolerance of baseline eval {baseline.pk}"
+    )
+    return {"passes": not failing, "baseline": baseline.pk, "metrics": current, "rows": rows, "detail": detail}
 
 
 def case_pass_rates(ev: Eval, limit: int = 200) -> list[dict[str, Any]]:

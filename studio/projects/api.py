@@ -8,9 +8,7 @@ A stranger gets 404, so project names do not leak (studio.accounts.access)."""
 from __future__ import annotations
 
 import difflib
-import tempfile
 from datetime import UTC, datetime
-from pathlib import Path
 
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
@@ -21,11 +19,12 @@ from dulwich.objects import Commit
 from ninja import File, Form, Router, Status, UploadedFile
 from ninja.errors import HttpError
 
+from runtime.paths import path_problem, shown
 from studio.accounts.access import project_for, visible_projects
 from studio.accounts.models import Membership, Role
 from studio.errors import CONFLICT, ERRORS
 from studio.projects.archives import ArchiveRefused, read_archive
-from studio.projects.execute import PACK_PREFIX, materialize
+from studio.projects.execute import PACK_PREFIX, validate_files
 from studio.projects.forms import example_choices
 from studio.projects.models import Project, create_project
 from studio.projects.schemas import (
@@ -48,7 +47,7 @@ from studio.projects.schemas import (
     ValidateOut,
     VersionOut,
 )
-from studio.projects.storage import FileChange, PackRepo, StaleBase, StorageError, side_by_side
+from studio.projects.storage import FileChange, PackRepo, StaleBase, StorageError, UnsafePath, side_by_side
 from studio.projects.views import example_files, upload_limits
 
 router = Router(tags=["projects"])
@@ -112,6 +111,9 @@ def pack_path(path: str) -> str:
             f"bad file path {path!r}: give a path inside the pack, like prompts/classify.txt "
             "(no '..', no leading '/', no empty parts)",
         )
+    problem = path_problem(path, under=PACK_PREFIX)  # no .git, no name a filesystem cannot hold
+    if problem is not None:
+        raise HttpError(400, f"bad file path {shown(path)}: {problem}")
     return path
 
 
@@ -378,8 +380,6 @@ def diff(
     summary="Load a version (with unsaved files laid over it) and report every problem",
 )
 def validate(request: HttpRequest, slug: str, body: ValidateIn) -> ValidateOut:
-    from runtime import PackInvalid, load_pack
-
     project, _ = project_for(request.user, slug)
     overlay = _check_changes(body.files)
     repo = _repo(project)
@@ -391,12 +391,10 @@ def validate(request: HttpRequest, slug: str, body: ValidateIn) -> ValidateOut:
         else:
             files[path] = data
     # Tools are checked against the manifest only: the studio does not know the host's registry.
-    with tempfile.TemporaryDirectory(prefix="pf-validate-") as tmp:
-        try:
-            pack = load_pack(materialize(files, Path(tmp)))
-        except PackInvalid as exc:
-            problems = [ProblemOut(file=i.file, line=i.line, message=i.message) for i in exc.issues]
-            return ValidateOut(valid=False, version=sha, problems=problems, summary=SummaryOut())
+    pack, found = validate_files(files)
+    if pack is None:
+        problems = [ProblemOut(file=p.file, line=p.line, message=p.message) for p in found]
+        return ValidateOut(valid=False, version=sha, problems=problems, summary=SummaryOut())
     summary = SummaryOut(
         name=pack.name,
         pack_version=str(pack.version),
@@ -420,7 +418,7 @@ _ARCHIVE_DOC = {
 
 @router.get(
     "/{slug}/download",
-    response=ERRORS,
+    response={**ERRORS, 409: ErrorOut},
     openapi_extra=_ARCHIVE_DOC,
     summary="A version of the pack as a .zip or .tar.gz (one folder named after the project)",
 )
@@ -430,7 +428,10 @@ def download(request: HttpRequest, slug: str, version: str | None = None, format
         raise HttpError(400, f"unknown format {format!r}; use zip or tar.gz")
     repo = _repo(project)
     sha = _resolve(repo, version)
-    data = repo.archive(sha, format, prefix=PACK_PREFIX, folder=project.slug)
+    try:
+        data = repo.archive(sha, format, prefix=PACK_PREFIX, folder=project.slug)
+    except UnsafePath as exc:  # stored before such paths were refused: hand out nothing
+        raise HttpError(409, str(exc)) from None
     response = HttpResponse(data, content_type=ARCHIVE_TYPES[format])
     response["Content-Disposition"] = f'attachment; filename="{project.slug}-{sha[:10]}.{format}"'
     response["X-Packforge-Version"] = sha

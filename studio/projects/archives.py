@@ -2,7 +2,10 @@
 
 Refused, with nothing stored: members that would land outside the folder (absolute
 paths, '..'), links and device files, files over the size limit, too many files, a
-total over the limit, and text that is not UTF-8."""
+total over the limit, text that is not UTF-8, a name given twice (or as both a file and
+a folder), and every name `runtime.paths` refuses: `.git` and the other names git reads,
+in any spelling a filesystem maps to them, names that are not UTF-8, names over 255
+bytes, paths over 1024 bytes or 32 folders deep."""
 
 from __future__ import annotations
 
@@ -12,6 +15,8 @@ import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+
+from runtime.paths import path_problem, shown
 
 
 class ArchiveRefused(Exception):
@@ -25,13 +30,35 @@ class Limits:
     max_files: int
 
 
-def _clean(name: str) -> str:
+def _clean(name: str) -> str | None:
+    """The member's normalised relative path, None for the archive's root folder (`./`),
+    or ArchiveRefused. The top folder is checked too: it is stripped only later."""
     if "\\" in name or "\0" in name:
         raise ArchiveRefused(f"{name!r}: backslashes and NUL bytes are not allowed in names")
     path = PurePosixPath(name)
     if path.is_absolute() or ".." in path.parts:
         raise ArchiveRefused(f"{name!r} would be written outside the pack folder")
-    return str(path)
+    if not path.parts:
+        return None
+    clean = str(path)
+    problem = path_problem(clean, under="pack/")
+    if problem is not None:
+        raise ArchiveRefused(f"{shown(clean)}: {problem}")
+    return clean
+
+
+def _add(files: dict[str, bytes], name: str, content: bytes) -> None:
+    if name in files:
+        raise ArchiveRefused(f"{name} appears twice in the archive; each file may appear once")
+    files[name] = content
+
+
+def _check_folders(files: dict[str, bytes]) -> None:
+    for name in files:
+        parts = name.split("/")
+        for i in range(1, len(parts)):
+            if "/".join(parts[:i]) in files:
+                raise ArchiveRefused(f"{'/'.join(parts[:i])} is both a file and a folder in the archive")
 
 
 def read_archive(filename: str, data: bytes, limits: Limits) -> dict[str, bytes]:
@@ -47,6 +74,7 @@ def read_archive(filename: str, data: bytes, limits: Limits) -> dict[str, bytes]
         raise ArchiveRefused(f"{filename!r}: upload a .zip or .tar.gz")
     if not files:
         raise ArchiveRefused("the archive holds no files")
+    _check_folders(files)
     for name, content in files.items():
         try:
             content.decode("utf-8")
@@ -77,10 +105,9 @@ def _read_zip(data: bytes, limits: Limits) -> dict[str, bytes]:
     total = 0
     with archive:
         for info in archive.infolist():
-            if info.is_dir():
-                _clean(info.filename)
-                continue
             name = _clean(info.filename)
+            if info.is_dir() or name is None:
+                continue
             mode = info.external_attr >> 16
             if mode and (mode & 0o170000) not in (0, 0o100000):
                 raise ArchiveRefused(f"{name}: links and special files are not allowed")
@@ -97,7 +124,7 @@ def _read_zip(data: bytes, limits: Limits) -> dict[str, bytes]:
                 ) from None
             total += len(content) - info.file_size
             _check_counts(len(files) + 1, len(content), total, name, limits)
-            files[name] = content
+            _add(files, name, content)
     return files
 
 
@@ -108,7 +135,7 @@ def _read_tar(data: bytes, limits: Limits) -> dict[str, bytes]:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
             for member in archive:
                 name = _clean(member.name)
-                if member.isdir():
+                if member.isdir() or name is None:
                     continue
                 if not member.isfile():
                     raise ArchiveRefused(f"{name}: links and special files are not allowed")
@@ -117,7 +144,7 @@ def _read_tar(data: bytes, limits: Limits) -> dict[str, bytes]:
                 extracted = archive.extractfile(member)
                 if extracted is None:
                     raise ArchiveRefused(f"{name}: cannot be read")
-                files[name] = extracted.read(limits.max_file + 1)
+                _add(files, name, extracted.read(limits.max_file + 1))
     except (tarfile.TarError, EOFError, OSError, zlib.error):
         raise ArchiveRefused("not a valid .tar.gz file") from None
     return files

@@ -1,4 +1,5 @@
-"""The studio's calls into the runtime for packs: validate files, load a version."""
+"""The studio's calls into the runtime for packs: validate files (the editor and the
+pages; loading a version to run it is studio.packs)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime import PackInvalid, load_pack
-from runtime.pack import Pack
+from runtime import Pack, PackInvalid, load_pack
+from studio.packs import PACK_PREFIX, materialize
 
-PACK_PREFIX = "pack/"
+__all__ = ["PACK_PREFIX", "Problem", "materialize", "validate_files"]
 
 
 @dataclass
@@ -17,14 +18,6 @@ class Problem:
     file: str
     line: int | None
     message: str
-
-
-def materialize(files: dict[str, bytes], root: Path) -> Path:
-    for name, data in files.items():
-        target = root / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-    return root
 
 
 def validate_files(files: dict[str, bytes], tools: set[str] | None = None) -> tuple[Pack | None, list[Problem]]:
@@ -36,31 +29,3 @@ def validate_files(files: dict[str, bytes], tools: set[str] | None = None) -> tu
         except PackInvalid as exc:
             return None, [Problem(i.file, i.line, i.message) for i in exc.issues]
     return pack, []
-
-
-def own_model_problem(pack: Pack) -> str | None:
-    """Why the studio will not run this pack on its manifest's own model, or None.
-
-    In the studio a pack's own model must be a scripted model inside the pack. A pack is
-    written by any author, and an `openai:` spec in it could name any server and any
-    environment variable as its key (the studio's SECRET_KEY, say); real servers are
-    endpoints, set up by staff. A scripted file outside the pack would read the server's
-    disk."""
-    from runtime.backends.scripted import parse_sim_spec
-    from runtime.errors import BadSpec
-
-    spec = pack.model or ""
-    scheme, _, body = spec.partition(":")
-    if scheme not in ("fake", "sim"):
-        return (
-            f"the manifest's model {spec!r} is not a scripted model; in the studio a pack's own model must be "
-            "fake:FILE or sim:... inside the pack; run it on a real server through an endpoint"
-        )
-    try:
-        path = body if scheme == "fake" else parse_sim_spec(body).get("base", "")
-    except BadSpec as exc:
-        return f"the manifest's model {spec!r} is not valid: {exc}"
-    root = Path(pack.root).resolve()
-    if not path or not (root / path).resolve().is_relative_to(root):
-        return f"the manifest's model {spec!r} names a file outside the pack; scripted models live in the pack"
-    return None

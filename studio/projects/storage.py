@@ -3,13 +3,19 @@
 Every save is a commit that names the commit it was based on. Saves are serialised per
 repository by an exclusive file lock, and the branch moves by compare-and-swap, so two
 processes saving at once never corrupt the repository or lose a commit: the second
-save finds the branch moved and is refused with the diff to the newer version."""
+save finds the branch moved and is refused with the diff to the newer version.
+
+Every path is checked by `runtime.paths.path_problem` before it is stored (no `.git`, no
+name a filesystem cannot hold), a refused create leaves no repository behind, and
+`tree_problems`/`fsck` check what is stored the same way, as git's fsck would, before an
+archive of it is handed out. Messages never name the server's folders."""
 
 from __future__ import annotations
 
 import difflib
 import fcntl
 import io
+import shutil
 import tarfile
 import time
 import zipfile
@@ -19,16 +25,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dulwich.diff_tree import CHANGE_ADD, CHANGE_DELETE, tree_changes
+from dulwich.errors import NotGitRepository
 from dulwich.object_store import commit_tree_changes, iter_tree_contents, tree_lookup_path
-from dulwich.objects import Blob, Commit, Tree
+from dulwich.objects import Blob, Commit, Tree, parse_tree
 from dulwich.repo import Repo
+
+from runtime.paths import MAX_DEPTH, path_problem, shown
 
 BRANCH = b"refs/heads/main"
 FILE_MODE = 0o100644
+DIR_MODE = 0o040000
+STORED_FILE_MODES = (0o100644, 0o100755)
+ORPHAN_AGE_S = 600  # a create takes well under a second; a folder this old with no commit is an orphan
 
 
 class StorageError(Exception):
     pass
+
+
+class UnsafePath(StorageError):
+    """A path that may not be stored, or a stored tree holding one (see runtime.paths)."""
 
 
 @dataclass
@@ -68,19 +84,44 @@ class PackRepo:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         if not (self.path / "HEAD").exists():
-            raise StorageError(f"no repository at {self.path}")
+            raise StorageError("the project's repository is missing")
         self.repo = Repo(str(self.path))
 
     @classmethod
     def create(cls, path: Path, files: dict[str, bytes], *, author: str, email: str, message: str) -> PackRepo:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists():
-            raise StorageError(f"a repository already exists at {path}")
-        repo = Repo.init_bare(str(path), mkdir=True)
-        repo.refs.set_symbolic_ref(b"HEAD", BRANCH)
-        pack = cls(path)
-        pack.save(files, base=None, author=author, email=email, message=message)
+        """A new repository at `path` whose first commit holds `files`. Refused paths are
+        refused before anything is made; any failure after that removes the folder, so
+        a failed create never leaves a repository that blocks the name."""
+        check_paths(files)
+        cls._claim(path)
+        try:
+            repo = Repo.init_bare(str(path))
+            repo.refs.set_symbolic_ref(b"HEAD", BRANCH)
+            pack = cls(path)
+            pack.save(files, base=None, author=author, email=email, message=message)
+        except BaseException:
+            shutil.rmtree(path, ignore_errors=True)
+            raise
         return pack
+
+    @staticmethod
+    def _claim(path: Path) -> None:
+        """Make the folder for a new repository: of two creates of one name exactly one
+        gets it. A folder left by a create that failed under older code (a repository
+        with no commit, untouched for ORPHAN_AGE_S) is removed first, so it no longer
+        blocks the name; a create in flight is younger than that and is left alone. The
+        check and the claim hold one lock per folder of repositories."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path.parent / ".create.lock", "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                if _is_orphan(path):
+                    shutil.rmtree(path)
+                path.mkdir()
+            except FileExistsError:
+                raise StorageError("a repository with this name already exists") from None
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
@@ -157,9 +198,7 @@ class PackRepo:
         Raises StaleBase when the branch is no longer at `base`."""
         if not message.strip():
             raise StorageError("a save needs a message")
-        for path in changes:
-            if not path or path.startswith("/") or ".." in path.split("/") or "\\" in path or "\0" in path:
-                raise StorageError(f"bad file path {path!r}")
+        check_paths(changes)
         with self._locked():
             head = self.head()
             if head != base:
@@ -223,8 +262,63 @@ class PackRepo:
         assert isinstance(blob, Blob)
         return blob.data.decode("utf-8", errors="replace")
 
+    def tree_problems(self, version: str | None = None) -> list[str]:
+        """`path: reason` for every entry of the tree at `version` that git's fsck would
+        flag or `runtime.paths` refuses: `.git` and the other git names in every spelling,
+        names no filesystem holds, entries that are not plain files or folders (symlinks,
+        submodules), duplicate names, names that are not UTF-8. Empty when all is well."""
+        return self._tree_problems(self._tree(self.resolve(version)), set())
+
+    def fsck(self) -> list[str]:
+        """`commit: path: reason` for every problem in every commit reachable from the branch,
+        newest first; a folder shared unchanged by several commits is reported once, under
+        the newest of them."""
+        head = self.head()
+        if head is None:
+            return []
+        seen: set[tuple[bytes, str]] = set()
+        out = []
+        for entry in self.repo.get_walker(include=[head.encode()]):
+            commit = entry.commit
+            out += [f"{commit.id.decode()[:10]}: {p}" for p in self._tree_problems(commit.tree, seen)]
+        return out
+
+    def _tree_problems(self, root: bytes, seen: set[tuple[bytes, str]]) -> list[str]:
+        problems: list[str] = []
+        stack: list[tuple[bytes, str]] = [(root, "")]
+        while stack:  # a loop, not recursion: a stored tree may be deeper than Python's stack
+            tree_id, prefix = stack.pop()
+            if (tree_id, prefix) in seen:
+                continue
+            seen.add((tree_id, prefix))
+            names: set[bytes] = set()
+            for raw_name, mode, sha in parse_tree(self.repo.object_store[tree_id].as_raw_string(), 20):
+                try:
+                    path = prefix + raw_name.decode("utf-8")
+                except UnicodeDecodeError:
+                    problems.append(f"{prefix}{raw_name.decode('utf-8', 'replace')}: the name is not valid UTF-8 text")
+                    continue
+                if raw_name in names:
+                    problems.append(f"{path}: the name appears twice in one folder")
+                names.add(raw_name)
+                problem = path_problem(path)
+                if problem is None and mode not in (DIR_MODE, *STORED_FILE_MODES):
+                    problem = f"not a plain file or folder (mode {mode:o}: a symlink or submodule)"
+                if problem is not None:
+                    problems.append(f"{path}: {problem}")
+                elif mode == DIR_MODE and path.count("/") < MAX_DEPTH:
+                    stack.append((sha, path + "/"))
+        return sorted(problems)
+
     def archive(self, version: str | None, fmt: str, *, prefix: str, folder: str) -> bytes:
-        """The files under `prefix` at `version`, in one folder named `folder`, as zip or tar.gz."""
+        """The files under `prefix` at `version`, in one folder named `folder`, as zip or tar.gz.
+
+        Raises UnsafePath, and hands out nothing, when the version holds a path git's fsck
+        would flag (a repository stored before those paths were refused at save)."""
+        problems = self.tree_problems(version)
+        if problems:
+            shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+            raise UnsafePath(f"this version holds paths that are unsafe to unpack: {shown}")
         files = self.files(version, prefix=prefix)
         buf = io.BytesIO()
         stamp = self.repo[self.resolve(version).encode()]
@@ -247,6 +341,30 @@ class PackRepo:
         else:
             raise StorageError(f"unknown archive format {fmt!r}; use zip or tar.gz")
         return buf.getvalue()
+
+
+def _is_orphan(path: Path) -> bool:
+    """A folder of a create that never made its first commit, untouched for ORPHAN_AGE_S."""
+    try:
+        if time.time() - path.stat().st_mtime < ORPHAN_AGE_S:
+            return False
+    except FileNotFoundError:
+        return False
+    try:
+        Repo(str(path)).refs[BRANCH]
+    except KeyError:
+        return True  # a repository with no commit
+    except NotGitRepository:  # a create that stopped before init left an empty folder
+        return path.is_dir() and not any(path.iterdir())
+    return False
+
+
+def check_paths(paths: dict[str, bytes | None] | dict[str, bytes]) -> None:
+    """Raise UnsafePath naming the first path `runtime.paths` refuses."""
+    for path in paths:
+        problem = path_problem(path)
+        if problem is not None:
+            raise UnsafePath(f"{shown(path)}: {problem}")
 
 
 def side_by_side(old: str, new: str) -> list[tuple[int | None, str, int | None, str, str]]:

@@ -15,10 +15,13 @@ from ninja import Router, Schema, Status
 from ninja.errors import HttpError
 
 from studio.accounts.access import project_for, run_for
+from studio.accounts.models import Role
 from studio.endpoints.models import Endpoint
 from studio.errors import ERRORS
+from studio.redaction import visible_trace
 from studio.runs import execute
 from studio.runs.models import TryRun
+from studio.runs.tasks import execute_try_run
 
 router = Router(tags=["runs"])
 
@@ -42,12 +45,14 @@ class RunOut(Schema):
     output: dict[str, Any] | None
     error: str
     steps: list[dict[str, Any]]
+    trace: dict[str, Any]  # the runtime's trace dict, rejected text for authors only
     created_by: str
     created_at: datetime
     finished_at: datetime | None
 
 
-def _out(run: TryRun, *, author: bool) -> RunOut:
+def _out(run: TryRun, role: Role) -> RunOut:
+    trace = visible_trace(run.trace or {}, role)
     return RunOut(
         id=run.pk,
         project=run.project.slug,
@@ -59,7 +64,8 @@ def _out(run: TryRun, *, author: bool) -> RunOut:
         input=run.input,
         output=run.output,
         error=run.error,
-        steps=execute.public_steps(run.steps or [], author=author),
+        steps=execute.trace_steps(trace),
+        trace=trace,
         created_by=run.created_by.username,
         created_at=run.created_at,
         finished_at=run.finished_at,
@@ -80,14 +86,12 @@ def create_run(request: HttpRequest, payload: RunIn) -> Status[RunOut]:
         )
     except execute.TryRefused as exc:
         raise HttpError(400, str(exc)) from None
-    from studio.runs.tasks import execute_try_run
-
     execute_try_run.delay_on_commit(run.pk)
-    run, _ = run_for(request.user, run.pk)
-    return Status(201, _out(run, author=True))
+    run, role = run_for(request.user, run.pk)
+    return Status(201, _out(run, role))
 
 
 @router.get("/{run_id}", response={200: RunOut, **ERRORS}, summary="A try-it run and its trace so far")
 def get_run(request: HttpRequest, run_id: int) -> RunOut:
     run, role = run_for(request.user, run_id)
-    return _out(run, author=role.can_edit)
+    return _out(run, role)

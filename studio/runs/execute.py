@@ -1,11 +1,12 @@
 """The studio's calls into the runtime for try-it runs.
 
 `prepare` checks, in the web process, everything that can be known before a run is
-queued (the version exists, the pack at that version loads, its tools can be served,
-there is a model to ask); `run_try` is what the worker does: load the pack version
-from git into a temporary folder, open the model, walk the pack with an `on_step`
-hook that writes each checkpointed step to the TryRun row as it happens, then store
-the run's status, output and error.
+queued (studio.packs: the version exists, the pack at that version loads, its tools
+can be served, there is a model to ask); `run_try` is what the worker does: load the
+pack version into a temporary folder, open the model, walk the pack with an `on_step`
+hook that writes the trace so far to the TryRun row as each step is checkpointed, then
+store the run's status, output, error and trace (the runtime's trace dict, as evals
+store it; studio.redaction says who reads rejected text).
 
 Tools: a pack that names tools runs only when the studio has a tool registry
 (`PACKFORGE_TOOLS=MODULE:REGISTRY` or `path/to/tools.py:REGISTRY`, the CLI's `--tools`
@@ -22,15 +23,23 @@ from typing import Any
 
 from django.utils import timezone
 
-from runtime import BadSpec, MemoryStore, PackforgeError, PackInvalid, RunOptions, load_pack, open_backend, run_pack
-from runtime.pack import Pack
-from runtime.trace import Step
+from runtime import (
+    Attempt,
+    EdgeTaken,
+    MemoryStore,
+    Pack,
+    PackforgeError,
+    RunOptions,
+    Step,
+    ToolCall,
+    Trace,
+    open_backend,
+    run_pack,
+)
+from studio import packs
 from studio.endpoints.execute import spec_for
 from studio.endpoints.models import Endpoint
-from studio.host_tools import registry_broken, tool_registry, tools_problem
-from studio.projects.execute import PACK_PREFIX, materialize, own_model_problem
 from studio.projects.models import Project
-from studio.projects.storage import PackRepo, StorageError
 from studio.runs.models import TryRun
 
 log = logging.getLogger("packforge.studio.runs")
@@ -47,36 +56,14 @@ class Prepared:
     problem: str | None  # why it cannot be tried (tools, no model), or None
 
 
-def load_version(project: Project, version: str | None) -> tuple[str, dict[str, bytes]]:
-    repo = PackRepo(project.repo_path)
-    try:
-        sha = repo.resolve(version)
-        return sha, repo.files(sha, prefix=PACK_PREFIX)
-    except StorageError as exc:
-        raise TryRefused(str(exc)) from None
-
-
 def prepare(project: Project, version: str | None, endpoint: Endpoint | None) -> Prepared:
     """Resolve `version` and load the pack at it; `problem` says why it cannot be tried.
     Raises TryRefused when the version does not exist or the pack does not load."""
-    sha, files = load_version(project, version)
     try:
-        tools = tool_registry()
-    except BadSpec as exc:
-        raise TryRefused(registry_broken(exc)) from None
-    with tempfile.TemporaryDirectory(prefix="pf-try-") as tmp:
-        try:
-            pack = load_pack(materialize(files, Path(tmp)), tools=set(tools) if tools is not None else None)
-        except PackInvalid as exc:
-            shown = "; ".join(str(issue) for issue in exc.issues[:3])
-            more = f" (and {len(exc.issues) - 3} more)" if len(exc.issues) > 3 else ""
-            raise TryRefused(f"the pack at {sha[:10]} does not load: {shown}{more}") from None
-    problem = tools_problem(pack, tools)
-    if problem is None and endpoint is None and not pack.model:
-        problem = "this pack's manifest names no model; choose an endpoint"
-    if problem is None and endpoint is None:
-        problem = own_model_problem(pack)
-    return Prepared(sha, pack, problem)
+        with packs.loaded(project, version, own_model=endpoint is None) as got:
+            return Prepared(got.sha, got.pack, "; ".join(got.problems) or None)
+    except packs.PackUnrunnable as exc:
+        raise TryRefused(str(exc)) from None
 
 
 def first_case_input(pack: Pack) -> dict[str, Any] | None:
@@ -102,72 +89,86 @@ def new_try_run(
 
 
 class _Journal(MemoryStore):
-    """A checkpoint store that also keeps each step's journal payload (its attempts)
-    and the tool calls journaled before it, for the on_step hook to publish."""
+    """A checkpoint store that also rebuilds the run's trace as steps are journaled, for
+    the on_step hook to publish while the run goes on (the runtime's trace format)."""
 
-    def __init__(self) -> None:
+    def __init__(self, run_id: str, pack: str) -> None:
         super().__init__()
-        self.last_step: dict[str, Any] = {}
-        self.tool_calls: list[dict[str, Any]] = []
+        self.trace = Trace(run_id=run_id, pack=pack)
 
     def append(self, run_id: str, fence: int, kind: str, node: str, step: int, payload: dict[str, Any]) -> None:
         super().append(run_id, fence, kind, node, step, payload)
         if kind == "step":
-            self.last_step = payload
+            edge = payload.get("edge")
+            fields = {k: v for k, v in payload.items() if k not in ("attempts", "edge", "budget_left")}
+            self.trace.steps.append(Step(**fields, edge=EdgeTaken(**edge) if edge else None))
+            self.trace.attempts.extend(Attempt(**a) for a in payload.get("attempts", []))
         elif kind == "tool":
-            self.tool_calls.append({"node": node, "step": step, **payload})
-
-
-def step_row(step: Step, payload: dict[str, Any], tool_calls: list[dict[str, Any]]) -> dict[str, Any]:
-    """One step as the TryRun row keeps it: node, status, writes, edge, every attempt
-    (with its rejection category and reason, tokens, latency) and tool calls."""
-    attempts = [
-        {
-            k: a.get(k)
-            for k in (
-                "attempt",
-                "stage",
-                "ok",
-                "category",
-                "reason",
-                "text",
-                "prompt_tokens",
-                "completion_tokens",
-                "reasoning_tokens",
-                "latency_s",
-                "ttft_s",
-                "cost_usd",
+            self.trace.tool_calls.append(
+                ToolCall(node, step, payload["tool"], payload["args"], payload["result"], payload["latency_s"])
             )
-        }
-        for a in payload.get("attempts", [])
-    ]
+
+
+_ATTEMPT_KEYS = (
+    "attempt",
+    "stage",
+    "ok",
+    "hidden",
+    "category",
+    "reason",
+    "text",
+    "prompt_tokens",
+    "completion_tokens",
+    "reasoning_tokens",
+    "latency_s",
+    "ttft_s",
+    "cost_usd",
+)
+
+
+def trace_steps(trace: dict[str, Any]) -> list[dict[str, Any]]:
+    """A trace dict (as studio.redaction.visible_trace shows it), one row per step: node,
+    status, writes, edge, every attempt (with its rejection category and reason, tokens,
+    latency) and tool calls. Attempts of a step that never committed (the run stopped
+    inside it) are a last row with status `stopped`."""
+    attempts: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+    for a in trace.get("attempts") or []:
+        attempts.setdefault((a.get("node"), a.get("step")), []).append({k: a[k] for k in _ATTEMPT_KEYS if k in a})
+    tools: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+    for c in trace.get("tool_calls") or []:
+        tools.setdefault((c.get("node"), c.get("step")), []).append(
+            {k: c.get(k) for k in ("tool", "args", "result", "latency_s")}
+        )
+    rows = []
+    for s in trace.get("steps") or []:
+        key = (s.get("node"), s.get("step"))
+        edge = s.get("edge")
+        row = {k: s.get(k) for k in ("step", "node", "kind", "status", "writes", "attempt", "reason", "prompt")}
+        row["edge"] = {"kind": edge["kind"], "target": edge["target"]} if edge else None
+        rows.append(_with_totals(row, attempts.pop(key, []), tools.pop(key, [])))
+    for (node, step), rest in attempts.items():
+        row = {"step": step, "node": node, "kind": "", "status": "stopped", "writes": {}, "edge": None}
+        rows.append(_with_totals(row, rest, tools.pop((node, step), [])))
+    return rows
+
+
+def _with_totals(row: dict[str, Any], attempts: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
     return {
-        "step": step.step,
-        "node": step.node,
-        "kind": step.kind,
-        "status": step.status,
-        "writes": step.writes,
-        "attempt": step.attempt,
-        "reason": step.reason,
-        "edge": {"kind": step.edge.kind, "target": step.edge.target} if step.edge else None,
-        "prompt": step.prompt,
+        **row,
         "attempts": attempts,
-        "tool_calls": [
-            {k: c[k] for k in ("tool", "args", "result", "latency_s")} for c in tool_calls if c["step"] == step.step
-        ],
-        "prompt_tokens": sum(a["prompt_tokens"] or 0 for a in attempts),
-        "completion_tokens": sum(a["completion_tokens"] or 0 for a in attempts),
-        "latency_s": round(sum(a["latency_s"] or 0.0 for a in attempts), 4),
-        "cost_usd": sum(a["cost_usd"] or 0.0 for a in attempts),
+        "tool_calls": tools,
+        "prompt_tokens": sum(a.get("prompt_tokens") or 0 for a in attempts),
+        "completion_tokens": sum(a.get("completion_tokens") or 0 for a in attempts),
+        "latency_s": round(sum(a.get("latency_s") or 0.0 for a in attempts), 4),
+        "cost_usd": sum(a.get("cost_usd") or 0.0 for a in attempts),
     }
 
 
-def _finish(
-    run_id: int, status: str, *, output: Any = None, error: str = "", steps: list[dict[str, Any]] | None = None
-) -> None:
+def _finish(run_id: int, status: str, *, output: Any = None, error: str = "", trace: Trace | None = None) -> None:
     fields: dict[str, Any] = {"status": status, "output": output, "error": error, "finished_at": timezone.now()}
-    if steps is not None:
-        fields["steps"] = steps
+    if trace is not None:
+        # Rejected generations are kept for authors; studio.redaction decides who reads them.
+        fields["trace"] = trace.to_dict(include_rejected_text=True)
     TryRun.objects.filter(pk=run_id).update(**fields)
 
 
@@ -178,32 +179,26 @@ def run_try(run_id: int) -> str | None:
     `running` by a lost worker starts again from its input (a try-it run keeps no
     checkpoint across workers)."""
     claimed = TryRun.objects.filter(pk=run_id, status__in=[TryRun.Status.QUEUED, TryRun.Status.RUNNING]).update(
-        status=TryRun.Status.RUNNING, steps=[], output=None, error=""
+        status=TryRun.Status.RUNNING, trace={}, output=None, error=""
     )
     if not claimed:
         log.info("try run %s is gone or already final; nothing to do", run_id)
         return None
     run = TryRun.objects.select_related("project", "endpoint").get(pk=run_id)
-    steps: list[dict[str, Any]] = []
+    journal: _Journal | None = None
     try:
-        tools = tool_registry()
-        _, files = load_version(run.project, run.version)
         with tempfile.TemporaryDirectory(prefix="pf-try-") as tmp:
-            pack = load_pack(materialize(files, Path(tmp)), tools=set(tools) if tools is not None else None)
-            problem = tools_problem(pack, tools)
-            if problem:
-                raise TryRefused(problem)
             # The spec recorded when the run was started (an endpoint edited or deleted
             # since does not change what this run asks), else the pack's own model.
-            spec = run.model_spec or pack.model
-            if not spec:
-                raise TryRefused("this pack's manifest names no model; choose an endpoint")
+            got = packs.load_version(run.project, run.version, Path(tmp), own_model=not run.model_spec)
+            pack, tools = got.ensure_runnable().pack, got.tools
+            spec = run.model_spec or pack.model or ""
             backend = open_backend(spec, base_dir=pack.root, default=pack.model)
-            journal = _Journal()
+            journal = _Journal(f"try-{run_id}", pack.name)
+            live = journal
 
             def on_step(step: Step) -> None:
-                steps.append(step_row(step, journal.last_step, journal.tool_calls))
-                TryRun.objects.filter(pk=run_id).update(steps=steps)
+                TryRun.objects.filter(pk=run_id).update(trace=live.trace.to_dict(include_rejected_text=True))
 
             try:
                 result = run_pack(
@@ -217,34 +212,32 @@ def run_try(run_id: int) -> str | None:
                 )
             finally:
                 backend.close()
-        if result.status == "waiting" and result.trace.steps:
-            last = result.trace.steps[-1]
-            steps.append(step_row(last, {}, []))  # the wait is not a checkpointed step: no hook
         error = result.trace.error or ""
         if result.status == "waiting":
             error = f"waiting for a person at node '{result.waiting_at}'; try-it runs do not take human answers"
         _finish(
-            run_id, result.status, output=result.output if result.status == "done" else None, error=error, steps=steps
+            run_id,
+            result.status,
+            output=result.output if result.status == "done" else None,
+            error=error,
+            trace=result.trace,
         )
         return result.status
-    except (TryRefused, PackforgeError) as exc:
-        _finish(run_id, TryRun.Status.FAILED, error=str(exc), steps=steps)
+    except (TryRefused, packs.PackUnrunnable, PackforgeError) as exc:
+        _finish(run_id, TryRun.Status.FAILED, error=str(exc), trace=_stopped(journal, str(exc)))
     except Exception as exc:  # the row must end final whatever happened; the log has the rest
         log.exception("try run %s crashed", run_id)
-        _finish(run_id, TryRun.Status.FAILED, error=f"internal error: {type(exc).__name__}: {exc}", steps=steps)
+        error = f"internal error: {type(exc).__name__}: {exc}"
+        _finish(run_id, TryRun.Status.FAILED, error=error, trace=_stopped(journal, error))
     return TryRun.Status.FAILED
 
 
-def public_steps(steps: list[dict[str, Any]], *, author: bool) -> list[dict[str, Any]]:
-    """The steps as `author` may see them: rejected generation text is for the pack's
-    authors only (it may be wrong in ways that mislead; it is never shown to others)."""
-    if author:
-        return steps
-    out = []
-    for step in steps:
-        attempts = [a if a.get("ok") else {**a, "text": ""} for a in step.get("attempts", [])]
-        out.append({**step, "attempts": attempts})
-    return out
+def _stopped(journal: _Journal | None, error: str) -> Trace | None:
+    """The trace so far of a run that stopped with `error` (None: it never started)."""
+    if journal is None:
+        return None
+    journal.trace.status, journal.trace.error = "failed", error
+    return journal.trace
 
 
 def totals(steps: list[dict[str, Any]]) -> dict[str, Any]:

@@ -26,7 +26,9 @@ class TryRun(models.Model):
     model_spec = models.CharField(max_length=700, blank=True)
     input = models.JSONField()
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
-    steps = models.JSONField(default=list)  # the trace's steps and attempts, appended as they happen
+    # The runtime's trace dict (Trace.to_dict, rejected text included), rewritten after
+    # each step while the run goes on; studio.redaction decides who reads rejected text.
+    trace = models.JSONField(default=dict)
     output = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")

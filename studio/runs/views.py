@@ -18,9 +18,11 @@ from django_htmx.http import HttpResponseStopPolling
 from runtime import NODE_KINDS
 from studio.accounts.access import project_for, run_for
 from studio.projects.storage import PackRepo
+from studio.redaction import visible_trace
 from studio.runs import execute
 from studio.runs.forms import TryRunForm
 from studio.runs.models import TryRun
+from studio.runs.tasks import execute_try_run
 
 # A run still queued after this long gets a hint on its page (is a worker running?).
 QUEUE_PATIENCE = timedelta(seconds=30)
@@ -52,8 +54,6 @@ def try_new(request: HttpRequest, slug: str) -> HttpResponse:
         except execute.TryRefused as exc:
             form.add_error(None, str(exc))
         else:
-            from studio.runs.tasks import execute_try_run
-
             execute_try_run.delay_on_commit(run.pk)
             return redirect("runs-detail", slug=project.slug, run_id=run.pk)
     if request.method == "GET" and prepared is not None:
@@ -74,7 +74,7 @@ def try_new(request: HttpRequest, slug: str) -> HttpResponse:
 def run_detail(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     run, role = run_for(request.user, run_id, slug=slug)
     project = run.project
-    steps = execute.public_steps(run.steps or [], author=role.can_edit)
+    steps = execute.trace_steps(visible_trace(run.trace or {}, role))
     for step in steps:
         kind = NODE_KINDS.get(step.get("kind") or "")
         step["prompt_label"] = "question" if kind is not None and kind.waits else "prompt"  # a person answers it

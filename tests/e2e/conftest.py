@@ -8,22 +8,15 @@ import shutil
 import signal
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.test_start import ROOT, Started, free_port
+from tests.support.services import free_port
+from tests.support.started import ROOT, Started, Studio
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-
-
-@dataclass
-class Studio:
-    url: str
-    password: str
-    var: Path
 
 
 @pytest.fixture(scope="session")

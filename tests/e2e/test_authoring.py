@@ -10,8 +10,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.conftest import Studio
-from tests.test_start import ROOT
+from tests.support.started import ROOT, Studio
 
 
 def test_a_person_authors_a_pack_and_evaluates_the_download(page: Any, studio: Studio, tmp_path: Path) -> None:

@@ -7,8 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tests.e2e.conftest import Studio
-from tests.test_start import ROOT
+from tests.support.started import ROOT, Studio
 
 SCRIPT = ROOT / "packs" / "support_triage" / "fakes" / "scripted.json"
 

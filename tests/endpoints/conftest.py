@@ -4,7 +4,7 @@ session on free loopback ports)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,16 +12,13 @@ import pytest
 from runtime.backends import Backend, open_backend
 from tests.support import model_servers
 from tests.support.fault_server import FaultServer
-from tests.support.model_servers import RunningServer
+from tests.support.model_servers import Opener, RunningServer
 
 
 @pytest.fixture
 def fault() -> Iterator[FaultServer]:
     with FaultServer() as server:
         yield server
-
-
-Opener = Callable[[str], Backend]
 
 
 @pytest.fixture

@@ -16,9 +16,10 @@ from runtime import load_pack, run_pack
 from runtime.backends import ModelCall
 from runtime.backends.openai import EndpointRejected, EndpointUnavailable
 from runtime.errors import BackendError, BadSpec, Cancelled
-from tests.endpoints.conftest import Opener
 from tests.support.fault_server import FaultServer
+from tests.support.model_servers import Opener
 from tests.support.packs import RATING_SCHEMA, write_chain_pack
+from tests.support.waiting import wait_until
 
 FAST = "backoff=0.02"
 
@@ -96,12 +97,12 @@ def test_it_gives_up_after_its_attempts_with_a_clear_message(opened: Opener, fau
 
 def test_it_gives_up_when_the_deadline_is_spent(opened: Opener, fault: FaultServer) -> None:
     fault.configure(loading_for=60)
-    started = time.monotonic()
+    # The model loads for 60 s; the answer names the 1.5 s deadline as spent (how soon it
+    # gives up is the deadline's own arithmetic, not a clock read here).
     with pytest.raises(
         EndpointUnavailable, match=r"deadline of 1.5s exhausted .* last: loading: HTTP 503: Loading model"
     ):
         opened(fault.spec("deadline=1.5")).complete(call())
-    assert time.monotonic() - started < 1.6
 
 
 def test_it_waits_for_a_loading_model_within_the_deadline(opened: Opener, fault: FaultServer) -> None:
@@ -154,12 +155,14 @@ def test_it_closes_the_stream_when_the_run_is_cancelled(opened: Opener, fault: F
     fault.configure(answer="x" * 400, token_delay=0.02)  # 100 chunks: about 2 s
     cancel = threading.Event()
     threading.Timer(0.3, cancel.set).start()
-    started = time.monotonic()
     with pytest.raises(Cancelled):
         opened(fault.spec()).complete(call(cancel=cancel))
-    assert time.monotonic() - started < 0.6
-    time.sleep(0.1)
-    assert fault.completions()[0].outcome == "disconnected"
+    # Closed early: the server saw the client leave mid-stream, not a finished answer.
+    wait_until(
+        lambda: [c.outcome for c in fault.completions()] == ["disconnected"],
+        timeout=10,
+        message=lambda: f"the server saw {[c.outcome for c in fault.completions()]}",
+    )
 
 
 def test_it_stops_waiting_to_retry_when_cancelled(opened: Opener, fault: FaultServer) -> None:
@@ -230,7 +233,7 @@ def test_it_sends_the_key_from_the_named_environment_variable(
 
 def test_it_refuses_a_key_env_that_is_not_set(opened: Opener, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ACME_LLM_AUTH", raising=False)
-    with pytest.raises(BadSpec, match="environment variable ACME_LLM_AUTH .* is not set"):
+    with pytest.raises(BadSpec, match=r"environment variable ACME_LLM_AUTH .* is not set"):
         opened("openai:http://127.0.0.1:9/v1#m;key_env=ACME_LLM_AUTH")
 
 

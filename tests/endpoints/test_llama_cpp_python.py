@@ -20,9 +20,7 @@ from runtime.backends import ModelCall
 from runtime.backends.base import estimate_tokens
 from runtime.backends.openai import EndpointRejected, EndpointUnavailable
 from runtime.errors import Cancelled
-from tests.endpoints.conftest import Opener
-from tests.endpoints.test_llama_server import assert_committed_answers_validate, run_chain, spec
-from tests.support.model_servers import RunningServer
+from tests.support.model_servers import Opener, RunningServer, assert_committed_answers_validate, run_chain, spec
 from tests.support.packs import RATING_SCHEMA, write_chain_pack
 
 # The first test here installs llama-cpp-python when var/cache/ has none (about 5 minutes).

@@ -21,32 +21,19 @@ from runtime import RunResult, load_pack, run_pack
 from runtime.backends import ModelCall
 from runtime.backends._grammar import schema_to_gbnf
 from runtime.errors import Cancelled
-from tests.endpoints.conftest import Opener
-from tests.support.model_servers import REPO, RunningServer
+from tests.support.model_servers import (
+    REPO,
+    Opener,
+    RunningServer,
+    assert_committed_answers_validate,
+    run_chain,
+    spec,
+)
 from tests.support.packs import RATING_SCHEMA, write_chain_pack
+from tests.support.waiting import wait_until
 
 # The first test here builds llama-server when var/cache/ has none (about 5 minutes).
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
-
-STORY = {"story": "Lily found a red ball in the park and smiled."}
-
-
-def spec(server: RunningServer, options: str = "") -> str:
-    return f"openai:{server.base_url}#stories260K" + (f";{options}" if options else "")
-
-
-def assert_committed_answers_validate(result: RunResult, pack_dir: Path) -> None:
-    """Every write committed to state validates against its node's schema."""
-    for step in result.trace.commits():
-        schema = json.loads((pack_dir / "grammars" / f"{step.node}.json").read_text())
-        Draft202012Validator(schema).validate(step.writes)
-
-
-def run_chain(opened: Opener, server_spec: str, tmp_path: Path, **kw: Any) -> tuple[RunResult, Path]:
-    pack_dir = write_chain_pack(tmp_path / "pack", **kw)
-    result = run_pack(load_pack(pack_dir), STORY, backend=opened(server_spec))
-    assert_committed_answers_validate(result, pack_dir)
-    return result, pack_dir
 
 
 @pytest.mark.parametrize("mode", ["json_schema", "json_object", "gbnf"])
@@ -109,10 +96,11 @@ def test_it_stops_generation_on_the_server_when_cancelled(llama_server: RunningS
     with pytest.raises(Cancelled):
         opened(spec(llama_server)).complete(call)
     assert time.monotonic() - started < 1.0
-    deadline = time.monotonic() + 2
-    while llama_server.log_tail(10**7).count("cancel task") == cancels_before:  # the server's own word
-        assert time.monotonic() < deadline, "llama-server did not cancel the task when the stream closed"
-        time.sleep(0.05)
+    wait_until(
+        lambda: llama_server.log_tail(10**7).count("cancel task") > cancels_before,  # the server's own word
+        timeout=2,
+        message="llama-server did not cancel the task when the stream closed",
+    )
     assert not any(slot.get("is_processing") for slot in httpx.get(f"{root}/slots").json())
 
 

@@ -27,10 +27,8 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -38,6 +36,9 @@ from urllib.parse import quote, urlencode
 import pytest
 from django.conf import settings as django_settings
 from django.db import connections
+
+from tests.support.eval_workers import TOOLS_REF, EvalWorker, Worker
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 60.0
@@ -76,26 +77,13 @@ def database_url() -> str:
     raise RuntimeError(f"no DATABASE_URL for engine {db['ENGINE']}")
 
 
-@dataclass
-class Worker:
-    process: subprocess.Popen[bytes]
-    log: Path
-    queue: str
-    git_root: Path
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-
 def _wait_ready(worker: Worker) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
+    def ready() -> bool:
         if worker.process.poll() is not None:
             raise RuntimeError(f"the Celery worker exited with {worker.process.returncode}:\n{worker.output()}")
-        if " ready." in worker.output():
-            return
-        time.sleep(0.1)
-    raise RuntimeError(f"the Celery worker was not ready within {READY_TIMEOUT_S:.0f} s:\n{worker.output()}")
+        return " ready." in worker.output()
+
+    wait_until(ready, timeout=READY_TIMEOUT_S, message=lambda: f"the Celery worker was not ready:\n{worker.output()}")
 
 
 def _stop(worker: Worker) -> None:
@@ -175,3 +163,24 @@ def live(worker: Worker, transactional_db: None, settings: Any) -> Iterator[Work
     settings.GIT_ROOT = worker.git_root
     yield worker
     shutil.rmtree(worker.git_root, ignore_errors=True)
+
+
+@pytest.fixture
+def workers(transactional_db: None, tmp_path: Path, settings: Any) -> Iterator[Callable[[str, int], EvalWorker]]:
+    """Start eval workers on a private queue; the test process sends to that queue and
+    shares the workers' git root and tool registry."""
+    queue = f"it-evals-{uuid.uuid4().hex[:10]}"
+    settings.GIT_ROOT = tmp_path / "git"
+    settings.PACKFORGE_EVAL_QUEUE = queue
+    settings.PACKFORGE_TOOLS = TOOLS_REF
+    started: list[EvalWorker] = []
+
+    def start(name: str, threads: int) -> EvalWorker:
+        worker = EvalWorker(name, queue, tmp_path, settings.GIT_ROOT, threads, database_url())
+        started.append(worker)
+        worker.wait_ready()
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()

@@ -5,8 +5,8 @@ Real components throughout: a `celery worker` subprocess (threads pool) on the t
 own database and broker (tests/integration/conftest.py: a file-based SQLite test
 database and the filesystem broker by default; the harness's Postgres and Redis under
 `scripts/with-services`), the refund_desk example pack from git, and its host tools,
-registered for the worker through PACKFORGE_TOOLS (pointing at `TOOLS` below: the real
-tools, each real call logged to a file the test reads).
+registered for the worker through PACKFORGE_TOOLS (pointing at tests/support/eval_workers.py
+`TOOLS`: the real tools, each real call logged to a file the test reads).
 
 The kill is placed, not timed: the first worker runs one case at a time, and is killed
 while a case sits inside its second tool call (`issue_refund`), after its first one
@@ -17,173 +17,11 @@ and the resumed case must replay `lookup_order` from its checkpoint, not call it
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
-import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-TOOL_LOG = "EVAL_KILL_TOOL_LOG"
-TOOL_SLEEP = "EVAL_KILL_TOOL_SLEEP_S"
-WAIT_S = 120.0
-
-
-# -- the tools the worker serves (PACKFORGE_TOOLS=tests.integration.test_eval_kill:TOOLS) -----------
-
-
-def _log(event: dict[str, Any]) -> None:
-    path = os.environ.get(TOOL_LOG)
-    if path:
-        line = (json.dumps({**event, "pid": os.getpid()}, sort_keys=True) + "\n").encode()
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(fd, line)  # one write of an O_APPEND file: lines never interleave
-        finally:
-            os.close(fd)
-
-
-def _logged(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    def call(**kwargs: Any) -> Any:
-        _log({"event": "start", "tool": name, "args": kwargs})
-        time.sleep(float(os.environ.get(TOOL_SLEEP, "0")))
-        result = fn(**kwargs)
-        _log({"event": "done", "tool": name, "args": kwargs})
-        return result
-
-    return call
-
-
-def _refund_tools() -> dict[str, Callable[..., Any]]:
-    from runtime.cli import load_tools
-
-    return load_tools(f"{ROOT / 'packs' / 'refund_desk' / 'tools.py'}:registry") or {}
-
-
-TOOLS = {name: _logged(name, fn) for name, fn in _refund_tools().items()}
-
-
-# -- workers ----------------------------------------------------------------------------------
-
-
-class EvalWorker:
-    def __init__(self, name: str, queue: str, folder: Path, git_root: Path, threads: int) -> None:
-        from tests.integration.conftest import database_url
-
-        self.log = folder / f"{name}.log"
-        env = {
-            **os.environ,
-            "DATABASE_URL": database_url(),
-            "PACKFORGE_GIT_ROOT": str(git_root),
-            "CELERY_TASK_ALWAYS_EAGER": "false",
-            "PYTHONUNBUFFERED": "1",
-            "PACKFORGE_TOOLS": "tests.integration.test_eval_kill:TOOLS",
-            TOOL_LOG: str(folder / "tools.log"),
-            TOOL_SLEEP: "0.3",
-            "PACKFORGE_EVAL_QUEUE": queue,
-            # short leases and sweeps, so a dead worker's case is sent again within seconds
-            "PACKFORGE_EVAL_LEASE_S": "2",
-            "PACKFORGE_EVAL_SWEEP_S": "0.5",
-            "PACKFORGE_EVAL_STALL_S": "3",
-        }
-        from django.conf import settings
-
-        if getattr(settings, "REDIS_URL", ""):
-            env["REDIS_URL"] = settings.REDIS_URL
-        with open(self.log, "wb") as out:
-            self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "studio",
-                    "worker",
-                    "--pool=threads",
-                    f"--concurrency={threads}",
-                    "--loglevel=INFO",
-                    "-Q",
-                    queue,
-                    "-n",
-                    f"{name}-{queue}@%h",
-                    "--without-gossip",
-                    "--without-mingle",
-                    "--without-heartbeat",
-                ],
-                cwd=ROOT,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def wait_ready(self) -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the worker exited with {self.process.returncode}:\n{self.output()}")
-            if " ready." in self.output():
-                return
-            time.sleep(0.1)
-        raise RuntimeError(f"the worker was not ready within 60 s:\n{self.output()}")
-
-    def kill(self) -> None:
-        os.kill(self.process.pid, signal.SIGKILL)
-        self.process.wait()
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
-@pytest.fixture
-def workers(transactional_db: None, tmp_path: Path, settings: Any) -> Iterator[Callable[[str, int], EvalWorker]]:
-    """Start eval workers on a private queue; the test process sends to that queue and
-    shares the workers' git root and tool registry."""
-    queue = f"it-evals-{uuid.uuid4().hex[:10]}"
-    settings.GIT_ROOT = tmp_path / "git"
-    settings.PACKFORGE_EVAL_QUEUE = queue
-    settings.PACKFORGE_TOOLS = "tests.integration.test_eval_kill:TOOLS"
-    started: list[EvalWorker] = []
-
-    def start(name: str, threads: int) -> EvalWorker:
-        worker = EvalWorker(name, queue, tmp_path, settings.GIT_ROOT, threads)
-        started.append(worker)
-        worker.wait_ready()
-        return worker
-
-    yield start
-    for worker in started:
-        worker.stop()
-
-
-def _wait(what: str, done: Callable[[], bool], workers: list[EvalWorker]) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        if done():
-            return
-        time.sleep(0.02)
-    logs = "\n\n".join(f"--- {w.log.name}\n{w.output()[-4000:]}" for w in workers)
-    raise AssertionError(f"timed out waiting for {what}\n{logs}")
-
-
-def _tool_log(folder: Path) -> list[dict[str, Any]]:
-    path = folder / "tools.log"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+from tests.support.eval_workers import EvalWorker, tool_log, wait_for
 
 
 def test_it_completes_every_case_once_after_its_worker_is_killed(
@@ -191,8 +29,9 @@ def test_it_completes_every_case_once_after_its_worker_is_killed(
 ) -> None:
     from django.contrib.auth.models import User
 
-    from studio.evals import execute
+    from studio.evals import shared
     from studio.evals.models import Eval, EvalCase, JournalEntry
+    from studio.evals.start import start_eval
     from studio.projects.models import create_project
     from studio.projects.views import example_files
 
@@ -205,29 +44,29 @@ def test_it_completes_every_case_once_after_its_worker_is_killed(
         message="Create from example",
     )
     first = workers("first", 1)  # one case at a time: the kill lands at a known point
-    ev = execute.start_eval(project, user=owner, repeats=2)[0]  # 36 case runs, sent on commit
+    ev = start_eval(project, user=owner, repeats=2)[0]  # 36 case runs, sent on commit
 
     def mid_refund() -> bool:
         """Some cases are done, and the one in hand is inside issue_refund (its lookup is journaled)."""
-        events = _tool_log(tmp_path)
+        events = tool_log(tmp_path)
         open_refund = events and events[-1]["event"] == "start" and events[-1]["tool"] == "issue_refund"
         return bool(open_refund) and EvalCase.objects.filter(eval=ev, status="passed").count() >= 4
 
-    _wait("a case inside issue_refund", mid_refund, [first])
+    wait_for("a case inside issue_refund", mid_refund, [first])
     first.kill()
-    killed_at = _tool_log(tmp_path)[-1]
+    killed_at = tool_log(tmp_path)[-1]
     in_hand = EvalCase.objects.get(eval=ev, status="running")
     assert JournalEntry.objects.filter(run_id=in_hand.run_id, kind="tool", node="lookup").exists()
 
     second = workers("second", 3)
-    _wait("the eval to end", lambda: Eval.objects.get(pk=ev.pk).status == "done", [first, second])
+    wait_for("the eval to end", lambda: Eval.objects.get(pk=ev.pk).status == "done", [first, second])
 
     ev.refresh_from_db()
     rows = list(EvalCase.objects.filter(eval=ev))
     # every case completed, each exactly once
     assert len(rows) == ev.total == 36
     assert Counter(r.status for r in rows) == Counter({"passed": 36}), [(r.case_id, r.status, r.error) for r in rows]
-    assert execute.counts_of(ev)["finished"] == 36 and ev.summary["counts"]["passed"] == 36
+    assert shared.counts_of(ev)["finished"] == 36 and ev.summary["counts"]["passed"] == 36
     # the killed case resumed from its checkpoint: lookup replayed, the refund done by the second worker
     resumed = EvalCase.objects.get(pk=in_hand.pk)
     assert resumed.attempts == 2
@@ -235,7 +74,7 @@ def test_it_completes_every_case_once_after_its_worker_is_killed(
     assert calls["lookup_order"]["replayed"] and not calls["issue_refund"]["replayed"]
     # no tool call completed twice: the completed calls in the log are exactly the traces' calls
     done = Counter(
-        (e["tool"], json.dumps(e["args"], sort_keys=True)) for e in _tool_log(tmp_path) if e["event"] == "done"
+        (e["tool"], json.dumps(e["args"], sort_keys=True)) for e in tool_log(tmp_path) if e["event"] == "done"
     )
     traced = Counter((c["tool"], json.dumps(c["args"], sort_keys=True)) for r in rows for c in r.trace["tool_calls"])
     assert done == traced

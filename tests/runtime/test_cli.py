@@ -3,26 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.runtime.conftest import write_pack
+from tests.support.runtime_packs import pf, write_pack
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def pf(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runtime", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={**os.environ, **(env or {})},
-        timeout=60,
-    )
 
 
 def test_it_validates_a_pack(triage: Path) -> None:

@@ -15,8 +15,7 @@ from runtime import (
     load_pack,
     open_backend,
 )
-from tests.runtime.conftest import ENUM_SCHEMA, write_pack
-from tests.runtime.test_cli import pf
+from tests.support.runtime_packs import ENUM_SCHEMA, pf, write_pack
 
 
 def three_step(tmp_path: Path, script: dict[str, object]) -> Path:

@@ -11,9 +11,7 @@ import pytest
 
 from runtime import PackInvalid, load_pack, open_backend, resume_run, run_pack
 from runtime.pack.model import Pack
-from tests.runtime.conftest import ENUM_SCHEMA, Recorder, write_pack
-from tests.runtime.test_cli import pf
-from tests.runtime.test_walker import Killed, Tools, tool_pack
+from tests.support.runtime_packs import ENUM_SCHEMA, Killed, Recorder, Tools, pf, tool_pack, write_pack
 
 PRIORITY = {"type": "object", "required": ["priority"], "properties": {"priority": {"enum": ["p1", "p2", "p3"]}}}
 
@@ -98,23 +96,28 @@ def test_invariant_3_the_model_never_chooses_the_next_node(tmp_path: Path) -> No
     assert result.trace.path == ["decide", "safe"]
 
 
+class Dying:
+    """A store that dies (raises Killed) right after its `kill_at`-th journal write."""
+
+    def __init__(self, store: Any, kill_at: int) -> None:
+        self.store, self.kill_at, self.writes = store, kill_at, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    def append(self, *args: Any) -> None:
+        self.store.append(*args)
+        self.writes += 1
+        if self.writes == self.kill_at:
+            raise Killed()
+
+
 def test_invariant_4_a_returned_tool_call_is_never_executed_again(tmp_path: Path, sqlite_store: Any) -> None:
     root = tool_pack(tmp_path)
     pack = load_pack(root, tools={"lookup", "refund"})
     for kill_at in range(1, 8):  # die after each journal write in turn, then resume
         tools = Tools()
         store = sqlite_store(f"runs{kill_at}.sqlite")
-        writes = {"n": 0}
-
-        class Dying:
-            def __getattr__(self, name: str) -> Any:
-                return getattr(store, name)
-
-            def append(self, *args: Any) -> None:
-                store.append(*args)
-                writes["n"] += 1
-                if writes["n"] == kill_at:
-                    raise Killed()
 
         backend = open_backend(pack.model or "", base_dir=root)
         try:
@@ -123,7 +126,7 @@ def test_invariant_4_a_returned_tool_call_is_never_executed_again(tmp_path: Path
                 {"order": "A1"},
                 backend=backend,
                 tools=tools.registry(),
-                store=Dying(),  # type: ignore[arg-type]
+                store=Dying(store, kill_at),  # type: ignore[arg-type]
                 run_id="r",
             )
         except Killed:
@@ -140,7 +143,7 @@ def test_invariant_5_a_pack_reaches_only_registered_tools(tmp_path: Path) -> Non
         edges=[{"from": "t", "to": "done"}],
         script={"nodes": {}},
     )
-    with pytest.raises(PackInvalid, match="tool 'os.system' is not registered by the host"):
+    with pytest.raises(PackInvalid, match=r"tool 'os\.system' is not registered by the host"):
         load_pack(root, tools={"lookup"})
     # A host that skips the load-time check still cannot reach anything by name.
     pack = load_pack(root)

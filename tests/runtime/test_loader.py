@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from runtime import PACK_ISSUE_KINDS, PackInvalid, load_pack
-from tests.runtime.conftest import write_pack
+from tests.support.runtime_packs import write_pack
 
 GEN = {"kind": "generate", "reads": ["input.ticket"], "writes": ["category"]}
 

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from runtime.logs import JsonFormatter, TextFormatter, configure_logging, redact, register_secret
-from tests.runtime.conftest import ENUM_SCHEMA, write_pack
-from tests.runtime.test_cli import pf
+from tests.support.runtime_packs import ENUM_SCHEMA, pf, write_pack
 
 KEY = "sk-live-4f9a8b7c6d5e4f3a2b1c"
 

@@ -13,7 +13,7 @@ import pytest
 from runtime import NODE_KINDS, NODE_SHAPES, ModelCall, ModelReply, Node, load_pack, run_pack
 from runtime.nodes.base import LoadContext, NodeDrawing, Outcome, RunContext
 from runtime.report import mermaid
-from tests.runtime.conftest import write_pack
+from tests.support.runtime_packs import write_pack
 
 RUNTIME = Path(__file__).resolve().parents[2] / "runtime"
 
@@ -42,10 +42,10 @@ class StampKind:
     def load(self, node: Node, spec: dict[str, Any], loader: LoadContext) -> None:
         if len(node.writes) != 1:
             loader.error(f"stamp node '{node.id}' writes exactly one field", "nodes", node.id, "writes")
-        node.args = {"value": str(spec.get("value", ""))}
+        node.config = str(spec.get("value", ""))
 
     def run(self, node: Node, walk: RunContext) -> Outcome:
-        return Outcome("ok", writes={node.writes[0]: node.args["value"]})
+        return Outcome("ok", writes={node.writes[0]: node.config})
 
 
 @pytest.fixture

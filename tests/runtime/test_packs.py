@@ -9,7 +9,7 @@ import pytest
 
 from runtime import load_pack
 from runtime.cli import load_tools
-from tests.runtime.test_cli import pf
+from tests.support.runtime_packs import pf
 
 PACKS = Path(__file__).resolve().parents[2] / "packs"
 NAMES = sorted(p.name for p in PACKS.iterdir() if (p / "manifest.yaml").exists())

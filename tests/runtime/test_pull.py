@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -85,7 +86,7 @@ def test_it_refuses_a_bad_token_in_one_line(studio: tuple[str, str], tmp_path: P
 
 def test_it_reports_an_unknown_project_or_version(studio: tuple[str, str], tmp_path: Path) -> None:
     url, token = studio
-    with pytest.raises(PullError, match="no project 'nope' at .*, or you are not a member of it"):
+    with pytest.raises(PullError, match=r"no project 'nope' at .*, or you are not a member of it"):
         pull(f"{url}/nope", token=token, out=tmp_path / "a")
     with pytest.raises(PullError, match="the studio answered 404: no version 'zz'"):
         pull(f"{url}/triage", token=token, version="zz", out=tmp_path / "b")
@@ -186,8 +187,47 @@ def test_it_refuses_a_zip_symlink_and_a_zip_escape() -> None:
 def test_it_refuses_an_archive_over_the_limits() -> None:
     with pytest.raises(PullError, match="more than 1 files"):
         read_archive(_tar([_file("p/a"), _file("p/b")]), "tar.gz", Limits(max_files=1))
-    with pytest.raises(PullError, match="not a readable .tar.gz"):
+    with pytest.raises(PullError, match=r"not a readable \.tar\.gz"):
         read_archive(b"not an archive", "tar.gz")
+
+
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("p/.git/config", "git's own folder"),
+        ("p/sub/.GIT/config", ".git"),
+        ("p/.git./config", ".git"),
+        ("p/git~1/config", ".git"),
+        ("p/.g\u200cit/config", ".git"),
+        ("p/.gitmodules", ".gitmodules"),
+        ("p/prompts/" + "é" * 150 + ".txt", "at most 255"),
+    ],
+)
+def test_it_refuses_a_git_folder_and_names_a_filesystem_cannot_hold(name: str, message: str) -> None:
+    with pytest.raises(PullError, match=re.escape(message)):
+        read_archive(_tar([_file("p/manifest.yaml"), _file(name)]), "tar.gz")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("p/manifest.yaml", "x")
+        zf.writestr(name, "[core]\n\tfsmonitor = touch pwned\n")
+    with pytest.raises(PullError, match=re.escape(message)):
+        read_archive(buf.getvalue(), "zip")
+
+
+def test_it_refuses_an_empty_git_folder_and_a_name_that_is_not_utf8() -> None:
+    folder = tarfile.TarInfo("p/.git")
+    folder.type = tarfile.DIRTYPE
+    with pytest.raises(PullError, match="git's own folder"):
+        read_archive(_tar([_file("p/a"), folder]), "tar.gz")
+    with pytest.raises(PullError, match="not valid UTF-8"):
+        read_archive(_tar([_file("p/a"), _file(b"p/caf\xe9".decode("utf-8", "surrogateescape"))]), "tar.gz")
+
+
+def test_it_pulls_nothing_that_git_would_run(tmp_path: Path) -> None:
+    evil = _tar([_file("p/manifest.yaml"), _file("p/.git/config")], data=b"[core]\n\tfsmonitor = touch pwned\n")
+    with pytest.raises(PullError, match="git's own folder"):
+        pull("http://studio/triage", token=TOKEN, out=tmp_path / "out", transport=_studio(evil))
+    assert list(tmp_path.iterdir()) == []
 
 
 def _studio(archive: bytes, status: int = 200) -> httpx.MockTransport:

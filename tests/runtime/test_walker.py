@@ -10,7 +10,7 @@ import pytest
 from runtime import TRACE_VERSION, MemoryStore, SQLiteStore, Trace, load_pack, open_backend, resume_run, run_pack
 from runtime.errors import FencedOut, RunStateError
 from runtime.walker import RunOptions
-from tests.runtime.conftest import ENUM_SCHEMA, Recorder, write_pack
+from tests.support.runtime_packs import ENUM_SCHEMA, Killed, Recorder, Tools, tool_pack, write_pack
 
 GEN = {"kind": "generate", "reads": ["input.ticket"], "writes": ["category"]}
 
@@ -171,56 +171,6 @@ def test_it_stops_a_runaway_loop_at_the_step_bound(tmp_path: Path) -> None:
 # -- tools -----------------------------------------------------------------------------
 
 
-class Tools:
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, dict[str, Any]]] = []
-
-    def registry(self) -> dict[str, Any]:
-        def lookup(order_id: str) -> dict[str, Any]:
-            self.calls.append(("lookup", {"order_id": order_id}))
-            return {"total": 40.0}
-
-        def refund(order_id: str, amount: float) -> dict[str, Any]:
-            self.calls.append(("refund", {"order_id": order_id, "amount": amount}))
-            return {"refund_id": f"R-{order_id}"}
-
-        return {"lookup": lookup, "refund": refund}
-
-
-def tool_pack(tmp_path: Path) -> Path:
-    return write_pack(
-        tmp_path / "p",
-        manifest={"tools": ["lookup", "refund"]},
-        nodes={
-            "lookup": {
-                "kind": "tool",
-                "tool": "lookup",
-                "reads": ["input.order"],
-                "args": {"order_id": "input.order"},
-                "writes": ["total"],
-            },
-            "refund": {
-                "kind": "tool",
-                "tool": "refund",
-                "reads": ["input.order", "total"],
-                "args": {"order_id": "input.order", "amount": "total"},
-                "writes": ["refund_id"],
-            },
-            "confirm": {"kind": "generate", "reads": ["refund_id"], "writes": ["message"]},
-            "done": {"kind": "end"},
-        },
-        edges=[
-            {"from": "lookup", "to": "refund"},
-            {"from": "refund", "to": "confirm"},
-            {"from": "confirm", "to": "done"},
-        ],
-        grammars={
-            "refund": {"type": "object", "required": ["refund_id"], "properties": {"refund_id": {"type": "string"}}}
-        },
-        script={"nodes": {"confirm": {"message": "done"}}},
-    )
-
-
 def test_it_calls_tools_with_args_from_state(tmp_path: Path) -> None:
     root = tool_pack(tmp_path)
     tools = Tools()
@@ -243,10 +193,6 @@ def test_it_fails_the_node_when_a_tool_raises(tmp_path: Path) -> None:
     )
     assert result.status == "failed"
     assert "tool 'lookup' raised ConnectionError: db down" in (result.trace.error or "")
-
-
-class Killed(Exception):
-    pass
 
 
 class KillAfterToolRecorded:

@@ -5,18 +5,21 @@ Personas, as a user would meet them: `owner` (author of the project), `reviewer`
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings as django_settings
 from django.contrib.auth.models import User
 from django.test import Client
 
 from studio.accounts.models import Membership, Role
+from studio.endpoints.models import Endpoint
 from studio.projects.models import Project, create_project
 from studio.projects.views import example_files
-
-PASSWORD = "correct horse battery staple"
+from tests.support.fault_server import FaultServer
+from tests.support.studio import client_for, make_user
 
 
 @pytest.fixture(autouse=True)
@@ -29,10 +32,6 @@ def fast_password_hashing(settings: Any) -> None:
 def git_root(tmp_path: Path, settings: Any) -> Path:
     settings.GIT_ROOT = tmp_path / "git"
     return settings.GIT_ROOT  # type: ignore[no-any-return]
-
-
-def make_user(name: str, **extra: Any) -> User:
-    return User.objects.create_user(name, f"{name}@example.com", PASSWORD, **extra)
 
 
 @pytest.fixture
@@ -70,12 +69,6 @@ def project(owner: User, reviewer: User, viewer: User) -> Project:
     return made
 
 
-def client_for(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 @pytest.fixture
 def as_owner(owner: User) -> Client:
     return client_for(owner)
@@ -94,3 +87,40 @@ def as_reviewer(reviewer: User) -> Client:
 @pytest.fixture
 def as_stranger(stranger: User) -> Client:
     return client_for(stranger)
+
+
+# -- endpoints: staff, a scripted endpoint, a fault server, eager tasks (endpoints/ and runs/) --
+
+
+@pytest.fixture
+def staff(db: None) -> User:
+    return make_user("stella", is_staff=True)
+
+
+@pytest.fixture
+def as_staff(staff: User) -> Client:
+    return client_for(staff)
+
+
+@pytest.fixture
+def scripted(staff: User) -> Endpoint:
+    script = django_settings.EXAMPLE_PACKS / "support_triage" / "fakes" / "scripted.json"
+    return Endpoint.objects.create(name="scripted", spec=f"fake:{script}", created_by=staff)
+
+
+@pytest.fixture
+def fault() -> Iterator[FaultServer]:
+    with FaultServer() as server:
+        yield server
+
+
+@pytest.fixture
+def eager() -> Iterator[None]:
+    """Tasks run inline when their on-commit callbacks run (with
+    django_capture_on_commit_callbacks(execute=True)), never through a broker."""
+    from studio.celery import app
+
+    saved: dict[str, Any] = {k: app.conf[k] for k in ("task_always_eager", "task_eager_propagates")}
+    app.conf.update(task_always_eager=True, task_eager_propagates=True)
+    yield
+    app.conf.update(saved)

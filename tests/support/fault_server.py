@@ -319,6 +319,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         self.wfile.flush()
+        # The sleeps in this server are the behaviour it fakes (a slow model), not waits.
         if f.latency:
             time.sleep(f.latency)
         if f.first_token_delay:

@@ -12,6 +12,7 @@ builds both ahead of time.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import socket
@@ -19,12 +20,19 @@ import subprocess
 import sys
 import tarfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
+from jsonschema import Draft202012Validator
+
+from runtime import RunResult, load_pack, run_pack
+from runtime.backends import Backend
+from tests.support.packs import write_chain_pack
+from tests.support.waiting import WaitTimedOut, wait_until
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 REPO = Path(__file__).resolve().parents[2]
@@ -211,47 +219,48 @@ class RunningServer:
 
 
 def _wait_ready(server: RunningServer, path: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
     root = server.base_url.removesuffix("/v1")
-    while time.monotonic() < deadline:
+
+    def ready() -> bool:
         if server.process.poll() is not None:
             raise BuildFailed(f"{server.name} exited {server.process.returncode}:\n{server.log_tail()}")
         try:
-            if httpx.get(root + path, timeout=2.0).status_code == 200:
-                return
+            return httpx.get(root + path, timeout=2.0).status_code == 200
         except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    server.stop()
-    raise BuildFailed(f"{server.name} not ready on {path} within {timeout}s:\n{server.log_tail()}")
+            return False
+
+    try:
+        wait_until(ready, timeout=timeout, message=f"{server.name} not ready on {path}", interval=0.2)
+    except WaitTimedOut as exc:
+        server.stop()
+        raise BuildFailed(f"{exc}:\n{server.log_tail()}") from None
 
 
 def start_llama_server(log_dir: Path, parallel: int = 2) -> RunningServer:
     binary = build_llama_server()
     port = free_port()
     log = log_dir / "llama-server.log"
-    out = open(log, "wb")
-    proc = subprocess.Popen(
-        [
-            str(binary),
-            "-m",
-            str(MODEL),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--no-webui",
-            "-np",
-            str(parallel),
-            "-c",
-            "2048",
-            "--offline",
-        ],
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-    )
-    out.close()
+    with open(log, "wb") as out:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(
+            [
+                str(binary),
+                "-m",
+                str(MODEL),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--no-webui",
+                "-np",
+                str(parallel),
+                "-c",
+                "2048",
+                "--offline",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
     server = RunningServer("llama-server", f"http://127.0.0.1:{port}/v1", proc, log)
     _wait_ready(server, "/health", 60)
     return server
@@ -261,29 +270,53 @@ def start_python_server(log_dir: Path) -> RunningServer:
     python = build_python_server()
     port = free_port()
     log = log_dir / "llama-cpp-python.log"
-    out = open(log, "wb")
-    proc = subprocess.Popen(
-        [
-            str(python),
-            "-m",
-            "llama_cpp.server",
-            "--model",
-            str(MODEL),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--interrupt_requests",
-            "False",
-        ],
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-    )
-    out.close()
+    with open(log, "wb") as out:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(
+            [
+                str(python),
+                "-m",
+                "llama_cpp.server",
+                "--model",
+                str(MODEL),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--interrupt_requests",
+                "False",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
     server = RunningServer("llama-cpp-python", f"http://127.0.0.1:{port}/v1", proc, log)
     _wait_ready(server, "/v1/models", 120)
     return server
+
+
+# -- running packs on a started server (test_llama_server.py, test_llama_cpp_python.py) -----
+
+Opener = Callable[[str], Backend]  # open_backend, with every backend it opened closed later
+
+STORY = {"story": "Lily found a red ball in the park and smiled."}
+
+
+def spec(server: RunningServer, options: str = "") -> str:
+    return f"openai:{server.base_url}#stories260K" + (f";{options}" if options else "")
+
+
+def assert_committed_answers_validate(result: RunResult, pack_dir: Path) -> None:
+    """Every write committed to state validates against its node's schema."""
+    for step in result.trace.commits():
+        schema = json.loads((pack_dir / "grammars" / f"{step.node}.json").read_text())
+        Draft202012Validator(schema).validate(step.writes)
+
+
+def run_chain(opened: Opener, server_spec: str, tmp_path: Path, **kw: Any) -> tuple[RunResult, Path]:
+    pack_dir = write_chain_pack(tmp_path / "pack", **kw)
+    result = run_pack(load_pack(pack_dir), STORY, backend=opened(server_spec))
+    assert_committed_answers_validate(result, pack_dir)
+    return result, pack_dir
 
 
 if __name__ == "__main__":

@@ -229,6 +229,8 @@ class Redis:
                 raise ServiceError(f"redis-server exited with {self.process.returncode}:\n{_tail(self.log)}")
             if self.ping():
                 return self
+            # Polls a condition; its own loop, not tests.support.waiting: this file also runs as
+            # a script (scripts/with-services), outside the tests package.
             time.sleep(0.05)
         self.stop()
         raise ServiceError(f"redis-server did not answer PING within {READY_TIMEOUT_S:.0f} s:\n{_tail(self.log)}")

@@ -22,7 +22,7 @@ from django_htmx.http import HttpResponseStopPolling
 
 from studio.accounts.access import eval_for, project_for
 from studio.endpoints.models import Endpoint
-from studio.evals import execute
+from studio.evals import shared, start
 from studio.evals.models import Eval
 from studio.host_tools import registry_broken, tool_registry, tools_problem
 from studio.projects.execute import PACK_PREFIX, validate_files
@@ -97,7 +97,7 @@ def eval_new(request: HttpRequest, slug: str) -> HttpResponse:
     form = EvalStartForm(request.POST or None, versions=versions, default_model=pack.model if pack else None)
     if request.method == "POST" and form.is_valid():
         try:
-            evals = execute.start_eval(
+            evals = start.start_eval(
                 project,
                 user=request.user,
                 version=form.cleaned_data["version"],
@@ -105,7 +105,7 @@ def eval_new(request: HttpRequest, slug: str) -> HttpResponse:
                 tags=form.tag_list(),
                 repeats=form.cleaned_data["repeats"],
             )
-        except execute.EvalRefused as exc:
+        except start.EvalRefused as exc:
             form.add_error(None, str(exc))
         else:
             if len(evals) > 1:
@@ -134,7 +134,7 @@ def _results_url(ev: Eval) -> str | None:
 
 
 def progress_context(ev: Eval, can_edit: bool) -> dict[str, Any]:
-    counts = execute.counts_of(ev)
+    counts = shared.counts_of(ev)
     total = counts["total"] or 1
     ended = ev.is_final and counts["running"] == 0
     bar = []  # (status, count, x, width) in percent: the progress bar's segments, left to right
@@ -185,7 +185,7 @@ def eval_detail(request: HttpRequest, slug: str, eval_id: int) -> HttpResponse:
 @require_POST
 def eval_cancel(request: HttpRequest, slug: str, eval_id: int) -> HttpResponse:
     ev, _ = eval_for(request.user, eval_id, slug=slug, edit=True)
-    cancelled = execute.cancel_eval(ev)
+    cancelled = start.cancel_eval(ev)
     ev.refresh_from_db()
     if request.htmx:
         return _progress(request, ev, True)

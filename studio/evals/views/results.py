@@ -32,6 +32,7 @@ from studio.evals.models import Eval, EvalCase
 from studio.projects.execute import PACK_PREFIX, validate_files
 from studio.projects.graph_svg import draw
 from studio.projects.storage import PackRepo, StorageError
+from studio.redaction import visible_trace
 
 SHORT = 10
 FRAGMENT_FRAME = "_fragment.html"  # what a section base extends for an htmx swap: no site header
@@ -454,17 +455,12 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
-def trace_steps(trace: dict[str, Any], pack: Pack | None, *, show_rejected: bool) -> list[dict[str, Any]]:
-    """The trace, node by node: each step with its attempts, tool calls and commits.
-    Rejected attempts keep their text only when `show_rejected`."""
+def trace_steps(trace: dict[str, Any], pack: Pack | None) -> list[dict[str, Any]]:
+    """The trace (as studio.redaction.visible_trace shows it), node by node: each step
+    with its attempts, tool calls and commits."""
     attempts: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
     for a in trace.get("attempts") or []:
-        row = dict(a)
-        if not row.get("ok"):
-            row["hidden"] = not show_rejected
-            if not show_rejected:
-                row["text"] = None
-        attempts[(row.get("node"), row.get("step"))].append(row)
+        attempts[(a.get("node"), a.get("step"))].append(dict(a))
     tools: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
     for t in trace.get("tool_calls") or []:
         tools[(t.get("node"), t.get("step"))].append(
@@ -524,7 +520,7 @@ def eval_case(request: HttpRequest, slug: str, eval_id: int, case_id: str, repea
     if case is None:
         raise Http404("No such case run in this eval")
     trace = case.trace if isinstance(case.trace, dict) else {}
-    steps = trace_steps(trace, pack_of(ev), show_rejected=role.can_edit)
+    steps = trace_steps(visible_trace(trace, role), pack_of(ev))
     hidden = sum(1 for s in steps for a in s["attempts"] if a.get("hidden"))
     for s in steps:
         s.update(latency_text=dur(s["latency_s"]), cost_text=usd(s["cost_usd"]))

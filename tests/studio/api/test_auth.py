@@ -7,7 +7,7 @@ from django.test import Client
 
 from studio.accounts.models import ApiToken
 from studio.projects.models import Project
-from tests.studio.api.conftest import bearer, head_of, send
+from tests.support.studio import bearer, head_of, send
 
 
 def test_it_accepts_a_bearer_token(owner_token: Client, project: Project) -> None:

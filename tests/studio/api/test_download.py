@@ -8,7 +8,7 @@ from django.test import Client
 
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo
-from tests.studio.api.conftest import head_of
+from tests.support.studio import head_of
 
 URL = "/api/projects/triage/download"
 

@@ -4,7 +4,7 @@ from django.test import Client
 
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo
-from tests.studio.api.conftest import head_of
+from tests.support.studio import head_of
 
 
 def test_it_lists_the_pack_files_with_sizes(as_viewer: Client, project: Project) -> None:

@@ -5,7 +5,7 @@ from django.test import Client
 from studio.accounts.models import Membership, Role
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo
-from tests.studio.api.conftest import head_of, send
+from tests.support.studio import head_of, send
 
 
 def test_it_lists_the_projects_a_user_can_see(as_viewer: Client, project: Project) -> None:

@@ -4,7 +4,7 @@ from django.test import Client
 
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo
-from tests.studio.api.conftest import head_of, send
+from tests.support.studio import head_of, send
 
 URL = "/api/projects/triage/files"
 

@@ -4,7 +4,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from studio.accounts.models import ApiToken
-from tests.studio.api.conftest import send
+from tests.support.studio import send
 
 
 def test_it_makes_a_token_and_shows_it_once(as_owner: Client, owner: User) -> None:

@@ -10,11 +10,10 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.cache import cache
 
 from studio.accounts.models import Membership, Role
-from studio.endpoints.models import Endpoint
-from studio.evals import execute
-from studio.evals.models import Eval, EvalCase
+from studio.evals import shared, worker
 from studio.projects.models import Project, create_project
 from studio.projects.views import example_files
 
@@ -29,16 +28,17 @@ def eval_settings(settings: Any) -> Iterator[None]:
     settings.PACKFORGE_EVAL_WATCH = False
     settings.PACKFORGE_TOOLS = ""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # personas, made fast
-    execute.forget_runners()
+    cache.clear()  # result pages cache per eval: each test starts cold
+    worker.forget_runners()
     yield
-    execute.forget_runners()
+    worker.forget_runners()
 
 
 @pytest.fixture
 def sent(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The case ids sent to the broker (nothing reaches a real broker)."""
     ids: list[int] = []
-    monkeypatch.setattr(execute, "_enqueue", lambda case_ids: ids.extend(case_ids))
+    monkeypatch.setattr(shared, "enqueue_cases", lambda case_ids: ids.extend(case_ids))
     return ids
 
 
@@ -55,24 +55,6 @@ def refunds(owner: User, viewer: User, settings: Any) -> Project:
     )
     Membership.objects.create(user=viewer, project=made, role=Role.VIEWER)
     return made
-
-
-def scripted_endpoint(tmp_path: Path, owner: User, script: dict[str, Any], name: str = "scripted") -> Endpoint:
-    path = tmp_path / f"{name}.json"
-    path.write_text(json.dumps(script))
-    return Endpoint.objects.create(name=name, spec=f"fake:{path}", created_by=owner, concurrency=2)
-
-
-def start(project: Project, user: User, **options: Any) -> Eval:
-    evals = execute.start_eval(project, user=user, **options)
-    return evals[0]
-
-
-def run_all(ev: Eval) -> list[str | None]:
-    """Deliver every case of `ev` once, in this process."""
-    return [
-        execute.run_eval_case(pk) for pk in EvalCase.objects.filter(eval=ev).order_by("pk").values_list("pk", flat=True)
-    ]
 
 
 # -- host tools that count their real calls ------------------------------------------------

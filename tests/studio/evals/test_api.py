@@ -15,8 +15,7 @@ from django.test.utils import CaptureQueriesContext
 
 from studio.evals.models import Eval, EvalCase
 from studio.projects.models import Project
-from tests.studio.api.conftest import bearer, send
-from tests.studio.evals.conftest import run_all, scripted_endpoint, start
+from tests.support.studio import bearer, run_all, scripted_endpoint, send, start
 
 pytestmark = pytest.mark.django_db
 
@@ -36,7 +35,7 @@ def test_it_starts_one_eval_per_model_with_a_row_per_case_and_repeat(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     sent: list[int] = []
-    monkeypatch.setattr("studio.evals.tasks.enqueue_cases", sent.extend)
+    monkeypatch.setattr("studio.evals.shared.enqueue_cases", sent.extend)
     endpoint = scripted_endpoint(tmp_path, owner, {"nodes": {}})
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         response = post(

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from runtime.errors import FencedOut, RunNotFound
-from studio.evals.execute import EvalCaseStore
 from studio.evals.models import JournalEntry, RunCheckpoint
+from studio.evals.store import EvalCaseStore
 
 pytestmark = pytest.mark.django_db
 

@@ -17,10 +17,11 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from runtime.backends.base import ModelCall, ModelReply
-from studio.evals import execute
+from studio.evals import recovery, shared, worker
 from studio.evals.models import Eval, EvalCase, RunCheckpoint
+from studio.evals.start import EvalRefused, cancel_eval, start_eval
 from studio.projects.models import Project
-from tests.studio.evals.conftest import run_all, scripted_endpoint, start
+from tests.support.studio import run_all, scripted_endpoint, start
 
 pytestmark = pytest.mark.django_db
 
@@ -44,8 +45,8 @@ class Interposed:
 
 
 def interpose(monkeypatch: pytest.MonkeyPatch, before: Any) -> None:
-    real = execute.open_model
-    monkeypatch.setattr(execute, "open_model", lambda ev, pack: Interposed(real(ev, pack), before))
+    real = worker.open_model
+    monkeypatch.setattr(worker, "open_model", lambda ev, pack: Interposed(real(ev, pack), before))
 
 
 def case_row(ev: Eval, case_id: str, repeat: int = 0) -> EvalCase:
@@ -60,7 +61,7 @@ def lapse(row: EvalCase) -> None:
 def test_it_scores_a_case_into_its_row(project: Project, owner: User, sent: list[int]) -> None:
     ev = start(project, owner, tags=["parse"])
     row = EvalCase.objects.get(eval=ev)
-    assert execute.run_eval_case(row.pk) == "passed"
+    assert worker.run_eval_case(row.pk) == "passed"
     row.refresh_from_db()
     assert (row.status, row.attempts, row.run_status, row.lease_owner) == ("passed", 1, "done", "")
     assert row.path[0] == "classify" and row.edges and row.tier
@@ -78,8 +79,8 @@ def test_it_keeps_rejected_generations_in_the_trace(project: Project, owner: Use
 def test_it_does_nothing_for_a_final_case(project: Project, owner: User, sent: list[int]) -> None:
     ev = start(project, owner, tags=["parse"])
     row = EvalCase.objects.get(eval=ev)
-    execute.run_eval_case(row.pk)
-    assert execute.run_eval_case(row.pk) is None
+    worker.run_eval_case(row.pk)
+    assert worker.run_eval_case(row.pk) is None
     row.refresh_from_db()
     assert (row.status, row.attempts) == ("passed", 1)
 
@@ -90,7 +91,7 @@ def test_it_leaves_a_case_to_the_worker_holding_its_lease(project: Project, owne
     EvalCase.objects.filter(pk=row.pk).update(
         status="running", attempts=1, lease_owner="another-worker", lease_until=timezone.now() + timedelta(seconds=30)
     )
-    assert execute.run_eval_case(row.pk) is None
+    assert worker.run_eval_case(row.pk) is None
     row.refresh_from_db()
     assert (row.status, row.attempts, row.lease_owner) == ("running", 1, "another-worker")
 
@@ -128,13 +129,13 @@ def test_it_resumes_a_killed_case_without_repeating_a_tool_call(
 
     interpose(monkeypatch, die_at_approve)
     with pytest.raises(WorkerKilled):
-        execute.run_eval_case(row.pk)
+        worker.run_eval_case(row.pk)
     assert [t for t, _ in tool_calls] == ["lookup_order"]
     row.refresh_from_db()
     assert row.status == "running"
-    assert execute.run_eval_case(row.pk) is None  # its lease is still live: nobody else may run it
+    assert worker.run_eval_case(row.pk) is None  # its lease is still live: nobody else may run it
     lapse(row)
-    assert execute.run_eval_case(row.pk) == "passed"
+    assert worker.run_eval_case(row.pk) == "passed"
     row.refresh_from_db()
     assert [t for t, _ in tool_calls] == ["lookup_order", "issue_refund"]  # the lookup was replayed
     assert (row.attempts, row.status) == (2, "passed")
@@ -151,7 +152,7 @@ def test_it_marks_a_case_that_keeps_killing_workers_as_an_error(
     EvalCase.objects.filter(pk=row.pk).update(
         status="running", attempts=3, lease_owner="dead", lease_until=timezone.now() - timedelta(seconds=1)
     )
-    assert execute.run_eval_case(row.pk) == "error"
+    assert worker.run_eval_case(row.pk) == "error"
     row.refresh_from_db()
     assert row.status == "error" and "killed its worker 3 times" in row.error
     assert not RunCheckpoint.objects.exists()  # it was not run a fourth time
@@ -170,10 +171,10 @@ def test_it_drops_a_stalled_delivery_once_another_took_the_case_over(
         if call.node == "approve" and not outcomes:
             outcomes.append("stalled")
             lapse(row)  # the first delivery stalls past its lease here...
-            outcomes.append(execute.run_eval_case(row.pk))  # ...and a second delivery runs the case
+            outcomes.append(worker.run_eval_case(row.pk))  # ...and a second delivery runs the case
 
     interpose(monkeypatch, stall_then_lose_the_case)
-    first = execute.run_eval_case(row.pk)  # wakes up: its next checkpoint write is fenced out
+    first = worker.run_eval_case(row.pk)  # wakes up: its next checkpoint write is fenced out
     assert (first, outcomes) == (None, ["stalled", "passed"])
     row.refresh_from_db()
     assert (row.status, row.attempts) == ("passed", 2)
@@ -186,11 +187,11 @@ def test_it_counts_each_case_once_however_often_it_is_delivered(
     ev = start(project, owner, tags=["parse"])
     row = EvalCase.objects.get(eval=ev)
     during: list[str | None] = []
-    interpose(monkeypatch, lambda call: during.append(execute.run_eval_case(row.pk)) if not during else None)
-    assert execute.run_eval_case(row.pk) == "passed"
-    assert execute.run_eval_case(row.pk) is None
+    interpose(monkeypatch, lambda call: during.append(worker.run_eval_case(row.pk)) if not during else None)
+    assert worker.run_eval_case(row.pk) == "passed"
+    assert worker.run_eval_case(row.pk) is None
     assert during == [None]  # a duplicate delivery while it ran claimed nothing
-    assert execute.counts_of(ev)["passed"] == 1 and EvalCase.objects.filter(eval=ev).count() == 1
+    assert shared.counts_of(ev)["passed"] == 1 and EvalCase.objects.filter(eval=ev).count() == 1
 
 
 def test_it_stops_a_running_case_when_its_eval_is_cancelled(
@@ -201,11 +202,11 @@ def test_it_stops_a_running_case_when_its_eval_is_cancelled(
     assert first is not None
 
     def cancel_during_the_first_call(call: ModelCall) -> None:
-        if execute.cancel_eval(ev):
-            execute.watcher().tick()  # the worker's watcher sees the cancel and sets the event
+        if cancel_eval(ev):
+            recovery.watcher().tick()  # the worker's watcher sees the cancel and sets the event
 
     interpose(monkeypatch, cancel_during_the_first_call)
-    assert execute.run_eval_case(first.pk) == "cancelled"
+    assert worker.run_eval_case(first.pk) == "cancelled"
     first.refresh_from_db()
     assert first.run_status == "cancelled" and first.model_calls == 1  # no call after the cancel
     assert set(EvalCase.objects.filter(eval=ev).values_list("status", flat=True)) == {"cancelled"}
@@ -220,7 +221,7 @@ def test_it_closes_a_case_delivered_after_its_eval_was_cancelled(
     row = EvalCase.objects.get(eval=ev)
     EvalCase.objects.filter(pk=row.pk).update(status="running", lease_owner="")  # re-sent, not yet claimed
     Eval.objects.filter(pk=ev.pk).update(status="cancelled")
-    assert execute.run_eval_case(row.pk) == "cancelled"
+    assert worker.run_eval_case(row.pk) == "cancelled"
     assert not RunCheckpoint.objects.exists()
 
 
@@ -252,9 +253,9 @@ def test_it_sends_again_a_case_whose_worker_died(project: Project, owner: User, 
     EvalCase.objects.filter(pk=row.pk).update(
         status="running", attempts=1, lease_owner="dead", lease_until=timezone.now() - timedelta(seconds=1)
     )
-    assert execute.sweep(idle=False)["resent"] == 1 and sent == [row.pk]
-    assert execute.sweep(idle=False)["resent"] == 0  # once per lease, not per sweep
-    assert execute.run_eval_case(row.pk) == "passed"
+    assert recovery.sweep(idle=False)["resent"] == 1 and sent == [row.pk]
+    assert recovery.sweep(idle=False)["resent"] == 0  # once per lease, not per sweep
+    assert worker.run_eval_case(row.pk) == "passed"
     row.refresh_from_db()
     assert row.attempts == 2
 
@@ -264,11 +265,11 @@ def test_it_sends_queued_cases_again_when_nothing_has_moved(
 ) -> None:
     settings.PACKFORGE_EVAL_STALL_S = 60.0
     ev = start(project, owner)
-    assert execute.sweep(idle=True)["resent"] == 0  # just started: its messages are on their way
+    assert recovery.sweep(idle=True)["resent"] == 0  # just started: its messages are on their way
     Eval.objects.filter(pk=ev.pk).update(created_at=timezone.now() - timedelta(minutes=5))
-    assert execute.sweep(idle=False)["resent"] == 0  # this worker is busy: the queue is moving
-    assert execute.sweep(idle=True)["resent"] == ev.total
-    assert execute.sweep(idle=True)["resent"] == 0  # once per stall period
+    assert recovery.sweep(idle=False)["resent"] == 0  # this worker is busy: the queue is moving
+    assert recovery.sweep(idle=True)["resent"] == ev.total
+    assert recovery.sweep(idle=True)["resent"] == 0  # once per stall period
 
 
 def test_it_leaves_queued_cases_alone_while_a_case_runs(project: Project, owner: User, sent: list[int]) -> None:
@@ -277,7 +278,7 @@ def test_it_leaves_queued_cases_alone_while_a_case_runs(project: Project, owner:
     EvalCase.objects.filter(pk=EvalCase.objects.filter(eval=ev).first().pk).update(  # type: ignore[union-attr]
         status="running", lease_owner="alive", lease_until=timezone.now() + timedelta(seconds=30)
     )
-    assert execute.sweep(idle=True)["resent"] == 0
+    assert recovery.sweep(idle=True)["resent"] == 0
 
 
 def test_it_closes_orphaned_cases_of_a_cancelled_eval(project: Project, owner: User, sent: list[int]) -> None:
@@ -286,11 +287,11 @@ def test_it_closes_orphaned_cases_of_a_cancelled_eval(project: Project, owner: U
     EvalCase.objects.filter(pk=row.pk).update(
         status="running", lease_owner="alive", lease_until=timezone.now() + timedelta(seconds=30)
     )
-    assert execute.cancel_eval(ev)
+    assert cancel_eval(ev)
     row.refresh_from_db()
     assert row.status == "running"  # its worker is alive: it stops the run itself
     lapse(row)  # ...unless it died meanwhile
-    assert execute.sweep(idle=False)["closed"] == 1
+    assert recovery.sweep(idle=False)["closed"] == 1
     ev.refresh_from_db()
     assert (ev.status, ev.finished_at is not None) == ("cancelled", True)
 
@@ -300,11 +301,11 @@ def test_it_renews_the_lease_of_a_running_case(project: Project, owner: User, se
     row = EvalCase.objects.get(eval=ev)
     soon = timezone.now() + timedelta(seconds=1)
     EvalCase.objects.filter(pk=row.pk).update(status="running", lease_owner="me", lease_until=soon)
-    active = execute.watcher().register(row.pk, ev.pk, "me")
+    active = recovery.watcher().register(row.pk, ev.pk, "me")
     try:
-        execute.watcher().renew([active])
+        recovery.watcher().renew([active])
     finally:
-        execute.watcher().unregister(row.pk)
+        recovery.watcher().unregister(row.pk)
     row.refresh_from_db()
     assert row.lease_until > soon and not active.lost and not active.cancel.is_set()
 
@@ -315,11 +316,11 @@ def test_it_stops_a_case_whose_lease_moved_to_another_worker(project: Project, o
     EvalCase.objects.filter(pk=row.pk).update(
         status="running", lease_owner="the-new-owner", lease_until=timezone.now() + timedelta(seconds=30)
     )
-    active = execute.watcher().register(row.pk, ev.pk, "me")
+    active = recovery.watcher().register(row.pk, ev.pk, "me")
     try:
-        execute.watcher().renew([active])
+        recovery.watcher().renew([active])
     finally:
-        execute.watcher().unregister(row.pk)
+        recovery.watcher().unregister(row.pk)
     assert active.lost and active.cancel.is_set()
 
 
@@ -334,6 +335,6 @@ def test_it_refuses_a_pack_whose_own_model_is_a_real_server(project: Project, ow
     head = repo.save(
         {"pack/manifest.yaml": evil.encode()}, base=project.head, author="olive", email="", message="point at a server"
     )
-    with pytest.raises(execute.EvalRefused, match="is not a scripted model"):
-        execute.start_eval(project, user=owner, version=head)
+    with pytest.raises(EvalRefused, match="is not a scripted model"):
+        start_eval(project, user=owner, version=head)
     assert not Eval.objects.exists() and sent == []

@@ -57,7 +57,7 @@ def test_it_never_hands_out_more_slots_than_the_cap(kind: str, tmp_path: Path, r
                 with lock:
                     in_flight[0] += 1
                     most[0] = max(most[0], in_flight[0])
-                time.sleep(0.005)
+                time.sleep(0.005)  # the behaviour: a call holding its slot for a while
                 with lock:
                     in_flight[0] -= 1
 
@@ -91,7 +91,7 @@ else:
     slots = RedisSlots(url, ttl=float(ttl), prefix=prefix)
 held = slots.try_acquire("endpoint-1", 1)
 print("held" if held else "full", flush=True)
-time.sleep(60)
+time.sleep(60)  # the behaviour: hold the slot until killed
 """
 
 
@@ -108,9 +108,9 @@ def test_it_frees_the_slots_of_a_killed_worker(kind: str, tmp_path: Path, reques
         assert slots.try_acquire("endpoint-1", 1) is None
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait()
-        started = time.monotonic()
-        held = acquire(slots, "endpoint-1", 1, timeout=10)
-        waited = time.monotonic() - started
+        # Lock files: the kernel dropped the lock with the process, so the slot is free at
+        # once. Redis: free once the slot's lease (1 s) lapses; 10 s is when to give up.
+        held = slots.try_acquire("endpoint-1", 1) if kind == "files" else acquire(slots, "endpoint-1", 1, timeout=10)
     finally:
         if holder.poll() is None:
             holder.kill()
@@ -118,15 +118,13 @@ def test_it_frees_the_slots_of_a_killed_worker(kind: str, tmp_path: Path, reques
         if holder.stdout is not None:
             holder.stdout.close()
     assert held is not None
-    # lock files: the kernel drops the lock with the process; Redis: the slot's lease lapses
-    assert waited < (0.5 if kind == "files" else 3.0)
 
 
 def test_it_renews_a_slot_held_longer_than_its_lease(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     slots, _ = make("redis", tmp_path, request, ttl=0.4)
     held = slots.try_acquire("endpoint-1", 1)
     assert held is not None
-    time.sleep(1.0)  # more than twice the lease: only renewal keeps it
+    time.sleep(1.0)  # the behaviour: hold it for more than twice the lease; only renewal keeps it
     assert slots.try_acquire("endpoint-1", 1) is None
     slots.release(held)
     assert slots.try_acquire("endpoint-1", 1) is not None
@@ -137,10 +135,8 @@ def test_it_stops_waiting_for_a_slot_when_cancelled(kind: str, tmp_path: Path, r
     assert slots.try_acquire("endpoint-1", 1) is not None
     cancel = threading.Event()
     threading.Timer(0.1, cancel.set).start()
-    started = time.monotonic()
-    with pytest.raises(Cancelled):
+    with pytest.raises(Cancelled):  # no timeout: only the cancel can end this wait
         acquire(slots, "endpoint-1", 1, cancel)
-    assert time.monotonic() - started < 1.0
 
 
 class Recording:

@@ -8,7 +8,7 @@ from django.test import Client
 
 from studio.evals.models import Eval
 from studio.projects.models import Project
-from tests.studio.evals.test_results import add_run, make_eval, results_setup  # noqa: F401
+from tests.support.eval_results import add_run, make_eval
 
 
 def _eval(project: Project, owner: User, passed: int, failed: int, ago_s: float = 0) -> Eval:

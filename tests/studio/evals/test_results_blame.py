@@ -7,7 +7,7 @@ from django.test import Client
 
 from studio.projects.graph_svg import heat_colour
 from studio.projects.models import Project
-from tests.studio.evals.test_results import REJECTED, results_setup, sample_eval  # noqa: F401
+from tests.support.eval_results import REJECTED, sample_eval
 
 
 def test_it_colours_the_graph_by_blame_share(as_owner: Client, project: Project, owner: User) -> None:

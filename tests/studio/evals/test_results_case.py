@@ -6,7 +6,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from studio.projects.models import Project
-from tests.studio.evals.test_results import REJECTED, results_setup, sample_eval  # noqa: F401
+from tests.support.eval_results import sample_eval
 
 
 def test_it_shows_the_trace_node_by_node_to_an_author(as_owner: Client, project: Project, owner: User) -> None:

@@ -9,7 +9,7 @@ from studio.accounts.models import Membership, Role
 from studio.evals.models import Eval
 from studio.projects.models import Project, create_project
 from studio.projects.views import example_files
-from tests.studio.evals.test_results import add_run, make_eval, results_setup  # noqa: F401
+from tests.support.eval_results import add_run, make_eval
 
 
 def _pair(project: Project, owner: User) -> tuple[Eval, Eval]:

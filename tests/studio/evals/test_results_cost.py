@@ -6,7 +6,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from studio.projects.models import Project
-from tests.studio.evals.test_results import add_run, make_eval, results_setup, sample_eval  # noqa: F401
+from tests.support.eval_results import add_run, make_eval, sample_eval
 
 
 def _order(text: str, names: list[str]) -> list[str]:

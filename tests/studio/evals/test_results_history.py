@@ -8,7 +8,7 @@ from django.test import Client
 from studio.accounts.models import Membership
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo
-from tests.studio.evals.test_results import add_run, make_eval, results_setup  # noqa: F401
+from tests.support.eval_results import add_run, make_eval
 
 
 def test_it_plots_pass_rate_and_cost_over_versions(as_owner: Client, project: Project, owner: User) -> None:

@@ -11,11 +11,11 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from studio.evals import execute
+from studio.evals import shared, worker
 from studio.evals.models import Eval, EvalCase
+from studio.evals.start import cancel_eval, start_eval
 from studio.projects.models import Project
-from tests.studio.conftest import client_for
-from tests.studio.evals.conftest import run_all, start
+from tests.support.studio import client_for, run_all, start
 
 pytestmark = pytest.mark.django_db
 
@@ -86,7 +86,7 @@ def test_it_shows_the_eval_page_with_its_progress(
     project: Project, owner: User, as_owner: Client, sent: list[int]
 ) -> None:
     ev = start(project, owner)
-    execute.run_eval_case(EvalCase.objects.filter(eval=ev).order_by("pk").first().pk)  # type: ignore[union-attr]
+    worker.run_eval_case(EvalCase.objects.filter(eval=ev).order_by("pk").first().pk)  # type: ignore[union-attr]
     response = as_owner.get(f"/p/{ev.project.slug}/evals/{ev.pk}/")
     page = response.content.decode()
     assert response.status_code == 200 and "<html" in page
@@ -131,7 +131,7 @@ def test_it_keeps_polling_a_cancelled_eval_until_its_running_cases_stop(
     EvalCase.objects.filter(pk=row.pk).update(
         status="running", lease_owner="alive", lease_until=timezone.now() + timedelta(seconds=30)
     )
-    execute.cancel_eval(ev)
+    cancel_eval(ev)
     response = as_owner.get(f"/p/{ev.project.slug}/evals/{ev.pk}/", **HTMX)
     assert response.status_code == 200 and "running cases are stopping" in response.content.decode()
 
@@ -154,10 +154,10 @@ def test_it_hides_the_eval_page_from_a_stranger(
 def test_it_links_the_other_evals_of_a_batch(
     project: Project, owner: User, as_owner: Client, sent: list[int], tmp_path: Any
 ) -> None:
-    from tests.studio.evals.conftest import scripted_endpoint
+    from tests.support.studio import scripted_endpoint
 
     other = scripted_endpoint(tmp_path, owner, {"nodes": {}})
-    first, second = execute.start_eval(project, user=owner, endpoints=[None, other.pk], tags=["parse"])
+    first, second = start_eval(project, user=owner, endpoints=[None, other.pk], tags=["parse"])
     page = as_owner.get(f"/p/{first.project.slug}/evals/{first.pk}/").content.decode()
     assert f'href="/p/{second.project.slug}/evals/{second.pk}/"' in page and "scripted" in page
 
@@ -170,7 +170,7 @@ def test_it_cancels_from_the_button(project: Project, owner: User, as_owner: Cli
     response = as_owner.post(f"/p/{ev.project.slug}/evals/{ev.pk}/cancel")
     assert response.status_code == 302 and response["Location"] == f"/p/{ev.project.slug}/evals/{ev.pk}/"
     ev.refresh_from_db()
-    assert ev.status == "cancelled" and execute.counts_of(ev)["cancelled"] == ev.total
+    assert ev.status == "cancelled" and shared.counts_of(ev)["cancelled"] == ev.total
 
 
 def test_it_answers_an_htmx_cancel_with_the_final_fragment(

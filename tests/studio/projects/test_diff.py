@@ -6,8 +6,7 @@ from django.test import Client
 
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo
-
-from .conftest import HTMX
+from tests.support.studio import HTMX
 
 
 def two_versions(repo: PackRepo) -> tuple[str, str]:

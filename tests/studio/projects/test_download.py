@@ -16,8 +16,7 @@ from django.test import Client
 from runtime import load_pack
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo
-
-from .conftest import teammate_saves
+from tests.support.studio import teammate_saves
 
 
 def test_it_downloads_the_head_as_a_zip_that_the_runtime_evaluates(

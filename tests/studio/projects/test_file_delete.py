@@ -6,8 +6,7 @@ from django.test import Client
 
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo
-
-from .conftest import HTMX, teammate_saves
+from tests.support.studio import HTMX, teammate_saves
 
 PROMPT = "prompts/sentiment.txt"
 

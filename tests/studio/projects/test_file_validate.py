@@ -7,8 +7,7 @@ from django.test import Client
 
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo
-
-from .conftest import HTMX, pack_text
+from tests.support.studio import HTMX, pack_text
 
 GRAMMAR = "grammars/classify.json"
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from django.test import Client
 
 from studio.projects.models import Project
-
-from .conftest import HTMX
+from tests.support.studio import HTMX
 
 
 def test_it_lists_the_pack_files_with_their_problem_counts(as_owner: Client, project: Project) -> None:

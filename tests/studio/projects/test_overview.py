@@ -4,8 +4,7 @@ from django.test import Client
 
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo
-
-from .conftest import HTMX, teammate_saves
+from tests.support.studio import HTMX, teammate_saves
 
 
 def test_it_draws_the_graph_and_lists_the_nodes(as_owner: Client, project: Project) -> None:

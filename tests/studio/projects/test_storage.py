@@ -7,7 +7,6 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,24 +15,49 @@ from dulwich.object_store import iter_tree_contents
 from dulwich.objects import Blob, Commit
 
 from studio.projects.storage import PackRepo, StaleBase, StorageError
+from tests.support.waiting import wait_until
 
 SAVES = 25
 
-# Each worker waits for the starting gun, then saves SAVES commits, every one from the
-# head it last read; on StaleBase it re-reads the head and tries again.
-WORKER = (
-    """
+# Each worker says it is ready, waits for the starting gun, then saves SAVES commits,
+# every one from the head it last read; on StaleBase it re-reads the head and tries again.
+# Its first save is held at the door: it marks that it entered save() and goes on only
+# once the other worker has entered too, so both are inside save() at once, each with the
+# start commit as its base: they overlap by construction, and one of them must be refused.
+WORKER = """
 import json, sys, time
 from pathlib import Path
 from studio.projects.storage import PackRepo, StaleBase
 
-path, name, gun = sys.argv[1], sys.argv[2], Path(sys.argv[3])
-while not gun.exists():
-    time.sleep(0.001)
+path, name, other, folder = sys.argv[1], sys.argv[2], sys.argv[3], Path(sys.argv[4])
+SAVES = int(sys.argv[5])
+
+
+def wait_for(marker):
+    deadline = time.monotonic() + 60
+    while not marker.exists():  # polling a file another process writes
+        if time.monotonic() > deadline:
+            sys.exit(f"{name}: no {marker.name} within 60 s")
+        time.sleep(0.001)
+
+
+save = PackRepo.save
+def save_after_both_entered(self, *args, **kwargs):
+    PackRepo.save = save  # only the first save waits at the door
+    (folder / f"{name}.entered").touch()
+    wait_for(folder / f"{other}.entered")
+    try:
+        return save(self, *args, **kwargs)
+    finally:
+        (folder / f"{name}.left").touch()
+PackRepo.save = save_after_both_entered
+
 repo = PackRepo(Path(path))
+(folder / f"{name}.ready").touch()
+wait_for(folder / "go")
 made, refused = [], 0
 base = repo.head()
-for i in range(%d):
+for i in range(SAVES):
     while True:
         try:
             sha = repo.save({f"pack/{name}/{i}.txt": f"{name} {i}\\n".encode(),
@@ -48,8 +72,6 @@ for i in range(%d):
         break
 print(json.dumps({"made": made, "refused": refused}))
 """
-    % SAVES
-)
 
 
 def test_it_keeps_every_commit_from_two_processes_saving_at_once(tmp_path: Path) -> None:
@@ -61,25 +83,34 @@ def test_it_keeps_every_commit_from_two_processes_saving_at_once(tmp_path: Path)
         message="Start",
     )
     start = repo.head()
-    gun = tmp_path / "go"
+    folder = tmp_path / "markers"
+    folder.mkdir()
     workers = [
         subprocess.Popen(
-            [sys.executable, "-c", WORKER, str(repo.path), name, str(gun)],
+            [sys.executable, "-c", WORKER, str(repo.path), name, other, str(folder), str(SAVES)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             cwd=settings.BASE_DIR,
         )
-        for name in ("ann", "bob")
+        for name, other in (("ann", "bob"), ("bob", "ann"))
     ]
-    time.sleep(0.5)  # both imported and waiting
-    gun.touch()
+    wait_until(
+        lambda: all((folder / f"{n}.ready").exists() for n in ("ann", "bob")),
+        timeout=60,
+        message=lambda: f"workers not ready: {[w.poll() for w in workers]}",
+    )
+    (folder / "go").touch()
     results = []
     for worker in workers:
         out, err = worker.communicate(timeout=120)
         assert worker.returncode == 0, err
         results.append(json.loads(out))
 
+    # They overlapped: both entered save() (each waited for the other there), and the one
+    # that committed second found the branch moved under the base both had read.
+    assert all((folder / f"{n}.entered").exists() and (folder / f"{n}.left").exists() for n in ("ann", "bob"))
+    assert results[0]["refused"] + results[1]["refused"] >= 1
     made = results[0]["made"] + results[1]["made"]
     assert len(made) == len(set(made)) == 2 * SAVES
 

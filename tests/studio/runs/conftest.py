@@ -11,19 +11,11 @@ import pytest
 from django.conf import settings
 
 from studio.endpoints.models import Endpoint
-from tests.studio.endpoints.conftest import (  # noqa: F401 (fixtures)
-    as_staff,
-    eager,
-    fault,
-    scripted,
-    staff,
-)
-
-REJECTED_TEXT = "I think this one is about billing, honestly"
+from tests.support.studio import REJECTED_TEXT
 
 
 @pytest.fixture
-def stumbling(staff: object, tmp_path: Path) -> Endpoint:  # noqa: F811
+def stumbling(staff: object, tmp_path: Path) -> Endpoint:
     """support_triage's script, with one malformed first answer for `classify`."""
     script = json.loads((settings.EXAMPLE_PACKS / "support_triage" / "fakes" / "scripted.json").read_text())
     for entry in script["inputs"]:

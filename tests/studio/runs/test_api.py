@@ -12,7 +12,7 @@ from studio.endpoints.models import Endpoint
 from studio.projects.models import Project
 from studio.runs import execute
 from studio.runs.models import TryRun
-from tests.studio.runs.conftest import REJECTED_TEXT
+from tests.support.studio import REJECTED_TEXT
 
 Capture = Callable[..., AbstractContextManager[list[Callable[[], Any]]]]
 TICKET = {
@@ -64,13 +64,20 @@ def test_it_gets_a_run_with_its_steps(
     assert [s["node"] for s in data["steps"]][-1] == "billing_ops"
 
 
-def test_it_hides_rejected_text_from_viewers(owner: User, viewer: User, project: Project, stumbling: Endpoint) -> None:
+def test_it_shows_rejected_text_to_authors_only(
+    owner: User, reviewer: User, viewer: User, project: Project, stumbling: Endpoint
+) -> None:
     run = execute.new_try_run(project, user=owner, version=None, endpoint=stumbling, input=TICKET)
     execute.run_try(run.pk)
     as_owner = Client().get(f"/api/runs/{run.pk}", headers=bearer(owner)).json()
-    as_viewer = Client().get(f"/api/runs/{run.pk}", headers=bearer(viewer)).json()
     assert as_owner["steps"][0]["attempts"][0]["text"] == REJECTED_TEXT
-    assert as_viewer["steps"][0]["attempts"][0]["text"] == ""
+    assert [a["text"] for a in as_owner["trace"]["attempts"] if not a["ok"]] == [REJECTED_TEXT]
+    for reader in (reviewer, viewer):
+        data = Client().get(f"/api/runs/{run.pk}", headers=bearer(reader)).json()
+        first = data["steps"][0]["attempts"][0]
+        assert (first["ok"], first["text"], first["hidden"]) == (False, "", True) and first["reason"]
+        assert REJECTED_TEXT not in str(data)
+        assert data["trace"]["attempts"][1]["text"] == '{"category": "billing"}'  # accepted text is not hidden
 
 
 def test_it_refuses_an_unknown_version(owner: User, project: Project) -> None:

@@ -14,8 +14,8 @@ from studio.projects.models import Project, create_project
 from studio.projects.views import example_files
 from studio.runs import execute
 from studio.runs.models import TryRun
-from tests.studio.runs.conftest import REJECTED_TEXT
 from tests.support.fault_server import FaultServer
+from tests.support.studio import REJECTED_TEXT
 
 CASE = {
     "ticket": "Hi, I was charged TWICE for order ORD-48213 ($59.98 each time). I want one of the charges "
@@ -33,8 +33,14 @@ def test_it_runs_the_pack_on_its_own_model(project: Project, owner: User) -> Non
     assert execute.run_try(run.pk) == "done"
     run.refresh_from_db()
     assert run.status == "done" and run.output == EXPECTED and run.error == "" and run.finished_at
-    assert [s["node"] for s in run.steps] == ["classify", "extract", "sentiment", "prioritise", "billing_ops"]
-    first = run.steps[0]
+    assert [s["node"] for s in execute.trace_steps(run.trace)] == [
+        "classify",
+        "extract",
+        "sentiment",
+        "prioritise",
+        "billing_ops",
+    ]
+    first = execute.trace_steps(run.trace)[0]
     assert first["writes"] == {"category": "billing"} and first["edge"] == {"kind": "next", "target": "extract"}
     assert first["attempts"][0]["ok"] and first["prompt_tokens"] > 0
 
@@ -52,7 +58,7 @@ def test_it_keeps_every_attempt_with_its_rejection(project: Project, owner: User
     run = _queued(project, owner, stumbling)
     execute.run_try(run.pk)
     run.refresh_from_db()
-    attempts = run.steps[0]["attempts"]
+    attempts = execute.trace_steps(run.trace)[0]["attempts"]
     assert [(a["attempt"], a["stage"], a["ok"], a["category"]) for a in attempts] == [
         (1, "sample", False, "parse"),
         (2, "resample", True, None),
@@ -61,13 +67,24 @@ def test_it_keeps_every_attempt_with_its_rejection(project: Project, owner: User
     assert run.status == "done" and run.output == EXPECTED
 
 
-def test_it_hides_rejected_text_from_non_authors(project: Project, owner: User, stumbling: Endpoint) -> None:
+def test_it_keeps_the_runtimes_trace_with_its_rejected_text(project: Project, owner: User, stumbling: Endpoint) -> None:
     run = _queued(project, owner, stumbling)
     execute.run_try(run.pk)
     run.refresh_from_db()
-    shown = execute.public_steps(run.steps, author=False)
-    assert shown[0]["attempts"][0]["text"] == "" and shown[0]["attempts"][0]["reason"]
-    assert shown[0]["attempts"][1]["text"] == '{"category": "billing"}'
+    assert run.trace["status"] == "done" and run.trace["path"][-1] == "billing_ops" and run.trace["totals"]
+    rejected = [a for a in run.trace["attempts"] if not a["ok"]]
+    assert [(a["node"], a["text"]) for a in rejected] == [("classify", REJECTED_TEXT)]
+
+
+def test_it_keeps_the_trace_so_far_of_a_run_that_fails(
+    project: Project, owner: User, staff: User, fault: FaultServer
+) -> None:
+    fault.configure(script=[{"status": 400, "message": "model 'nope' not found"}])
+    endpoint = Endpoint.objects.create(name="served", spec=fault.spec(), created_by=staff)
+    run = _queued(project, owner, endpoint)
+    execute.run_try(run.pk)
+    run.refresh_from_db()
+    assert run.trace["status"] == "failed" and "model 'nope' not found" in (run.trace["error"] or "")
 
 
 def test_it_calls_an_openai_endpoint_with_the_key_from_its_variable(
@@ -79,11 +96,11 @@ def test_it_calls_an_openai_endpoint_with_the_key_from_its_variable(
     assert run.model_spec.endswith(";key_env=PF_TEST_KEY;concurrency=4;price_in=0;price_out=0")
     execute.run_try(run.pk)
     run.refresh_from_db()
-    assert run.status in ("done", "failed") and run.steps, run.error
+    assert run.status in ("done", "failed") and execute.trace_steps(run.trace), run.error
     calls = fault.completions()
     assert calls and all(c.headers["authorization"] == "Bearer sk-run-secret-42" for c in calls)
     assert calls[0].body["response_format"]["type"] == "json_schema"  # the node's schema, as a grammar
-    assert "sk-run-secret-42" not in str(run.steps) + run.error
+    assert "sk-run-secret-42" not in str(run.trace) + run.error
 
 
 def test_it_fails_the_run_when_the_key_variable_is_unset(
@@ -114,9 +131,9 @@ def test_it_runs_a_pack_with_tools_when_the_studio_has_a_registry(owner: User, s
     run = _queued(project, owner, input=script["inputs"][0]["match"])  # an input the script answers
     execute.run_try(run.pk)
     run.refresh_from_db()
-    assert run.steps[1]["node"] == "lookup", run.error
-    assert run.steps[1]["tool_calls"][0]["tool"] == "lookup_order"
-    assert run.steps[1]["tool_calls"][0]["result"]["order"]["status"] == "delivered"
+    assert execute.trace_steps(run.trace)[1]["node"] == "lookup", run.error
+    assert execute.trace_steps(run.trace)[1]["tool_calls"][0]["tool"] == "lookup_order"
+    assert execute.trace_steps(run.trace)[1]["tool_calls"][0]["result"]["order"]["status"] == "delivered"
 
 
 def test_it_refuses_a_pack_with_tools_without_a_registry(owner: User, settings: object) -> None:

@@ -11,6 +11,7 @@ from studio.endpoints.models import Endpoint
 from studio.projects.models import Project, create_project
 from studio.projects.storage import PackRepo
 from studio.projects.views import example_files
+from studio.runs import execute
 from studio.runs.models import TryRun
 
 Capture = Callable[..., AbstractContextManager[list[Callable[[], Any]]]]
@@ -65,7 +66,13 @@ def test_it_runs_the_task_end_to_end(
         _post(as_owner, project)
     run = TryRun.objects.get()
     assert run.status == "done" and run.output["category"] == "other"  # the script's default answers
-    assert [s["node"] for s in run.steps] == ["classify", "extract", "sentiment", "prioritise", "general"]
+    assert [s["node"] for s in execute.trace_steps(run.trace)] == [
+        "classify",
+        "extract",
+        "sentiment",
+        "prioritise",
+        "general",
+    ]
 
 
 def test_it_refuses_input_that_is_not_json(as_owner: Client, project: Project) -> None:

@@ -1,0 +1,166 @@
+"""Result pages at 10,000 case runs: server time of every result page of an eval, in
+process through Django's test Client (middleware, session auth, templates; no network).
+
+Setup, in a temp folder: a fresh SQLite database (migrated), a git root, one user, the
+support_triage example project, and two evals of --runs finished case rows each, cycled
+from the example pack's real report (tests/support/eval_results.py `fill_eval`): the
+first with its traces, the second without (the other side of "compare").
+
+Per page, --requests requests after one cold one (cache cleared): the cold time, p50 and
+p95 (nearest rank) of the warm ones, and the queries per request. The test
+tests/studio/evals/test_results_scale.py asserts the query counts on the same rows; the
+times live here, because a busy machine is not a regression. Raw rows (one per request):
+benchmarks/results/result_pages.jsonl.
+
+    .venv/bin/python benchmarks/result_pages.py [--runs 10000] [--requests 5] [--rows FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks._rows import write_rows  # noqa: E402
+from runtime.stats import percentile  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results" / "result_pages.jsonl"
+PAGES = {
+    "summary": "summary",
+    "blame": "blame",
+    "coverage": "coverage",
+    "tiers": "tiers",
+    "cost": "cost?sort=latency&dir=desc",
+    "cost table (htmx)": "cost?sort=tokens&dir=asc&page=40",
+    "case": "cases/case-00004/0",
+}
+
+
+def configure(tmp: Path) -> None:
+    """Point the settings at temp storage, then start Django and migrate."""
+    os.environ.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "studio.settings",
+            "DATABASE_URL": f"sqlite:///{tmp}/studio.sqlite3",
+            "PACKFORGE_VAR": str(tmp / "var"),
+            "PACKFORGE_GIT_ROOT": str(tmp / "git"),
+            "LOG_LEVEL": "ERROR",
+        }
+    )
+    for name in ("REDIS_URL", "DEBUG", "CELERY_TASK_ALWAYS_EAGER"):
+        os.environ.pop(name, None)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def run(runs: int, requests: int, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    from django.contrib.auth.models import User
+    from django.core.cache import cache
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    from studio.evals import results
+    from studio.evals.models import Eval
+    from studio.projects.models import create_project
+    from studio.projects.views import example_files
+    from tests.support.eval_results import fill_eval, make_eval
+
+    user = User.objects.create_user("bench", "bench@example.com", "unused-password-for-bench")
+    project = create_project(
+        slug="triage", name="Support triage", owner=user, pack_files=example_files("support_triage"), message="Create"
+    )
+    ev = make_eval(project, user, ago_s=60)
+    fill_eval(ev, runs, traces=True)
+    other = make_eval(project, user)
+    fill_eval(other, runs, traces=False)
+    client = Client()
+    client.force_login(user)
+    urls = {name: f"/evals/{ev.pk}/{page}" for name, page in PAGES.items()}
+    urls["compare"] = f"/evals/compare?a={ev.pk}&b={other.pk}"
+    urls["history"] = f"/evals/history/{project.slug}"
+
+    def timed(name: str, url: str, cold: bool) -> None:
+        headers = {"HX-Request": "true", "HX-Target": "cost-table"} if "htmx" in name else {}
+        with CaptureQueriesContext(connection) as queries:
+            started = time.perf_counter()
+            response = client.get(url, headers=headers)
+            seconds = time.perf_counter() - started
+        assert response.status_code == 200, (url, response.status_code)
+        rows.append({"page": name, "cold": cold, "ms": round(1000 * seconds, 3), "queries": len(queries)})
+
+    client.get(urls["case"])  # load the pack once (kept per version), as a running studio has
+    for name, url in urls.items():
+        cache.clear()
+        timed(name, url, cold=True)
+        for _ in range(requests):
+            timed(name, url, cold=False)
+    # As the backend leaves a done eval: its per-node totals stored in the summary.
+    Eval.objects.filter(pk=ev.pk).update(summary={"node_stats": results.node_stats(ev)})
+    cache.clear()
+    timed("blame (stored totals)", urls["blame"], cold=True)
+
+    summary = []
+    for name in dict.fromkeys(r["page"] for r in rows):
+        cold = [r["ms"] for r in rows if r["page"] == name and r["cold"]]
+        warm = [r["ms"] for r in rows if r["page"] == name and not r["cold"]]
+        summary.append(
+            {
+                "page": name,
+                "cold_ms": cold[0],
+                "p50_ms": percentile(warm, 50) if warm else None,
+                "p95_ms": percentile(warm, 95) if warm else None,
+                "queries": max(r["queries"] for r in rows if r["page"] == name),
+            }
+        )
+    return summary
+
+
+def table(summary: list[dict[str, Any]]) -> str:
+    def ms(v: float | None) -> str:
+        return "-" if v is None else f"{v:.1f}"
+
+    lines = [f"{'page':<22} {'cold ms':>9} {'p50 ms':>9} {'p95 ms':>9} {'queries':>8}"]
+    for s in summary:
+        lines.append(
+            f"{s['page']:<22} {ms(s['cold_ms']):>9} {ms(s['p50_ms']):>9} {ms(s['p95_ms']):>9} {s['queries']:>8}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=10_000, help="case rows per eval (default 10000)")
+    parser.add_argument("--requests", type=int, default=5, help="warm requests per page (default 5)")
+    parser.add_argument("--rows", type=Path, default=RESULTS, help="where to write the per-request rows (jsonl)")
+    args = parser.parse_args(argv)
+    tmp = Path(tempfile.mkdtemp(prefix="packforge-bench-"))
+    rows: list[dict[str, Any]] = []
+    load_before = os.getloadavg()[0]
+    try:
+        configure(tmp)
+        summary = run(args.runs, args.requests, rows)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    write_rows(args.rows, rows)
+    print(f"Result pages at {args.runs} runs per eval: Django test Client in-process, SQLite, {args.requests} warm")
+    print(table(summary))
+    print(f"\nload average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} CPUs")
+    print(f"rows: {args.rows} ({len(rows)} rows)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

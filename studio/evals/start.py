@@ -1,0 +1,151 @@
+"""Starting an eval (plan it, write its rows, send one task per case once they are
+committed) and cancelling one."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from runtime import Case, Pack
+from studio import packs
+from studio.endpoints.execute import spec_for
+from studio.endpoints.models import Endpoint
+from studio.evals import shared
+from studio.evals.models import Eval, EvalCase
+from studio.evals.settings import setting
+from studio.evals.shared import S, finish_if_done
+from studio.projects.models import Project
+
+
+class EvalRefused(Exception):
+    """The eval cannot start; the message says why and what to do."""
+
+
+@dataclass
+class Plan:
+    sha: str
+    pack: Pack
+    cases: list[Case]
+    endpoints: list[Endpoint | None]
+
+
+def _endpoint(ref: int | str | None) -> Endpoint | None:
+    if ref is None or ref == "":
+        return None
+    found = None
+    if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
+        found = Endpoint.objects.filter(pk=int(ref)).first()
+    if found is None and isinstance(ref, str):
+        found = Endpoint.objects.filter(name=ref).first()
+    if found is None:
+        raise EvalRefused(f"no endpoint {ref!r}; give an endpoint's id or name, or null for the pack's own model")
+    return found
+
+
+def plan_eval(
+    project: Project,
+    *,
+    version: str | None,
+    endpoints: Sequence[int | str | None],
+    tags: Sequence[str] = (),
+    repeats: int = 1,
+) -> Plan:
+    """Check everything that can be known before rows are written; EvalRefused if not."""
+    if not 1 <= repeats <= 100:
+        raise EvalRefused(f"repeats must be from 1 to 100, not {repeats}")
+    chosen: list[Endpoint | None] = []
+    for ref in endpoints or [None]:
+        endpoint = _endpoint(ref)
+        if endpoint not in chosen:
+            chosen.append(endpoint)
+    try:
+        with packs.loaded(project, version, own_model=None in chosen) as got:
+            sha, pack = got.ensure_runnable().sha, got.pack
+    except packs.PackUnrunnable as exc:
+        raise EvalRefused(str(exc)) from None
+    if not pack.cases:
+        raise EvalRefused(f"the pack at {sha[:10]} has no evalset cases (evalset.jsonl)")
+    wanted = {t.strip() for t in tags if t.strip()}
+    cases = [c for c in pack.cases if not wanted or wanted & set(c.tags)]
+    if not cases:
+        known = sorted({t for c in pack.cases for t in c.tags})
+        raise EvalRefused(
+            f"no case has any of the tags {', '.join(sorted(wanted))}; "
+            f"tags in this evalset: {', '.join(known) or '(none)'}"
+        )
+    total = len(cases) * repeats * len(chosen)
+    if total > setting("PACKFORGE_EVAL_MAX_CASES"):
+        raise EvalRefused(f"{total} case runs in one start; the limit is {setting('PACKFORGE_EVAL_MAX_CASES')}")
+    return Plan(sha, pack, cases, chosen)
+
+
+def start_eval(
+    project: Project,
+    *,
+    user: object,
+    version: str | None = None,
+    endpoints: Sequence[int | str | None] = (None,),
+    tags: Sequence[str] = (),
+    repeats: int = 1,
+) -> list[Eval]:
+    """Write one Eval per endpoint (one `batch`) and its case rows, and enqueue one task
+    per case once the rows are committed."""
+    plan = plan_eval(project, version=version, endpoints=endpoints, tags=tags, repeats=repeats)
+    batch = uuid.uuid4().hex[:12]
+    made: list[Eval] = []
+    case_ids: list[int] = []
+    clean_tags = sorted({t.strip() for t in tags if t.strip()})
+    with transaction.atomic():
+        for endpoint in plan.endpoints:
+            ev = Eval.objects.create(
+                project=project,
+                version=plan.sha,
+                endpoint=endpoint,
+                model_spec=spec_for(endpoint) if endpoint is not None else (plan.pack.model or ""),
+                batch=batch,
+                tags=clean_tags,
+                repeats=repeats,
+                total=len(plan.cases) * repeats,
+                created_by=user,
+            )
+            rows = EvalCase.objects.bulk_create(
+                [EvalCase(eval=ev, case_id=c.id, repeat=r) for c in plan.cases for r in range(repeats)], batch_size=1000
+            )
+            case_ids.extend(row.pk for row in rows)
+            made.append(ev)
+        transaction.on_commit(lambda: shared.enqueue_cases(case_ids))
+    return made
+
+
+def cancel_eval(ev: Eval) -> bool:
+    """Cancel an eval that has not ended: queued cases are cancelled now; running ones
+    stop within a poll of their worker's watcher (their model calls are dropped).
+    Returns False when the eval had already ended."""
+    now = timezone.now()
+    with transaction.atomic():
+        if not Eval.objects.filter(pk=ev.pk, status__in=[Eval.Status.QUEUED, Eval.Status.RUNNING]).update(
+            status=Eval.Status.CANCELLED
+        ):
+            return False
+        EvalCase.objects.filter(eval_id=ev.pk, status=S.QUEUED).update(
+            status=S.CANCELLED, finished_at=now, error="the eval was cancelled before this case started"
+        )
+        # Running cases with no live worker (lease lapsed, or re-sent and not claimed) will
+        # never report back: close them here.
+        EvalCase.objects.filter(eval_id=ev.pk, status=S.RUNNING).filter(
+            Q(lease_until__lt=now) | Q(lease_owner="") | Q(lease_until__isnull=True)
+        ).update(
+            status=S.CANCELLED,
+            finished_at=now,
+            lease_owner="",
+            lease_until=None,
+            error="the eval was cancelled; this case's worker was gone",
+        )
+    ev.refresh_from_db(fields=["status"])
+    finish_if_done(ev.pk)
+    return True

@@ -1,0 +1,313 @@
+"""Running one case of an eval, in a worker: claim it, run it (or resume its run), write
+its one outcome. How a case stays correct when workers die or stall (docs/evals.md has
+the full story):
+
+- **Claim.** A delivery claims its case with one conditional UPDATE: a queued case, or a
+  running one whose lease lapsed (its worker is gone) or that a sweep re-sent. The claim
+  bumps `attempts` and writes a fresh lease token; a delivery that claims nothing (the
+  case is final, or another worker holds a live lease) returns at once. A case claimed
+  more than PACKFORGE_EVAL_MAX_ATTEMPTS times is closed as an error, with the reason.
+- **Lease.** The process's watcher (recovery.py) renews the leases of the cases this
+  process runs, and sets a case's cancel event when its eval is cancelled (or its lease
+  moved to another worker): the walker stops, and the openai backend drops its call.
+- **Resume.** The case's run checkpoints into the database (store.EvalCaseStore). A case
+  whose run exists resumes from it (runtime.resume_run): finished nodes are replayed, a
+  tool result journaled before the kill is reused, never called again. Taking a run over
+  bumps its fencing token, so a stalled worker that wakes up gets FencedOut on its next
+  write and drops the case without touching the row.
+- **One outcome.** The run's final checkpoint status and the case's outcome are written
+  in one transaction, guarded by the lease token (`EvalCaseStore`): either both are
+  there or neither, so a kill between them resumes the run (which then only replays)
+  instead of leaving a finished run without a row, or a row counted twice."""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import shutil
+import tempfile
+import threading
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.db import DatabaseError, InterfaceError, OperationalError, transaction
+from django.db.models import DateTimeField, F, Q, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from runtime import (
+    Backend,
+    BadSpec,
+    Case,
+    FencedOut,
+    Pack,
+    RunResult,
+    RunStateError,
+    Tool,
+    open_backend,
+    resume_run,
+    run_pack,
+    score_case,
+)
+from studio import host_tools, packs
+from studio.endpoints.execute import open_endpoint
+from studio.evals.limits import CappedBackend, slots
+from studio.evals.models import Eval, EvalCase
+from studio.evals.recovery import watcher
+from studio.evals.settings import setting
+from studio.evals.shared import S, finish_if_done, lease
+from studio.evals.store import EvalCaseStore
+from studio.packs import PackUnrunnable
+from studio.projects.models import Project
+
+log = logging.getLogger("packforge.studio.evals")
+
+
+class LeaseLost(Exception):
+    """The case's lease passed to another delivery while this one ran."""
+
+
+@dataclass
+class Runner:
+    """What every case of one eval needs, opened once per worker process."""
+
+    pack: Pack
+    cases: dict[str, Case]
+    backend: Backend
+    tools: dict[str, Tool] | None
+
+
+_cache_lock = threading.RLock()  # guards the runner and pack-folder caches
+_runners: OrderedDict[tuple[int, float], Runner] = OrderedDict()
+_pack_dirs: dict[tuple[int, str], Path] = {}
+_pack_root: list[Path] = []
+_RUNNERS_KEPT = 8
+
+
+def _pack_dir(project: Project, sha: str) -> Path:
+    """The pack at `sha`, written once per process into a folder kept until exit (a
+    scripted model's file is read from there)."""
+    key = (project.pk, sha)
+    if key not in _pack_dirs:
+        if not _pack_root:
+            root = Path(tempfile.mkdtemp(prefix="pf-eval-packs-"))
+            atexit.register(shutil.rmtree, root, True)
+            _pack_root.append(root)
+        folder = _pack_root[0] / f"{project.pk}-{sha}"
+        _, files = packs.read_version(project, sha)
+        shutil.rmtree(folder, ignore_errors=True)
+        packs.materialize(files, folder)
+        _pack_dirs[key] = folder
+    return _pack_dirs[key]
+
+
+def open_model(ev: Eval, pack: Pack) -> Backend:
+    """The eval's model. An endpoint's calls each hold a slot of its global cap
+    (studio.evals.limits); the pack's own model is not capped."""
+    if ev.endpoint_id is None:
+        return open_backend(ev.model_spec or pack.model or "", base_dir=pack.root, default=pack.model)
+    endpoint = ev.endpoint
+    assert endpoint is not None
+    inner = open_endpoint(endpoint, base_dir=pack.root, default=pack.model)
+    return CappedBackend(inner, slots(), f"endpoint-{endpoint.pk}", endpoint.concurrency)
+
+
+def open_runner(ev: Eval) -> Runner:
+    got = packs.load_folder(_pack_dir(ev.project, ev.version), ev.version, own_model=False).ensure_runnable()
+    return Runner(got.pack, {c.id: c for c in got.pack.cases}, open_model(ev, got.pack), got.tools)
+
+
+def runner_for(ev: Eval) -> Runner:
+    key = (ev.pk, ev.created_at.timestamp())
+    with _cache_lock:
+        runner = _runners.get(key)
+        if runner is None:
+            runner = open_runner(ev)
+            _runners[key] = runner
+            while len(_runners) > _RUNNERS_KEPT:
+                _, old = _runners.popitem(last=False)
+                old.backend.close()
+        else:
+            _runners.move_to_end(key)
+        return runner
+
+
+def forget_runners() -> None:
+    """Close and drop this process's opened evals (tests; a worker keeps them)."""
+    with _cache_lock:
+        for runner in _runners.values():
+            runner.backend.close()
+        _runners.clear()
+        _pack_dirs.clear()
+        host_tools.forget()
+
+
+def _claimable(now: Any) -> Q:
+    return (
+        Q(status=S.QUEUED)
+        | Q(status=S.RUNNING, lease_until__lt=now)
+        | Q(status=S.RUNNING, lease_owner="")
+        | Q(status=S.RUNNING, lease_until__isnull=True)
+    )
+
+
+def _close(case_pk: int, token: str, status: str, error: str, **fields: Any) -> bool:
+    """Write a final status, if this delivery still holds the case's lease."""
+    return bool(
+        EvalCase.objects.filter(pk=case_pk, lease_owner=token, status=S.RUNNING).update(
+            status=status, error=error, finished_at=timezone.now(), lease_owner="", lease_until=None, **fields
+        )
+    )
+
+
+def run_eval_case(case_pk: int) -> str | None:
+    """Run one case run to its outcome; return the status written, or None when this
+    delivery had nothing to do (the case is final, another worker holds it, or it was
+    taken over while this one ran). Safe to call any number of times for one case."""
+    token = uuid.uuid4().hex
+    now = timezone.now()
+    claimed = EvalCase.objects.filter(_claimable(now), pk=case_pk).update(
+        status=S.RUNNING,
+        attempts=F("attempts") + 1,
+        lease_owner=token,
+        lease_until=now + lease(),
+        started_at=Coalesce(F("started_at"), Value(now, output_field=DateTimeField())),
+    )
+    if not claimed:
+        return None
+    case = EvalCase.objects.select_related("eval__project", "eval__endpoint").get(pk=case_pk)
+    ev = case.eval
+    limit = setting("PACKFORGE_EVAL_MAX_ATTEMPTS")
+    if ev.status == Eval.Status.CANCELLED:
+        outcome: str | None = S.CANCELLED if _close(case_pk, token, S.CANCELLED, "the eval was cancelled") else None
+    elif case.attempts > limit:
+        reason = (
+            f"killed its worker {case.attempts - 1} times: {case.attempts - 1} deliveries started this case "
+            f"and none finished it (PACKFORGE_EVAL_MAX_ATTEMPTS={limit}); not tried again"
+        )
+        log.warning("eval case %s (%s): %s", case_pk, case.run_id, reason)
+        outcome = S.ERROR if _close(case_pk, token, S.ERROR, reason) else None
+    else:
+        if ev.status == Eval.Status.QUEUED:
+            Eval.objects.filter(pk=ev.pk, status=Eval.Status.QUEUED).update(status=Eval.Status.RUNNING)
+        outcome = _run_claimed(case, ev, token)
+    if outcome is not None:
+        finish_if_done(ev.pk)
+    return outcome
+
+
+def _run_claimed(case: EvalCase, ev: Eval, token: str) -> str | None:
+    active = watcher().register(case.pk, ev.pk, token)
+    try:
+        runner = runner_for(ev)
+        gold = runner.cases.get(case.case_id)
+        if gold is None:
+            return (
+                S.ERROR
+                if _close(case.pk, token, S.ERROR, f"case {case.case_id!r} is not in the evalset at {ev.version[:10]}")
+                else None
+            )
+        store = EvalCaseStore()
+        # The first claim of a case cannot find a checkpoint: only a claim can begin one.
+        result = _walk(runner, gold, case.run_id, store, active.cancel, maybe_begun=case.attempts > 1)
+        if active.lost:
+            raise LeaseLost(case.run_id)
+        fields = outcome_fields(runner.pack, gold, result, store)
+        with transaction.atomic():
+            store.commit_final()
+            if not EvalCase.objects.filter(pk=case.pk, lease_owner=token, status=S.RUNNING).update(**fields):
+                raise LeaseLost(case.run_id)  # rolls the checkpoint's final status back too
+        return str(fields["status"])
+    except (FencedOut, LeaseLost) as exc:
+        # Another delivery owns the case now (this worker stalled past its lease): its
+        # outcome is the one that counts, so this one writes nothing.
+        log.warning(
+            "eval case %s (%s) was taken over by another worker; dropping this delivery: %s", case.pk, case.run_id, exc
+        )
+        return None
+    except (OperationalError, InterfaceError):  # the database is away: the task retries the delivery
+        _release(case.pk, token)
+        raise
+    except Exception as exc:  # the row must end final whatever happened; the log has the rest
+        log.exception("eval case %s (%s) crashed", case.pk, case.run_id)
+        kind = "" if isinstance(exc, PackUnrunnable | BadSpec) else f"internal error: {type(exc).__name__}: "
+        return S.ERROR if _close(case.pk, token, S.ERROR, f"{kind}{exc}") else None
+    finally:
+        watcher().unregister(case.pk)
+
+
+def _release(case_pk: int, token: str) -> None:
+    """Give the lease up (best effort) so that a retried delivery may claim the case."""
+    try:
+        EvalCase.objects.filter(pk=case_pk, lease_owner=token).update(lease_owner="")
+    except DatabaseError:
+        pass
+
+
+def _walk(
+    runner: Runner, gold: Case, run_id: str, store: EvalCaseStore, cancel: threading.Event, maybe_begun: bool = True
+) -> RunResult:
+    common: dict[str, Any] = {
+        "backend": runner.backend,
+        "tools": runner.tools,
+        "store": store,
+        "answers": gold.human,
+        "cancel": cancel,
+    }
+    if maybe_begun and store.exists(run_id):
+        return resume_run(runner.pack, run_id, **common)
+    try:
+        return run_pack(runner.pack, gold.input, run_id=run_id, case_id=gold.id, **common)
+    except RunStateError:  # begun by a delivery that lost its lease before this one claimed
+        return resume_run(runner.pack, run_id, **common)
+
+
+def outcome_fields(pack: Pack, gold: Case, result: RunResult, store: EvalCaseStore) -> dict[str, Any]:
+    """The EvalCase columns for a finished run (runtime.evaluate.score_case)."""
+    trace = result.trace
+    fields: dict[str, Any] = {
+        "run_status": result.status,
+        "finished_at": timezone.now(),
+        "lease_owner": "",
+        "lease_until": None,
+        # Rejected generations are kept for the drill-down; pages show them to authors only.
+        "trace": trace.to_dict(include_rejected_text=True),
+    }
+    totals = trace.totals()
+    fields.update(
+        generations=int(totals["generations"]),
+        model_calls=int(totals["model_calls"]),
+        prompt_tokens=int(totals["prompt_tokens"]),
+        completion_tokens=int(totals["completion_tokens"]),
+        reasoning_tokens=int(totals["reasoning_tokens"]),
+        latency_s=float(totals["latency_s"]),
+        cost_usd=float(totals["cost_usd"]),
+        path=trace.path,
+        tier=trace.tier,
+        edges=[s.edge.index for s in trace.steps if s.edge is not None],
+    )
+    if result.status == "cancelled":
+        fields.update(status=S.CANCELLED, error="the eval was cancelled while this case ran")
+        return fields
+    scored = score_case(pack, gold, result)
+    fields.update(
+        tier=scored.tier,
+        blamed=scored.blamed or "",
+        path=scored.path,
+        edges=scored.edges,
+        diffs=[
+            {"field": d.field, "expected": d.expected, "actual": d.actual, "missing": d.missing} for d in scored.diffs
+        ],
+        problems=[p.to_dict() for p in scored.problems],
+        rejections=scored.rejections,
+        error=trace.error or "",
+        status=S.PASSED if scored.passed else S.FAILED,
+    )
+    pending = store.pending[3] if store.pending else None
+    if result.status == "failed" and (pending or {}).get("error_kind") == "backend":
+        # The model could not be reached: no outcome for the pack, an error of the run.
+        fields["status"] = S.ERROR
+    return fields

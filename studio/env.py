@@ -101,3 +101,37 @@ def secret_key(var_dir: Path) -> str:
         with os.fdopen(fd, "w") as f:
             f.write(secrets.token_urlsafe(50))
     return path.read_text().strip()
+
+
+# A unix socket's path must fit in sockaddr_un (108 bytes on Linux, with its NUL).
+_SOCKET_PATH_MAX = 100
+
+
+def embedded_redis_socket(var_dir: Path) -> Path:
+    """Where `scripts/start` runs its own Redis: `<var>/redis/redis.sock`, or, when that
+    path is too long for a unix socket, a folder of this user's under the system's temp
+    folder named after the var folder (so two studios on two var folders never share)."""
+    path = Path(var_dir).resolve() / "redis" / "redis.sock"
+    if len(os.fsencode(path)) <= _SOCKET_PATH_MAX:
+        return path
+    import hashlib
+    import tempfile
+
+    digest = hashlib.sha256(os.fsencode(path)).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"packforge-{os.getuid()}-{digest}" / "redis.sock"
+
+
+def celery_broker_url(redis_url: str) -> str:
+    """Celery's spelling of a REDIS_URL: kombu names a unix socket `redis+socket:///path`
+    where redis-py (and REDIS_URL) say `unix:///path`; the database number moves from
+    `?db=N` to `?virtual_host=N`."""
+    parts = urlsplit(redis_url)
+    if parts.scheme != "unix":
+        return redis_url
+    query = parse_qs(parts.query)
+    db = query.pop("db", ["0"])[-1]
+    if not parts.path or not db.isdecimal():
+        raise ImproperlyConfigured(f"REDIS_URL={redis_url!r}: expected unix:///path/to/redis.sock[?db=N]")
+    auth = f"{parts.netloc}@" if "@" in parts.netloc else ""
+    rest = "&".join(f"{k}={v[-1]}" for k, v in query.items())
+    return f"redis+socket://{auth}{parts.path}?virtual_host={db}" + (f"&{rest}" if rest else "")

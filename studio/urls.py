@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
@@ -7,7 +9,7 @@ from studio.evals import urls as evals_urls
 from studio.runs import urls as runs_urls
 
 
-def _public(patterns: list) -> list:  # type: ignore[type-arg]
+def _public(patterns: list[Any]) -> list[Any]:
     """The API authenticates each operation itself (session + CSRF, or a bearer token) and
     answers 401 in its own {"detail": ...} shape, so the login redirect stays off it."""
     for pattern in patterns:
@@ -28,6 +30,6 @@ urlpatterns = [
     path("", include("studio.accounts.urls")),
     path("", include("studio.projects.urls")),
     # the URLs before every project page lived under /p/<slug>/: redirects (docs/studio.md)
-    path("runs/", include(runs_urls.moved)),
-    path("evals/", include(evals_urls.moved)),
+    path("runs/", include(runs_urls.moved_patterns)),
+    path("evals/", include(evals_urls.moved_patterns)),
 ]

@@ -71,7 +71,7 @@ def create_endpoint(request: HttpRequest, payload: EndpointIn) -> Status[Endpoin
     form = EndpointForm(data=payload.dict())
     if not form.is_valid():
         problems = [
-            f"{name}: {' '.join(errors)}" if name != "__all__" else " ".join(errors)
+            f"{name}: {' '.join(str(e) for e in errors)}" if name != "__all__" else " ".join(str(e) for e in errors)
             for name, errors in form.errors.items()
         ]
         raise HttpError(400, "; ".join(problems))

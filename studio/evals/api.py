@@ -28,7 +28,7 @@ router = Router(tags=["evals"])
 class EvalIn(Schema):
     project: str
     version: str | None = None
-    endpoints: list[int | str | None] = Field(default_factory=lambda: [None])
+    endpoints: list[int | str | None] = Field(default_factory=lambda: list[int | str | None]([None]))
     tags: list[str] = Field(default_factory=list)
     repeats: int = 1
 
@@ -97,7 +97,9 @@ def with_counts(rows: QuerySet[Eval]) -> QuerySet[Eval]:
     per_status = {f"n_{status.value}": Count("cases", filter=Q(cases__status=status)) for status in CASE}
     escalated = Count("cases", filter=Q(cases__tier="escalated", cases__status__in=[CASE.PASSED, CASE.FAILED]))
     # an aggregate drops Meta.ordering, so the list's order is said again
-    return rows.annotate(**per_status, n_escalated=escalated, n_total=Count("cases")).order_by(*Eval._meta.ordering)
+    return rows.annotate(**per_status, n_escalated=escalated, n_total=Count("cases")).order_by(
+        *list(Eval._meta.ordering or ())
+    )
 
 
 def counts_annotated(ev: Eval) -> dict[str, int]:

@@ -1,5 +1,5 @@
 """Every eval page, mounted under /p/<slug>/evals/ by one line in studio/urls.py: start,
-progress and cancel (views/live.py), the result pages (views/results.py). `moved` holds
+progress and cancel (views/live.py), the result pages (views/results.py). `moved_patterns` holds
 the redirects from the URLs before /p/<slug>/ (docs/studio.md)."""
 
 from django.urls import path
@@ -21,7 +21,7 @@ urlpatterns = [
     path("<int:eval_id>/baseline", results.eval_mark_baseline, name="evals-mark-baseline"),
 ]
 
-moved = [
+moved_patterns = [
     path("new", moved.eval_new_moved),
     path("compare", moved.eval_compare_moved),
     path("history/<slug:slug>", moved.eval_history_moved),

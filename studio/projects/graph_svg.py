@@ -10,6 +10,7 @@ class and caption) comes from the kind's own module (`runtime.drawing_for`)."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections import deque
 from dataclasses import dataclass, field
@@ -214,10 +215,10 @@ def _untangle(rows: list[list[str]], pack: Pack) -> None:
     for i in range(1, len(rows)):
         above = {node: k for k, node in enumerate(rows[i - 1])}
         first_seen = {node: k for k, node in enumerate(rows[i])}
-        rows[i].sort(key=lambda node, above=above, first_seen=first_seen: _barycentre(pack, node, above, first_seen))
+        rows[i].sort(key=functools.partial(_barycentre, pack, above=above, first_seen=first_seen))
 
 
-def _barycentre(pack: Pack, node: str, above: dict[str, int], first_seen: dict[str, int]) -> tuple[float, int]:
+def _barycentre(pack: Pack, node: str, *, above: dict[str, int], first_seen: dict[str, int]) -> tuple[float, int]:
     parents = [above[e.source] for e in pack.edges if e.target == node and e.source in above]
     return (sum(parents) / len(parents) if parents else float(len(above)), first_seen[node])
 

@@ -1,4 +1,4 @@
-"""The try-it pages, mounted under /p/<slug>/runs/ by one line in studio/urls.py. `moved`
+"""The try-it pages, mounted under /p/<slug>/runs/ by one line in studio/urls.py. `moved_patterns`
 holds the redirects from the URLs before /p/<slug>/ (docs/studio.md)."""
 
 from django.urls import path
@@ -10,7 +10,7 @@ urlpatterns = [
     path("<int:run_id>", views.run_detail, name="runs-detail"),
 ]
 
-moved = [
+moved_patterns = [
     path("new", views.try_new_moved),
     path("<int:run_id>", views.run_moved),
 ]

@@ -19,6 +19,7 @@ from runtime.backends import (
     OpenAIConfig,
     SimConfig,
     open_backend,
+    pack_file,
     parse_backend_spec,
 )
 from runtime.checkpoint import CheckpointStore, Entry, MemoryStore, RunRecord, SQLiteStore
@@ -52,6 +53,7 @@ from runtime.evaluate import (
     evaluate,
     score_case,
 )
+from runtime.logs import redact_data
 from runtime.nodes import NODE_KINDS, drawing_for
 from runtime.nodes.base import NODE_SHAPES, NodeDrawing, NodeKind
 from runtime.pack import Pack, load_pack
@@ -124,9 +126,11 @@ __all__ = [
     "load_tools",
     "mcnemar_exact",
     "open_backend",
+    "pack_file",
     "paired_outcomes",
     "parse_backend_spec",
     "percentile",
+    "redact_data",
     "resume_run",
     "run_pack",
     "score_case",

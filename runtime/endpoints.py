@@ -18,6 +18,7 @@ from jsonschema import Draft202012Validator
 from runtime.backends.base import ModelCall
 from runtime.backends.config import OpenAIConfig
 from runtime.errors import BadSpec, PackforgeError
+from runtime.logs import redact
 from runtime.nodes import kind_names
 from runtime.pack.model import Pack
 
@@ -226,7 +227,7 @@ def check_endpoint(endpoint: OpenAIConfig | str) -> CheckResult:
     try:
         reply = backend.complete(call)
     except PackforgeError as exc:
-        return CheckResult(spec, config.grammar, answered=False, honoured=None, error=str(exc))
+        return CheckResult(spec, config.grammar, answered=False, honoured=None, error=redact(str(exc)))
     finally:
         backend.close()
     honoured: bool | None = None
@@ -242,7 +243,7 @@ def check_endpoint(endpoint: OpenAIConfig | str) -> CheckResult:
         config.grammar,
         answered=True,
         honoured=honoured,
-        answer=reply.text,
+        answer=redact(reply.text),  # a server may echo the request (its Authorization header)
         finish_reason=reply.finish_reason,
         latency_s=reply.latency_s,
         ttft_s=reply.ttft_s,

@@ -33,15 +33,42 @@ def register_secret(value: str) -> None:
             _registered.add(value)
 
 
-def redact(text: str) -> str:
+def _secrets() -> list[str]:
+    """What to redact now, longest first: registered values and secret-named env values."""
     with _lock:
         secrets = set(_registered)
     secrets |= {v for k, v in os.environ.items() if _SECRET_ENV.search(k) and len(v) >= 6}
-    for secret in sorted(secrets, key=len, reverse=True):
+    return sorted(secrets, key=len, reverse=True)
+
+
+def _redact(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
         text = text.replace(secret, REDACTED)
     for pattern in _PATTERNS:
         text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + REDACTED, text)
     return text
+
+
+def redact(text: str) -> str:
+    return _redact(text, _secrets())
+
+
+def redact_data(value: Any) -> Any:
+    """A copy of `value` (JSON-like: dicts, lists, strings, numbers) with every string
+    in it, keys included, passed through `redact`: for text a host stores or shows that
+    a server or a model wrote (an endpoint check's answer, an error message, a trace),
+    which may echo a key back."""
+    return _redact_data(value, _secrets())
+
+
+def _redact_data(value: Any, secrets: list[str]) -> Any:
+    if isinstance(value, str):
+        return _redact(value, secrets)
+    if isinstance(value, dict):
+        return {_redact(k, secrets) if isinstance(k, str) else k: _redact_data(v, secrets) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redact_data(v, secrets) for v in value]
+    return value
 
 
 def _fields(record: logging.LogRecord) -> dict[str, Any]:

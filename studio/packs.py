@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime import BadSpec, FakeConfig, Pack, PackInvalid, SimConfig, load_pack, parse_backend_spec
+from runtime import BadSpec, FakeConfig, Pack, PackInvalid, SimConfig, load_pack, pack_file, parse_backend_spec
 from studio.host_tools import Tool, registry_broken, tool_registry, tools_problem
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo, StorageError
@@ -139,7 +139,13 @@ def own_model_problem(pack: Pack) -> str | None:
     path = (
         config.file if isinstance(config, FakeConfig) else (config.base or "") if isinstance(config, SimConfig) else ""
     )
-    root = Path(pack.root).resolve()
-    if not path or not (root / path).resolve().is_relative_to(root):
+    # The runtime opens the pack's own model with the same rule (runtime.pack_file):
+    # inside the materialised pack only, never the worker's current directory, so no
+    # message here or there says whether a file of the server exists.
+    try:
+        file = pack_file(path, Path(pack.root))
+    except BadSpec:
         return f"the manifest's model {spec!r} names a file outside the pack; scripted models live in the pack"
+    if not file.is_file():
+        return f"the manifest's model {spec!r} names {path!r}, which is not a file of the pack"
     return None

@@ -24,7 +24,7 @@ from runtime.backends.config import (
     parse_openai_spec,
     parse_sim_spec,
 )
-from runtime.backends.scripted import open_fake, open_sim
+from runtime.backends.scripted import open_fake, open_sim, pack_file
 from runtime.errors import BadSpec
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "OpenAIConfig",
     "SimConfig",
     "open_backend",
+    "pack_file",
     "parse_backend_spec",
     "register_backend_kind",
 ]
@@ -88,9 +89,10 @@ def parse_backend_spec(spec: str) -> BackendConfig:
 
 
 def open_backend(model: BackendConfig | str, *, base_dir: Path | None = None, default: str | None = None) -> Backend:
-    """Open the backend `model` configures (a spec string is parsed first). Relative
-    files resolve against the current directory, then `base_dir` (the pack). `default`
-    is the pack's own model spec."""
+    """Open the backend `model` configures (a spec string is parsed first). `default`
+    is the pack's own model spec: when `model` is it, its scripted file is a file of the
+    pack at `base_dir`, resolved strictly inside it; other relative files resolve
+    against the current directory, then `base_dir` (the pack)."""
     config = parse_backend_spec(model) if isinstance(model, str) else model
     kind = BACKEND_KINDS.get(config.kind)
     if kind is None or not isinstance(config, kind.config):

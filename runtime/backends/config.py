@@ -35,8 +35,10 @@ class BackendConfig:
 
 @dataclass(frozen=True)
 class FakeConfig(BackendConfig):
-    """A scripted model that answers what its JSON file says (`fake:FILE`). A relative
-    file resolves against the current directory, then the pack's directory."""
+    """A scripted model that answers what its JSON file says (`fake:FILE`). The pack's
+    own model (the manifest's spec) names a file inside the pack, resolved there only
+    (runtime.backends.scripted.pack_file); a spec the host gives resolves a relative
+    file against the current directory, then the pack's directory."""
 
     kind: ClassVar[str] = "fake"
     file: str

@@ -25,15 +25,16 @@ from runtime.errors import BackendError, BadSpec
 
 
 class Script:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, name: str | None = None) -> None:
+        shown = name if name is not None else str(path)  # a pack's file is named as the pack names it
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise BadSpec(f"scripted model file not found: {path}") from None
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            raise BadSpec(f"scripted model file not found: {shown}") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise BadSpec(f"scripted model file {path} is not valid JSON: {exc}") from None
+            raise BadSpec(f"scripted model file {shown} is not valid JSON: {exc}") from None
         if not isinstance(data, dict):
-            raise BadSpec(f"scripted model file {path} must hold a JSON object")
+            raise BadSpec(f"scripted model file {shown} must hold a JSON object")
         self.path = path
         self.nodes: dict[str, Any] = data.get("nodes", {})
         self.cases: dict[str, dict[str, Any]] = data.get("cases", {})
@@ -166,20 +167,43 @@ def _resolve(path: str, base_dir: Path | None) -> Path:
     return base_dir / candidate
 
 
+def pack_file(path: str, pack_dir: Path) -> Path:
+    """The file `path` names inside the pack at `pack_dir`, strictly: relative, and no
+    way out of the pack (`..`, a link). Never looks at the current directory, so a pack
+    cannot read, or learn whether there is, a file of the machine it runs on. Raises
+    BadSpec naming `path` as the pack wrote it (never the folder the pack is in)."""
+    candidate = Path(path)
+    root = Path(pack_dir).resolve()
+    if not path or candidate.is_absolute() or not (root / candidate).resolve().is_relative_to(root):
+        raise BadSpec(f"the pack's scripted model {path!r} must name a file inside the pack")
+    return (root / candidate).resolve()
+
+
+def _script(path: str, base_dir: Path | None, own: bool) -> Script:
+    """The script a spec names. The pack's own model (`own`: the spec opened is the
+    manifest's) is a file of the pack, resolved by `pack_file`; a spec the host gives
+    (the CLI's --model, a studio endpoint) resolves against the current directory, then
+    the pack's."""
+    if own and base_dir is not None:
+        return Script(pack_file(path, base_dir), path)
+    return Script(_resolve(path, base_dir))
+
+
 def open_fake(config: FakeConfig, label: str, base_dir: Path | None, default: str | None) -> FakeBackend:
     """The `fake` backend kind's opener (runtime.backends.BACKEND_KINDS)."""
-    return FakeBackend(Script(_resolve(config.file, base_dir)), label)
+    return FakeBackend(_script(config.file, base_dir, own=label == default), label)
 
 
 def open_sim(config: SimConfig, label: str, base_dir: Path | None, default: str | None) -> SimBackend:
     """The `sim` backend kind's opener: without `base`, the pack's own fake: model
     (`default`) holds the correct answers."""
     base = config.base
+    own = label == default
     if base is None:
         if default is None or not default.startswith("fake:"):
             raise BadSpec(
                 "sim: needs base=FILE (a scripted model with the correct answers) "
                 "when the pack's default model is not fake:FILE"
             )
-        base = default.removeprefix("fake:")
-    return SimBackend(Script(_resolve(base, base_dir)), label, config.error, config.seed, config.invalid)
+        base, own = default.removeprefix("fake:"), True
+    return SimBackend(_script(base, base_dir, own), label, config.error, config.seed, config.invalid)

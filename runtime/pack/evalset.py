@@ -44,6 +44,9 @@ def _parse_line(raw: str, lineno: int, pack: Pack, issues: list[PackIssue]) -> C
     except json.JSONDecodeError as exc:
         bad(f"not valid JSON: {exc.msg} (column {exc.colno}); each line must be one JSON object")
         return None
+    except RecursionError:
+        bad("nested too deeply to read (thousands of levels); flatten this case")
+        return None
     if not isinstance(body, dict):
         bad("each line must be a JSON object with 'input' and 'expected'")
         return None

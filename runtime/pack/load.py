@@ -103,6 +103,9 @@ class NodeLoader:
                 PackIssue(rel, f"JSON syntax error: {exc.msg} (column {exc.colno})", exc.lineno, "syntax")
             )
             return None, None
+        except RecursionError:  # a schema nested thousands of levels deep
+            self.issues.append(PackIssue(rel, "the schema is nested too deeply to read; flatten it", kind="schema"))
+            return None, None
         except SchemaError as exc:
             where = "/".join(str(p) for p in exc.path) or "(root)"
             self.issues.append(PackIssue(rel, f"invalid JSON Schema at {where}: {exc.message}", kind="schema"))
@@ -269,7 +272,8 @@ def _load_nodes(spec: Any, loader: NodeLoader, kinds: dict[str, NodeKind]) -> di
         if not isinstance(body, dict):
             loader.error(f"node '{node_id}' must be a mapping with at least 'kind'", *at)
             continue
-        kind = kinds.get(body.get("kind", ""))
+        kind_name = body.get("kind", "")
+        kind = kinds.get(kind_name) if isinstance(kind_name, str) else None
         if kind is None:
             loader.error(
                 f"node '{node_id}': unknown kind {body.get('kind')!r}; use one of: {', '.join(sorted(kinds))}",
@@ -325,7 +329,7 @@ def _load_edges(spec: Any, loader: NodeLoader, nodes: dict[str, Node]) -> list[E
         source, target = body.get("from"), body[targets[0]]
         ok = True
         for role, name in (("from", source), (targets[0], target)):
-            if name not in nodes:
+            if not isinstance(name, str) or name not in nodes:
                 known = difflib.get_close_matches(str(name), list(nodes), n=1)
                 hint = f" (did you mean '{known[0]}'?)" if known else ""
                 loader.error(f"edge {role} unknown node {name!r}{hint}", *at, role, kind="reference")

@@ -60,16 +60,70 @@ def load_yaml(text: str, source: SourceMap, issues: list[PackIssue]) -> Any:
     if root is None:
         return None
     source.record((), root.start_mark.line + 1)
-    return _build(root, (), source, issues, yaml.constructor.SafeConstructor())
+    try:
+        return _build(root, (), source, issues, _Walk(yaml.constructor.SafeConstructor()))
+    except _Unbounded as exc:
+        issues.append(PackIssue(source.file, str(exc), exc.line, "syntax"))
+        return None
+    except yaml.MarkedYAMLError as exc:  # a tag or value the safe constructor refuses (`!!python/...`)
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        issues.append(
+            PackIssue(source.file, f"YAML error: {exc.problem or exc.context}; use plain values", line, "syntax")
+        )
+        return None
+    except (yaml.YAMLError, ValueError, TypeError) as exc:  # e.g. `!!int abc`, `!!binary` that is not base64
+        issues.append(PackIssue(source.file, f"YAML error: {exc}; use plain values", kind="syntax"))
+        return None
 
 
-def _build(
-    node: yaml.Node,
-    path: Path_,
-    source: SourceMap,
-    issues: list[PackIssue],
-    constructor: yaml.constructor.SafeConstructor,
+MAX_VALUES = 100_000  # values in one document, aliases expanded: a pack file is written by hand
+MAX_DEPTH = 64  # collections inside collections (deeper ones would exhaust Python's stack)
+
+
+class _Unbounded(Exception):
+    """An alias that contains itself, aliases that expand past MAX_VALUES, or nesting past MAX_DEPTH."""
+
+    def __init__(self, message: str, line: int) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+class _Walk:
+    """The constructor, plus what bounds a walk through aliases: the collections being
+    built (an alias inside its own anchor never ends) and a count of values built (nested
+    aliases multiply: nine levels of nine make 387 million)."""
+
+    def __init__(self, constructor: yaml.constructor.SafeConstructor) -> None:
+        self.constructor = constructor
+        self.open: set[int] = set()
+        self.values = 0
+
+
+def _build(node: yaml.Node, path: Path_, source: SourceMap, issues: list[PackIssue], walk: _Walk) -> Any:
+    walk.values += 1
+    if walk.values > MAX_VALUES:
+        raise _Unbounded(
+            f"more than {MAX_VALUES} values once aliases are expanded; write the values out instead of nesting aliases",
+            node.start_mark.line + 1,
+        )
+    if isinstance(node, yaml.MappingNode | yaml.SequenceNode):
+        if len(path) >= MAX_DEPTH:
+            raise _Unbounded(f"nested more than {MAX_DEPTH} levels deep; flatten it", node.start_mark.line + 1)
+        if id(node) in walk.open:
+            raise _Unbounded("an alias refers to the collection it is in; remove the alias", node.start_mark.line + 1)
+        walk.open.add(id(node))
+        try:
+            return _collection(node, path, source, issues, walk)
+        finally:
+            walk.open.discard(id(node))
+    return walk.constructor.construct_object(node, deep=True)
+
+
+def _collection(
+    node: yaml.MappingNode | yaml.SequenceNode, path: Path_, source: SourceMap, issues: list[PackIssue], walk: _Walk
 ) -> Any:
+    constructor = walk.constructor
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:
@@ -82,12 +136,11 @@ def _build(
                 issues.append(PackIssue(source.file, f"duplicate key '{key}'; keep one", line, "syntax"))
                 continue
             source.record((*path, key), line)
-            out[key] = _build(value_node, (*path, key), source, issues, constructor)
+            out[key] = _build(value_node, (*path, key), source, issues, walk)
         return out
     if isinstance(node, yaml.SequenceNode):
         items = []
         for i, item in enumerate(node.value):
             source.record((*path, i), item.start_mark.line + 1)
-            items.append(_build(item, (*path, i), source, issues, constructor))
-        return items
-    return constructor.construct_object(node, deep=True)
+            items.append(_build(item, (*path, i), source, issues, walk))
+    return items

@@ -1,7 +1,7 @@
 """The endpoints API routes (gathered into studio.api): list, get, create, check.
 
-Same rules as the pages: anyone authenticated may read; only staff may create or
-check. A check is a Celery task: POST .../check answers 202 and the endpoint with
+Same rules as the pages: anyone authenticated may read (a check's details, staff
+only: studio.redaction.visible_check); only staff may create or check. A check is a Celery task: POST .../check answers 202 and the endpoint with
 `last_check.state == "checking"`; GET the endpoint until the state is "done"."""
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from django.utils import timezone
 from ninja import Router, Schema, Status
 from ninja.errors import HttpError
 
-from studio.accounts.access import endpoint_for, require_endpoint_manager
+from studio.accounts.access import can_manage_endpoints, endpoint_for, require_endpoint_manager
 from studio.endpoints.forms import EndpointForm
 from studio.endpoints.models import Endpoint
 from studio.errors import ERRORS
+from studio.redaction import visible_check
 
 router = Router(tags=["endpoints"])
 
@@ -42,7 +43,8 @@ class EndpointOut(Schema):
     last_check: dict[str, Any] | None
 
 
-def _out(endpoint: Endpoint) -> EndpointOut:
+def _out(endpoint: Endpoint, request: HttpRequest) -> EndpointOut:
+    """The endpoint as this reader sees it: check details for staff only."""
     return EndpointOut(
         id=endpoint.pk,
         name=endpoint.name,
@@ -51,18 +53,18 @@ def _out(endpoint: Endpoint) -> EndpointOut:
         price_in=float(endpoint.price_in),
         price_out=float(endpoint.price_out),
         concurrency=endpoint.concurrency,
-        last_check=endpoint.last_check,
+        last_check=visible_check(endpoint.last_check, staff=can_manage_endpoints(request.user)),
     )
 
 
 @router.get("", response={200: list[EndpointOut], **ERRORS}, summary="The model endpoints")
 def list_endpoints(request: HttpRequest) -> list[EndpointOut]:
-    return [_out(endpoint) for endpoint in Endpoint.objects.all()]
+    return [_out(endpoint, request) for endpoint in Endpoint.objects.all()]
 
 
 @router.get("/{endpoint_id}", response={200: EndpointOut, **ERRORS}, summary="One model endpoint")
 def get_endpoint(request: HttpRequest, endpoint_id: int) -> EndpointOut:
-    return _out(endpoint_for(request.user, endpoint_id))
+    return _out(endpoint_for(request.user, endpoint_id), request)
 
 
 @router.post("", response={201: EndpointOut, **ERRORS}, summary="Add a model endpoint (staff)")
@@ -78,7 +80,7 @@ def create_endpoint(request: HttpRequest, payload: EndpointIn) -> Status[Endpoin
     endpoint = form.save(commit=False)
     endpoint.created_by = request.user
     endpoint.save()
-    return Status(201, _out(endpoint))
+    return Status(201, _out(endpoint, request))
 
 
 @router.post("/{endpoint_id}/check", response={202: EndpointOut, **ERRORS}, summary="Check a model endpoint (staff)")
@@ -89,4 +91,4 @@ def check_endpoint(request: HttpRequest, endpoint_id: int) -> Status[EndpointOut
     endpoint.last_check = {"state": "checking", "requested_at": timezone.now().isoformat()}
     endpoint.save(update_fields=["last_check"])
     check_task.delay_on_commit(endpoint.pk)
-    return Status(202, _out(endpoint))
+    return Status(202, _out(endpoint, request))

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from runtime import Backend, BackendConfig, BadSpec, OpenAIConfig, check_endpoint, open_backend, parse_backend_spec
 from studio.endpoints.models import Endpoint
+from studio.redaction import stored
 
 log = logging.getLogger("packforge.studio.endpoints")
 
@@ -129,5 +130,6 @@ def check(endpoint_id: int) -> dict[str, Any] | None:
         result = {"ok": False, "answered": False, "honoured": None, "error": str(exc)}
     result.pop("spec", None)  # the row shows its own spec; this one carries the options
     result.update(state="done", checked_at=started.isoformat())
+    result = stored(result)  # a server that echoes the request would hand back its key
     Endpoint.objects.filter(pk=endpoint_id).update(last_check=result)
     return result

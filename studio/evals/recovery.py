@@ -11,13 +11,8 @@
 from __future__ import annotations
 
 import logging
-import os
-import threading
-import time
-from dataclasses import dataclass, field
 from datetime import timedelta
 
-from django.db import close_old_connections
 from django.db.models import Q
 from django.utils import timezone
 
@@ -25,97 +20,51 @@ from studio.evals import shared
 from studio.evals.models import Eval, EvalCase
 from studio.evals.settings import setting
 from studio.evals.shared import S, finish_if_done, lease
+from studio.leases import Held, LeaseWatcher, take_lapsed
 
 log = logging.getLogger("packforge.studio.evals")
 
 
-@dataclass
-class Active:
-    case_pk: int
-    eval_pk: int
-    token: str
-    cancel: threading.Event = field(default_factory=threading.Event)
-    lost: bool = False
+Active = Held  # what worker.py holds while it runs a case (pk: the case; group: its eval)
 
 
-class Watcher:
-    """One per worker process: a thread that, every PACKFORGE_EVAL_POLL_S, sets the cancel
-    event of cases whose eval was cancelled, renews the leases of the cases this process
-    runs (every quarter lease), and sweeps (every PACKFORGE_EVAL_SWEEP_S). One query per
-    poll for the whole process, however many cases run in it."""
+class Watcher(LeaseWatcher):
+    """One per worker process (studio.leases.LeaseWatcher): every PACKFORGE_EVAL_POLL_S it
+    sets the cancel event of cases whose eval was cancelled, renews the leases of the
+    cases this process runs (every quarter lease), and sweeps (every
+    PACKFORGE_EVAL_SWEEP_S). One query per poll for the whole process, however many
+    cases run in it."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._active: dict[int, Active] = {}
-        self._thread: threading.Thread | None = None
-        self._pid = os.getpid()
-        self._renewed = 0.0
-        self._swept = 0.0
+    model = EvalCase
+    name = "eval-watcher"
 
-    def register(self, case_pk: int, eval_pk: int, token: str) -> Active:
-        active = Active(case_pk, eval_pk, token)
-        with self._lock:
-            self._active[case_pk] = active
-        self.start()
-        return active
+    def register(self, case_pk: int, eval_pk: int, token: str) -> Held:  # type: ignore[override]
+        return super().register(case_pk, token, eval_pk)
 
-    def unregister(self, case_pk: int) -> None:
-        with self._lock:
-            self._active.pop(case_pk, None)
+    def enabled(self) -> bool:
+        return bool(setting("PACKFORGE_EVAL_WATCH"))
 
-    def snapshot(self) -> list[Active]:
-        with self._lock:
-            return list(self._active.values())
+    def lease_for(self) -> timedelta:
+        return lease()
 
-    def start(self) -> None:
-        if not setting("PACKFORGE_EVAL_WATCH"):
-            return
-        with self._lock:
-            if self._pid != os.getpid():  # a forked child: the parent's thread is not here
-                self._pid, self._thread, self._active = os.getpid(), None, {}
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._forever, name="eval-watcher", daemon=True)
-                self._thread.start()
+    def poll_s(self) -> float:
+        return float(setting("PACKFORGE_EVAL_POLL_S"))
 
-    def _forever(self) -> None:
-        while True:
-            try:
-                close_old_connections()
-                self.tick()
-            except Exception:  # the database away for a moment: the next poll tries again
-                log.exception("eval watcher: this round failed")
-            time.sleep(setting("PACKFORGE_EVAL_POLL_S"))
+    def sweep_s(self) -> float:
+        return float(setting("PACKFORGE_EVAL_SWEEP_S"))
 
-    def tick(self, *, sweep_now: bool = False) -> None:
-        active = self.snapshot()
-        mono = time.monotonic()
-        if active:
-            cancelled = set(
-                Eval.objects.filter(pk__in={a.eval_pk for a in active}, status=Eval.Status.CANCELLED).values_list(
-                    "pk", flat=True
-                )
+    def sweep(self, *, idle: bool) -> dict[str, int]:
+        return sweep(idle=idle)
+
+    def check(self, held: list[Held]) -> None:
+        cancelled = set(
+            Eval.objects.filter(pk__in={h.group for h in held}, status=Eval.Status.CANCELLED).values_list(
+                "pk", flat=True
             )
-            for a in active:
-                if a.eval_pk in cancelled:
-                    a.cancel.set()
-            if mono - self._renewed >= setting("PACKFORGE_EVAL_LEASE_S") / 4:
-                self._renewed = mono
-                self.renew(active)
-        if sweep_now or mono - self._swept >= setting("PACKFORGE_EVAL_SWEEP_S"):
-            self._swept = mono
-            sweep(idle=not active)
-
-    def renew(self, active: list[Active]) -> None:
-        EvalCase.objects.filter(lease_owner__in=[a.token for a in active], status=S.RUNNING).update(
-            lease_until=timezone.now() + lease()
         )
-        owners = dict(EvalCase.objects.filter(pk__in=[a.case_pk for a in active]).values_list("pk", "lease_owner"))
-        for a in active:
-            if owners.get(a.case_pk) != a.token and a.case_pk in self._active:
-                # Taken over (this process stalled past its lease) or closed by a cancel:
-                # stop the walk; the fence refuses any write it still tries.
-                a.lost = True
-                a.cancel.set()
+        for h in held:
+            if h.group in cancelled:
+                h.cancel.set()
 
 
 _watcher = Watcher()
@@ -156,12 +105,9 @@ def sweep(*, idle: bool) -> dict[str, int]:
                 error="the eval was cancelled; this case's worker was gone",
             )
             continue
-        for case_pk, owner, until in lapsed.values_list("pk", "lease_owner", "lease_until")[:1000]:
-            if EvalCase.objects.filter(pk=case_pk, status=S.RUNNING, lease_owner=owner, lease_until=until).update(
-                lease_owner="", lease_until=now + lease_for
-            ):
-                log.warning("eval case %s lost its worker (lease lapsed); sending it again", case_pk)
-                resend.append(case_pk)
+        for case_pk in take_lapsed(lapsed, lease_for):
+            log.warning("eval case %s lost its worker (lease lapsed); sending it again", case_pk)
+            resend.append(case_pk)
     ids = [pk for pk, _, _ in open_evals]
     if idle and ids:
         live = (

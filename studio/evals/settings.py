@@ -20,6 +20,9 @@ DEFAULTS: dict[str, Any] = {
     "PACKFORGE_EVAL_MAX_CASES": 100_000,  # cases x repeats x endpoints in one start
     "PACKFORGE_EVAL_WATCH": True,  # run the watcher thread (tests drive it by hand)
     "PACKFORGE_SLOT_TTL_S": 30.0,  # a Redis model slot's lease; renewed every quarter
+    # try-it runs (studio/runs/) share the lease, poll, sweep and stall settings above
+    "PACKFORGE_RUN_MAX_ATTEMPTS": 3,  # claims of one try-it run before it is closed as failed
+    "PACKFORGE_RUN_QUEUE": "",  # where a sweep re-sends try-it runs ("" = the default queue)
 }
 
 

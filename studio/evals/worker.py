@@ -27,14 +27,13 @@ import logging
 import shutil
 import tempfile
 import threading
-import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from django.db import DatabaseError, InterfaceError, OperationalError, transaction
-from django.db.models import DateTimeField, F, Q, Value
+from django.db import InterfaceError, OperationalError, transaction
+from django.db.models import DateTimeField, F, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -52,7 +51,7 @@ from runtime import (
     run_pack,
     score_case,
 )
-from studio import host_tools, packs
+from studio import host_tools, leases, packs
 from studio.endpoints.execute import open_endpoint
 from studio.evals.limits import CappedBackend, slots
 from studio.evals.models import Eval, EvalCase
@@ -62,6 +61,7 @@ from studio.evals.shared import S, finish_if_done, lease
 from studio.evals.store import EvalCaseStore
 from studio.packs import PackUnrunnable
 from studio.projects.models import Project
+from studio.redaction import stored
 
 log = logging.getLogger("packforge.studio.evals")
 
@@ -145,35 +145,22 @@ def forget_runners() -> None:
         host_tools.forget()
 
 
-def _claimable(now: Any) -> Q:
-    return (
-        Q(status=S.QUEUED)
-        | Q(status=S.RUNNING, lease_until__lt=now)
-        | Q(status=S.RUNNING, lease_owner="")
-        | Q(status=S.RUNNING, lease_until__isnull=True)
-    )
-
-
 def _close(case_pk: int, token: str, status: str, error: str, **fields: Any) -> bool:
     """Write a final status, if this delivery still holds the case's lease."""
-    return bool(
-        EvalCase.objects.filter(pk=case_pk, lease_owner=token, status=S.RUNNING).update(
-            status=status, error=error, finished_at=timezone.now(), lease_owner="", lease_until=None, **fields
-        )
-    )
+    return leases.close(EvalCase, case_pk, token, status=status, error=error, finished_at=timezone.now(), **fields)
 
 
 def run_eval_case(case_pk: int) -> str | None:
     """Run one case run to its outcome; return the status written, or None when this
     delivery had nothing to do (the case is final, another worker holds it, or it was
     taken over while this one ran). Safe to call any number of times for one case."""
-    token = uuid.uuid4().hex
+    token = leases.new_token()
     now = timezone.now()
-    claimed = EvalCase.objects.filter(_claimable(now), pk=case_pk).update(
-        status=S.RUNNING,
-        attempts=F("attempts") + 1,
-        lease_owner=token,
-        lease_until=now + lease(),
+    claimed = leases.claim(
+        EvalCase,
+        case_pk,
+        token,
+        lease(),
         started_at=Coalesce(F("started_at"), Value(now, output_field=DateTimeField())),
     )
     if not claimed:
@@ -229,7 +216,7 @@ def _run_claimed(case: EvalCase, ev: Eval, token: str) -> str | None:
         )
         return None
     except (OperationalError, InterfaceError):  # the database is away: the task retries the delivery
-        _release(case.pk, token)
+        leases.release(EvalCase, case.pk, token)
         raise
     except Exception as exc:  # the row must end final whatever happened; the log has the rest
         log.exception("eval case %s (%s) crashed", case.pk, case.run_id)
@@ -237,14 +224,6 @@ def _run_claimed(case: EvalCase, ev: Eval, token: str) -> str | None:
         return S.ERROR if _close(case.pk, token, S.ERROR, f"{kind}{exc}") else None
     finally:
         watcher().unregister(case.pk)
-
-
-def _release(case_pk: int, token: str) -> None:
-    """Give the lease up (best effort) so that a retried delivery may claim the case."""
-    try:
-        EvalCase.objects.filter(pk=case_pk, lease_owner=token).update(lease_owner="")
-    except DatabaseError:
-        pass
 
 
 def _walk(
@@ -291,7 +270,7 @@ def outcome_fields(pack: Pack, gold: Case, result: RunResult, store: EvalCaseSto
     )
     if result.status == "cancelled":
         fields.update(status=S.CANCELLED, error="the eval was cancelled while this case ran")
-        return fields
+        return stored(fields)  # studio.redaction: no key reaches the database
     scored = score_case(pack, gold, result)
     fields.update(
         tier=scored.tier,
@@ -310,4 +289,4 @@ def outcome_fields(pack: Pack, gold: Case, result: RunResult, store: EvalCaseSto
     if result.status == "failed" and (pending or {}).get("error_kind") == "backend":
         # The model could not be reached: no outcome for the pack, an error of the run.
         fields["status"] = S.ERROR
-    return fields
+    return stored(fields)

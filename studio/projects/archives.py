@@ -99,7 +99,9 @@ def _check_counts(count: int, size: int, total: int, name: str, limits: Limits) 
 def _read_zip(data: bytes, limits: Limits) -> dict[str, bytes]:
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
-    except zipfile.BadZipFile:
+    except (zipfile.BadZipFile, NotImplementedError, UnicodeDecodeError, ValueError, EOFError, OSError):
+        # a damaged central directory fails in more ways than BadZipFile: a name flagged
+        # UTF-8 that is not, a "version needed" zipfile does not know, a bad offset
         raise ArchiveRefused("not a valid zip file") from None
     files: dict[str, bytes] = {}
     total = 0
@@ -116,7 +118,7 @@ def _read_zip(data: bytes, limits: Limits) -> dict[str, bytes]:
             try:
                 with archive.open(info) as member:
                     content = member.read(limits.max_file + 1)  # do not trust the declared size
-            except (zipfile.BadZipFile, zlib.error, EOFError, OSError, RuntimeError, NotImplementedError):
+            except (zipfile.BadZipFile, zlib.error, EOFError, OSError, RuntimeError, NotImplementedError, ValueError):
                 # zipfile stops at the declared size, so a member whose real size is larger
                 # (a zip bomb that lies) fails its CRC here; so do damaged and encrypted ones.
                 raise ArchiveRefused(

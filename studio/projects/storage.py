@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import fcntl
 import io
+import os
 import shutil
 import tarfile
 import time
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from dulwich.diff_tree import CHANGE_ADD, CHANGE_DELETE, tree_changes
 from dulwich.errors import NotGitRepository
+from dulwich.file import FileLocked
 from dulwich.object_store import commit_tree_changes, iter_tree_contents, tree_lookup_path
 from dulwich.objects import Blob, Commit, Tree, parse_tree
 from dulwich.repo import Repo
@@ -195,7 +197,21 @@ class PackRepo:
     def save(self, changes: dict[str, bytes | None], *, base: str | None, author: str, email: str, message: str) -> str:
         """Commit `changes` (path -> new bytes, or None to delete) on top of `base`.
 
-        Raises StaleBase when the branch is no longer at `base`."""
+        Raises StaleBase when the branch is no longer at `base`. A save that finds a
+        `.lock` file a crashed writer left (dulwich's FileLocked) clears the stale ones
+        (`clear_stale_locks`) and tries once more."""
+        try:
+            return self._save(changes, base=base, author=author, email=email, message=message)
+        except FileLocked:
+            with self._locked():
+                cleared = clear_stale_locks(self.path)
+            if not cleared:
+                raise StorageError("another save is writing the same content; try again in a minute") from None
+            return self._save(changes, base=base, author=author, email=email, message=message)
+
+    def _save(
+        self, changes: dict[str, bytes | None], *, base: str | None, author: str, email: str, message: str
+    ) -> str:
         if not message.strip():
             raise StorageError("a save needs a message")
         check_paths(changes)
@@ -357,6 +373,59 @@ def _is_orphan(path: Path) -> bool:
     except NotGitRepository:  # a create that stopped before init left an empty folder
         return path.is_dir() and not any(path.iterdir())
     return False
+
+
+STALE_LOCK_S = 60.0  # a dulwich lock file this old, that no process has open, was left by a crash
+
+
+def _open_files() -> set[Path]:
+    """Every file some process on this machine has open (what /proc lets us see)."""
+    held: set[Path] = set()
+    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
+        try:
+            for fd in fd_dir.iterdir():
+                try:
+                    held.add(Path(os.readlink(fd)))
+                except OSError:
+                    continue
+        except OSError:  # the process ended, or is not ours to look at
+            continue
+    return held
+
+
+def clear_stale_locks(root: Path, *, older_than_s: float = STALE_LOCK_S) -> list[Path]:
+    """Remove the `*.lock` files under a repository's objects/ and refs/ (and
+    packed-refs.lock) that a crashed writer left behind: dulwich writes each object or
+    ref through `<name>.lock` (O_EXCL, renamed into place), so a kill mid-write leaves a
+    0-byte lock that makes every later write of the same object fail with FileLocked.
+    A lock is stale only when both hold: it is older than `older_than_s` (a writer on
+    another host sharing the folder has had time to finish), and no process here has it
+    open (a live dulwich writer holds its lock file open until it renames it). Callers
+    hold the repository's save lock, so no packforge save is mid-write. Returns the
+    files removed."""
+    now = time.time()
+    found = [p for sub in ("objects", "refs") for p in (root / sub).rglob("*.lock")]
+    found += [p for p in [root / "packed-refs.lock"] if p.exists()]
+    old = []
+    for path in found:
+        try:
+            if path.is_file() and now - path.stat().st_mtime >= older_than_s:
+                old.append(path)
+        except OSError:
+            continue
+    if not old:
+        return []
+    held = _open_files()
+    removed = []
+    for path in old:
+        if path.resolve() in held:
+            continue
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        removed.append(path)
+    return removed
 
 
 def check_paths(paths: dict[str, bytes | None] | dict[str, bytes]) -> None:

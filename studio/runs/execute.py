@@ -6,7 +6,8 @@ can be served, there is a model to ask); `run_try` is what the worker does: load
 pack version into a temporary folder, open the model, walk the pack with an `on_step`
 hook that writes the trace so far to the TryRun row as each step is checkpointed, then
 store the run's status, output, error and trace (the runtime's trace dict, as evals
-store it; studio.redaction says who reads rejected text).
+store it; studio.redaction says who reads rejected text). A run is held under a lease
+and checkpointed in the database, so a run whose worker died resumes (`run_try`).
 
 Tools: a pack that names tools runs only when the studio has a tool registry
 (`PACKFORGE_TOOLS=MODULE:REGISTRY` or `path/to/tools.py:REGISTRY`, the CLI's `--tools`
@@ -21,25 +22,34 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
 from runtime import (
     Attempt,
     EdgeTaken,
-    MemoryStore,
+    Entry,
+    FencedOut,
     Pack,
     PackforgeError,
     RunOptions,
+    RunRecord,
+    RunStateError,
     Step,
     ToolCall,
     Trace,
     open_backend,
+    resume_run,
     run_pack,
 )
-from studio import packs
+from studio import leases, packs
 from studio.endpoints.execute import spec_for
 from studio.endpoints.models import Endpoint
+from studio.evals.settings import setting
+from studio.evals.store import EvalCaseStore
 from studio.projects.models import Project
+from studio.redaction import stored
+from studio.runs import recovery
 from studio.runs.models import TryRun
 
 log = logging.getLogger("packforge.studio.runs")
@@ -88,16 +98,29 @@ def new_try_run(
 # -- the worker side -------------------------------------------------------------------
 
 
-class _Journal(MemoryStore):
-    """A checkpoint store that also rebuilds the run's trace as steps are journaled, for
-    the on_step hook to publish while the run goes on (the runtime's trace format)."""
+class _Journal(EvalCaseStore):
+    """The run's database checkpoint store (studio.evals.store: fenced writes; the final
+    status held back until the row's outcome is written in the same transaction), which
+    also rebuilds the run's trace as steps are journaled, for the on_step hook to publish
+    while the run goes on (the runtime's trace format). A resumed run's trace starts from
+    the journal it took over."""
 
     def __init__(self, run_id: str, pack: str) -> None:
         super().__init__()
         self.trace = Trace(run_id=run_id, pack=pack)
 
+    def take_over(self, run_id: str) -> tuple[int, RunRecord, list[Entry]]:
+        fence, record, entries = super().take_over(run_id)
+        self.trace = Trace(run_id=self.trace.run_id, pack=self.trace.pack)
+        for e in entries:
+            self._note(e.kind, e.node, e.step, e.payload)
+        return fence, record, entries
+
     def append(self, run_id: str, fence: int, kind: str, node: str, step: int, payload: dict[str, Any]) -> None:
         super().append(run_id, fence, kind, node, step, payload)
+        self._note(kind, node, step, payload)
+
+    def _note(self, kind: str, node: str, step: int, payload: dict[str, Any]) -> None:
         if kind == "step":
             edge = payload.get("edge")
             fields = {k: v for k, v in payload.items() if k not in ("attempts", "edge", "budget_left")}
@@ -164,27 +187,46 @@ def _with_totals(row: dict[str, Any], attempts: list[dict[str, Any]], tools: lis
     }
 
 
-def _finish(run_id: int, status: str, *, output: Any = None, error: str = "", trace: Trace | None = None) -> None:
+class LeaseLost(Exception):
+    """The run's lease passed to another delivery while this one walked it."""
+
+
+def _finish(
+    run_id: int, token: str, status: str, *, output: Any = None, error: str = "", trace: Trace | None = None
+) -> bool:
+    """Write the run's end, if this delivery still holds its lease."""
     fields: dict[str, Any] = {"status": status, "output": output, "error": error, "finished_at": timezone.now()}
     if trace is not None:
         # Rejected generations are kept for authors; studio.redaction decides who reads them.
         fields["trace"] = trace.to_dict(include_rejected_text=True)
-    TryRun.objects.filter(pk=run_id).update(**fields)
+    return leases.close(TryRun, run_id, token, **stored(fields))
 
 
 def run_try(run_id: int) -> str | None:
-    """Run a queued TryRun to its end; returns the final status (None: nothing to do).
+    """Run a queued TryRun to its end; returns the final status written (None: this
+    delivery had nothing to do, or lost the run to another one).
 
-    Idempotent for a redelivered task: a run already final is left alone; a run left
-    `running` by a lost worker starts again from its input (a try-it run keeps no
-    checkpoint across workers)."""
-    claimed = TryRun.objects.filter(pk=run_id, status__in=[TryRun.Status.QUEUED, TryRun.Status.RUNNING]).update(
-        status=TryRun.Status.RUNNING, trace={}, output=None, error=""
-    )
-    if not claimed:
-        log.info("try run %s is gone or already final; nothing to do", run_id)
+    Safe to deliver any number of times (studio.leases): a delivery claims the run with
+    a lease, or does nothing (the run is final, or another delivery holds it). The run
+    checkpoints into the database (`_Journal`); a run claimed again after its worker
+    died resumes from its checkpoint (runtime.resume_run): finished steps and journaled
+    tool results are replayed, never called again; taking it over bumps the fencing
+    token, so a stalled former holder cannot write. A run claimed more than
+    PACKFORGE_RUN_MAX_ATTEMPTS times is closed as failed ("poisoned"), not tried again."""
+    token = leases.new_token()
+    if not leases.claim(TryRun, run_id, token, recovery.lease()):
+        log.info("try run %s is gone, final, or held by another delivery; nothing to do", run_id)
         return None
     run = TryRun.objects.select_related("project", "endpoint").get(pk=run_id)
+    limit = setting("PACKFORGE_RUN_MAX_ATTEMPTS")
+    if run.attempts > limit:
+        reason = (
+            f"killed its worker {run.attempts - 1} times: {run.attempts - 1} deliveries started this run and none "
+            f"finished it (PACKFORGE_RUN_MAX_ATTEMPTS={limit}); not tried again"
+        )
+        log.warning("try run %s: %s", run_id, reason)
+        return TryRun.Status.FAILED if _finish(run_id, token, TryRun.Status.FAILED, error=reason) else None
+    held = recovery.watcher().register(run_id, token)
     journal: _Journal | None = None
     try:
         with tempfile.TemporaryDirectory(prefix="pf-try-") as tmp:
@@ -198,38 +240,56 @@ def run_try(run_id: int) -> str | None:
             live = journal
 
             def on_step(step: Step) -> None:
-                TryRun.objects.filter(pk=run_id).update(trace=live.trace.to_dict(include_rejected_text=True))
-
-            try:
-                result = run_pack(
-                    pack,
-                    run.input,
-                    backend=backend,
-                    tools=tools,
-                    store=journal,
-                    run_id=f"try-{run_id}",
-                    options=RunOptions(on_step=on_step),
+                TryRun.objects.filter(pk=run_id, lease_owner=token).update(
+                    trace=stored(live.trace.to_dict(include_rejected_text=True))
                 )
+
+            common: dict[str, Any] = {
+                "backend": backend,
+                "tools": tools,
+                "store": journal,
+                "options": RunOptions(on_step=on_step),
+                "cancel": held.cancel,
+            }
+            try:
+                # Only a claim can begin a checkpoint: the first one finds none.
+                if run.attempts > 1 and journal.exists(f"try-{run_id}"):
+                    result = resume_run(pack, f"try-{run_id}", **common)
+                else:
+                    try:
+                        result = run_pack(pack, run.input, run_id=f"try-{run_id}", **common)
+                    except RunStateError:  # begun by a delivery that lost its lease before this claim
+                        result = resume_run(pack, f"try-{run_id}", **common)
             finally:
                 backend.close()
+        if held.lost:
+            raise LeaseLost(run_id)
         error = result.trace.error or ""
         if result.status == "waiting":
             error = f"waiting for a person at node '{result.waiting_at}'; try-it runs do not take human answers"
-        _finish(
-            run_id,
-            result.status,
-            output=result.output if result.status == "done" else None,
-            error=error,
-            trace=result.trace,
-        )
+        output = result.output if result.status == "done" else None
+        with transaction.atomic():
+            journal.commit_final()
+            if not _finish(run_id, token, result.status, output=output, error=error, trace=result.trace):
+                raise LeaseLost(run_id)  # rolls the checkpoint's final status back too
         return result.status
+    except (FencedOut, LeaseLost) as exc:
+        # Another delivery owns the run now (this worker stalled past its lease): its
+        # outcome is the one that counts, so this one writes nothing.
+        log.warning("try run %s was taken over by another delivery; dropping this one: %s", run_id, exc)
+        return None
+    except (OperationalError, InterfaceError):  # the database is away: the lease lapses, a sweep re-sends
+        leases.release(TryRun, run_id, token)
+        raise
     except (TryRefused, packs.PackUnrunnable, PackforgeError) as exc:
-        _finish(run_id, TryRun.Status.FAILED, error=str(exc), trace=_stopped(journal, str(exc)))
+        ended = _finish(run_id, token, TryRun.Status.FAILED, error=str(exc), trace=_stopped(journal, str(exc)))
     except Exception as exc:  # the row must end final whatever happened; the log has the rest
         log.exception("try run %s crashed", run_id)
         error = f"internal error: {type(exc).__name__}: {exc}"
-        _finish(run_id, TryRun.Status.FAILED, error=error, trace=_stopped(journal, error))
-    return TryRun.Status.FAILED
+        ended = _finish(run_id, token, TryRun.Status.FAILED, error=error, trace=_stopped(journal, error))
+    finally:
+        recovery.watcher().unregister(run_id)
+    return TryRun.Status.FAILED if ended else None
 
 
 def _stopped(journal: _Journal | None, error: str) -> Trace | None:

@@ -34,9 +34,17 @@ class TryRun(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The lease of the delivery that runs it (studio.leases, studio/runs/execute.py):
+    # deliveries that claimed it, the holder's token, when the hold lapses unless
+    # renewed. `swept_at`: when a sweep last re-sent it while queued (a lost message).
+    attempts = models.PositiveIntegerField(default=0)
+    lease_owner = models.CharField(max_length=64, blank=True)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    swept_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status", "lease_until"])]
 
     @property
     def is_final(self) -> bool:

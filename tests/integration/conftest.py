@@ -31,12 +31,12 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
 
 import pytest
 from django.conf import settings as django_settings
 from django.db import connections
 
+from tests.support.celery_workers import database_url
 from tests.support.eval_workers import TOOLS_REF, EvalWorker, Worker
 from tests.support.waiting import wait_until
 
@@ -56,25 +56,6 @@ def _file_test_database() -> None:
 
 
 _file_test_database()
-
-
-def database_url() -> str:
-    """A DATABASE_URL for the database the test process is connected to now."""
-    db = connections["default"].settings_dict
-    if db["ENGINE"] == "django.db.backends.sqlite3":
-        name = str(db["NAME"])
-        if name.startswith("file:") or name == ":memory:":
-            raise RuntimeError("the test database is in memory; a worker process cannot open it")
-        return "sqlite:///" + str(Path(name).resolve())
-    if db["ENGINE"] == "django.db.backends.postgresql":
-        user = quote(db.get("USER") or "", safe="")
-        password = quote(db.get("PASSWORD") or "", safe="")
-        auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
-        query = urlencode(db.get("OPTIONS") or {})
-        return f"postgres://{auth}{db['HOST']}:{db['PORT']}/{quote(db['NAME'], safe='')}" + (
-            f"?{query}" if query else ""
-        )
-    raise RuntimeError(f"no DATABASE_URL for engine {db['ENGINE']}")
 
 
 def _wait_ready(worker: Worker) -> None:

@@ -5,8 +5,8 @@ Real components throughout: a `celery worker` subprocess (threads pool) on the t
 own database and broker (tests/integration/conftest.py: a file-based SQLite test
 database and the filesystem broker by default; the harness's Postgres and Redis under
 `scripts/with-services`), the refund_desk example pack from git, and its host tools,
-registered for the worker through PACKFORGE_TOOLS (pointing at tests/support/eval_workers.py
-`TOOLS`: the real tools, each real call logged to a file the test reads).
+registered for the worker through PACKFORGE_TOOLS (tests/support/celery_workers.py
+`REFUND_TOOLS`: the real tools, each real call logged to a file the test reads).
 
 The kill is placed, not timed: the first worker runs one case at a time, and is killed
 while a case sits inside its second tool call (`issue_refund`), after its first one

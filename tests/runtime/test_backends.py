@@ -149,3 +149,24 @@ def test_it_opens_every_kind_through_the_kinds_table(script: Path) -> None:
 def test_it_checks_sim_rates_when_a_config_is_built() -> None:
     with pytest.raises(BadSpec, match="between 0 and 1"):
         SimConfig(error=1.5)
+
+
+def test_it_opens_a_packs_own_scripted_model_inside_the_pack_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runtime import BadSpec, open_backend
+
+    here, pack = tmp_path / "cwd", tmp_path / "pack"
+    (here / "var").mkdir(parents=True)
+    (here / "var" / "secret_key").write_text('{"nodes": {"n": {"answer": "served from the server"}}}')
+    pack.mkdir()
+    monkeypatch.chdir(here)
+    own = "fake:var/secret_key"
+    with pytest.raises(BadSpec) as refused:
+        open_backend(own, base_dir=pack, default=own)
+    assert str(refused.value) == "scripted model file not found: var/secret_key"  # no server folder named
+    for escape in ("fake:../cwd/var/secret_key", f"fake:{here / 'var' / 'secret_key'}"):
+        with pytest.raises(BadSpec, match="must name a file inside the pack"):
+            open_backend(escape, base_dir=pack, default=escape)
+    # the same spec given by the host (the CLI's --model), not the pack, still reads the current folder
+    open_backend(own, base_dir=pack, default="fake:fakes/scripted.json").close()

@@ -49,6 +49,8 @@ PINNED = [
     "ModelReply",
     "Node",
     "open_backend",
+    "pack_file",
+    "redact_data",
     "OpenAIConfig",
     "OutputRejected",
     "Pack",

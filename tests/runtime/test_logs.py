@@ -89,3 +89,21 @@ def test_redact_masks_bearer_tokens_and_key_assignments() -> None:
 def test_configure_logging_refuses_an_unknown_format() -> None:
     with pytest.raises(ValueError):
         configure_logging("info", "xml")
+
+
+def test_it_redacts_every_string_of_stored_data() -> None:
+    from runtime import redact_data
+
+    register_secret("pk-stored-0123456789")
+    data = {
+        "answer": "you sent Bearer pk-stored-0123456789",
+        "n": 3,
+        "ok": True,
+        "steps": [{"pk-stored-0123456789": None}],
+    }
+    assert redact_data(data) == {
+        "answer": "you sent Bearer [REDACTED]",
+        "n": 3,
+        "ok": True,
+        "steps": [{"[REDACTED]": None}],
+    }

@@ -103,3 +103,22 @@ def test_it_carries_every_reason_at_once(owner: User) -> None:
     refunds = _project(owner, "refund_desk", model="openai:http://127.0.0.1:9/v1#m")
     reasons = _reasons(refunds)
     assert len(reasons) == 2 and "calls host tools" in reasons[0] and "not a scripted model" in reasons[1]
+
+
+def test_it_never_resolves_a_packs_scripted_model_against_the_workers_folder(
+    owner: User, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A server file of the right shape at the worker's current directory.
+    (tmp_path / "var").mkdir()
+    (tmp_path / "var" / "secret_key").write_text('{"nodes": {}}')
+    monkeypatch.chdir(tmp_path)
+    probing = _project(owner, "support_triage", model="fake:var/secret_key")
+    (reason,) = _reasons(probing)
+    assert (
+        reason == "the manifest's model 'fake:var/secret_key' names 'var/secret_key', which is not a file of the pack"
+    )
+    # and a file that is not there at all reads the same: nothing says which server files exist
+    missing = _project(owner, "moderation", model="fake:var/no_such_file")
+    assert _reasons(missing) == [
+        "the manifest's model 'fake:var/no_such_file' names 'var/no_such_file', which is not a file of the pack"
+    ]

@@ -17,7 +17,9 @@ Behaviour is set per server (or changed with `configure`):
   "504", "truncate", "no_done", "done_early", "inband", "inband_400", or a dict such as
   {"status": 401, "message": "...", "echo_auth": True});
 - answer: the text to stream (default: a minimal instance of the request's schema),
-  finish_reason, usage on/off, reasoning text streamed as `reasoning_content`.
+  finish_reason, usage on/off, reasoning text streamed as `reasoning_content`;
+- echo_auth: the answer ends with the request's Authorization header (a server that
+  echoes what it was sent).
 Every request is recorded (headers, JSON body, timing, what it got); `GET /_stats` gives
 the counts as JSON. `python -m tests.support.fault_server --capacity 4 --latency 0.1`
 serves in its own process (as benchmarks/overload.py does, so the server does not share
@@ -70,6 +72,7 @@ class Faults:
     usage: bool = True
     reasoning: str | None = None
     chunk_chars: int = 4
+    echo_auth: bool = False  # the answer ends with the Authorization header it was sent
 
 
 def example(schema: Any) -> Any:
@@ -333,6 +336,8 @@ class _Handler(BaseHTTPRequestHandler):
             text = json.dumps(example(schema or {}))
         else:
             text = "Let me think. The answer follows from the request."
+        if f.echo_auth:
+            text += f" (you sent Authorization: {self.headers.get('Authorization')})"
         base = {
             "id": "chatcmpl-fault",
             "object": "chat.completion.chunk",

@@ -110,6 +110,17 @@ class Postgres:
         self._run(
             "initdb", "-D", str(self.data), "-U", self.user, "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"
         )
+        self._serve()
+        self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user, self.database)
+        return self
+
+    def restart(self) -> None:
+        """Crash the server (`pg_ctl stop -m immediate`: connections cut, no clean
+        shutdown) and start it again on the same port and data: what a fault test needs."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop", timeout=30)
+        self._serve()
+
+    def _serve(self) -> None:
         options = (
             f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.root} -c fsync=off "
             "-c synchronous_commit=off -c full_page_writes=off -c max_connections=100"
@@ -127,8 +138,6 @@ class Postgres:
             str(int(READY_TIMEOUT_S)),
             "start",
         )
-        self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user, self.database)
-        return self
 
     def stop(self) -> None:
         if (self.data / "postmaster.pid").exists():
@@ -242,6 +251,13 @@ class Redis:
                 return s.recv(16).startswith(b"+PONG")
         except OSError:
             return False
+
+    def restart(self) -> None:
+        """Stop the server and start a new one on the same port. It keeps nothing on
+        disk, so every queued message and key is gone, as after a crash without
+        persistence."""
+        self.stop()
+        self.start()
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

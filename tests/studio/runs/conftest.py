@@ -6,12 +6,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.conf import settings
 
 from studio.endpoints.models import Endpoint
 from tests.support.studio import REJECTED_TEXT
+
+
+@pytest.fixture(autouse=True)
+def no_watcher(settings: Any) -> None:
+    # No lease-watcher thread in unit tests: a thread would hold its own connection,
+    # outside the test's transaction; tests call recovery.sweep() where they need it.
+    settings.PACKFORGE_EVAL_WATCH = False
 
 
 @pytest.fixture

@@ -1,0 +1,220 @@
+"""Leases: how one unit of work (an eval case, a try-it run) is held by exactly one task
+delivery at a time, whatever the broker and the workers do. Below studio.evals and
+studio.runs; imports neither. A leased row has four columns: `status`, `attempts`,
+`lease_owner` (the holding delivery's token) and `lease_until` (when the hold lapses
+unless renewed).
+
+- **Claim** (`claim`): one conditional UPDATE takes a queued row, or a running one whose
+  lease lapsed (its worker is gone) or that a sweep re-sent (owner ""), bumps `attempts`
+  and writes a fresh token. A delivery that claims nothing has nothing to do: the row is
+  final, or another delivery holds a live lease. Counting claims is what lets a caller
+  close a row that keeps killing its workers ("poisoned") instead of trying forever.
+- **Renew** (`renew`): the worker process's watcher thread extends the leases it holds,
+  every quarter lease, and learns from `owners` which of them moved to another delivery
+  (it then stops that walk; the checkpoint's fencing token refuses any write it tries).
+- **Close** (`close`): a final write matches only while the writer still holds the lease.
+- **Sweep** (`take_lapsed`): a live worker marks each running row whose lease lapsed as
+  re-sent (owner "", a fresh lease) with one conditional UPDATE per row, so exactly one
+  sweeper re-sends it; the re-sent delivery goes back through `claim`.
+- **Watch** (`LeaseWatcher`): the per-process thread that renews and sweeps; an app
+  subclasses it with its model and its sweep.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import DatabaseError, close_old_connections, models
+from django.db.models import F, Q
+from django.utils import timezone
+
+log = logging.getLogger("packforge.studio.leases")
+
+QUEUED = "queued"
+RUNNING = "running"
+
+
+def new_token() -> str:
+    return uuid.uuid4().hex
+
+
+def claimable(now: datetime) -> Q:
+    """Rows a delivery may claim now: queued, or running without a live holder."""
+    return (
+        Q(status=QUEUED)
+        | Q(status=RUNNING, lease_until__lt=now)
+        | Q(status=RUNNING, lease_owner="")
+        | Q(status=RUNNING, lease_until__isnull=True)
+    )
+
+
+def claim(model: type[models.Model], pk: int, token: str, lease_for: timedelta, **fields: Any) -> bool:
+    """Claim row `pk` for the delivery holding `token` (see the module's docstring);
+    `fields` are written in the same UPDATE."""
+    now = timezone.now()
+    return bool(
+        model._default_manager.filter(claimable(now), pk=pk).update(
+            status=RUNNING, attempts=F("attempts") + 1, lease_owner=token, lease_until=now + lease_for, **fields
+        )
+    )
+
+
+def close(model: type[models.Model], pk: int, token: str, **fields: Any) -> bool:
+    """Write `fields` (a final status, ...) if the delivery holding `token` still holds
+    the lease; the lease is given up in the same UPDATE."""
+    return bool(
+        model._default_manager.filter(pk=pk, lease_owner=token, status=RUNNING).update(
+            lease_owner="", lease_until=None, **fields
+        )
+    )
+
+
+def release(model: type[models.Model], pk: int, token: str) -> None:
+    """Give the lease up (best effort) so that a retried delivery may claim the row."""
+    try:
+        model._default_manager.filter(pk=pk, lease_owner=token).update(lease_owner="")
+    except DatabaseError:
+        pass
+
+
+def renew(model: type[models.Model], tokens: Iterable[str], lease_for: timedelta) -> None:
+    model._default_manager.filter(lease_owner__in=list(tokens), status=RUNNING).update(
+        lease_until=timezone.now() + lease_for
+    )
+
+
+def owners(model: type[models.Model], pks: Iterable[int]) -> dict[int, str]:
+    """Each row's current lease owner ("" when none)."""
+    return dict(model._default_manager.filter(pk__in=list(pks)).values_list("pk", "lease_owner"))
+
+
+def take_lapsed(rows: models.QuerySet[Any], lease_for: timedelta, limit: int = 1000) -> list[int]:
+    """Of `rows`, the running ones whose lease lapsed, each marked re-sent (owner "", a
+    fresh lease) by one conditional UPDATE that only one sweeper wins: the pks this
+    caller must send again."""
+    now = timezone.now()
+    model = rows.model
+    taken: list[int] = []
+    lapsed = rows.filter(status=RUNNING, lease_until__lt=now)
+    for pk, owner, until in lapsed.values_list("pk", "lease_owner", "lease_until")[:limit]:
+        if model._default_manager.filter(pk=pk, status=RUNNING, lease_owner=owner, lease_until=until).update(
+            lease_owner="", lease_until=now + lease_for
+        ):
+            taken.append(pk)
+    return taken
+
+
+@dataclass
+class Held:
+    """A row this process runs under a lease; `cancel` stops its walk, `lost` says the
+    lease moved to another delivery."""
+
+    pk: int
+    token: str
+    group: int | None = None  # what the row belongs to (an eval), for the subclass's checks
+    cancel: threading.Event = field(default_factory=threading.Event)
+    lost: bool = False
+
+
+class LeaseWatcher:
+    """One per worker process and app: a daemon thread that, every `poll_s()`, renews the
+    leases of the rows this process holds (every quarter lease), marks a row whose
+    lease moved elsewhere as lost (and sets its cancel event), and every `sweep_s()`
+    calls `sweep(idle=...)`. Subclasses name the model and the settings, and sweep."""
+
+    model: type[models.Model]
+    name = "lease-watcher"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[int, Held] = {}
+        self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
+        self._renewed = 0.0
+        self._swept = 0.0
+
+    # -- what a subclass says -----------------------------------------------------------
+
+    def enabled(self) -> bool:
+        return True
+
+    def lease_for(self) -> timedelta:
+        raise NotImplementedError
+
+    def poll_s(self) -> float:
+        raise NotImplementedError
+
+    def sweep_s(self) -> float:
+        raise NotImplementedError
+
+    def sweep(self, *, idle: bool) -> dict[str, int]:
+        raise NotImplementedError
+
+    def check(self, held: list[Held]) -> None:
+        """Every poll, with what this process holds (e.g. set cancel events)."""
+
+    # -- the thread ---------------------------------------------------------------------
+
+    def register(self, pk: int, token: str, group: int | None = None) -> Held:
+        held = Held(pk, token, group)
+        with self._lock:
+            self._held[pk] = held
+        self.start()
+        return held
+
+    def unregister(self, pk: int) -> None:
+        with self._lock:
+            self._held.pop(pk, None)
+
+    def snapshot(self) -> list[Held]:
+        with self._lock:
+            return list(self._held.values())
+
+    def start(self) -> None:
+        if not self.enabled():
+            return
+        with self._lock:
+            if self._pid != os.getpid():  # a forked child: the parent's thread is not here
+                self._pid, self._thread, self._held = os.getpid(), None, {}
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._forever, name=self.name, daemon=True)
+                self._thread.start()
+
+    def _forever(self) -> None:
+        while True:
+            try:
+                close_old_connections()
+                self.tick()
+            except Exception:  # the database away for a moment: the next poll tries again
+                log.exception("%s: this round failed", self.name)
+            time.sleep(self.poll_s())
+
+    def tick(self, *, sweep_now: bool = False) -> None:
+        held = self.snapshot()
+        mono = time.monotonic()
+        if held:
+            self.check(held)
+            if mono - self._renewed >= self.lease_for().total_seconds() / 4:
+                self._renewed = mono
+                self.renew(held)
+        if sweep_now or mono - self._swept >= self.sweep_s():
+            self._swept = mono
+            self.sweep(idle=not held)
+
+    def renew(self, held: list[Held]) -> None:
+        renew(self.model, [h.token for h in held], self.lease_for())
+        now_owned = owners(self.model, [h.pk for h in held])
+        for h in held:
+            if now_owned.get(h.pk) != h.token and h.pk in self._held:
+                # Taken over (this process stalled past its lease) or closed elsewhere:
+                # stop the walk; the fence refuses any write it still tries.
+                h.lost = True
+                h.cancel.set()

@@ -5,15 +5,23 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('projects', '0001_initial'),
+        ("projects", "0001_initial"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='project',
-            name='slug',
-            field=models.CharField(max_length=63, unique=True, validators=[django.core.validators.RegexValidator('^(?!(upload|new)$)[a-z0-9][a-z0-9_-]{0,62}$', "use 1-63 lowercase letters, digits, '-' or '_', starting with a letter or digit ('upload' and 'new' are reserved)")]),
+            model_name="project",
+            name="slug",
+            field=models.CharField(
+                max_length=63,
+                unique=True,
+                validators=[
+                    django.core.validators.RegexValidator(
+                        "^(?!(upload|new)$)[a-z0-9][a-z0-9_-]{0,62}$",
+                        "use 1-63 lowercase letters, digits, '-' or '_', starting with a letter or digit ('upload' and 'new' are reserved)",
+                    )
+                ],
+            ),
         ),
     ]

@@ -286,9 +286,10 @@ def time_pages(ev: Any, user: Any, n: int) -> list[dict[str, Any]]:
 
     client = Client()
     client.force_login(user)
+    page = f"/p/{ev.project.slug}/evals/{ev.pk}/"
     pages = {
-        "eval page": lambda: client.get(f"/evals/{ev.pk}/"),
-        "progress fragment (htmx)": lambda: client.get(f"/evals/{ev.pk}/", headers={"HX-Request": "true"}),
+        "eval page": lambda: client.get(page),
+        "progress fragment (htmx)": lambda: client.get(page, headers={"HX-Request": "true"}),
         "GET /api/evals/<id>": lambda: client.get(f"/api/evals/{ev.pk}"),
     }
     rows = []

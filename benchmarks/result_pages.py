@@ -88,9 +88,9 @@ def run(runs: int, requests: int, rows: list[dict[str, Any]]) -> list[dict[str, 
     fill_eval(other, runs, traces=False)
     client = Client()
     client.force_login(user)
-    urls = {name: f"/evals/{ev.pk}/{page}" for name, page in PAGES.items()}
-    urls["compare"] = f"/evals/compare?a={ev.pk}&b={other.pk}"
-    urls["history"] = f"/evals/history/{project.slug}"
+    urls = {name: f"/p/{project.slug}/evals/{ev.pk}/{page}" for name, page in PAGES.items()}
+    urls["compare"] = f"/p/{project.slug}/evals/compare?a={ev.pk}&b={other.pk}"
+    urls["history"] = f"/p/{project.slug}/evals/history"
 
     def timed(name: str, url: str, cold: bool) -> None:
         headers = {"HX-Request": "true", "HX-Target": "cost-table"} if "htmx" in name else {}

@@ -1,11 +1,15 @@
+from typing import Any
+
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 
 from studio.api import api
+from studio.evals import urls as evals_urls
+from studio.runs import urls as runs_urls
 
 
-def _public(patterns: list) -> list:  # type: ignore[type-arg]
+def _public(patterns: list[Any]) -> list[Any]:
     """The API authenticates each operation itself (session + CSRF, or a bearer token) and
     answers 401 in its own {"detail": ...} shape, so the login redirect stays off it."""
     for pattern in patterns:
@@ -21,9 +25,11 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/", (_public(api.urls[0]), api.urls[1], api.urls[2])),
     path("endpoints/", include("studio.endpoints.urls")),
-    path("runs/", include("studio.runs.urls")),
-    path("evals/", include("studio.evals.urls")),
+    path("p/<slug:slug>/runs/", include("studio.runs.urls")),
+    path("p/<slug:slug>/evals/", include("studio.evals.urls")),
     path("", include("studio.accounts.urls")),
     path("", include("studio.projects.urls")),
-    path("evals/", include("studio.evals.urls_results")),
+    # the URLs before every project page lived under /p/<slug>/: redirects (docs/studio.md)
+    path("runs/", include(runs_urls.moved_patterns)),
+    path("evals/", include(evals_urls.moved_patterns)),
 ]

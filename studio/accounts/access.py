@@ -1,7 +1,9 @@
-"""The one place that decides who may see and change a project.
+"""The one place that decides who may see and change a project, and the things inside it.
 
-A stranger (no role) gets 404, so project names do not leak; a member without the
-right role gets 403."""
+One helper per object kind (`project_for`, `eval_for`, `run_for`), used by the pages and
+the API alike. A stranger (no role) gets 404, so names and ids do not leak; a member
+without the right role gets 403. An object asked for under another project's slug is
+not found either (404), so a URL cannot pair one project's slug with another's eval."""
 
 from __future__ import annotations
 
@@ -9,17 +11,70 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
 from studio.accounts.models import Role
+from studio.endpoints.models import Endpoint
+from studio.evals.models import Eval
 from studio.projects.models import Project
+from studio.runs.models import TryRun
 
 
 def project_for(user: object, slug: str, *, edit: bool = False) -> tuple[Project, Role]:
+    """The project and the user's role on it; `edit` asks for an author (403 otherwise)."""
     project = Project.objects.filter(slug=slug).first()
-    role = project.role_of(user) if project is not None else None
-    if project is None or role is None:
+    if project is None:
+        raise Http404("No such project")
+    return project, _role_on(project, user, edit=edit)
+
+
+def _role_on(project: Project, user: object, *, edit: bool) -> Role:
+    role = project.role_of(user)
+    if role is None:
         raise Http404("No such project")
     if edit and not role.can_edit:
-        raise PermissionDenied(f"your role on {slug} is {role.value}; only authors can change it")
-    return project, role
+        raise PermissionDenied(f"your role on {project.slug} is {role.value}; only authors can change it")
+    return role
+
+
+def eval_for(user: object, pk: int, *, slug: str | None = None, edit: bool = False) -> tuple[Eval, Role]:
+    """The eval and the user's role on its project (project, endpoint and author joined)."""
+    rows = Eval.objects.select_related("project", "endpoint", "created_by").filter(pk=pk)
+    if slug is not None:
+        rows = rows.filter(project__slug=slug)
+    ev = rows.first()
+    if ev is None:
+        raise Http404("No such eval")
+    return ev, _role_on(ev.project, user, edit=edit)
+
+
+def run_for(user: object, pk: int, *, slug: str | None = None, edit: bool = False) -> tuple[TryRun, Role]:
+    """The try-it run and the user's role on its project (project, endpoint and author joined)."""
+    rows = TryRun.objects.select_related("project", "endpoint", "created_by").filter(pk=pk)
+    if slug is not None:
+        rows = rows.filter(project__slug=slug)
+    run = rows.first()
+    if run is None:
+        raise Http404("No such run")
+    return run, _role_on(run.project, user, edit=edit)
+
+
+def can_manage_endpoints(user: object) -> bool:
+    """Model endpoints are shared by every project: staff add, change and check them."""
+    return bool(getattr(user, "is_staff", False) or getattr(user, "is_superuser", False))
+
+
+def require_endpoint_manager(user: object) -> None:
+    if not can_manage_endpoints(user):
+        raise PermissionDenied("only staff may change model endpoints")
+
+
+def endpoint_for(user: object, pk: int, *, manage: bool = False) -> Endpoint:
+    """The endpoint (every signed-in user may read one; 404 when there is none); with
+    `manage`, 403 unless the user is staff."""
+    if manage:
+        require_endpoint_manager(user)
+    endpoint = Endpoint.objects.filter(pk=pk).first()
+    if endpoint is None:
+        raise Http404("No such endpoint")
+    return endpoint
 
 
 def visible_projects(user: object) -> list[Project]:

@@ -11,12 +11,9 @@ from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError
 
 from studio.accounts.models import ApiToken
+from studio.errors import ERRORS
 
 router = Router(tags=["accounts"])
-
-
-class ErrorOut(Schema):
-    detail: str
 
 
 class TokenIn(Schema):
@@ -47,14 +44,14 @@ def _out(row: ApiToken) -> TokenOut:
     )
 
 
-@router.get("", response={200: list[TokenOut], 401: ErrorOut}, summary="Your API tokens")
+@router.get("", response={200: list[TokenOut], **ERRORS}, summary="Your API tokens")
 def list_tokens(request: HttpRequest) -> list[TokenOut]:
     return [_out(row) for row in ApiToken.objects.filter(user=request.user).order_by("-created_at", "-pk")]
 
 
 @router.post(
     "",
-    response={201: TokenCreatedOut, 400: ErrorOut, 401: ErrorOut},
+    response={201: TokenCreatedOut, **ERRORS},
     summary="Make an API token (its plaintext is in this answer only)",
 )
 def create_token(request: HttpRequest, body: TokenIn) -> Status[TokenCreatedOut]:
@@ -65,7 +62,7 @@ def create_token(request: HttpRequest, body: TokenIn) -> Status[TokenCreatedOut]
     return Status(201, TokenCreatedOut(**_out(row).model_dump(), token=token))
 
 
-@router.delete("/{token_id}", response={204: None, 401: ErrorOut, 404: ErrorOut}, summary="Revoke one of your tokens")
+@router.delete("/{token_id}", response={204: None, **ERRORS}, summary="Revoke one of your tokens")
 def revoke_token(request: HttpRequest, token_id: int) -> Status[None]:
     if not ApiToken.objects.filter(pk=token_id, user=request.user).update(revoked=True):
         raise HttpError(404, f"you have no token {token_id}")

@@ -9,16 +9,15 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
-from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from ninja import Router, Schema, Status
 from ninja.errors import HttpError
 
+from studio.accounts.access import can_manage_endpoints, endpoint_for, require_endpoint_manager
 from studio.endpoints.forms import EndpointForm
 from studio.endpoints.models import Endpoint
-from studio.endpoints.views import can_manage
+from studio.errors import ERRORS
 from studio.redaction import visible_check
 
 router = Router(tags=["endpoints"])
@@ -44,50 +43,52 @@ class EndpointOut(Schema):
     last_check: dict[str, Any] | None
 
 
-def _require_staff(request: HttpRequest) -> None:
-    if not can_manage(request.user):
-        raise PermissionDenied("only staff may change model endpoints")
+def _out(endpoint: Endpoint, request: HttpRequest) -> EndpointOut:
+    """The endpoint as this reader sees it: check details for staff only."""
+    return EndpointOut(
+        id=endpoint.pk,
+        name=endpoint.name,
+        spec=endpoint.spec,
+        key_env=endpoint.key_env,
+        price_in=float(endpoint.price_in),
+        price_out=float(endpoint.price_out),
+        concurrency=endpoint.concurrency,
+        last_check=visible_check(endpoint.last_check, staff=can_manage_endpoints(request.user)),
+    )
 
 
-def _shown(endpoint: Endpoint, request: HttpRequest) -> Endpoint:
-    """The endpoint as this reader sees it: check details for staff only (not saved)."""
-    endpoint.last_check = visible_check(endpoint.last_check, staff=can_manage(request.user))
-    return endpoint
+@router.get("", response={200: list[EndpointOut], **ERRORS}, summary="The model endpoints")
+def list_endpoints(request: HttpRequest) -> list[EndpointOut]:
+    return [_out(endpoint, request) for endpoint in Endpoint.objects.all()]
 
 
-@router.get("", response=list[EndpointOut])
-def list_endpoints(request: HttpRequest) -> Any:
-    return [_shown(e, request) for e in Endpoint.objects.all()]
+@router.get("/{endpoint_id}", response={200: EndpointOut, **ERRORS}, summary="One model endpoint")
+def get_endpoint(request: HttpRequest, endpoint_id: int) -> EndpointOut:
+    return _out(endpoint_for(request.user, endpoint_id), request)
 
 
-@router.get("/{endpoint_id}", response=EndpointOut)
-def get_endpoint(request: HttpRequest, endpoint_id: int) -> Any:
-    return _shown(get_object_or_404(Endpoint, pk=endpoint_id), request)
-
-
-@router.post("", response={201: EndpointOut})
-def create_endpoint(request: HttpRequest, payload: EndpointIn) -> Any:
-    _require_staff(request)
+@router.post("", response={201: EndpointOut, **ERRORS}, summary="Add a model endpoint (staff)")
+def create_endpoint(request: HttpRequest, payload: EndpointIn) -> Status[EndpointOut]:
+    require_endpoint_manager(request.user)
     form = EndpointForm(data=payload.dict())
     if not form.is_valid():
         problems = [
-            f"{name}: {' '.join(errors)}" if name != "__all__" else " ".join(errors)
+            f"{name}: {' '.join(str(e) for e in errors)}" if name != "__all__" else " ".join(str(e) for e in errors)
             for name, errors in form.errors.items()
         ]
         raise HttpError(400, "; ".join(problems))
     endpoint = form.save(commit=False)
     endpoint.created_by = request.user
     endpoint.save()
-    return Status(201, endpoint)
+    return Status(201, _out(endpoint, request))
 
 
-@router.post("/{endpoint_id}/check", response={202: EndpointOut})
-def check_endpoint(request: HttpRequest, endpoint_id: int) -> Any:
-    _require_staff(request)
+@router.post("/{endpoint_id}/check", response={202: EndpointOut, **ERRORS}, summary="Check a model endpoint (staff)")
+def check_endpoint(request: HttpRequest, endpoint_id: int) -> Status[EndpointOut]:
+    endpoint = endpoint_for(request.user, endpoint_id, manage=True)
     from studio.endpoints.tasks import check_endpoint as check_task
 
-    endpoint = get_object_or_404(Endpoint, pk=endpoint_id)
     endpoint.last_check = {"state": "checking", "requested_at": timezone.now().isoformat()}
     endpoint.save(update_fields=["last_check"])
     check_task.delay_on_commit(endpoint.pk)
-    return Status(202, endpoint)
+    return Status(202, _out(endpoint, request))

@@ -8,13 +8,13 @@ import os
 from datetime import datetime, timedelta
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
+from studio.accounts.access import can_manage_endpoints, endpoint_for, require_endpoint_manager
 from studio.endpoints.execute import plain_number
 from studio.endpoints.forms import EndpointForm
 from studio.endpoints.models import Endpoint
@@ -22,15 +22,6 @@ from studio.endpoints.models import Endpoint
 # A check still queued after this long is reported (is a worker running?) and the
 # page stops asking.
 CHECK_PATIENCE = timedelta(seconds=60)
-
-
-def can_manage(user: object) -> bool:
-    return bool(getattr(user, "is_staff", False) or getattr(user, "is_superuser", False))
-
-
-def _require_staff(request: HttpRequest) -> None:
-    if not can_manage(request.user):
-        raise PermissionDenied("only staff may change model endpoints")
 
 
 def _decorate(endpoint: Endpoint) -> Endpoint:
@@ -53,14 +44,14 @@ def _decorate(endpoint: Endpoint) -> Endpoint:
 
 def endpoints_list(request: HttpRequest) -> HttpResponse:
     endpoints = [_decorate(e) for e in Endpoint.objects.all()]
-    context = {"endpoints": endpoints, "can_manage": can_manage(request.user)}
+    context = {"endpoints": endpoints, "can_manage": can_manage_endpoints(request.user)}
     if request.htmx:
         return render(request, "endpoints/list.html#endpoints-table", context)
     return render(request, "endpoints/list.html", context)
 
 
 def endpoint_create(request: HttpRequest) -> HttpResponse:
-    _require_staff(request)
+    require_endpoint_manager(request.user)
     form = EndpointForm(request.POST or None)
     if request.method != "POST" or not form.is_valid():
         status = 400 if request.method == "POST" else 200
@@ -73,8 +64,7 @@ def endpoint_create(request: HttpRequest) -> HttpResponse:
 
 
 def endpoint_edit(request: HttpRequest, endpoint_id: int) -> HttpResponse:
-    _require_staff(request)
-    endpoint = get_object_or_404(Endpoint, pk=endpoint_id)
+    endpoint = endpoint_for(request.user, endpoint_id, manage=True)
     form = EndpointForm(request.POST or None, instance=endpoint)
     if request.method != "POST" or not form.is_valid():
         status = 400 if request.method == "POST" else 200
@@ -89,8 +79,7 @@ def endpoint_edit(request: HttpRequest, endpoint_id: int) -> HttpResponse:
 
 @require_POST
 def endpoint_delete(request: HttpRequest, endpoint_id: int) -> HttpResponse:
-    _require_staff(request)
-    endpoint = get_object_or_404(Endpoint, pk=endpoint_id)
+    endpoint = endpoint_for(request.user, endpoint_id, manage=True)
     endpoint.delete()
     messages.success(request, f"Endpoint {endpoint.name} deleted.")
     return redirect("endpoints-list")
@@ -101,9 +90,8 @@ def endpoint_check(request: HttpRequest, endpoint_id: int) -> HttpResponse:
     """POST: queue a check (a Celery task) and answer with the polling fragment.
     GET: the fragment, polled every second while the check is queued or running;
     286 (stop polling) once it has a result."""
-    endpoint = get_object_or_404(Endpoint, pk=endpoint_id)
+    endpoint = endpoint_for(request.user, endpoint_id, manage=request.method == "POST")
     if request.method == "POST":
-        _require_staff(request)
         from studio.endpoints.tasks import check_endpoint
 
         endpoint.last_check = {"state": "checking", "requested_at": timezone.now().isoformat()}
@@ -115,7 +103,7 @@ def endpoint_check(request: HttpRequest, endpoint_id: int) -> HttpResponse:
     elif not request.htmx:
         return redirect("endpoints-list")
     endpoint = _decorate(endpoint)
-    context = {"e": endpoint, "can_manage": can_manage(request.user)}
+    context = {"e": endpoint, "can_manage": can_manage_endpoints(request.user)}
     page = render(request, "endpoints/list.html#endpoint-check", context)
     if endpoint.checking:  # type: ignore[attr-defined]
         return page

@@ -11,14 +11,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest
-from django.shortcuts import get_object_or_404
 from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError
 
-from studio.accounts.access import project_for
+from studio.accounts.access import eval_for, project_for
+from studio.errors import CONFLICT, ERRORS
 from studio.evals import results, shared
-from studio.evals.models import Eval
+from studio.evals.models import Eval, EvalCase
 from studio.evals.start import EvalRefused, cancel_eval, start_eval
 
 router = Router(tags=["evals"])
@@ -27,7 +28,7 @@ router = Router(tags=["evals"])
 class EvalIn(Schema):
     project: str
     version: str | None = None
-    endpoints: list[int | str | None] = Field(default_factory=lambda: [None])
+    endpoints: list[int | str | None] = Field(default_factory=lambda: list[int | str | None]([None]))
     tags: list[str] = Field(default_factory=list)
     repeats: int = 1
 
@@ -86,43 +87,57 @@ class GateOut(Schema):
     rows: list[GateRowOut]
 
 
-class ErrorOut(Schema):
-    detail: str
+ERRORS_409 = {**ERRORS, **CONFLICT}
+CASE = EvalCase.Status
 
 
-ERRORS: dict[int, type[Schema]] = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut}
+def with_counts(rows: QuerySet[Eval]) -> QuerySet[Eval]:
+    """Each eval's case counts in the list's own query (what `shared.counts_of` gives
+    for one eval), so listing n evals is one query, not n + 1."""
+    per_status = {f"n_{status.value}": Count("cases", filter=Q(cases__status=status)) for status in CASE}
+    escalated = Count("cases", filter=Q(cases__tier="escalated", cases__status__in=[CASE.PASSED, CASE.FAILED]))
+    # an aggregate drops Meta.ordering, so the list's order is said again
+    return rows.annotate(**per_status, n_escalated=escalated, n_total=Count("cases")).order_by(
+        *list(Eval._meta.ordering or ())
+    )
 
 
-def eval_out(ev: Eval) -> dict[str, Any]:
-    return {
-        "id": ev.pk,
-        "project": ev.project.slug,
-        "version": ev.version,
-        "endpoint": ev.endpoint.name if ev.endpoint else None,
-        "model_spec": ev.model_spec,
-        "batch": ev.batch,
-        "tags": ev.tags,
-        "repeats": ev.repeats,
-        "status": ev.status,
-        "ended": ev.is_final,
-        "total": ev.total,
-        "counts": shared.counts_of(ev),
-        "is_baseline": ev.is_baseline,
-        "summary": ev.summary,
-        "created_by": ev.created_by.username,
-        "created_at": ev.created_at,
-        "finished_at": ev.finished_at,
-    }
+def counts_annotated(ev: Eval) -> dict[str, int]:
+    counts = {status.value: int(getattr(ev, f"n_{status.value}")) for status in CASE}
+    counts.update(escalated=int(ev.n_escalated), total=int(ev.n_total))  # type: ignore[attr-defined]
+    counts["finished"] = counts["total"] - counts[CASE.QUEUED] - counts[CASE.RUNNING]
+    return counts
+
+
+def eval_out(ev: Eval, counts: dict[str, int] | None = None) -> EvalOut:
+    """`counts` when the caller has them already (the list annotates them in its one query)."""
+    return EvalOut(
+        id=ev.pk,
+        project=ev.project.slug,
+        version=ev.version,
+        endpoint=ev.endpoint.name if ev.endpoint else None,
+        model_spec=ev.model_spec,
+        batch=ev.batch,
+        tags=ev.tags,
+        repeats=ev.repeats,
+        status=ev.status,
+        ended=ev.is_final,
+        total=ev.total,
+        counts=CountsOut(**(counts if counts is not None else shared.counts_of(ev))),
+        is_baseline=ev.is_baseline,
+        summary=ev.summary,
+        created_by=ev.created_by.username,
+        created_at=ev.created_at,
+        finished_at=ev.finished_at,
+    )
 
 
 def _eval(request: HttpRequest, eval_id: int, *, edit: bool = False) -> Eval:
-    ev = get_object_or_404(Eval.objects.select_related("project", "endpoint", "created_by"), pk=eval_id)
-    project_for(request.user, ev.project.slug, edit=edit)  # 404 for strangers, 403 for readers on writes
-    return ev
+    return eval_for(request.user, eval_id, edit=edit)[0]  # 404 for strangers, 403 for readers on writes
 
 
-@router.post("", response={201: StartOut, **ERRORS}, summary="Start an eval (one per endpoint)")
-def start(request: HttpRequest, payload: EvalIn) -> Any:
+@router.post("", response={201: StartOut, **ERRORS_409}, summary="Start an eval (one per endpoint)")
+def start(request: HttpRequest, payload: EvalIn) -> Status[StartOut]:
     project, _ = project_for(request.user, payload.project, edit=True)
     try:
         evals = start_eval(
@@ -136,23 +151,23 @@ def start(request: HttpRequest, payload: EvalIn) -> Any:
     except EvalRefused as exc:
         raise HttpError(400, str(exc)) from None
     fresh = Eval.objects.select_related("project", "endpoint", "created_by").filter(pk__in=[e.pk for e in evals])
-    return Status(201, {"batch": evals[0].batch, "evals": [eval_out(ev) for ev in fresh.order_by("pk")]})
+    return Status(201, StartOut(batch=evals[0].batch, evals=[eval_out(ev) for ev in fresh.order_by("pk")]))
 
 
 @router.get("", response={200: list[EvalOut], **ERRORS}, summary="A project's evals, newest first")
-def list_evals(request: HttpRequest, project: str, limit: int = 50) -> Any:
+def list_evals(request: HttpRequest, project: str, limit: int = 50) -> list[EvalOut]:
     found, _ = project_for(request.user, project)
-    rows = Eval.objects.filter(project=found).select_related("project", "endpoint", "created_by")
-    return [eval_out(ev) for ev in rows[: max(1, min(limit, 200))]]
+    rows = with_counts(Eval.objects.filter(project=found).select_related("project", "endpoint", "created_by"))
+    return [eval_out(ev, counts_annotated(ev)) for ev in rows[: max(1, min(limit, 200))]]
 
 
 @router.get("/{eval_id}", response={200: EvalOut, **ERRORS}, summary="An eval's status and counts")
-def get_eval(request: HttpRequest, eval_id: int) -> Any:
+def get_eval(request: HttpRequest, eval_id: int) -> EvalOut:
     return eval_out(_eval(request, eval_id))
 
 
-@router.post("/{eval_id}/cancel", response={200: EvalOut, **ERRORS}, summary="Cancel an eval")
-def cancel(request: HttpRequest, eval_id: int) -> Any:
+@router.post("/{eval_id}/cancel", response={200: EvalOut, **ERRORS_409}, summary="Cancel an eval")
+def cancel(request: HttpRequest, eval_id: int) -> EvalOut:
     ev = _eval(request, eval_id, edit=True)
     if not cancel_eval(ev) and ev.status == Eval.Status.DONE:
         raise HttpError(409, f"eval {ev.pk} already finished; there is nothing to cancel")
@@ -160,8 +175,10 @@ def cancel(request: HttpRequest, eval_id: int) -> Any:
     return eval_out(ev)
 
 
-@router.post("/{eval_id}/baseline", response={200: EvalOut, **ERRORS}, summary="Mark an eval as its project's baseline")
-def baseline(request: HttpRequest, eval_id: int) -> Any:
+@router.post(
+    "/{eval_id}/baseline", response={200: EvalOut, **ERRORS_409}, summary="Mark an eval as its project's baseline"
+)
+def baseline(request: HttpRequest, eval_id: int) -> EvalOut:
     ev = _eval(request, eval_id, edit=True)
     if ev.status != Eval.Status.DONE:
         raise HttpError(409, f"eval {ev.pk} is {ev.status}; only a finished eval can be the baseline")
@@ -170,12 +187,14 @@ def baseline(request: HttpRequest, eval_id: int) -> Any:
 
 
 @router.get(
-    "/{eval_id}/gate", response={200: GateOut, **ERRORS}, summary="Does the eval pass its project's baseline? (for CI)"
+    "/{eval_id}/gate",
+    response={200: GateOut, **ERRORS_409},
+    summary="Does the eval pass its project's baseline? (for CI)",
 )
-def gate(request: HttpRequest, eval_id: int) -> Any:
+def gate(request: HttpRequest, eval_id: int) -> GateOut:
     ev = _eval(request, eval_id)
     if ev.status != Eval.Status.DONE:
         raise HttpError(
             409, f"eval {ev.pk} is {ev.status}; only a finished eval is gated (poll GET /api/evals/{ev.pk})"
         )
-    return {"eval": ev.pk, **results.baseline_gate(ev)}
+    return GateOut(eval=ev.pk, **results.baseline_gate(ev))

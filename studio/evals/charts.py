@@ -1,4 +1,5 @@
-"""Server-side SVG charts for the result pages: readable with JavaScript off, printable,
+"""Server-side SVG charts for the result pages (bars, histograms, line plots; the pack's graph is
+studio/projects/graph_svg.py, drawn by one template): readable with JavaScript off, printable,
 and nothing fetched from elsewhere.
 
 Every piece of text that reaches the markup (node ids, `when` sources, model names,
@@ -7,7 +8,6 @@ case ids, numbers) goes through `escape`, in one place (`Svg.text` / `Svg.title`
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -16,14 +16,10 @@ from typing import Any
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from runtime import Pack
-from studio.projects.graph_svg import draw
-
-__all__ = ["PALETTE", "Bar", "Point", "blame_colour", "graph", "hbars", "histogram", "line_plot"]
+__all__ = ["PALETTE", "Bar", "Point", "hbars", "histogram", "line_plot"]
 
 PALETTE = ("#2f5bea", "#dc6803", "#067647", "#9e77ed", "#c11574", "#0e9384", "#475467")
 INK, MUTED, GRID, AXIS = "#1d2330", "#667085", "#eaecf0", "#98a2b3"
-UNTAKEN = "#c11574"  # untaken edges: magenta, distinct from on_fail red and on_unsure orange
 FONT = 'font-family="system-ui, -apple-system, Segoe UI, sans-serif"'
 MONO = "ui-monospace, Menlo, Consolas, monospace"
 
@@ -285,154 +281,3 @@ def line_plot(
 
 
 # -- the graph, coloured -------------------------------------------------------------------
-
-
-def blame_colour(share: float) -> str:
-    """White-ish at 0, through amber, to deep red at 1: heat that reads in greyscale too."""
-    stops = [(0.0, (248, 249, 251)), (0.25, (254, 228, 226)), (0.5, (249, 112, 102)), (1.0, (145, 24, 18))]
-    share = min(max(share, 0.0), 1.0)
-    for (s0, c0), (s1, c1) in itertools.pairwise(stops):
-        if share <= s1:
-            t = (share - s0) / (s1 - s0)
-            return "#" + "".join(f"{round(a + (b - a) * t):02x}" for a, b in zip(c0, c1, strict=True))
-    return "#911812"
-
-
-EDGE_COLOUR = {"next": "#475467", "on_fail": "#d92d20", "on_unsure": "#dc6803"}
-
-
-def graph(
-    pack: Pack,
-    *,
-    label: str,
-    shares: dict[str, float] | None = None,
-    notes: dict[str, str] | None = None,
-    edge_counts: dict[int, int] | None = None,
-    runs: int = 0,
-) -> SafeString:
-    """The pack's graph (layout from studio.projects.graph_svg). With `shares`, each node
-    is filled by its share of blamed failures; with `edge_counts`, each edge is as thick
-    as the share of runs that took it, labelled with its count, and untaken edges are
-    drawn in magenta and labelled `untaken`."""
-    drawing = draw(pack)
-    legend = 56
-    # Not class "graph": studio.css styles that one (the project overview's), and CSS would
-    # override the fills and stroke widths that carry the data here.
-    svg = Svg(drawing.width, drawing.height + legend, label=label, css_class="chart result-graph")
-    svg.open("defs")
-    for kind, colour in [*EDGE_COLOUR.items(), ("untaken", UNTAKEN)]:
-        svg.add(
-            "marker",
-            f'<path d="M0,0 L10,5 L0,10 z" fill="{colour}"/>',
-            id=f"res-arrow-{kind}",
-            viewBox="0 0 10 10",
-            refX=9,
-            refY=5,
-            markerWidth=10,
-            markerHeight=10,
-            markerUnits="userSpaceOnUse",
-            orient="auto-start-reverse",
-        )  # arrowheads keep their size on thick edges
-    svg.close("defs")
-    # draw() routes pack.edges in order, skipping only edges to unknown nodes: pair them back up.
-    routed = [e for e in pack.edges if e.source in pack.nodes and e.target in pack.nodes]
-    paired = list(zip(routed, drawing.edges, strict=False)) if len(routed) == len(drawing.edges) else []
-    labels = []
-    for edge, drawn in paired:
-        n = edge_counts.get(edge.index, 0) if edge_counts is not None else None
-        untaken = n == 0
-        colour = UNTAKEN if untaken else EDGE_COLOUR.get(edge.kind, "#475467")
-        width = 1.5
-        if n:
-            width = 1.5 + 5 * (n / runs if runs else 0)
-        tip = f"{edge.source} → {edge.target}" + (f": {edge.label}" if edge.label else "")
-        if n is not None:
-            tip += f" · taken by {n} run{'s' if n != 1 else ''}" if n else " · never taken"
-        svg.open("g", class_="edge untaken" if untaken else "edge", data_edge=edge.index)
-        if untaken:
-            svg.add("path", d=drawn.d, fill="none", stroke="#fce7f6", stroke_width=9)
-        svg.add(
-            "path",
-            Svg.title(tip),
-            d=drawn.d,
-            fill="none",
-            stroke=colour,
-            stroke_width=width,
-            marker_end=f"url(#res-arrow-{'untaken' if untaken else edge.kind})",
-            stroke_dasharray="6 4" if edge.kind != "next" or untaken else None,
-        )
-        svg.close("g")
-        text = drawn.short_label
-        if n is not None:
-            text = ("untaken" if untaken else f"×{n}") + (f" · {text}" if text else "")
-        if text:
-            labels.append((drawn.label_x, drawn.label_y, text, tip, untaken))
-    for node in drawing.nodes:
-        share = (shares or {}).get(node.id, 0.0)
-        fill = blame_colour(share) if shares is not None else "#ffffff"
-        ink = "#ffffff" if shares is not None and share > 0.45 else INK
-        note = (notes or {}).get(node.id)
-        tip = f"{node.id} ({node.kind})" + (f" · {note}" if note else "")
-        svg.open("g", class_="node", data_node=node.id)
-        stroke = {"stroke": "#475467", "stroke_width": 1.5, "fill": fill}
-        if node.shape == "assert":
-            svg.add("polygon", Svg.title(tip), points=node.hexagon, **stroke)
-        elif node.shape == "human":
-            svg.add("ellipse", Svg.title(tip), cx=node.cx, cy=node.cy, rx=node.rx, ry=node.ry, **stroke)
-        elif node.shape == "end":
-            svg.add("rect", Svg.title(tip), x=node.x, y=node.y, width=node.w, height=node.h, rx=24, **stroke)
-        else:
-            svg.add(
-                "rect",
-                Svg.title(tip),
-                x=node.x,
-                y=node.y,
-                width=node.w,
-                height=node.h,
-                rx=0 if node.shape == "tool" else 8,
-                **stroke,
-            )
-        svg.text(
-            node.cx,
-            node.cy - 2,
-            node.id,
-            text_anchor="middle",
-            fill=ink,
-            font_weight="600",
-            font_size=13,
-            font_family=MONO,
-        )
-        svg.text(node.cx, node.cy + 14, note or node.kind, text_anchor="middle", fill=ink, font_size=11)
-        if node.entry:
-            svg.text(node.cx, node.y - 8, "▼ entry", text_anchor="middle", fill=MUTED, font_size=11)
-        svg.close("g")
-    for x, y, text, tip, untaken in labels:
-        svg.text(
-            x,
-            y,
-            text,
-            tip=tip,
-            text_anchor="middle",
-            fill=UNTAKEN if untaken else MUTED,
-            font_size=11,
-            font_weight="600" if untaken else None,
-            paint_order="stroke",
-            stroke="#ffffff",
-            stroke_width=4,
-        )
-    y = drawing.height + 12
-    if shares is not None:
-        svg.open("defs")
-        stops = "".join(f'<stop offset="{s:g}" stop-color="{blame_colour(s)}"/>' for s in (0, 0.25, 0.5, 0.75, 1))
-        svg.add("linearGradient", stops, id="res-blame-scale")
-        svg.close("defs")
-        svg.text(24, y + 14, "share of failures blamed", fill=INK)
-        svg.add("rect", x=190, y=y + 3, width=200, height=14, fill="url(#res-blame-scale)", stroke=AXIS)
-        svg.text(190, y + 32, "0%", text_anchor="middle", fill=MUTED)
-        svg.text(390, y + 32, "100%", text_anchor="middle", fill=MUTED)
-    if edge_counts is not None:
-        svg.add("line", x1=24, x2=64, y1=y + 10, y2=y + 10, stroke=UNTAKEN, stroke_width=2, stroke_dasharray="6 4")
-        svg.text(70, y + 14, "untaken edge", fill=UNTAKEN, font_weight="600")
-        svg.add("line", x1=180, x2=220, y1=y + 10, y2=y + 10, stroke="#475467", stroke_width=5)
-        svg.text(226, y + 14, "thicker: taken by more runs (×n = runs)", fill=INK)
-    return svg.render()

@@ -22,6 +22,7 @@ from ninja.errors import HttpError
 from runtime.paths import path_problem, shown
 from studio.accounts.access import project_for, visible_projects
 from studio.accounts.models import Membership, Role
+from studio.errors import CONFLICT, ERRORS
 from studio.projects.archives import ArchiveRefused, read_archive
 from studio.projects.execute import PACK_PREFIX, validate_files
 from studio.projects.forms import example_choices
@@ -51,7 +52,6 @@ from studio.projects.views import example_files, upload_limits
 
 router = Router(tags=["projects"])
 
-ERRORS: dict[int, type[ErrorOut]] = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
 ARCHIVE_TYPES = {"zip": "application/zip", "tar.gz": "application/gzip"}
 LAYOUTS = ("unified", "side-by-side")
 
@@ -162,7 +162,7 @@ def _unified(change: FileChange) -> str:
 # -- projects ------------------------------------------------------------------------------
 
 
-@router.get("", response=list[ProjectOut], summary="List the projects you can see")
+@router.get("", response={200: list[ProjectOut], **ERRORS}, summary="List the projects you can see")
 def list_projects(request: HttpRequest) -> list[ProjectOut]:
     user = _user(request)
     projects = visible_projects(user)
@@ -196,7 +196,7 @@ def _create(
 
 
 @router.post(
-    "", response={201: ProjectOut, **ERRORS, 409: ErrorOut}, summary="Create a project: empty, or from an example pack"
+    "", response={201: ProjectOut, **ERRORS, **CONFLICT}, summary="Create a project: empty, or from an example pack"
 )
 def create(request: HttpRequest, body: ProjectIn) -> Status[ProjectOut]:
     files: dict[str, bytes] = {}
@@ -212,7 +212,7 @@ def create(request: HttpRequest, body: ProjectIn) -> Status[ProjectOut]:
 
 @router.post(
     "/upload",
-    response={201: ProjectOut, **ERRORS, 409: ErrorOut},
+    response={201: ProjectOut, **ERRORS, **CONFLICT},
     summary="Create a project from an uploaded pack (.zip or .tar.gz)",
 )
 def upload(

@@ -1,22 +1,41 @@
-"""Lay a pack's graph out for drawing as SVG: nodes in layers by breadth-first distance
-from the entry, edges as curves with their labels.
+"""The one drawing of a pack's graph, for the project overview and the eval result
+pages: nodes in layers by breadth-first distance from the entry, edges as curves with
+their labels; optionally nodes filled by their share of blamed failures (blame) and
+edges as thick as the runs that took them, untaken ones marked (coverage).
 
-Only geometry is computed here; the template (projects/_graph.svg.html) writes the
-SVG with autoescaping on, so node ids and `when` sources are escaped like any text."""
+Only geometry and the numbers are computed here; the template
+(projects/_graph_svg.html) writes the SVG with autoescaping on, so node ids and `when`
+sources are escaped like any text. How a node of each kind is drawn (its outline, CSS
+class and caption) comes from the kind's own module (`runtime.drawing_for`)."""
 
 from __future__ import annotations
 
+import functools
+import itertools
 from collections import deque
 from dataclasses import dataclass, field
 
-from runtime import Pack
+from runtime import NodeDrawing, Pack, drawing_for
 
 NODE_W, NODE_H = 156, 48
 H_GAP, V_GAP = 44, 110
 MARGIN = 40
 LABEL_MAX = 26  # characters; about the room between two nodes of a layer
 
-KINDS = ("generate", "assert", "tool", "human", "end")
+EDGE_WIDTH = 1.6
+THICKEST = 5.0  # added to EDGE_WIDTH for an edge every run took
+DARK_FROM = 0.45  # a blamed share from which a node's fill is dark enough for white text
+
+
+def heat_colour(share: float) -> str:
+    """White-ish at 0, through amber, to deep red at 1: heat that reads in greyscale too."""
+    stops = [(0.0, (248, 249, 251)), (0.25, (254, 228, 226)), (0.5, (249, 112, 102)), (1.0, (145, 24, 18))]
+    share = min(max(share, 0.0), 1.0)
+    for (s0, c0), (s1, c1) in itertools.pairwise(stops):
+        if share <= s1:
+            t = (share - s0) / (s1 - s0)
+            return "#" + "".join(f"{round(a + (b - a) * t):02x}" for a, b in zip(c0, c1, strict=True))
+    return "#911812"
 
 
 @dataclass
@@ -30,6 +49,31 @@ class DrawnNode:
     writes: tuple[str, ...] = ()
     w: float = NODE_W
     h: float = NODE_H
+    look: NodeDrawing = field(default_factory=lambda: drawing_for(""))
+    fill: str | None = None  # a heat colour (blame); None: the kind's colours, from the stylesheet
+    on_dark: bool = False
+    note: str = ""
+
+    @property
+    def shape(self) -> str:
+        return self.look.shape
+
+    @property
+    def css_class(self) -> str:
+        return "heat" if self.fill is not None else self.look.css_class
+
+    @property
+    def caption(self) -> str:
+        return self.note or self.look.label
+
+    @property
+    def tip(self) -> str:
+        text = f"{self.id} ({self.kind})" + (f" · {self.note}" if self.note else "")
+        if self.reads:
+            text += "\nreads: " + ", ".join(self.reads)
+        if self.writes:
+            text += "\nwrites: " + ", ".join(self.writes)
+        return text
 
     @property
     def cx(self) -> float:
@@ -46,10 +90,6 @@ class DrawnNode:
     @property
     def bottom(self) -> float:
         return self.y + self.h
-
-    @property
-    def shape(self) -> str:
-        return self.kind if self.kind in KINDS else "other"
 
     @property
     def rx(self) -> float:
@@ -95,14 +135,40 @@ class DrawnEdge:
     d: str  # the SVG path
     label_x: float
     label_y: float
+    index: int = -1  # the pack edge's index (what traces and coverage counts name)
+    count: int | None = None  # runs that took it (coverage); None: not counted
+    width: float = EDGE_WIDTH
+
+    @property
+    def untaken(self) -> bool:
+        return self.count == 0
 
     @property
     def dashed(self) -> bool:
-        return self.kind != "next"
+        return self.kind != "next" or self.untaken
+
+    @property
+    def marker(self) -> str:
+        return "untaken" if self.untaken else self.kind
 
     @property
     def short_label(self) -> str:
         return self.label if len(self.label) <= LABEL_MAX else self.label[: LABEL_MAX - 1] + "…"
+
+    @property
+    def text(self) -> str:
+        """What is written on the edge: its `when` (shortened), after its count when counted."""
+        if self.count is None:
+            return self.short_label
+        counted = "untaken" if self.untaken else f"×{self.count}"
+        return counted + (f" · {self.short_label}" if self.label else "")
+
+    @property
+    def tip(self) -> str:
+        text = f"{self.source} → {self.target}" + (f": {self.label}" if self.label else "")
+        if self.count is not None:
+            text += f" · taken by {self.count} run{'s' if self.count != 1 else ''}" if self.count else " · never taken"
+        return text
 
 
 @dataclass
@@ -111,6 +177,9 @@ class Drawing:
     height: float
     nodes: list[DrawnNode] = field(default_factory=list)
     edges: list[DrawnEdge] = field(default_factory=list)
+    label: str = ""  # the SVG's title, read by screen readers
+    heat: bool = False  # nodes filled by their share of blamed failures
+    counted: bool = False  # edges drawn by the runs that took them
 
 
 def layers(pack: Pack) -> list[list[str]]:
@@ -146,20 +215,32 @@ def _untangle(rows: list[list[str]], pack: Pack) -> None:
     for i in range(1, len(rows)):
         above = {node: k for k, node in enumerate(rows[i - 1])}
         first_seen = {node: k for k, node in enumerate(rows[i])}
-
-        def key(node: str) -> tuple[float, int]:
-            parents = [above[e.source] for e in pack.edges if e.target == node and e.source in above]
-            return (sum(parents) / len(parents) if parents else float(len(above)), first_seen[node])
-
-        rows[i].sort(key=key)
+        rows[i].sort(key=functools.partial(_barycentre, pack, above=above, first_seen=first_seen))
 
 
-def draw(pack: Pack) -> Drawing:
+def _barycentre(pack: Pack, node: str, *, above: dict[str, int], first_seen: dict[str, int]) -> tuple[float, int]:
+    parents = [above[e.source] for e in pack.edges if e.target == node and e.source in above]
+    return (sum(parents) / len(parents) if parents else float(len(above)), first_seen[node])
+
+
+def draw(
+    pack: Pack,
+    *,
+    label: str = "",
+    shares: dict[str, float] | None = None,
+    notes: dict[str, str] | None = None,
+    edge_counts: dict[int, int] | None = None,
+    runs: int = 0,
+) -> Drawing:
+    """The pack's graph laid out. With `shares` (node id -> share of blamed failures),
+    nodes are filled by heat and captioned with `notes`; with `edge_counts` (edge index ->
+    runs that took it, out of `runs`), edges are as thick as their share of runs and an
+    edge no run took is marked untaken."""
     rows = layers(pack)
     widest = max((len(r) for r in rows), default=1)
     width = MARGIN * 2 + widest * NODE_W + (widest - 1) * H_GAP + 120  # room for back edges on the right
     height = MARGIN * 3 + len(rows) * NODE_H + max(len(rows) - 1, 0) * V_GAP  # room for arcs below
-    drawing = Drawing(width, height)
+    drawing = Drawing(width, height, label=label, heat=shares is not None, counted=edge_counts is not None)
     placed: dict[str, DrawnNode] = {}
     level: dict[str, int] = {}
     for i, row in enumerate(rows):
@@ -175,7 +256,12 @@ def draw(pack: Pack) -> Drawing:
                 entry=node_id == pack.entry,
                 reads=node.reads,
                 writes=node.writes,
+                look=drawing_for(node.kind),
+                note=(notes or {}).get(node_id, ""),
             )
+            if shares is not None:
+                share = shares.get(node_id, 0.0)
+                drawn.fill, drawn.on_dark = heat_colour(share), share > DARK_FROM
             placed[node_id] = drawn
             level[node_id] = i
             drawing.nodes.append(drawn)
@@ -191,7 +277,12 @@ def draw(pack: Pack) -> Drawing:
         fan = fanned.get(a.id, 0)
         fanned[a.id] = fan + 1
         reverse = (b.id, a.id) in linked
-        drawing.edges.append(_route(a, b, level[a.id], level[b.id], nth, fan, reverse, edge.kind, edge.label))
+        drawn_edge = _route(a, b, level[a.id], level[b.id], nth, fan, reverse, edge.kind, edge.label)
+        drawn_edge.index = edge.index
+        if edge_counts is not None:
+            drawn_edge.count = edge_counts.get(edge.index, 0)
+            drawn_edge.width = EDGE_WIDTH + THICKEST * (drawn_edge.count / runs if runs else 0)
+        drawing.edges.append(drawn_edge)
     _part_labels(drawing.edges)
     return drawing
 
@@ -203,9 +294,9 @@ def _part_labels(edges: list[DrawnEdge]) -> None:
     """Nudge a label down, a line at a time, while it overlaps one placed before it."""
     placed: list[tuple[float, float, float]] = []  # (centre x, y, half width)
     for edge in edges:
-        if not edge.label:
+        if not edge.text:
             continue
-        half = len(edge.short_label) * CHAR_W / 2
+        half = len(edge.text) * CHAR_W / 2
         for _ in range(4):
             if not any(abs(edge.label_x - x) < half + w and abs(edge.label_y - y) < LINE_H for x, y, w in placed):
                 break

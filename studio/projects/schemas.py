@@ -9,9 +9,9 @@ from datetime import datetime
 
 from ninja import Field, Schema
 
+from studio.errors import ErrorOut
 
-class ErrorOut(Schema):
-    detail: str
+__all__ = ["ErrorOut"]  # re-exported: the one error shape lives in studio/errors.py
 
 
 class ProjectIn(Schema):

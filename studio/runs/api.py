@@ -11,13 +11,13 @@ from datetime import datetime
 from typing import Any
 
 from django.http import HttpRequest
-from django.shortcuts import get_object_or_404
 from ninja import Router, Schema, Status
 from ninja.errors import HttpError
 
-from studio.accounts.access import project_for
+from studio.accounts.access import project_for, run_for
 from studio.accounts.models import Role
 from studio.endpoints.models import Endpoint
+from studio.errors import ERRORS
 from studio.redaction import visible_trace
 from studio.runs import execute
 from studio.runs.models import TryRun
@@ -51,30 +51,30 @@ class RunOut(Schema):
     finished_at: datetime | None
 
 
-def _out(run: TryRun, role: Role) -> dict[str, Any]:
+def _out(run: TryRun, role: Role) -> RunOut:
     trace = visible_trace(run.trace or {}, role)
-    return {
-        "id": run.pk,
-        "project": run.project.slug,
-        "version": run.version,
-        "endpoint": run.endpoint.name if run.endpoint else None,
-        "model_spec": run.model_spec,
-        "status": run.status,
-        "final": run.is_final,
-        "input": run.input,
-        "output": run.output,
-        "error": run.error,
-        "steps": execute.trace_steps(trace),
-        "trace": trace,
-        "created_by": run.created_by.username,
-        "created_at": run.created_at,
-        "finished_at": run.finished_at,
-    }
+    return RunOut(
+        id=run.pk,
+        project=run.project.slug,
+        version=run.version,
+        endpoint=run.endpoint.name if run.endpoint else None,
+        model_spec=run.model_spec,
+        status=run.status,
+        final=run.is_final,
+        input=run.input,
+        output=run.output,
+        error=run.error,
+        steps=execute.trace_steps(trace),
+        trace=trace,
+        created_by=run.created_by.username,
+        created_at=run.created_at,
+        finished_at=run.finished_at,
+    )
 
 
-@router.post("", response={201: RunOut})
-def create_run(request: HttpRequest, payload: RunIn) -> Any:
-    project, role = project_for(request.user, payload.project, edit=True)
+@router.post("", response={201: RunOut, **ERRORS}, summary="Start a try-it run")
+def create_run(request: HttpRequest, payload: RunIn) -> Status[RunOut]:
+    project, _ = project_for(request.user, payload.project, edit=True)
     endpoint = None
     if payload.endpoint:
         endpoint = Endpoint.objects.filter(name=payload.endpoint).first()
@@ -87,12 +87,11 @@ def create_run(request: HttpRequest, payload: RunIn) -> Any:
     except execute.TryRefused as exc:
         raise HttpError(400, str(exc)) from None
     execute_try_run.delay_on_commit(run.pk)
-    run = TryRun.objects.select_related("project", "endpoint", "created_by").get(pk=run.pk)
+    run, role = run_for(request.user, run.pk)
     return Status(201, _out(run, role))
 
 
-@router.get("/{run_id}", response=RunOut)
-def get_run(request: HttpRequest, run_id: int) -> Any:
-    run = get_object_or_404(TryRun.objects.select_related("project", "endpoint", "created_by"), pk=run_id)
-    _, role = project_for(request.user, run.project.slug)
+@router.get("/{run_id}", response={200: RunOut, **ERRORS}, summary="A try-it run and its trace so far")
+def get_run(request: HttpRequest, run_id: int) -> RunOut:
+    run, role = run_for(request.user, run_id)
     return _out(run, role)

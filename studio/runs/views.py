@@ -8,13 +8,15 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect
+from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 from django_htmx.http import HttpResponseStopPolling
 
-from studio.accounts.access import project_for
+from runtime import NODE_KINDS
+from studio.accounts.access import project_for, run_for
 from studio.projects.storage import PackRepo
 from studio.redaction import visible_trace
 from studio.runs import execute
@@ -31,10 +33,7 @@ def _pretty(value: Any) -> str:
 
 
 @require_http_methods(["GET", "POST"])
-def try_new(request: HttpRequest) -> HttpResponse:
-    slug = request.GET.get("project") or request.POST.get("project")
-    if not slug:
-        raise Http404("name a project: /runs/new?project=SLUG")
+def try_new(request: HttpRequest, slug: str) -> HttpResponse:
     project, _ = project_for(request.user, slug, edit=True)
     versions = PackRepo(project.repo_path).log(limit=50)
     problem = refused = None
@@ -56,7 +55,7 @@ def try_new(request: HttpRequest) -> HttpResponse:
             form.add_error(None, str(exc))
         else:
             execute_try_run.delay_on_commit(run.pk)
-            return redirect("runs-detail", run_id=run.pk)
+            return redirect("runs-detail", slug=project.slug, run_id=run.pk)
     if request.method == "GET" and prepared is not None:
         example = execute.first_case_input(prepared.pack)
         if example is None:
@@ -72,11 +71,13 @@ def try_new(request: HttpRequest) -> HttpResponse:
     return render(request, "runs/new.html", context, status=400 if request.method == "POST" else 200)
 
 
-def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = get_object_or_404(TryRun.objects.select_related("project", "endpoint", "created_by"), pk=run_id)
-    project, role = project_for(request.user, run.project.slug)
+def run_detail(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
+    run, role = run_for(request.user, run_id, slug=slug)
+    project = run.project
     steps = execute.trace_steps(visible_trace(run.trace or {}, role))
     for step in steps:
+        kind = NODE_KINDS.get(step.get("kind") or "")
+        step["prompt_label"] = "question" if kind is not None and kind.waits else "prompt"  # a person answers it
         step["writes_json"] = _pretty(step.get("writes") or {})
         for call in step.get("tool_calls", []):
             call["args_json"], call["result_json"] = _pretty(call.get("args")), _pretty(call.get("result"))
@@ -97,3 +98,19 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     if run.is_final:
         return HttpResponseStopPolling(page.content)
     return page
+
+
+# -- the URLs before /p/<slug>/ (docs/studio.md); a stranger still gets 404 --------------
+
+
+def try_new_moved(request: HttpRequest) -> HttpResponsePermanentRedirect:
+    project, _ = project_for(request.user, request.GET.get("project", ""))
+    response = HttpResponsePermanentRedirect(reverse("runs-new", args=[project.slug]))
+    if request.method == "POST":
+        response.status_code = 308  # a form posted from an old page arrives as a POST
+    return response
+
+
+def run_moved(request: HttpRequest, run_id: int) -> HttpResponsePermanentRedirect:
+    run, _ = run_for(request.user, run_id)
+    return HttpResponsePermanentRedirect(reverse("runs-detail", args=[run.project.slug, run.pk]))

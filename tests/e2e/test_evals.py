@@ -13,7 +13,7 @@ SCRIPT = ROOT / "packs" / "support_triage" / "fakes" / "scripted.json"
 
 
 def wait_until_ended(page: Any, studio: Studio, eval_id: str) -> None:
-    page.goto(f"{studio.url}/evals/{eval_id}/")
+    page.goto(f"{studio.url}/p/support_triage/evals/{eval_id}/")
     page.locator("#eval-results").wait_for(timeout=120_000)  # shown once the poller stops
     assert page.locator("#eval-status").inner_text() == "done"
     assert page.locator("#eval-bar").get_attribute("aria-valuenow") == page.locator("#eval-bar").get_attribute(
@@ -29,7 +29,7 @@ def test_a_person_runs_two_evals_and_reads_why_cases_failed(page: Any, studio: S
     page.wait_for_url(f"{studio.url}/endpoints/")
     assert "noisy-sim" in page.locator("main").inner_text()
 
-    page.goto(f"{studio.url}/evals/new?project=support_triage")
+    page.goto(f"{studio.url}/p/support_triage/evals/new")
     boxes = page.locator("#eval-start input[type=checkbox]")
     for i in range(boxes.count()):
         boxes.nth(i).check()
@@ -49,27 +49,27 @@ def test_a_person_runs_two_evals_and_reads_why_cases_failed(page: Any, studio: S
     noisy = next(i for i in ids if "sim:" in _model(page, studio, i))
     clean = next(i for i in ids if i != noisy)
 
-    page.goto(f"{studio.url}/evals/{noisy}/blame")
+    page.goto(f"{studio.url}/p/support_triage/evals/{noisy}/blame")
     blame = page.locator("main").inner_text()
     assert page.locator("svg").count() >= 1 and "Failures blamed per node" in blame
     assert "No failed runs" not in blame  # a model wrong 60% of the time fails some cases
 
-    page.goto(f"{studio.url}/evals/{noisy}/coverage")
+    page.goto(f"{studio.url}/p/support_triage/evals/{noisy}/coverage")
     assert page.locator("svg").count() >= 1 and "classify" in page.locator("main").inner_text()
 
-    page.goto(f"{studio.url}/evals/{noisy}/cost")
+    page.goto(f"{studio.url}/p/support_triage/evals/{noisy}/cost")
     failed_row = page.locator("tr:has(td:nth-child(2) span.pill.failed)").first  # status column
     failed_row.locator("a[href*='/cases/']").click()
     page.wait_for_url(re.compile(r".*/cases/.+/\d+$"))
     trace = page.locator("main").inner_text()
     assert "classify" in trace and "failed" in trace
 
-    page.goto(f"{studio.url}/evals/compare?a={clean}&b={noisy}")
+    page.goto(f"{studio.url}/p/support_triage/evals/compare?a={clean}&b={noisy}")
     comparison = page.locator("main").inner_text()
     assert "McNemar" in comparison
     assert "broken" in comparison.lower()
 
 
 def _model(page: Any, studio: Studio, eval_id: str) -> str:
-    page.goto(f"{studio.url}/evals/{eval_id}/")
+    page.goto(f"{studio.url}/p/support_triage/evals/{eval_id}/")
     return str(page.locator("#eval-model").inner_text())

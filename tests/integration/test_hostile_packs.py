@@ -184,13 +184,13 @@ def test_it_finishes_a_run_whose_edge_pattern_backtracks_for_ever_in_python_re(l
     ).encode()
     project = create_project(slug="trap", name="Trap", owner=author, pack_files=files)
     started = client.post(
-        "/runs/new?project=trap",
+        "/p/trap/runs/new",
         {"version": project.head, "endpoint": "", "input": json.dumps(_ticket_of_first_case())},
     )
     assert started.status_code == 302, started.content
     run = TryRun.objects.get()
     deadline = time.monotonic() + 120
-    while client.get(f"/runs/{run.pk}", headers=HX).status_code == 200:
+    while client.get(f"/p/trap/runs/{run.pk}", headers=HX).status_code == 200:
         assert time.monotonic() < deadline, f"the run did not finish; worker log:\n{live.output()}"
         time.sleep(0.2)
     run.refresh_from_db()

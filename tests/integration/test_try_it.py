@@ -69,13 +69,13 @@ def test_it_runs_a_try_it_run_on_a_real_worker(live: Worker) -> None:
     case = _first_case()
 
     started = client.post(
-        "/runs/new?project=triage", {"version": project.head, "endpoint": "", "input": json.dumps(case["input"])}
+        "/p/triage/runs/new", {"version": project.head, "endpoint": "", "input": json.dumps(case["input"])}
     )
     assert started.status_code == 302, started.content
     run = TryRun.objects.get()
-    assert started["Location"] == f"/runs/{run.pk}"
+    assert started["Location"] == f"/p/triage/runs/{run.pk}"
 
-    seen = _follow_poller(client, f"/runs/{run.pk}", live)
+    seen = _follow_poller(client, f"/p/triage/runs/{run.pk}", live)
     assert seen[-1] == 286, seen
 
     run.refresh_from_db()

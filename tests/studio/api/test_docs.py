@@ -42,3 +42,14 @@ def test_it_serves_the_docs_page_without_a_cdn(as_owner: Client) -> None:
 def test_it_keeps_the_docs_behind_login(db: None) -> None:
     answer = Client().get("/api/docs")
     assert answer.status_code == 302 and answer["Location"].startswith("/login/")
+
+
+def test_it_declares_the_one_error_shape_on_every_operation_of_every_router(as_owner: Client) -> None:
+    doc = as_owner.get("/api/openapi.json").json()
+    assert doc["components"]["schemas"]["ErrorOut"]["properties"] == {"detail": {"title": "Detail", "type": "string"}}
+    for path, operations in doc["paths"].items():
+        for method, operation in operations.items():
+            for status in ("401", "403", "404"):
+                answer = operation["responses"].get(status)
+                assert answer, f"{method} {path} declares no {status}"
+                assert answer["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorOut"}

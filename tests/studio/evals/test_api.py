@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from studio.evals.models import Eval, EvalCase
 from studio.projects.models import Project
@@ -131,6 +133,22 @@ def test_it_lists_a_projects_evals_newest_first(project: Project, owner: User, v
     second = start(project, owner, tags=["schema"])
     response = bearer(viewer).get("/api/evals?project=triage")
     assert response.status_code == 200 and [e["id"] for e in response.json()] == [second.pk, first.pk]
+
+
+def test_it_lists_evals_with_their_counts_in_queries_that_do_not_grow_with_rows(
+    project: Project, owner: User, viewer: User, sent: list[int], django_assert_num_queries: Any
+) -> None:
+    client = bearer(viewer)
+    start(project, owner)
+    client.get("/api/evals?project=triage")  # warm: the token's last-used stamp, caches
+    with CaptureQueriesContext(connection) as one_row:
+        few_rows = client.get("/api/evals?project=triage").json()
+    for _ in range(4):
+        start(project, owner)
+    with django_assert_num_queries(len(one_row.captured_queries)):
+        many_rows = client.get("/api/evals?project=triage").json()
+    assert len(few_rows) == 1 and len(many_rows) == 5
+    assert many_rows[-1]["counts"] == few_rows[0]["counts"] and few_rows[0]["counts"]["queued"] == few_rows[0]["total"]
 
 
 # -- cancel ---------------------------------------------------------------------------------

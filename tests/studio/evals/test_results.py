@@ -306,7 +306,7 @@ def test_it_gives_each_case_a_pass_rate_over_its_repeats(project: Project, owner
         ("flaky", 2, 4),
         ("steady", 4, 4),
     ]
-    page = as_owner.get(f"/evals/{ev.pk}/summary")
+    page = as_owner.get(f"/p/{ev.project.slug}/evals/{ev.pk}/summary")
     assert page.status_code == 200
     html = page.content.decode()
     assert 'id="per-case-pass-rate"' in html and html.index("flaky") < html.index("steady")

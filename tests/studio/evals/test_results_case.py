@@ -11,7 +11,7 @@ from tests.support.eval_results import sample_eval
 
 def test_it_shows_the_trace_node_by_node_to_an_author(as_owner: Client, project: Project, owner: User) -> None:
     ev = sample_eval(project, owner)
-    page = as_owner.get(f"/evals/{ev.pk}/cases/bad-1/0")
+    page = as_owner.get(f"/p/{ev.project.slug}/evals/{ev.pk}/cases/bad-1/0")
     assert page.status_code == 200
     text = page.content.decode()
     assert "Classify &lt;this&gt; ticket" in text  # the rendered prompt, escaped
@@ -28,7 +28,7 @@ def test_it_withholds_rejected_text_from_viewers_and_reviewers(
 ) -> None:
     ev = sample_eval(project, owner)
     for client in (as_viewer, as_reviewer):
-        page = client.get(f"/evals/{ev.pk}/cases/bad-1/0")
+        page = client.get(f"/p/{ev.project.slug}/evals/{ev.pk}/cases/bad-1/0")
         assert page.status_code == 200
         assert b"REJECTED-ANSWER" not in page.content
         assert b"category must be one of" in page.content  # they still see that, and why
@@ -38,7 +38,9 @@ def test_it_withholds_rejected_text_from_viewers_and_reviewers(
 
 def test_it_shows_a_real_runtime_trace(as_owner: Client, project: Project, owner: User) -> None:
     ev = sample_eval(project, owner)
-    page = as_owner.get(f"/evals/{ev.pk}/cases/st-05/0")  # its first priority answer fails the node's assert
+    page = as_owner.get(
+        f"/p/{ev.project.slug}/evals/{ev.pk}/cases/st-05/0"
+    )  # its first priority answer fails the node's assert
     text = page.content.decode()
     assert page.status_code == 200
     assert "prioritise, step 4, attempt 2" in text
@@ -48,21 +50,21 @@ def test_it_shows_a_real_runtime_trace(as_owner: Client, project: Project, owner
 
 def test_it_404s_an_unknown_case(as_owner: Client, project: Project, owner: User) -> None:
     ev = sample_eval(project, owner)
-    assert as_owner.get(f"/evals/{ev.pk}/cases/nope/0").status_code == 404
-    assert as_owner.get(f"/evals/{ev.pk}/cases/bad-1/7").status_code == 404
+    assert as_owner.get(f"/p/{ev.project.slug}/evals/{ev.pk}/cases/nope/0").status_code == 404
+    assert as_owner.get(f"/p/{ev.project.slug}/evals/{ev.pk}/cases/bad-1/7").status_code == 404
 
 
 def test_it_requires_login(project: Project, owner: User) -> None:
     ev = sample_eval(project, owner)
-    assert Client().get(f"/evals/{ev.pk}/cases/bad-1/0").status_code == 302
+    assert Client().get(f"/p/{ev.project.slug}/evals/{ev.pk}/cases/bad-1/0").status_code == 302
 
 
 def test_it_hides_the_eval_from_strangers(as_stranger: Client, project: Project, owner: User) -> None:
     ev = sample_eval(project, owner)
-    assert as_stranger.get(f"/evals/{ev.pk}/cases/bad-1/0").status_code == 404
+    assert as_stranger.get(f"/p/{ev.project.slug}/evals/{ev.pk}/cases/bad-1/0").status_code == 404
 
 
 def test_it_answers_htmx_with_the_results_fragment(as_owner: Client, project: Project, owner: User) -> None:
     ev = sample_eval(project, owner)
-    page = as_owner.get(f"/evals/{ev.pk}/cases/bad-1/0", headers={"HX-Request": "true"})
+    page = as_owner.get(f"/p/{ev.project.slug}/evals/{ev.pk}/cases/bad-1/0", headers={"HX-Request": "true"})
     assert page.content.decode().lstrip().startswith('<div id="results-page"')

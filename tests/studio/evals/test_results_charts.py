@@ -5,7 +5,6 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from studio.evals import charts
-from tests.support.eval_results import example_pack
 
 EVIL = '<script>alert("x")</script>&'
 
@@ -41,27 +40,3 @@ def test_it_escapes_bar_and_plot_labels() -> None:
         assert "<script>" not in svg
         _parses(svg)
     assert "<polyline" in plot
-
-
-def test_it_colours_nodes_by_blame_and_highlights_untaken_edges() -> None:
-    pack = example_pack()
-    svg = charts.graph(
-        pack,
-        label="g",
-        shares={"classify": 1.0},
-        notes={"classify": EVIL},
-        edge_counts={0: 10, 2: 10, 3: 10, 4: 10},
-        runs=10,
-    )
-    root = _parses(svg)
-    assert "<script>" not in svg
-    assert svg.count('class="edge untaken"') == 4  # edges 1, 5, 6, 7
-    assert f'fill="{charts.blame_colour(1.0)}"' in svg
-    assert "category == &#x27;billing&#x27;" in svg  # a `when` source, escaped
-    assert root.find(".//{http://www.w3.org/2000/svg}linearGradient") is not None  # the legend
-
-
-def test_it_runs_blame_colours_from_pale_to_dark() -> None:
-    assert charts.blame_colour(0.0) == "#f8f9fb"
-    assert charts.blame_colour(1.0) == "#911812"
-    assert charts.blame_colour(2.0) == charts.blame_colour(1.0)

@@ -1,4 +1,4 @@
-"""Comparing two evals: /evals/compare?a=<id>&b=<id>."""
+"""Comparing two evals: /p/{project.slug}/evals/compare?a=<id>&b=<id>."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def test_it_shows_deltas_fixed_and_broken_cases_and_the_mcnemar_p(
     as_owner: Client, project: Project, owner: User
 ) -> None:
     a, b = _pair(project, owner)
-    page = as_owner.get(f"/evals/compare?a={a.pk}&b={b.pk}")
+    page = as_owner.get(f"/p/{project.slug}/evals/compare?a={a.pk}&b={b.pk}")
     assert page.status_code == 200
     text = page.content.decode()
     assert '<div class="big" id="p-value">0.0391</div>' in text  # 2 * (1 + 9) / 2^9
@@ -36,7 +36,7 @@ def test_it_shows_deltas_fixed_and_broken_cases_and_the_mcnemar_p(
 def test_it_refuses_evals_of_different_projects(as_owner: Client, project: Project, owner: User) -> None:
     other = create_project(slug="other", name="Other", owner=owner, pack_files=example_files("support_triage"))
     a, b = make_eval(project, owner), make_eval(other, owner)
-    page = as_owner.get(f"/evals/compare?a={a.pk}&b={b.pk}")
+    page = as_owner.get(f"/p/{project.slug}/evals/compare?a={a.pk}&b={b.pk}")
     assert page.status_code == 400
     assert b"only evals of one project" in page.content
 
@@ -46,35 +46,35 @@ def test_it_refuses_different_case_sets(as_owner: Client, project: Project, owne
     add_run(a, "x")
     add_run(a, "y")
     add_run(b, "x")
-    page = as_owner.get(f"/evals/compare?a={a.pk}&b={b.pk}")
+    page = as_owner.get(f"/p/{project.slug}/evals/compare?a={a.pk}&b={b.pk}")
     assert page.status_code == 400
     assert b"different case sets" in page.content and b"(y)" in page.content
 
 
 def test_it_asks_for_two_evals(as_owner: Client, project: Project) -> None:
-    page = as_owner.get("/evals/compare?a=1")
+    page = as_owner.get(f"/p/{project.slug}/evals/compare?a=1")
     assert page.status_code == 400
     assert b"Choose two evals" in page.content
 
 
 def test_it_requires_login(project: Project, owner: User) -> None:
     a, b = _pair(project, owner)
-    assert Client().get(f"/evals/compare?a={a.pk}&b={b.pk}").status_code == 302
+    assert Client().get(f"/p/{project.slug}/evals/compare?a={a.pk}&b={b.pk}").status_code == 302
 
 
 def test_it_hides_either_eval_from_strangers(
     as_stranger: Client, stranger: User, project: Project, owner: User
 ) -> None:
     a, b = _pair(project, owner)
-    assert as_stranger.get(f"/evals/compare?a={a.pk}&b={b.pk}").status_code == 404
+    assert as_stranger.get(f"/p/{project.slug}/evals/compare?a={a.pk}&b={b.pk}").status_code == 404
     mine = create_project(slug="mine", name="Mine", owner=stranger, pack_files=example_files("support_triage"))
     own = make_eval(mine, stranger)
-    assert as_stranger.get(f"/evals/compare?a={own.pk}&b={b.pk}").status_code == 404  # no leak via a mix
+    assert as_stranger.get(f"/p/{mine.slug}/evals/compare?a={own.pk}&b={b.pk}").status_code == 404  # no leak via a mix
 
 
 def test_it_lets_a_viewer_read(as_viewer: Client, project: Project, owner: User) -> None:
     a, b = _pair(project, owner)
-    assert as_viewer.get(f"/evals/compare?a={a.pk}&b={b.pk}").status_code == 200
+    assert as_viewer.get(f"/p/{project.slug}/evals/compare?a={a.pk}&b={b.pk}").status_code == 200
 
 
 def test_it_lets_a_member_of_both_projects_see_why_they_differ(
@@ -82,5 +82,7 @@ def test_it_lets_a_member_of_both_projects_see_why_they_differ(
 ) -> None:
     other = create_project(slug="other", name="Other", owner=owner, pack_files=example_files("support_triage"))
     Membership.objects.create(user=viewer, project=other, role=Role.VIEWER)
-    page = as_viewer.get(f"/evals/compare?a={make_eval(project, owner).pk}&b={make_eval(other, owner).pk}")
+    page = as_viewer.get(
+        f"/p/{project.slug}/evals/compare?a={make_eval(project, owner).pk}&b={make_eval(other, owner).pk}"
+    )
     assert page.status_code == 400

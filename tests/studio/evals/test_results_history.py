@@ -24,11 +24,11 @@ def test_it_plots_pass_rate_and_cost_over_versions(as_owner: Client, project: Pr
     new = make_eval(project, owner, version=second)
     add_run(new, "a", cost=0.002)
     add_run(new, "b", cost=0.004)
-    page = as_owner.get(f"/evals/history/{project.slug}")
+    page = as_owner.get(f"/p/{project.slug}/evals/history")
     assert page.status_code == 200
     text = page.content.decode()
     assert text.count("<polyline") == 2  # one line in each plot
-    assert f'href="/evals/{new.pk}/summary"' in text
+    assert f'href="/p/{new.project.slug}/evals/{new.pk}/summary"' in text
     assert "Second version" in text
     assert text.index(second[:7]) > text.index(first[:7])  # oldest version first on the x axis
 
@@ -36,20 +36,20 @@ def test_it_plots_pass_rate_and_cost_over_versions(as_owner: Client, project: Pr
 def test_it_escapes_model_names(as_owner: Client, project: Project, owner: User) -> None:
     ev = make_eval(project, owner, model="openai:http://x#<script>alert(1)</script>")
     add_run(ev, "a")
-    page = as_owner.get(f"/evals/history/{project.slug}")
+    page = as_owner.get(f"/p/{project.slug}/evals/history")
     assert b"<script>alert" not in page.content
     assert b"&lt;script&gt;alert(1)&lt;/script&gt;" in page.content
 
 
 def test_it_requires_login(project: Project) -> None:
-    assert Client().get(f"/evals/history/{project.slug}").status_code == 302
+    assert Client().get(f"/p/{project.slug}/evals/history").status_code == 302
 
 
 def test_it_hides_the_project_from_strangers(as_stranger: Client, project: Project) -> None:
-    assert as_stranger.get(f"/evals/history/{project.slug}").status_code == 404
+    assert as_stranger.get(f"/p/{project.slug}/evals/history").status_code == 404
     assert as_stranger.get("/evals/history/no-such-project").status_code == 404
 
 
 def test_it_lets_a_viewer_read(as_viewer: Client, project: Project, viewer: User) -> None:
     assert Membership.objects.filter(user=viewer, project=project).exists()
-    assert as_viewer.get(f"/evals/history/{project.slug}").status_code == 200
+    assert as_viewer.get(f"/p/{project.slug}/evals/history").status_code == 200

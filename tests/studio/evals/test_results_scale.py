@@ -38,8 +38,8 @@ def test_it_answers_every_page_in_a_bounded_number_of_queries_at_10k_runs(
     fill_eval(ev, RUNS, traces=True)
     other = make_eval(project, owner)
     fill_eval(other, RUNS, traces=False)
-    urls = [f"/evals/{ev.pk}/{page}" for page in PAGES]
-    urls += [f"/evals/compare?a={ev.pk}&b={other.pk}", f"/evals/history/{project.slug}"]
+    urls = [f"/p/{project.slug}/evals/{ev.pk}/{page}" for page in PAGES]
+    urls += [f"/p/{project.slug}/evals/compare?a={ev.pk}&b={other.pk}", f"/p/{project.slug}/evals/history"]
     for url in urls:
         for cold in (True, False):  # a cold cache, then the cached answer
             if cold:
@@ -52,4 +52,4 @@ def test_it_answers_every_page_in_a_bounded_number_of_queries_at_10k_runs(
     Eval.objects.filter(pk=ev.pk).update(summary={"node_stats": results.node_stats(ev)})
     cache.clear()
     with django_assert_max_num_queries(MAX_QUERIES):
-        assert as_owner.get(f"/evals/{ev.pk}/blame").status_code == 200
+        assert as_owner.get(f"/p/{ev.project.slug}/evals/{ev.pk}/blame").status_code == 200

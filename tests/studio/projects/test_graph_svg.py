@@ -1,13 +1,16 @@
-"""The graph layout behind the overview's SVG."""
+"""The one graph renderer: the layout (studio/projects/graph_svg.py) and its template, for the
+overview and the blame and coverage pages."""
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from django.conf import settings
+from django.template.loader import render_to_string
 
-from runtime import load_pack
-from studio.projects.graph_svg import draw, layers
+from runtime import drawing_for, load_pack
+from studio.projects.graph_svg import draw, heat_colour, layers
 
 
 def example(name: str) -> object:
@@ -87,3 +90,45 @@ def test_it_shortens_long_labels() -> None:
     drawing = draw(example("refund_desk"))  # type: ignore[arg-type]
     long = next(e for e in drawing.edges if e.label == "intent == 'refund' and order_id != null")
     assert long.short_label.endswith("…") and len(long.short_label) <= 26
+
+
+EVIL = '<script>alert("x")</script>&'
+
+
+def _svg(drawing: object) -> ET.Element:
+    text = render_to_string("projects/_graph_svg.html", {"drawing": drawing})
+    assert "<script>" not in text
+    return ET.fromstring(text)  # well-formed XML: nothing unescaped slipped in
+
+
+def test_it_takes_each_kinds_outline_and_caption_from_the_runtime() -> None:
+    pack = example("support_triage")
+    drawing = draw(pack)  # type: ignore[arg-type]
+    for n in drawing.nodes:
+        assert (n.shape, n.css_class, n.caption) == (
+            drawing_for(n.kind).shape,
+            drawing_for(n.kind).css_class,
+            drawing_for(n.kind).label,
+        )
+
+
+def test_it_fills_nodes_by_blame_and_marks_untaken_edges_by_their_pack_index() -> None:
+    pack = example("support_triage")
+    counts = {0: 10, 2: 10, 3: 10, 4: 10}
+    drawing = draw(pack, label=EVIL, shares={"classify": 1.0}, notes={"classify": EVIL}, edge_counts=counts, runs=10)  # type: ignore[arg-type]
+    classify = next(n for n in drawing.nodes if n.id == "classify")
+    assert classify.fill == heat_colour(1.0) and classify.on_dark and classify.caption == EVIL
+    assert {e.index for e in drawing.edges if e.untaken} == {1, 5, 6, 7}
+    assert next(e for e in drawing.edges if e.index == 0).width > next(e for e in drawing.edges if e.index == 1).width
+    root = _svg(drawing)
+    ns = "{http://www.w3.org/2000/svg}"
+    untaken = [g for g in root.iter(f"{ns}g") if "untaken" in (g.get("class") or "").split()]
+    assert sorted(int(g.get("data-edge", "-1")) for g in untaken) == [1, 5, 6, 7]
+    node = next(g for g in root.iter(f"{ns}g") if g.get("data-node") == "classify")
+    assert node.get("fill") == heat_colour(1.0) and node.get("class") == "node heat"
+
+
+def test_it_runs_heat_from_pale_to_dark() -> None:
+    assert heat_colour(0.0) == "#f8f9fb"
+    assert heat_colour(1.0) == "#911812"
+    assert heat_colour(2.0) == heat_colour(1.0)

@@ -25,7 +25,7 @@ def test_it_draws_the_graph_and_lists_the_nodes(as_owner: Client, project: Proje
         "/p/triage/evalset/",
         "/p/triage/history/",
         "/p/triage/download/",
-        "/runs/new?project=triage",
+        "/p/triage/runs/new",
     ):
         assert f'href="{link}' in html
 

@@ -25,7 +25,7 @@ def _run(project: Project, owner: User, endpoint: Endpoint | None = None, *, exe
 
 def test_it_shows_the_trace_node_by_node(as_owner: Client, project: Project, owner: User) -> None:
     run = _run(project, owner)
-    page = as_owner.get(f"/runs/{run.pk}")
+    page = as_owner.get(f"/p/{run.project.slug}/runs/{run.pk}")
     assert page.status_code == 200
     body = page.content.decode()
     for node in ("classify", "extract", "sentiment", "prioritise", "billing_ops"):
@@ -36,16 +36,16 @@ def test_it_shows_the_trace_node_by_node(as_owner: Client, project: Project, own
 
 def test_it_polls_while_the_run_is_not_final(as_owner: Client, project: Project, owner: User) -> None:
     run = _run(project, owner, execute_it=False)
-    page = as_owner.get(f"/runs/{run.pk}")
+    page = as_owner.get(f"/p/{run.project.slug}/runs/{run.pk}")
     assert b'hx-trigger="every 500ms"' in page.content and b"Waiting for the first step" in page.content
-    fragment = as_owner.get(f"/runs/{run.pk}", headers=HX)
+    fragment = as_owner.get(f"/p/{run.project.slug}/runs/{run.pk}", headers=HX)
     assert fragment.status_code == 200
     assert fragment.content.lstrip().startswith(b'<div id="run-trace"') and b"<html" not in fragment.content
 
 
 def test_it_stops_the_poller_when_the_run_is_final(as_owner: Client, project: Project, owner: User) -> None:
     run = _run(project, owner)
-    fragment = as_owner.get(f"/runs/{run.pk}", headers=HX)
+    fragment = as_owner.get(f"/p/{run.project.slug}/runs/{run.pk}", headers=HX)
     assert fragment.status_code == 286
     assert b"hx-trigger" not in fragment.content and b"ORD-48213" in fragment.content
 
@@ -54,30 +54,30 @@ def test_it_shows_rejected_text_to_authors_only(
     as_owner: Client, as_viewer: Client, as_reviewer: Client, project: Project, owner: User, stumbling: Endpoint
 ) -> None:
     run = _run(project, owner, stumbling)
-    for_author = as_owner.get(f"/runs/{run.pk}").content.decode()
+    for_author = as_owner.get(f"/p/{run.project.slug}/runs/{run.pk}").content.decode()
     assert REJECTED_TEXT in for_author
     for reader in (as_viewer, as_reviewer):
-        page = reader.get(f"/runs/{run.pk}").content.decode()
+        page = reader.get(f"/p/{run.project.slug}/runs/{run.pk}").content.decode()
         assert REJECTED_TEXT not in page and "rejected (parse)" in page  # the reason is for everyone
 
 
 def test_it_lets_members_view(as_viewer: Client, as_reviewer: Client, project: Project, owner: User) -> None:
     run = _run(project, owner)
-    assert as_viewer.get(f"/runs/{run.pk}").status_code == 200
-    assert as_reviewer.get(f"/runs/{run.pk}").status_code == 200
+    assert as_viewer.get(f"/p/{run.project.slug}/runs/{run.pk}").status_code == 200
+    assert as_reviewer.get(f"/p/{run.project.slug}/runs/{run.pk}").status_code == 200
 
 
 def test_it_hides_runs_from_strangers(as_stranger: Client, project: Project, owner: User) -> None:
     run = _run(project, owner)
-    assert as_stranger.get(f"/runs/{run.pk}").status_code == 404
-    assert as_stranger.get(f"/runs/{run.pk}", headers=HX).status_code == 404
+    assert as_stranger.get(f"/p/{run.project.slug}/runs/{run.pk}").status_code == 404
+    assert as_stranger.get(f"/p/{run.project.slug}/runs/{run.pk}", headers=HX).status_code == 404
 
 
 def test_it_answers_404_for_a_missing_run(as_owner: Client, project: Project) -> None:
-    assert as_owner.get("/runs/999").status_code == 404
+    assert as_owner.get("/p/triage/runs/999").status_code == 404
 
 
 def test_it_requires_login(project: Project, owner: User) -> None:
     run = _run(project, owner, execute_it=False)
-    page = Client().get(f"/runs/{run.pk}")
+    page = Client().get(f"/p/{run.project.slug}/runs/{run.pk}")
     assert page.status_code == 302 and page["Location"].startswith("/login/")

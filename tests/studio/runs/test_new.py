@@ -15,7 +15,7 @@ from studio.runs import execute
 from studio.runs.models import TryRun
 
 Capture = Callable[..., AbstractContextManager[list[Callable[[], Any]]]]
-URL = "/runs/new?project=triage"
+URL = "/p/triage/runs/new"
 TICKET = {"ticket": "Where is my order ORD-11873?"}
 
 
@@ -38,7 +38,7 @@ def test_it_starts_a_run_and_queues_its_task(
     with django_capture_on_commit_callbacks() as callbacks:
         page = _post(as_owner, project)
     run = TryRun.objects.get()
-    assert page.status_code == 302 and page["Location"] == f"/runs/{run.pk}"
+    assert page.status_code == 302 and page["Location"] == f"/p/{run.project.slug}/runs/{run.pk}"
     assert len(callbacks) == 1
     assert (run.status, run.version, run.input, run.endpoint) == ("queued", project.head, TICKET, None)
     assert run.model_spec == "fake:fakes/scripted.json"
@@ -94,11 +94,11 @@ def test_it_refuses_an_unknown_version(as_owner: Client, project: Project) -> No
 
 def test_it_explains_why_a_pack_with_tools_cannot_be_tried(as_owner: Client, owner: object) -> None:
     create_project(slug="refunds", name="Refunds", owner=owner, pack_files=example_files("refund_desk"))
-    page = as_owner.get("/runs/new?project=refunds")
+    page = as_owner.get("/p/refunds/runs/new")
     assert page.status_code == 200
     assert b"calls host tools (lookup_order, issue_refund)" in page.content and b"PACKFORGE_TOOLS" in page.content
     head = Project.objects.get(slug="refunds").head
-    page = as_owner.post("/runs/new?project=refunds", {"version": head, "input": '{"message": "refund"}'})
+    page = as_owner.post("/p/refunds/runs/new", {"version": head, "input": '{"message": "refund"}'})
     assert page.status_code == 400 and b"calls host tools" in page.content
     assert not TryRun.objects.exists()
 

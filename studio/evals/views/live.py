@@ -1,6 +1,6 @@
 """Eval pages for starting an eval and watching it run: the start form, the eval page
 (progress bar and running counts, polled by htmx until the eval ends) and the cancel
-button. The result pages are studio/evals/views_results.py.
+button. The result pages are studio/evals/views/results.py.
 
 Authors start and cancel evals; every member watches them; strangers get 404. Function
 views that return early; htmx gets the fragment named after the DOM id it replaces,
@@ -13,14 +13,14 @@ from typing import Any
 
 from django import forms
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
-from studio.accounts.access import project_for
+from studio.accounts.access import eval_for, project_for
 from studio.endpoints.models import Endpoint
 from studio.evals import shared, start
 from studio.evals.models import Eval
@@ -86,10 +86,7 @@ def _head_pack(project: Project) -> tuple[Any, str | None]:
 
 
 @require_http_methods(["GET", "POST"])
-def eval_new(request: HttpRequest) -> HttpResponse:
-    slug = request.GET.get("project") or request.POST.get("project")
-    if not slug:
-        raise Http404("name a project: /evals/new?project=SLUG")
+def eval_new(request: HttpRequest, slug: str) -> HttpResponse:
     project, _ = project_for(request.user, slug, edit=True)
     try:
         log = PackRepo(project.repo_path).log(limit=50)
@@ -113,7 +110,7 @@ def eval_new(request: HttpRequest) -> HttpResponse:
         else:
             if len(evals) > 1:
                 messages.success(request, f"Started {len(evals)} evals, one per model (batch {evals[0].batch}).")
-            return redirect("evals-detail", eval_id=evals[0].pk)
+            return redirect("evals-detail", slug=project.slug, eval_id=evals[0].pk)
     tags = sorted({t for c in pack.cases for t in c.tags}) if pack else []
     context = {
         "project": project,
@@ -131,7 +128,7 @@ def eval_new(request: HttpRequest) -> HttpResponse:
 
 def _results_url(ev: Eval) -> str | None:
     try:
-        return reverse("evals-summary", args=[ev.pk])
+        return reverse("evals-summary", args=[ev.project.slug, ev.pk])
     except NoReverseMatch:  # the result pages are not mounted
         return None
 
@@ -140,11 +137,13 @@ def progress_context(ev: Eval, can_edit: bool) -> dict[str, Any]:
     counts = shared.counts_of(ev)
     total = counts["total"] or 1
     ended = ev.is_final and counts["running"] == 0
-    bar = [
-        (key, counts[key], 100 * counts[key] / total)
-        for key in ("passed", "failed", "error", "cancelled", "running")
-        if counts[key]
-    ]
+    bar = []  # (status, count, x, width) in percent: the progress bar's segments, left to right
+    x = 0.0
+    for key in ("passed", "failed", "error", "cancelled", "running"):
+        if counts[key]:
+            width = 100 * counts[key] / total
+            bar.append((key, counts[key], x, width))
+            x += width
     return {
         "ev": ev,
         "counts": counts,
@@ -169,9 +168,9 @@ def _progress(request: HttpRequest, ev: Eval, can_edit: bool) -> HttpResponse:
     return page
 
 
-def eval_detail(request: HttpRequest, eval_id: int) -> HttpResponse:
-    ev = get_object_or_404(Eval.objects.select_related("project", "endpoint", "created_by"), pk=eval_id)
-    project, role = project_for(request.user, ev.project.slug)
+def eval_detail(request: HttpRequest, slug: str, eval_id: int) -> HttpResponse:
+    ev, role = eval_for(request.user, eval_id, slug=slug)
+    project = ev.project
     if request.htmx:
         return _progress(request, ev, role.can_edit)
     batch = (
@@ -184,9 +183,8 @@ def eval_detail(request: HttpRequest, eval_id: int) -> HttpResponse:
 
 
 @require_POST
-def eval_cancel(request: HttpRequest, eval_id: int) -> HttpResponse:
-    ev = get_object_or_404(Eval.objects.select_related("project", "endpoint", "created_by"), pk=eval_id)
-    project_for(request.user, ev.project.slug, edit=True)
+def eval_cancel(request: HttpRequest, slug: str, eval_id: int) -> HttpResponse:
+    ev, _ = eval_for(request.user, eval_id, slug=slug, edit=True)
     cancelled = start.cancel_eval(ev)
     ev.refresh_from_db()
     if request.htmx:
@@ -195,4 +193,4 @@ def eval_cancel(request: HttpRequest, eval_id: int) -> HttpResponse:
         messages.success(request, f"Eval {ev.pk} cancelled: queued cases will not run, running ones are stopping.")
     else:
         messages.info(request, f"Eval {ev.pk} had already ended ({ev.status}).")
-    return redirect("evals-detail", eval_id=ev.pk)
+    return redirect("evals-detail", slug=ev.project.slug, eval_id=ev.pk)

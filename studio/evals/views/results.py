@@ -24,28 +24,26 @@ from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
 
-from runtime import DEFAULT_TOLERANCES, METRIC_DIRECTIONS, Pack
-from studio.accounts.access import project_for
+from runtime import DEFAULT_TOLERANCES, METRIC_DIRECTIONS, NODE_KINDS, Pack
+from studio.accounts.access import eval_for, project_for
 from studio.accounts.models import Role
 from studio.evals import charts, results
 from studio.evals.models import Eval, EvalCase
 from studio.projects.execute import PACK_PREFIX, validate_files
+from studio.projects.graph_svg import draw
 from studio.projects.storage import PackRepo, StorageError
 from studio.redaction import visible_trace
 
 SHORT = 10
+FRAGMENT_FRAME = "_fragment.html"  # what a section base extends for an htmx swap: no site header
 
 
 # -- shared -------------------------------------------------------------------------------
 
 
-def open_eval(request: HttpRequest, eval_id: int) -> tuple[Eval, Role]:
-    """The eval and the user's role on its project. Unknown eval or stranger: 404."""
-    ev = Eval.objects.select_related("project").filter(pk=eval_id).first()
-    if ev is None:
-        raise Http404("No such eval")
-    _, role = project_for(request.user, ev.project.slug)
-    return ev, role
+def open_eval(request: HttpRequest, slug: str, eval_id: int) -> tuple[Eval, Role]:
+    """The eval and the user's role on its project. Unknown eval, another project's, or a stranger: 404."""
+    return eval_for(request.user, eval_id, slug=slug)
 
 
 @lru_cache(maxsize=32)
@@ -72,7 +70,7 @@ def pack_of(ev: Eval) -> Pack | None:
 def eval_page_url(ev: Eval) -> str | None:
     """The live eval page (progress, cancel) when its view is mounted."""
     try:
-        return reverse("evals-detail", args=[ev.pk])
+        return reverse("evals-detail", args=[ev.project.slug, ev.pk])
     except NoReverseMatch:
         return None
 
@@ -93,11 +91,14 @@ def context_for(ev: Eval, role: Role, active: str, **extra: Any) -> dict[str, An
 def page(
     request: HttpRequest, template: str, context: dict[str, Any], status: int = 200, fragments: tuple[str, ...] = ()
 ) -> HttpResponse:
-    """The full page; for htmx, the fragment its target names (`results-page` by default)."""
-    if request.htmx:
-        target = request.htmx.target if request.htmx.target in fragments else "results-page"
-        return render(request, f"{template}#{target}", context, status=status)
-    return render(request, template, context, status=status)
+    """The full page; for htmx, the fragment its target names: `results-page` (the
+    default: the section of evals/base.html, framed without the site header) or one of
+    the page's partials named in `fragments`."""
+    if not request.htmx:
+        return render(request, template, context, status=status)
+    if request.htmx.target in fragments:
+        return render(request, f"{template}#{request.htmx.target}", context, status=status)
+    return render(request, template, {**context, "frame": FRAGMENT_FRAME}, status=status)
 
 
 def pct(v: float | None) -> str:
@@ -188,8 +189,8 @@ def baseline_panel(ev: Eval) -> dict[str, Any] | None:
     }
 
 
-def eval_summary(request: HttpRequest, eval_id: int) -> HttpResponse:
-    ev, role = open_eval(request, eval_id)
+def eval_summary(request: HttpRequest, slug: str, eval_id: int) -> HttpResponse:
+    ev, role = open_eval(request, slug, eval_id)
     shown = summary_context(ev)
     tier_rows = shown["summary"]["tiers"]["rows"]
     colours = {"auto": "#067647", "escalated": "#dc6803", "failed": "#b42318"}
@@ -200,7 +201,7 @@ def eval_summary(request: HttpRequest, eval_id: int) -> HttpResponse:
                 r["count"],
                 f"{r['count']} ({pct(r['share'])})",
                 colours.get(r["tier"], "#475467"),
-                reverse("evals-tiers", args=[ev.pk]),
+                reverse("evals-tiers", args=[ev.project.slug, ev.pk]),
             )
             for r in tier_rows
         ],
@@ -215,9 +216,9 @@ def eval_summary(request: HttpRequest, eval_id: int) -> HttpResponse:
 
 
 @require_POST
-def eval_mark_baseline(request: HttpRequest, eval_id: int) -> HttpResponse:
+def eval_mark_baseline(request: HttpRequest, slug: str, eval_id: int) -> HttpResponse:
     """Authors make a finished eval the project's baseline (or clear it)."""
-    ev, role = open_eval(request, eval_id)
+    ev, role = open_eval(request, slug, eval_id)
     if not role.can_edit:
         raise PermissionDenied(f"your role on {ev.project.slug} is {role.value}; only authors choose the baseline")
     clear = request.POST.get("action") == "clear"
@@ -249,8 +250,8 @@ def _after_baseline(request: HttpRequest, ev: Eval, role: Role, status: int = 20
         context = context_for(ev, role, "summary", gate=baseline_panel(ev), flash=True)
         return render(request, "evals/results_summary.html#baseline-panel", context, status=status)
     if status == 200:
-        return redirect("evals-summary", ev.pk)
-    response = eval_summary(request, ev.pk)  # the page, with the message, under the error status
+        return redirect("evals-summary", ev.project.slug, ev.pk)
+    response = eval_summary(request, ev.project.slug, ev.pk)  # the page, with the message, under the error status
     response.status_code = status
     return response
 
@@ -260,8 +261,14 @@ def _after_baseline(request: HttpRequest, ev: Eval, role: Role, status: int = 20
 MAX_REASONS = 5
 
 
-def eval_blame(request: HttpRequest, eval_id: int) -> HttpResponse:
-    ev, role = open_eval(request, eval_id)
+def _terminal(kind: str) -> bool:
+    """An end-like node (the runtime's kind flag): it decides nothing, so it gets no bar of its own."""
+    found = NODE_KINDS.get(kind)
+    return found is not None and found.terminal
+
+
+def eval_blame(request: HttpRequest, slug: str, eval_id: int) -> HttpResponse:
+    ev, role = open_eval(request, slug, eval_id)
     pack = pack_of(ev)
     blame = results.node_blame(ev, pack)
     for r in blame["nodes"]:
@@ -276,7 +283,7 @@ def eval_blame(request: HttpRequest, eval_id: int) -> HttpResponse:
         )
     notes = {r["node"]: f"{pct(r['share'])} · {r['failures']} failed" for r in blame["nodes"] if r["failures"]}
     drawing = (
-        charts.graph(
+        draw(
             pack,
             label=f"The graph of {ev.project.slug}, coloured by share of failures blamed",
             shares=blame["shares"],
@@ -290,7 +297,7 @@ def eval_blame(request: HttpRequest, eval_id: int) -> HttpResponse:
             [
                 charts.Bar(r["node"], r["failures"], f"{r['failures']} ({pct(r['share'])})", "#b42318")
                 for r in blame["nodes"]
-                if r["failures"] or (r["in_pack"] and r["kind"] != "end")
+                if r["failures"] or (r["in_pack"] and not _terminal(r["kind"]))
             ],
             label="Failures blamed per node",
         )
@@ -304,14 +311,14 @@ def eval_blame(request: HttpRequest, eval_id: int) -> HttpResponse:
 # -- coverage -----------------------------------------------------------------------------
 
 
-def eval_coverage(request: HttpRequest, eval_id: int) -> HttpResponse:
-    ev, role = open_eval(request, eval_id)
+def eval_coverage(request: HttpRequest, slug: str, eval_id: int) -> HttpResponse:
+    ev, role = open_eval(request, slug, eval_id)
     pack = pack_of(ev)
     cov = results.coverage(ev, pack)
     for e in cov["edges"]:
         e["share_text"] = pct(e["share"])
     drawing = (
-        charts.graph(
+        draw(
             pack,
             label=f"The graph of {ev.project.slug}: edges by runs that took them",
             edge_counts=cov["counts"],
@@ -328,8 +335,8 @@ def eval_coverage(request: HttpRequest, eval_id: int) -> HttpResponse:
 # -- tiers --------------------------------------------------------------------------------
 
 
-def eval_tiers(request: HttpRequest, eval_id: int) -> HttpResponse:
-    ev, role = open_eval(request, eval_id)
+def eval_tiers(request: HttpRequest, slug: str, eval_id: int) -> HttpResponse:
+    ev, role = open_eval(request, slug, eval_id)
     split = results.tiers(ev)
     for r in split["rows"]:
         r.update(
@@ -378,19 +385,19 @@ def _int(value: str | None, default: int) -> int:
         return default
 
 
-def eval_cost(request: HttpRequest, eval_id: int) -> HttpResponse:
-    ev, role = open_eval(request, eval_id)
+def eval_cost(request: HttpRequest, slug: str, eval_id: int) -> HttpResponse:
+    ev, role = open_eval(request, slug, eval_id)
     table = results.cost_table(
         ev,
         sort=request.GET.get("sort", "cost"),
         direction=request.GET.get("dir", "desc"),
         page=_int(request.GET.get("page"), 1),
     )
-    base = reverse("evals-cost", args=[ev.pk])
+    base = reverse("evals-cost", args=[ev.project.slug, ev.pk])
     rows = [
         {
             **r,
-            "url": reverse("evals-case-trace", args=[ev.pk, r["case_id"], r["repeat"]]),
+            "url": reverse("evals-case-trace", args=[ev.project.slug, ev.pk, r["case_id"], r["repeat"]]),
             "cost_text": usd(r["cost_usd"]),
             "latency_text": dur(r["latency_s"]),
         }
@@ -507,8 +514,8 @@ def trace_steps(trace: dict[str, Any], pack: Pack | None) -> list[dict[str, Any]
     return out
 
 
-def eval_case(request: HttpRequest, eval_id: int, case_id: str, repeat: int) -> HttpResponse:
-    ev, role = open_eval(request, eval_id)
+def eval_case(request: HttpRequest, slug: str, eval_id: int, case_id: str, repeat: int) -> HttpResponse:
+    ev, role = open_eval(request, slug, eval_id)
     case = EvalCase.objects.filter(eval=ev, case_id=case_id, repeat=repeat).first()
     if case is None:
         raise Http404("No such case run in this eval")
@@ -548,22 +555,25 @@ def eval_case(request: HttpRequest, eval_id: int, case_id: str, repeat: int) -> 
 # -- compare ------------------------------------------------------------------------------
 
 
-def eval_compare(request: HttpRequest) -> HttpResponse:
+def eval_compare(request: HttpRequest, slug: str) -> HttpResponse:
+    project, role = project_for(request.user, slug)
     raw_a, raw_b = request.GET.get("a", "").strip(), request.GET.get("b", "").strip()
     if not raw_a.isdigit() or not raw_b.isdigit():
         return render(
             request,
             "evals/results_compare.html",
             {
-                "error": "Choose two evals to compare: /evals/compare?a=EVAL_ID&b=EVAL_ID "
+                "project": project,
+                "role": role,
+                "error": f"Choose two evals to compare: /p/{slug}/evals/compare?a=EVAL_ID&b=EVAL_ID "
                 "(a is the before, b the after; the summary page of an eval has a picker).",
                 "a_id": raw_a,
                 "b_id": raw_b,
             },
             status=400,
         )
-    a, role = open_eval(request, int(raw_a))
-    b, _ = open_eval(request, int(raw_b))
+    a, role = open_eval(request, slug, int(raw_a))
+    b, _ = eval_for(request.user, int(raw_b))
     context: dict[str, Any] = {"a": a, "b": b, "role": role, "project": a.project, "a_id": raw_a, "b_id": raw_b}
     try:
         cmp = results.compare(a, b)
@@ -616,7 +626,7 @@ def eval_history(request: HttpRequest, slug: str) -> HttpResponse:
                         row["x"],
                         value,
                         f"{row['version'][:SHORT]} · eval {row['eval'].pk} · {fmt(value)} over {row['runs']} runs",
-                        reverse("evals-summary", args=[row["eval"].pk]),
+                        reverse("evals-summary", args=[slug, row["eval"].pk]),
                         low,
                         high,
                     )

@@ -17,7 +17,8 @@ from studio.projects.execute import validate_files
 from studio.projects.forms import ProjectCreateForm
 from studio.projects.graph_svg import draw
 from studio.projects.models import Project, create_project
-from studio.projects.pages import (
+from studio.projects.storage import StorageError
+from studio.projects.views.common import (
     SHORT,
     Opened,
     changed_files,
@@ -28,7 +29,6 @@ from studio.projects.pages import (
     pack_files,
     page,
 )
-from studio.projects.storage import StorageError
 
 
 def upload_limits() -> Limits:
@@ -87,7 +87,7 @@ def project_overview(request: HttpRequest, slug: str) -> HttpResponse:
         head=head_commit(opened.repo),
         pack=pack,
         problems=problems,
-        drawing=draw(pack) if pack is not None else None,
+        drawing=draw(pack, label=f"The graph of {opened.project.slug}") if pack is not None else None,
         nodes=list(pack.nodes.values()) if pack is not None else [],
         file_count=len([f for f in files if f != ".keep"]),
     )
@@ -115,6 +115,8 @@ def project_history(request: HttpRequest, slug: str) -> HttpResponse:
             commits=commits,
             page_number=number,
             has_older=len(walked) > HISTORY_PAGE,
+            newer_url=f"?page={number - 1}",
+            older_url=f"?page={number + 1}",
             first_on_page=start + 1,
             last_on_page=start + len(commits),
         ),

@@ -18,6 +18,9 @@ from studio.projects.execute import PACK_PREFIX, Problem, validate_files
 from studio.projects.models import Project
 from studio.projects.storage import FileChange, PackRepo, StorageError, Version
 
+SECTION = "project-page"  # the DOM id of projects/base.html's section
+FRAGMENT_FRAME = "_fragment.html"  # what a section base extends for an htmx swap: no site header
+
 
 @dataclass
 class Opened:
@@ -47,9 +50,13 @@ def page(
     request: HttpRequest, template: str, context: dict[str, object], status: int = 200, fragment: str = "project-page"
 ) -> HttpResponse:
     """The full page, or for an htmx request the fragment named after the DOM id it
-    replaces (`project-page` by default: everything below the site header)."""
-    name = f"{template}#{fragment}" if request.htmx else template
-    return render(request, name, context, status=status)
+    replaces: `project-page` (the default: the section, everything below the site
+    header, which projects/base.html frames without the header) or a partial of the page."""
+    if not request.htmx:
+        return render(request, template, context, status=status)
+    if fragment == SECTION:
+        return render(request, template, {**context, "frame": FRAGMENT_FRAME}, status=status)
+    return render(request, f"{template}#{fragment}", context, status=status)
 
 
 def committer(user: object) -> tuple[str, str]:

@@ -13,7 +13,8 @@ from django.views.decorators.http import require_POST
 
 from studio.projects.evalset import FILE, CaseForm, Row, append_line, case_line, initial_for, parse_rows, replace_line
 from studio.projects.execute import Problem, validate_files
-from studio.projects.pages import (
+from studio.projects.storage import StaleBase, StorageError
+from studio.projects.views.common import (
     Opened,
     after_save,
     changed_files,
@@ -24,7 +25,6 @@ from studio.projects.pages import (
     record_save,
     report_saved,
 )
-from studio.projects.storage import StaleBase, StorageError
 
 
 def _evalset_text(opened: Opened, version: str | None) -> str:

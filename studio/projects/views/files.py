@@ -19,7 +19,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from studio.projects.execute import Problem, validate_files
-from studio.projects.pages import (
+from studio.projects.storage import StaleBase, StorageError
+from studio.projects.views.common import (
     Opened,
     after_save,
     changed_files,
@@ -32,7 +33,6 @@ from studio.projects.pages import (
     report_saved,
     text_of,
 )
-from studio.projects.storage import StaleBase, StorageError
 
 EDITABLE = re.compile(r"^(manifest\.yaml|graph\.yaml|prompts/[a-z0-9_]+\.txt|grammars/[a-z0-9_]+\.json)$")
 DELETABLE = re.compile(r"^(prompts/[a-z0-9_]+\.txt|grammars/[a-z0-9_]+\.json)$")

@@ -1,0 +1,39 @@
+"""The API's one error shape and its one handler map.
+
+Every error answers `{"detail": "..."}` (django-ninja's own shape for `HttpError` and
+for 422 validation errors). Each router declares the errors its operations may give
+with `**ERRORS` (plus 409/422 where an operation has them), so the OpenAPI schema lists
+them; `install` maps Django's exceptions (404, 403, a model's ValidationError) onto the
+same shape for the one NinjaAPI."""
+
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404, HttpRequest, HttpResponse
+from ninja import NinjaAPI, Schema
+
+
+class ErrorOut(Schema):
+    detail: str
+
+
+ERRORS: dict[int, type[Schema]] = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
+CONFLICT: dict[int, type[Schema]] = {409: ErrorOut}
+
+
+def install(api: NinjaAPI) -> None:
+    """Answer Django's own exceptions in the `{"detail": ...}` shape."""
+
+    def not_found(request: HttpRequest, exc: object) -> HttpResponse:
+        return api.create_response(request, {"detail": "Not found"}, status=404)
+
+    def forbidden(request: HttpRequest, exc: object) -> HttpResponse:
+        return api.create_response(request, {"detail": str(exc) or "Forbidden"}, status=403)
+
+    def invalid(request: HttpRequest, exc: object) -> HttpResponse:
+        messages = exc.messages if isinstance(exc, ValidationError) else [str(exc)]
+        return api.create_response(request, {"detail": "; ".join(messages)}, status=400)
+
+    api.add_exception_handler(Http404, not_found)
+    api.add_exception_handler(PermissionDenied, forbidden)
+    api.add_exception_handler(ValidationError, invalid)

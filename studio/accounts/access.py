@@ -7,6 +7,7 @@ not found either (404), so a URL cannot pair one project's slug with another's e
 
 from __future__ import annotations
 
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
@@ -17,7 +18,7 @@ from studio.projects.models import Project
 from studio.runs.models import TryRun
 
 
-def project_for(user: object, slug: str, *, edit: bool = False) -> tuple[Project, Role]:
+def project_for(user: User, slug: str, *, edit: bool = False) -> tuple[Project, Role]:
     """The project and the user's role on it; `edit` asks for an author (403 otherwise)."""
     project = Project.objects.filter(slug=slug).first()
     if project is None:
@@ -25,7 +26,7 @@ def project_for(user: object, slug: str, *, edit: bool = False) -> tuple[Project
     return project, _role_on(project, user, edit=edit)
 
 
-def _role_on(project: Project, user: object, *, edit: bool) -> Role:
+def _role_on(project: Project, user: User, *, edit: bool) -> Role:
     role = project.role_of(user)
     if role is None:
         raise Http404("No such project")
@@ -34,7 +35,7 @@ def _role_on(project: Project, user: object, *, edit: bool) -> Role:
     return role
 
 
-def eval_for(user: object, pk: int, *, slug: str | None = None, edit: bool = False) -> tuple[Eval, Role]:
+def eval_for(user: User, pk: int, *, slug: str | None = None, edit: bool = False) -> tuple[Eval, Role]:
     """The eval and the user's role on its project (project, endpoint and author joined)."""
     rows = Eval.objects.select_related("project", "endpoint", "created_by").filter(pk=pk)
     if slug is not None:
@@ -45,7 +46,7 @@ def eval_for(user: object, pk: int, *, slug: str | None = None, edit: bool = Fal
     return ev, _role_on(ev.project, user, edit=edit)
 
 
-def run_for(user: object, pk: int, *, slug: str | None = None, edit: bool = False) -> tuple[TryRun, Role]:
+def run_for(user: User, pk: int, *, slug: str | None = None, edit: bool = False) -> tuple[TryRun, Role]:
     """The try-it run and the user's role on its project (project, endpoint and author joined)."""
     rows = TryRun.objects.select_related("project", "endpoint", "created_by").filter(pk=pk)
     if slug is not None:
@@ -56,17 +57,17 @@ def run_for(user: object, pk: int, *, slug: str | None = None, edit: bool = Fals
     return run, _role_on(run.project, user, edit=edit)
 
 
-def can_manage_endpoints(user: object) -> bool:
+def can_manage_endpoints(user: User) -> bool:
     """Model endpoints are shared by every project: staff add, change and check them."""
     return bool(getattr(user, "is_staff", False) or getattr(user, "is_superuser", False))
 
 
-def require_endpoint_manager(user: object) -> None:
+def require_endpoint_manager(user: User) -> None:
     if not can_manage_endpoints(user):
         raise PermissionDenied("only staff may change model endpoints")
 
 
-def endpoint_for(user: object, pk: int, *, manage: bool = False) -> Endpoint:
+def endpoint_for(user: User, pk: int, *, manage: bool = False) -> Endpoint:
     """The endpoint (every signed-in user may read one; 404 when there is none); with
     `manage`, 403 unless the user is staff."""
     if manage:
@@ -77,7 +78,7 @@ def endpoint_for(user: object, pk: int, *, manage: bool = False) -> Endpoint:
     return endpoint
 
 
-def visible_projects(user: object) -> list[Project]:
+def visible_projects(user: User) -> list[Project]:
     qs = Project.objects.all()
     if not getattr(user, "is_superuser", False):
         qs = qs.filter(memberships__user=user)

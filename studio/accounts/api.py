@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.http import HttpRequest
 from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError
 
 from studio.accounts.models import ApiToken
 from studio.errors import ERRORS
+from studio.http import StudioRequest
 
 router = Router(tags=["accounts"])
 
@@ -45,7 +45,7 @@ def _out(row: ApiToken) -> TokenOut:
 
 
 @router.get("", response={200: list[TokenOut], **ERRORS}, summary="Your API tokens")
-def list_tokens(request: HttpRequest) -> list[TokenOut]:
+def list_tokens(request: StudioRequest) -> list[TokenOut]:
     return [_out(row) for row in ApiToken.objects.filter(user=request.user).order_by("-created_at", "-pk")]
 
 
@@ -54,7 +54,7 @@ def list_tokens(request: HttpRequest) -> list[TokenOut]:
     response={201: TokenCreatedOut, **ERRORS},
     summary="Make an API token (its plaintext is in this answer only)",
 )
-def create_token(request: HttpRequest, body: TokenIn) -> Status[TokenCreatedOut]:
+def create_token(request: StudioRequest, body: TokenIn) -> Status[TokenCreatedOut]:
     name = body.name.strip()
     if not name or len(name) > 100:
         raise HttpError(400, "give the token a name of 1-100 characters")
@@ -63,7 +63,7 @@ def create_token(request: HttpRequest, body: TokenIn) -> Status[TokenCreatedOut]
 
 
 @router.delete("/{token_id}", response={204: None, **ERRORS}, summary="Revoke one of your tokens")
-def revoke_token(request: HttpRequest, token_id: int) -> Status[None]:
+def revoke_token(request: StudioRequest, token_id: int) -> Status[None]:
     if not ApiToken.objects.filter(pk=token_id, user=request.user).update(revoked=True):
         raise HttpError(404, f"you have no token {token_id}")
     return Status(204, None)

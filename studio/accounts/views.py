@@ -1,14 +1,15 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from studio.accounts.models import ApiToken
+from studio.http import StudioRequest
 
 
-def tokens_list(request: HttpRequest) -> HttpResponse:
+def tokens_list(request: StudioRequest) -> HttpResponse:
     issued = None
     if request.method == "POST":
         name = request.POST.get("name", "").strip()
@@ -21,7 +22,7 @@ def tokens_list(request: HttpRequest) -> HttpResponse:
 
 
 @require_POST
-def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
+def token_revoke(request: StudioRequest, token_id: int) -> HttpResponse:
     token = get_object_or_404(ApiToken, pk=token_id, user=request.user)
     token.revoked = True
     token.save(update_fields=["revoked"])

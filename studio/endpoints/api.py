@@ -9,7 +9,6 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Router, Schema, Status
 from ninja.errors import HttpError
@@ -18,6 +17,7 @@ from studio.accounts.access import can_manage_endpoints, endpoint_for, require_e
 from studio.endpoints.forms import EndpointForm
 from studio.endpoints.models import Endpoint
 from studio.errors import ERRORS
+from studio.http import StudioRequest
 from studio.redaction import visible_check
 
 router = Router(tags=["endpoints"])
@@ -43,7 +43,7 @@ class EndpointOut(Schema):
     last_check: dict[str, Any] | None
 
 
-def _out(endpoint: Endpoint, request: HttpRequest) -> EndpointOut:
+def _out(endpoint: Endpoint, request: StudioRequest) -> EndpointOut:
     """The endpoint as this reader sees it: check details for staff only."""
     return EndpointOut(
         id=endpoint.pk,
@@ -58,17 +58,17 @@ def _out(endpoint: Endpoint, request: HttpRequest) -> EndpointOut:
 
 
 @router.get("", response={200: list[EndpointOut], **ERRORS}, summary="The model endpoints")
-def list_endpoints(request: HttpRequest) -> list[EndpointOut]:
+def list_endpoints(request: StudioRequest) -> list[EndpointOut]:
     return [_out(endpoint, request) for endpoint in Endpoint.objects.all()]
 
 
 @router.get("/{endpoint_id}", response={200: EndpointOut, **ERRORS}, summary="One model endpoint")
-def get_endpoint(request: HttpRequest, endpoint_id: int) -> EndpointOut:
+def get_endpoint(request: StudioRequest, endpoint_id: int) -> EndpointOut:
     return _out(endpoint_for(request.user, endpoint_id), request)
 
 
 @router.post("", response={201: EndpointOut, **ERRORS}, summary="Add a model endpoint (staff)")
-def create_endpoint(request: HttpRequest, payload: EndpointIn) -> Status[EndpointOut]:
+def create_endpoint(request: StudioRequest, payload: EndpointIn) -> Status[EndpointOut]:
     require_endpoint_manager(request.user)
     form = EndpointForm(data=payload.dict())
     if not form.is_valid():
@@ -84,7 +84,7 @@ def create_endpoint(request: HttpRequest, payload: EndpointIn) -> Status[Endpoin
 
 
 @router.post("/{endpoint_id}/check", response={202: EndpointOut, **ERRORS}, summary="Check a model endpoint (staff)")
-def check_endpoint(request: HttpRequest, endpoint_id: int) -> Status[EndpointOut]:
+def check_endpoint(request: StudioRequest, endpoint_id: int) -> Status[EndpointOut]:
     endpoint = endpoint_for(request.user, endpoint_id, manage=True)
     from studio.endpoints.tasks import check_endpoint as check_task
 

@@ -8,7 +8,7 @@ from studio.endpoints.execute import spec_problem
 from studio.endpoints.models import Endpoint
 
 
-class EndpointForm(forms.ModelForm):  # type: ignore[type-arg]
+class EndpointForm(forms.ModelForm):
     class Meta:
         model = Endpoint
         fields = ["name", "spec", "key_env", "price_in", "price_out", "concurrency"]

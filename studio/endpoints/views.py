@@ -8,7 +8,7 @@ import os
 from datetime import datetime, timedelta
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
@@ -18,6 +18,7 @@ from studio.accounts.access import can_manage_endpoints, endpoint_for, require_e
 from studio.endpoints.execute import plain_number
 from studio.endpoints.forms import EndpointForm
 from studio.endpoints.models import Endpoint
+from studio.http import StudioRequest
 
 # A check still queued after this long is reported (is a worker running?) and the
 # page stops asking.
@@ -42,7 +43,7 @@ def _decorate(endpoint: Endpoint) -> Endpoint:
     return endpoint
 
 
-def endpoints_list(request: HttpRequest) -> HttpResponse:
+def endpoints_list(request: StudioRequest) -> HttpResponse:
     endpoints = [_decorate(e) for e in Endpoint.objects.all()]
     context = {"endpoints": endpoints, "can_manage": can_manage_endpoints(request.user)}
     if request.htmx:
@@ -50,7 +51,7 @@ def endpoints_list(request: HttpRequest) -> HttpResponse:
     return render(request, "endpoints/list.html", context)
 
 
-def endpoint_create(request: HttpRequest) -> HttpResponse:
+def endpoint_create(request: StudioRequest) -> HttpResponse:
     require_endpoint_manager(request.user)
     form = EndpointForm(request.POST or None)
     if request.method != "POST" or not form.is_valid():
@@ -63,7 +64,7 @@ def endpoint_create(request: HttpRequest) -> HttpResponse:
     return redirect("endpoints-list")
 
 
-def endpoint_edit(request: HttpRequest, endpoint_id: int) -> HttpResponse:
+def endpoint_edit(request: StudioRequest, endpoint_id: int) -> HttpResponse:
     endpoint = endpoint_for(request.user, endpoint_id, manage=True)
     form = EndpointForm(request.POST or None, instance=endpoint)
     if request.method != "POST" or not form.is_valid():
@@ -78,7 +79,7 @@ def endpoint_edit(request: HttpRequest, endpoint_id: int) -> HttpResponse:
 
 
 @require_POST
-def endpoint_delete(request: HttpRequest, endpoint_id: int) -> HttpResponse:
+def endpoint_delete(request: StudioRequest, endpoint_id: int) -> HttpResponse:
     endpoint = endpoint_for(request.user, endpoint_id, manage=True)
     endpoint.delete()
     messages.success(request, f"Endpoint {endpoint.name} deleted.")
@@ -86,7 +87,7 @@ def endpoint_delete(request: HttpRequest, endpoint_id: int) -> HttpResponse:
 
 
 @require_http_methods(["GET", "POST"])
-def endpoint_check(request: HttpRequest, endpoint_id: int) -> HttpResponse:
+def endpoint_check(request: StudioRequest, endpoint_id: int) -> HttpResponse:
     """POST: queue a check (a Celery task) and answer with the polling fragment.
     GET: the fragment, polled every second while the check is queued or running;
     286 (stop polling) once it has a result."""

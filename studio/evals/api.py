@@ -12,7 +12,6 @@ from datetime import datetime
 from typing import Any
 
 from django.db.models import Count, Q, QuerySet
-from django.http import HttpRequest
 from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError
 
@@ -21,6 +20,7 @@ from studio.errors import CONFLICT, ERRORS
 from studio.evals import results, shared
 from studio.evals.models import Eval, EvalCase
 from studio.evals.start import EvalRefused, cancel_eval, start_eval
+from studio.http import StudioRequest
 
 router = Router(tags=["evals"])
 
@@ -132,12 +132,12 @@ def eval_out(ev: Eval, counts: dict[str, int] | None = None) -> EvalOut:
     )
 
 
-def _eval(request: HttpRequest, eval_id: int, *, edit: bool = False) -> Eval:
+def _eval(request: StudioRequest, eval_id: int, *, edit: bool = False) -> Eval:
     return eval_for(request.user, eval_id, edit=edit)[0]  # 404 for strangers, 403 for readers on writes
 
 
 @router.post("", response={201: StartOut, **ERRORS_409}, summary="Start an eval (one per endpoint)")
-def start(request: HttpRequest, payload: EvalIn) -> Status[StartOut]:
+def start(request: StudioRequest, payload: EvalIn) -> Status[StartOut]:
     project, _ = project_for(request.user, payload.project, edit=True)
     try:
         evals = start_eval(
@@ -155,19 +155,19 @@ def start(request: HttpRequest, payload: EvalIn) -> Status[StartOut]:
 
 
 @router.get("", response={200: list[EvalOut], **ERRORS}, summary="A project's evals, newest first")
-def list_evals(request: HttpRequest, project: str, limit: int = 50) -> list[EvalOut]:
+def list_evals(request: StudioRequest, project: str, limit: int = 50) -> list[EvalOut]:
     found, _ = project_for(request.user, project)
     rows = with_counts(Eval.objects.filter(project=found).select_related("project", "endpoint", "created_by"))
     return [eval_out(ev, counts_annotated(ev)) for ev in rows[: max(1, min(limit, 200))]]
 
 
 @router.get("/{eval_id}", response={200: EvalOut, **ERRORS}, summary="An eval's status and counts")
-def get_eval(request: HttpRequest, eval_id: int) -> EvalOut:
+def get_eval(request: StudioRequest, eval_id: int) -> EvalOut:
     return eval_out(_eval(request, eval_id))
 
 
 @router.post("/{eval_id}/cancel", response={200: EvalOut, **ERRORS_409}, summary="Cancel an eval")
-def cancel(request: HttpRequest, eval_id: int) -> EvalOut:
+def cancel(request: StudioRequest, eval_id: int) -> EvalOut:
     ev = _eval(request, eval_id, edit=True)
     if not cancel_eval(ev) and ev.status == Eval.Status.DONE:
         raise HttpError(409, f"eval {ev.pk} already finished; there is nothing to cancel")
@@ -178,7 +178,7 @@ def cancel(request: HttpRequest, eval_id: int) -> EvalOut:
 @router.post(
     "/{eval_id}/baseline", response={200: EvalOut, **ERRORS_409}, summary="Mark an eval as its project's baseline"
 )
-def baseline(request: HttpRequest, eval_id: int) -> EvalOut:
+def baseline(request: StudioRequest, eval_id: int) -> EvalOut:
     ev = _eval(request, eval_id, edit=True)
     if ev.status != Eval.Status.DONE:
         raise HttpError(409, f"eval {ev.pk} is {ev.status}; only a finished eval can be the baseline")
@@ -191,7 +191,7 @@ def baseline(request: HttpRequest, eval_id: int) -> EvalOut:
     response={200: GateOut, **ERRORS_409},
     summary="Does the eval pass its project's baseline? (for CI)",
 )
-def gate(request: HttpRequest, eval_id: int) -> GateOut:
+def gate(request: StudioRequest, eval_id: int) -> GateOut:
     ev = _eval(request, eval_id)
     if ev.status != Eval.Status.DONE:
         raise HttpError(

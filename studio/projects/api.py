@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.utils import timezone
 from dulwich.objects import Commit
 from ninja import File, Form, Router, Status, UploadedFile
@@ -23,6 +23,7 @@ from runtime.paths import path_problem, shown
 from studio.accounts.access import project_for, visible_projects
 from studio.accounts.models import Membership, Role
 from studio.errors import CONFLICT, ERRORS
+from studio.http import StudioRequest
 from studio.projects.archives import ArchiveRefused, read_archive
 from studio.projects.execute import PACK_PREFIX, validate_files
 from studio.projects.forms import example_choices
@@ -59,8 +60,8 @@ LAYOUTS = ("unified", "side-by-side")
 # -- helpers -------------------------------------------------------------------------------
 
 
-def _user(request: HttpRequest) -> User:
-    return request.user  # type: ignore[return-value]  # authenticated by the API's auth
+def _user(request: StudioRequest) -> User:
+    return request.user  # signed in: the API's auth (studio.http.StudioRequest)
 
 
 def _display(user: User) -> str:
@@ -68,7 +69,7 @@ def _display(user: User) -> str:
 
 
 def _project_out(project: Project, role: Role, creators: dict[int, str] | None = None) -> ProjectOut:
-    creator = (creators or {}).get(project.created_by_id) or project.created_by.username  # type: ignore[attr-defined]
+    creator = (creators or {}).get(project.created_by_id) or project.created_by.username
     return ProjectOut(
         slug=project.slug,
         name=project.name,
@@ -163,18 +164,16 @@ def _unified(change: FileChange) -> str:
 
 
 @router.get("", response={200: list[ProjectOut], **ERRORS}, summary="List the projects you can see")
-def list_projects(request: HttpRequest) -> list[ProjectOut]:
+def list_projects(request: StudioRequest) -> list[ProjectOut]:
     user = _user(request)
     projects = visible_projects(user)
     roles = dict(Membership.objects.filter(user=user, project__in=projects).values_list("project_id", "role"))
-    creators = dict(
-        User.objects.filter(pk__in={p.created_by_id for p in projects}).values_list("pk", "username")  # type: ignore[attr-defined]
-    )
+    creators = dict(User.objects.filter(pk__in={p.created_by_id for p in projects}).values_list("pk", "username"))
     return [_project_out(p, Role(roles.get(p.pk, Role.AUTHOR)), creators) for p in projects]
 
 
 def _create(
-    request: HttpRequest, slug: str, name: str, description: str, files: dict[str, bytes], message: str
+    request: StudioRequest, slug: str, name: str, description: str, files: dict[str, bytes], message: str
 ) -> Project:
     if Project.objects.filter(slug=slug).exists():
         raise HttpError(409, f"a project with slug {slug!r} exists; choose another slug")
@@ -198,7 +197,7 @@ def _create(
 @router.post(
     "", response={201: ProjectOut, **ERRORS, **CONFLICT}, summary="Create a project: empty, or from an example pack"
 )
-def create(request: HttpRequest, body: ProjectIn) -> Status[ProjectOut]:
+def create(request: StudioRequest, body: ProjectIn) -> Status[ProjectOut]:
     files: dict[str, bytes] = {}
     message = "Create empty project"
     if body.example:
@@ -216,7 +215,7 @@ def create(request: HttpRequest, body: ProjectIn) -> Status[ProjectOut]:
     summary="Create a project from an uploaded pack (.zip or .tar.gz)",
 )
 def upload(
-    request: HttpRequest,
+    request: StudioRequest,
     slug: Form[str],
     archive: File[UploadedFile],
     name: Form[str] = "",
@@ -240,7 +239,7 @@ def upload(
 
 
 @router.get("/{slug}", response={200: ProjectOut, **ERRORS}, summary="One project")
-def detail(request: HttpRequest, slug: str) -> ProjectOut:
+def detail(request: StudioRequest, slug: str) -> ProjectOut:
     project, role = project_for(request.user, slug)
     return _project_out(project, role)
 
@@ -253,7 +252,7 @@ def detail(request: HttpRequest, slug: str) -> ProjectOut:
     response={200: list[VersionOut], **ERRORS},
     summary="History: the commits on the project, newest first",
 )
-def versions(request: HttpRequest, slug: str, limit: int = 200) -> list[VersionOut]:
+def versions(request: StudioRequest, slug: str, limit: int = 200) -> list[VersionOut]:
     project, _ = project_for(request.user, slug)
     if not 1 <= limit <= 10_000:
         raise HttpError(400, "limit must be between 1 and 10000")
@@ -273,7 +272,7 @@ def versions(request: HttpRequest, slug: str, limit: int = 200) -> list[VersionO
 
 
 @router.get("/{slug}/files", response={200: FileListOut, **ERRORS}, summary="The pack's files at a version")
-def list_files(request: HttpRequest, slug: str, version: str | None = None) -> FileListOut:
+def list_files(request: StudioRequest, slug: str, version: str | None = None) -> FileListOut:
     project, _ = project_for(request.user, slug)
     repo = _repo(project)
     sha = _resolve(repo, version)
@@ -286,7 +285,7 @@ def list_files(request: HttpRequest, slug: str, version: str | None = None) -> F
     response={200: FileOut, **ERRORS, 422: ErrorOut},
     summary="One file's content at a version",
 )
-def read_file(request: HttpRequest, slug: str, path: str, version: str | None = None) -> FileOut:
+def read_file(request: StudioRequest, slug: str, path: str, version: str | None = None) -> FileOut:
     project, _ = project_for(request.user, slug)
     pack_path(path)
     repo = _repo(project)
@@ -300,7 +299,7 @@ def read_file(request: HttpRequest, slug: str, path: str, version: str | None = 
 @router.put(
     "/{slug}/files", response={200: SaveOut, **ERRORS, 409: StaleOut}, summary="Save changed files as a new version"
 )
-def save_files(request: HttpRequest, slug: str, body: FilesSaveIn) -> SaveOut | Status[StaleOut]:
+def save_files(request: StudioRequest, slug: str, body: FilesSaveIn) -> SaveOut | Status[StaleOut]:
     """Refused with 409 (and nothing written) when the project moved past `base`; the
     answer names the head and the files changed since, so the client can merge by hand."""
     project, _ = project_for(request.user, slug, edit=True)
@@ -341,7 +340,7 @@ def save_files(request: HttpRequest, slug: str, body: FilesSaveIn) -> SaveOut | 
 
 @router.get("/{slug}/diff", response={200: DiffOut, **ERRORS}, summary="What changed between two versions")
 def diff(
-    request: HttpRequest, slug: str, a: str | None = None, b: str | None = None, layout: str = "unified"
+    request: StudioRequest, slug: str, a: str | None = None, b: str | None = None, layout: str = "unified"
 ) -> DiffOut:
     """`b` defaults to the head and `a` to b's parent. `layout=unified` gives each file a
     unified diff; `layout=side-by-side` gives rows (old line, old text, new line, new text, kind)."""
@@ -379,7 +378,7 @@ def diff(
     response={200: ValidateOut, **ERRORS},
     summary="Load a version (with unsaved files laid over it) and report every problem",
 )
-def validate(request: HttpRequest, slug: str, body: ValidateIn) -> ValidateOut:
+def validate(request: StudioRequest, slug: str, body: ValidateIn) -> ValidateOut:
     project, _ = project_for(request.user, slug)
     overlay = _check_changes(body.files)
     repo = _repo(project)
@@ -422,7 +421,7 @@ _ARCHIVE_DOC = {
     openapi_extra=_ARCHIVE_DOC,
     summary="A version of the pack as a .zip or .tar.gz (one folder named after the project)",
 )
-def download(request: HttpRequest, slug: str, version: str | None = None, format: str = "zip") -> HttpResponse:
+def download(request: StudioRequest, slug: str, version: str | None = None, format: str = "zip") -> HttpResponse:
     project, _ = project_for(request.user, slug)
     if format not in ARCHIVE_TYPES:
         raise HttpError(400, f"unknown format {format!r}; use zip or tar.gz")

@@ -91,8 +91,8 @@ class DiffRowOut(Schema):
 class DiffFileOut(Schema):
     path: str
     status: str
-    unified: str | None = Field(None, description="a unified diff (layout=unified)")
-    rows: list[DiffRowOut] | None = Field(None, description="side-by-side rows (layout=side-by-side)")
+    unified: str | None = Field(default=None, description="a unified diff (layout=unified)")
+    rows: list[DiffRowOut] | None = Field(default=None, description="side-by-side rows (layout=side-by-side)")
 
 
 class DiffOut(Schema):
@@ -103,7 +103,7 @@ class DiffOut(Schema):
 
 
 class ValidateIn(Schema):
-    version: str | None = Field(None, description="the version to validate (default: the head)")
+    version: str | None = Field(default=None, description="the version to validate (default: the head)")
     files: dict[str, str | None] = Field(
         default_factory=dict,
         description="pack-relative path -> content laid over the version (null removes a file), "

@@ -10,7 +10,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.http import HttpRequest
 from ninja import Router, Schema, Status
 from ninja.errors import HttpError
 
@@ -18,6 +17,7 @@ from studio.accounts.access import project_for, run_for
 from studio.accounts.models import Role
 from studio.endpoints.models import Endpoint
 from studio.errors import ERRORS
+from studio.http import StudioRequest
 from studio.redaction import visible_trace
 from studio.runs import execute
 from studio.runs.models import TryRun
@@ -73,7 +73,7 @@ def _out(run: TryRun, role: Role) -> RunOut:
 
 
 @router.post("", response={201: RunOut, **ERRORS}, summary="Start a try-it run")
-def create_run(request: HttpRequest, payload: RunIn) -> Status[RunOut]:
+def create_run(request: StudioRequest, payload: RunIn) -> Status[RunOut]:
     project, _ = project_for(request.user, payload.project, edit=True)
     endpoint = None
     if payload.endpoint:
@@ -92,6 +92,6 @@ def create_run(request: HttpRequest, payload: RunIn) -> Status[RunOut]:
 
 
 @router.get("/{run_id}", response={200: RunOut, **ERRORS}, summary="A try-it run and its trace so far")
-def get_run(request: HttpRequest, run_id: int) -> RunOut:
+def get_run(request: StudioRequest, run_id: int) -> RunOut:
     run, role = run_for(request.user, run_id)
     return _out(run, role)

@@ -8,7 +8,7 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect
+from django.http import HttpResponse, HttpResponsePermanentRedirect
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -17,6 +17,7 @@ from django_htmx.http import HttpResponseStopPolling
 
 from runtime import NODE_KINDS
 from studio.accounts.access import project_for, run_for
+from studio.http import StudioRequest
 from studio.projects.storage import PackRepo
 from studio.redaction import visible_trace
 from studio.runs import execute
@@ -33,7 +34,7 @@ def _pretty(value: Any) -> str:
 
 
 @require_http_methods(["GET", "POST"])
-def try_new(request: HttpRequest, slug: str) -> HttpResponse:
+def try_new(request: StudioRequest, slug: str) -> HttpResponse:
     project, _ = project_for(request.user, slug, edit=True)
     versions = PackRepo(project.repo_path).log(limit=50)
     problem = refused = None
@@ -71,7 +72,7 @@ def try_new(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "runs/new.html", context, status=400 if request.method == "POST" else 200)
 
 
-def run_detail(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
+def run_detail(request: StudioRequest, slug: str, run_id: int) -> HttpResponse:
     run, role = run_for(request.user, run_id, slug=slug)
     project = run.project
     steps = execute.trace_steps(visible_trace(run.trace or {}, role))
@@ -103,7 +104,7 @@ def run_detail(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
 # -- the URLs before /p/<slug>/ (docs/studio.md); a stranger still gets 404 --------------
 
 
-def try_new_moved(request: HttpRequest) -> HttpResponsePermanentRedirect:
+def try_new_moved(request: StudioRequest) -> HttpResponsePermanentRedirect:
     project, _ = project_for(request.user, request.GET.get("project", ""))
     response = HttpResponsePermanentRedirect(reverse("runs-new", args=[project.slug]))
     if request.method == "POST":
@@ -111,6 +112,6 @@ def try_new_moved(request: HttpRequest) -> HttpResponsePermanentRedirect:
     return response
 
 
-def run_moved(request: HttpRequest, run_id: int) -> HttpResponsePermanentRedirect:
+def run_moved(request: StudioRequest, run_id: int) -> HttpResponsePermanentRedirect:
     run, _ = run_for(request.user, run_id)
     return HttpResponsePermanentRedirect(reverse("runs-detail", args=[run.project.slug, run.pk]))

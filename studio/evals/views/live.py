@@ -9,11 +9,11 @@ and the poller stops with 286 once the eval has ended."""
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
@@ -25,6 +25,7 @@ from studio.endpoints.models import Endpoint
 from studio.evals import shared, start
 from studio.evals.models import Eval
 from studio.host_tools import registry_broken, tool_registry, tools_problem
+from studio.http import StudioRequest
 from studio.projects.execute import PACK_PREFIX, validate_files
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo, StorageError
@@ -55,10 +56,11 @@ class EvalStartForm(forms.Form):
 
     def __init__(self, *args: Any, versions: list[tuple[str, str]], default_model: str | None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["version"].choices = versions
+        # both declared above as choice fields; `fields` is typed as holding any Field
+        cast(forms.ChoiceField, self.fields["version"]).choices = versions
         choices = [(OWN_MODEL, f"the pack's own model ({default_model})")] if default_model else []
         choices += [(str(e.pk), f"{e.name} ({e.spec})") for e in Endpoint.objects.all()]
-        self.fields["endpoints"].choices = choices
+        cast(forms.ChoiceField, self.fields["endpoints"]).choices = choices
         if choices:
             self.fields["endpoints"].initial = [choices[0][0]]
 
@@ -86,7 +88,7 @@ def _head_pack(project: Project) -> tuple[Any, str | None]:
 
 
 @require_http_methods(["GET", "POST"])
-def eval_new(request: HttpRequest, slug: str) -> HttpResponse:
+def eval_new(request: StudioRequest, slug: str) -> HttpResponse:
     project, _ = project_for(request.user, slug, edit=True)
     try:
         log = PackRepo(project.repo_path).log(limit=50)
@@ -160,7 +162,7 @@ def progress_context(ev: Eval, can_edit: bool) -> dict[str, Any]:
     }
 
 
-def _progress(request: HttpRequest, ev: Eval, can_edit: bool) -> HttpResponse:
+def _progress(request: StudioRequest, ev: Eval, can_edit: bool) -> HttpResponse:
     context = progress_context(ev, can_edit)
     page = render(request, "evals/run_detail.html#eval-progress", context)
     if context["ended"]:
@@ -168,7 +170,7 @@ def _progress(request: HttpRequest, ev: Eval, can_edit: bool) -> HttpResponse:
     return page
 
 
-def eval_detail(request: HttpRequest, slug: str, eval_id: int) -> HttpResponse:
+def eval_detail(request: StudioRequest, slug: str, eval_id: int) -> HttpResponse:
     ev, role = eval_for(request.user, eval_id, slug=slug)
     project = ev.project
     if request.htmx:
@@ -183,7 +185,7 @@ def eval_detail(request: HttpRequest, slug: str, eval_id: int) -> HttpResponse:
 
 
 @require_POST
-def eval_cancel(request: HttpRequest, slug: str, eval_id: int) -> HttpResponse:
+def eval_cancel(request: StudioRequest, slug: str, eval_id: int) -> HttpResponse:
     ev, _ = eval_for(request.user, eval_id, slug=slug, edit=True)
     cancelled = start.cancel_eval(ev)
     ev.refresh_from_db()

@@ -4,13 +4,14 @@ so a redirect never reveals which project an eval belongs to."""
 
 from __future__ import annotations
 
-from django.http import Http404, HttpRequest, HttpResponsePermanentRedirect
+from django.http import Http404, HttpResponsePermanentRedirect
 from django.urls import reverse
 
 from studio.accounts.access import eval_for, project_for
+from studio.http import StudioRequest
 
 
-def _to(request: HttpRequest, url: str) -> HttpResponsePermanentRedirect:
+def _to(request: StudioRequest, url: str) -> HttpResponsePermanentRedirect:
     """301 for reads; 308 for a form post, so it arrives as a POST (with its CSRF token)."""
     query = request.META.get("QUERY_STRING", "")
     response = HttpResponsePermanentRedirect(f"{url}?{query}" if query else url)
@@ -19,17 +20,17 @@ def _to(request: HttpRequest, url: str) -> HttpResponsePermanentRedirect:
     return response
 
 
-def eval_moved(request: HttpRequest, eval_id: int, rest: str = "") -> HttpResponsePermanentRedirect:
+def eval_moved(request: StudioRequest, eval_id: int, rest: str = "") -> HttpResponsePermanentRedirect:
     ev, _ = eval_for(request.user, eval_id)
     return _to(request, reverse("evals-detail", args=[ev.project.slug, ev.pk]) + rest)
 
 
-def eval_new_moved(request: HttpRequest) -> HttpResponsePermanentRedirect:
+def eval_new_moved(request: StudioRequest) -> HttpResponsePermanentRedirect:
     project, _ = project_for(request.user, request.GET.get("project", ""))
     return HttpResponsePermanentRedirect(reverse("evals-new", args=[project.slug]))
 
 
-def eval_compare_moved(request: HttpRequest) -> HttpResponsePermanentRedirect:
+def eval_compare_moved(request: StudioRequest) -> HttpResponsePermanentRedirect:
     raw = request.GET.get("a", "")
     if not raw.isdigit():
         raise Http404("No such eval")
@@ -37,6 +38,6 @@ def eval_compare_moved(request: HttpRequest) -> HttpResponsePermanentRedirect:
     return _to(request, reverse("evals-compare", args=[ev.project.slug]))
 
 
-def eval_history_moved(request: HttpRequest, slug: str) -> HttpResponsePermanentRedirect:
+def eval_history_moved(request: StudioRequest, slug: str) -> HttpResponsePermanentRedirect:
     project, _ = project_for(request.user, slug)
     return HttpResponsePermanentRedirect(reverse("evals-history", args=[project.slug]))

@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
@@ -29,6 +29,7 @@ from studio.accounts.access import eval_for, project_for
 from studio.accounts.models import Role
 from studio.evals import charts, results
 from studio.evals.models import Eval, EvalCase
+from studio.http import StudioRequest
 from studio.projects.execute import PACK_PREFIX, validate_files
 from studio.projects.graph_svg import draw
 from studio.projects.storage import PackRepo, StorageError
@@ -41,7 +42,7 @@ FRAGMENT_FRAME = "_fragment.html"  # what a section base extends for an htmx swa
 # -- shared -------------------------------------------------------------------------------
 
 
-def open_eval(request: HttpRequest, slug: str, eval_id: int) -> tuple[Eval, Role]:
+def open_eval(request: StudioRequest, slug: str, eval_id: int) -> tuple[Eval, Role]:
     """The eval and the user's role on its project. Unknown eval, another project's, or a stranger: 404."""
     return eval_for(request.user, eval_id, slug=slug)
 
@@ -89,7 +90,7 @@ def context_for(ev: Eval, role: Role, active: str, **extra: Any) -> dict[str, An
 
 
 def page(
-    request: HttpRequest, template: str, context: dict[str, Any], status: int = 200, fragments: tuple[str, ...] = ()
+    request: StudioRequest, template: str, context: dict[str, Any], status: int = 200, fragments: tuple[str, ...] = ()
 ) -> HttpResponse:
     """The full page; for htmx, the fragment its target names: `results-page` (the
     default: the section of evals/base.html, framed without the site header) or one of
@@ -189,7 +190,7 @@ def baseline_panel(ev: Eval) -> dict[str, Any] | None:
     }
 
 
-def eval_summary(request: HttpRequest, slug: str, eval_id: int) -> HttpResponse:
+def eval_summary(request: StudioRequest, slug: str, eval_id: int) -> HttpResponse:
     ev, role = open_eval(request, slug, eval_id)
     shown = summary_context(ev)
     tier_rows = shown["summary"]["tiers"]["rows"]
@@ -216,7 +217,7 @@ def eval_summary(request: HttpRequest, slug: str, eval_id: int) -> HttpResponse:
 
 
 @require_POST
-def eval_mark_baseline(request: HttpRequest, slug: str, eval_id: int) -> HttpResponse:
+def eval_mark_baseline(request: StudioRequest, slug: str, eval_id: int) -> HttpResponse:
     """Authors make a finished eval the project's baseline (or clear it)."""
     ev, role = open_eval(request, slug, eval_id)
     if not role.can_edit:
@@ -245,7 +246,7 @@ def eval_mark_baseline(request: HttpRequest, slug: str, eval_id: int) -> HttpRes
     return _after_baseline(request, ev, role)
 
 
-def _after_baseline(request: HttpRequest, ev: Eval, role: Role, status: int = 200) -> HttpResponse:
+def _after_baseline(request: StudioRequest, ev: Eval, role: Role, status: int = 200) -> HttpResponse:
     if request.htmx:
         context = context_for(ev, role, "summary", gate=baseline_panel(ev), flash=True)
         return render(request, "evals/results_summary.html#baseline-panel", context, status=status)
@@ -267,7 +268,7 @@ def _terminal(kind: str) -> bool:
     return found is not None and found.terminal
 
 
-def eval_blame(request: HttpRequest, slug: str, eval_id: int) -> HttpResponse:
+def eval_blame(request: StudioRequest, slug: str, eval_id: int) -> HttpResponse:
     ev, role = open_eval(request, slug, eval_id)
     pack = pack_of(ev)
     blame = results.node_blame(ev, pack)
@@ -311,7 +312,7 @@ def eval_blame(request: HttpRequest, slug: str, eval_id: int) -> HttpResponse:
 # -- coverage -----------------------------------------------------------------------------
 
 
-def eval_coverage(request: HttpRequest, slug: str, eval_id: int) -> HttpResponse:
+def eval_coverage(request: StudioRequest, slug: str, eval_id: int) -> HttpResponse:
     ev, role = open_eval(request, slug, eval_id)
     pack = pack_of(ev)
     cov = results.coverage(ev, pack)
@@ -335,7 +336,7 @@ def eval_coverage(request: HttpRequest, slug: str, eval_id: int) -> HttpResponse
 # -- tiers --------------------------------------------------------------------------------
 
 
-def eval_tiers(request: HttpRequest, slug: str, eval_id: int) -> HttpResponse:
+def eval_tiers(request: StudioRequest, slug: str, eval_id: int) -> HttpResponse:
     ev, role = open_eval(request, slug, eval_id)
     split = results.tiers(ev)
     for r in split["rows"]:
@@ -385,7 +386,7 @@ def _int(value: str | None, default: int) -> int:
         return default
 
 
-def eval_cost(request: HttpRequest, slug: str, eval_id: int) -> HttpResponse:
+def eval_cost(request: StudioRequest, slug: str, eval_id: int) -> HttpResponse:
     ev, role = open_eval(request, slug, eval_id)
     table = results.cost_table(
         ev,
@@ -514,7 +515,7 @@ def trace_steps(trace: dict[str, Any], pack: Pack | None) -> list[dict[str, Any]
     return out
 
 
-def eval_case(request: HttpRequest, slug: str, eval_id: int, case_id: str, repeat: int) -> HttpResponse:
+def eval_case(request: StudioRequest, slug: str, eval_id: int, case_id: str, repeat: int) -> HttpResponse:
     ev, role = open_eval(request, slug, eval_id)
     case = EvalCase.objects.filter(eval=ev, case_id=case_id, repeat=repeat).first()
     if case is None:
@@ -555,7 +556,7 @@ def eval_case(request: HttpRequest, slug: str, eval_id: int, case_id: str, repea
 # -- compare ------------------------------------------------------------------------------
 
 
-def eval_compare(request: HttpRequest, slug: str) -> HttpResponse:
+def eval_compare(request: StudioRequest, slug: str) -> HttpResponse:
     project, role = project_for(request.user, slug)
     raw_a, raw_b = request.GET.get("a", "").strip(), request.GET.get("b", "").strip()
     if not raw_a.isdigit() or not raw_b.isdigit():
@@ -603,7 +604,7 @@ def eval_compare(request: HttpRequest, slug: str) -> HttpResponse:
 # -- history ------------------------------------------------------------------------------
 
 
-def eval_history(request: HttpRequest, slug: str) -> HttpResponse:
+def eval_history(request: StudioRequest, slug: str) -> HttpResponse:
     project, role = project_for(request.user, slug)
     try:
         log = PackRepo(project.repo_path).log(limit=1000)

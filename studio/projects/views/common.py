@@ -7,13 +7,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django_htmx.http import HttpResponseClientRedirect
 
 from studio.accounts.access import project_for
 from studio.accounts.models import Role
+from studio.http import StudioRequest
 from studio.projects.execute import PACK_PREFIX, Problem, validate_files
 from studio.projects.models import Project
 from studio.projects.storage import FileChange, PackRepo, StorageError, Version
@@ -36,7 +37,7 @@ class Opened:
         return {"project": self.project, "role": self.role, "can_edit": self.can_edit, "active": active, **extra}
 
 
-def open_project(request: HttpRequest, slug: str, *, edit: bool = False) -> Opened:
+def open_project(request: StudioRequest, slug: str, *, edit: bool = False) -> Opened:
     """Stranger: 404. Member without the right role on an edit: 403."""
     project, role = project_for(request.user, slug, edit=edit)
     try:
@@ -47,7 +48,7 @@ def open_project(request: HttpRequest, slug: str, *, edit: bool = False) -> Open
 
 
 def page(
-    request: HttpRequest, template: str, context: dict[str, object], status: int = 200, fragment: str = "project-page"
+    request: StudioRequest, template: str, context: dict[str, object], status: int = 200, fragment: str = "project-page"
 ) -> HttpResponse:
     """The full page, or for an htmx request the fragment named after the DOM id it
     replaces: `project-page` (the default: the section, everything below the site
@@ -74,7 +75,7 @@ def record_save(opened: Opened) -> None:
     opened.project.head = head
 
 
-def report_saved(request: HttpRequest, opened: Opened, sha: str, message: str) -> None:
+def report_saved(request: StudioRequest, opened: Opened, sha: str, message: str) -> None:
     messages.success(request, f"Saved {sha[:10]}: {message.strip().splitlines()[0]}")
     problems = problems_at(opened.repo, sha)
     if problems:
@@ -85,7 +86,7 @@ def report_saved(request: HttpRequest, opened: Opened, sha: str, message: str) -
         )
 
 
-def after_save(request: HttpRequest, url: str) -> HttpResponse:
+def after_save(request: StudioRequest, url: str) -> HttpResponse:
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 

@@ -7,10 +7,11 @@ typed, and the case found again by its id in the newer version."""
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from studio.http import StudioRequest
 from studio.projects.evalset import FILE, CaseForm, Row, append_line, case_line, initial_for, parse_rows, replace_line
 from studio.projects.execute import Problem, validate_files
 from studio.projects.storage import StaleBase, StorageError
@@ -39,13 +40,13 @@ def _row(rows: list[Row], line: int) -> Row:
     raise Http404(f"no case on line {line} of {FILE}")
 
 
-def evalset_table(request: HttpRequest, slug: str) -> HttpResponse:
+def evalset_table(request: StudioRequest, slug: str) -> HttpResponse:
     opened = open_project(request, slug)
     return _table(request, opened)
 
 
 def _table(
-    request: HttpRequest,
+    request: StudioRequest,
     opened: Opened,
     *,
     status: int = 200,
@@ -73,7 +74,7 @@ def _table(
     return page(request, "projects/evalset.html", context, status=status, fragment=fragment)
 
 
-def evalset_case(request: HttpRequest, slug: str, line: int | None = None) -> HttpResponse:
+def evalset_case(request: StudioRequest, slug: str, line: int | None = None) -> HttpResponse:
     """GET: the form for a new case (no line) or the case on `line`; POST: save it."""
     opened = open_project(request, slug, edit=True)
     if request.method == "POST":
@@ -85,7 +86,7 @@ def evalset_case(request: HttpRequest, slug: str, line: int | None = None) -> Ht
 
 
 def _form_page(
-    request: HttpRequest,
+    request: StudioRequest,
     opened: Opened,
     form: CaseForm,
     line: int | None,
@@ -119,7 +120,7 @@ def _form_page(
     )
 
 
-def _save_case(request: HttpRequest, opened: Opened, line: int | None) -> HttpResponse:
+def _save_case(request: StudioRequest, opened: Opened, line: int | None) -> HttpResponse:
     base = request.POST.get("base", "")
     try:
         text = _evalset_text(opened, base or None) if base else None
@@ -154,7 +155,7 @@ def _save_case(request: HttpRequest, opened: Opened, line: int | None) -> HttpRe
 
 
 def _stale_case(
-    request: HttpRequest, opened: Opened, form: CaseForm, row: Row | None, stale: StaleBase
+    request: StudioRequest, opened: Opened, form: CaseForm, row: Row | None, stale: StaleBase
 ) -> HttpResponse:
     """Refuse, keep what was typed, and point the form at the same case (by id) in
     the newer version, so saving again is a deliberate choice made after the diff."""
@@ -181,7 +182,7 @@ def _stale_case(
 
 
 @require_POST
-def evalset_delete(request: HttpRequest, slug: str, line: int) -> HttpResponse:
+def evalset_delete(request: StudioRequest, slug: str, line: int) -> HttpResponse:
     opened = open_project(request, slug, edit=True)
     base = request.POST.get("base", "")
     try:

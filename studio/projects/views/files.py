@@ -13,11 +13,12 @@ from dataclasses import dataclass
 
 from django import forms
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from studio.http import StudioRequest
 from studio.projects.execute import Problem, validate_files
 from studio.projects.storage import StaleBase, StorageError
 from studio.projects.views.common import (
@@ -94,7 +95,7 @@ def split_problems(problems: list[Problem], path: str) -> tuple[list[Problem], l
     return mine, sorted(others.items())
 
 
-def files_index(request: HttpRequest, slug: str) -> HttpResponse:
+def files_index(request: StudioRequest, slug: str) -> HttpResponse:
     opened = open_project(request, slug)
     files = pack_files(opened.repo)
     problems = validate_files(files)[1]
@@ -112,7 +113,7 @@ def files_index(request: HttpRequest, slug: str) -> HttpResponse:
     return redirect("projects-file", slug=slug, path=new)
 
 
-def file_edit(request: HttpRequest, slug: str, path: str) -> HttpResponse:
+def file_edit(request: StudioRequest, slug: str, path: str) -> HttpResponse:
     opened = open_project(request, slug, edit=request.method == "POST")
     if request.method == "POST":
         return _save(request, opened, path)
@@ -127,7 +128,7 @@ def file_edit(request: HttpRequest, slug: str, path: str) -> HttpResponse:
 
 
 def _editor(
-    request: HttpRequest,
+    request: StudioRequest,
     opened: Opened,
     path: str,
     text: str,
@@ -167,7 +168,7 @@ def _editor(
     return page(request, "projects/editor.html", context, status=status, fragment="project-page")
 
 
-def _save(request: HttpRequest, opened: Opened, path: str) -> HttpResponse:
+def _save(request: StudioRequest, opened: Opened, path: str) -> HttpResponse:
     form = SaveForm(request.POST)
     text = request.POST.get("content", "")
     base = request.POST.get("base", "")
@@ -223,7 +224,7 @@ def _files_at(opened: Opened, base: str) -> dict[str, bytes]:
 
 
 @require_POST
-def file_validate(request: HttpRequest, slug: str, path: str) -> HttpResponse:
+def file_validate(request: StudioRequest, slug: str, path: str) -> HttpResponse:
     """Validate the whole pack at `base` with `path` replaced by the posted text.
 
     Writes nothing, so any member may call it."""
@@ -250,13 +251,13 @@ def file_validate(request: HttpRequest, slug: str, path: str) -> HttpResponse:
     return page(request, "projects/editor.html", context, fragment="problems")
 
 
-def _validate_refused(request: HttpRequest, opened: Opened, path: str, error: str) -> HttpResponse:
+def _validate_refused(request: StudioRequest, opened: Opened, path: str, error: str) -> HttpResponse:
     context = opened.context("files", path=path, error=error, problems=[], mine=[], others=[])
     return page(request, "projects/editor.html", context, status=400, fragment="problems")
 
 
 @require_POST
-def file_delete(request: HttpRequest, slug: str, path: str) -> HttpResponse:
+def file_delete(request: StudioRequest, slug: str, path: str) -> HttpResponse:
     opened = open_project(request, slug, edit=True)
     form = DeleteForm(request.POST)
     if not DELETABLE.match(path):
@@ -288,7 +289,7 @@ def file_delete(request: HttpRequest, slug: str, path: str) -> HttpResponse:
     return after_save(request, reverse("projects-files", args=[opened.project.slug]))
 
 
-def _refused(request: HttpRequest, opened: Opened, path: str) -> HttpResponse:
+def _refused(request: StudioRequest, opened: Opened, path: str) -> HttpResponse:
     files = pack_files(opened.repo)
     if path not in files:
         raise Http404(f"no file {path} in this pack")

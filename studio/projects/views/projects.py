@@ -8,10 +8,11 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib import messages
 from django.db import IntegrityError
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 
 from studio.accounts.access import visible_projects
+from studio.http import StudioRequest
 from studio.projects.archives import ArchiveRefused, Limits, read_archive
 from studio.projects.execute import validate_files
 from studio.projects.forms import ProjectCreateForm
@@ -44,11 +45,11 @@ def example_files(name: str) -> dict[str, bytes]:
     }
 
 
-def projects_list(request: HttpRequest) -> HttpResponse:
+def projects_list(request: StudioRequest) -> HttpResponse:
     return render(request, "projects/list.html", {"projects": visible_projects(request.user)})
 
 
-def project_create(request: HttpRequest) -> HttpResponse:
+def project_create(request: StudioRequest) -> HttpResponse:
     form = ProjectCreateForm(request.POST or None, request.FILES or None)
     if request.method != "POST" or not form.is_valid():
         return render(request, "projects/create.html", {"form": form}, status=400 if request.method == "POST" else 200)
@@ -78,7 +79,7 @@ def project_create(request: HttpRequest) -> HttpResponse:
     return redirect("projects-overview", slug=slug)
 
 
-def project_overview(request: HttpRequest, slug: str) -> HttpResponse:
+def project_overview(request: StudioRequest, slug: str) -> HttpResponse:
     opened = open_project(request, slug)
     files = pack_files(opened.repo)
     pack, problems = validate_files(files)
@@ -97,7 +98,7 @@ def project_overview(request: HttpRequest, slug: str) -> HttpResponse:
 HISTORY_PAGE = 50
 
 
-def project_history(request: HttpRequest, slug: str) -> HttpResponse:
+def project_history(request: StudioRequest, slug: str) -> HttpResponse:
     opened = open_project(request, slug)
     raw = request.GET.get("page", "1")
     number = int(raw) if raw.isdigit() and 0 < int(raw) <= 10_000 else 1
@@ -123,7 +124,7 @@ def project_history(request: HttpRequest, slug: str) -> HttpResponse:
     )
 
 
-def project_diff(request: HttpRequest, slug: str) -> HttpResponse:
+def project_diff(request: StudioRequest, slug: str) -> HttpResponse:
     opened = open_project(request, slug)
     a, b = request.GET.get("a", "").strip(), request.GET.get("b", "").strip()
     context = opened.context("history", a=a, b=b)
@@ -143,7 +144,7 @@ def project_diff(request: HttpRequest, slug: str) -> HttpResponse:
 ARCHIVE_TYPES = {"zip": "application/zip", "tar.gz": "application/gzip"}
 
 
-def project_download(request: HttpRequest, slug: str) -> HttpResponse:
+def project_download(request: StudioRequest, slug: str) -> HttpResponse:
     opened = open_project(request, slug)
     fmt = request.GET.get("format", "zip")
     version = request.GET.get("version") or None
@@ -159,6 +160,6 @@ def project_download(request: HttpRequest, slug: str) -> HttpResponse:
     return response
 
 
-def _download_refused(request: HttpRequest, opened: Opened, message: str) -> HttpResponse:
+def _download_refused(request: StudioRequest, opened: Opened, message: str) -> HttpResponse:
     context = opened.context("history", error=message)
     return page(request, "projects/download_error.html", context, status=400)

@@ -72,8 +72,8 @@ def run(runs: int, requests: int, rows: list[dict[str, Any]]) -> list[dict[str, 
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
-    from studio.evals import results
     from studio.evals.models import Eval
+    from studio.evals.results.nodes import node_stats
     from studio.projects.models import create_project
     from studio.projects.views import example_files
     from tests.support.eval_results import fill_eval, make_eval
@@ -108,7 +108,7 @@ def run(runs: int, requests: int, rows: list[dict[str, Any]]) -> list[dict[str, 
         for _ in range(requests):
             timed(name, url, cold=False)
     # As the backend leaves a done eval: its per-node totals stored in the summary.
-    Eval.objects.filter(pk=ev.pk).update(summary={"node_stats": results.node_stats(ev)})
+    Eval.objects.filter(pk=ev.pk).update(summary={"node_stats": node_stats(ev)})
     cache.clear()
     timed("blame (stored totals)", urls["blame"], cold=True)
 

@@ -17,8 +17,9 @@ from ninja.errors import HttpError
 
 from studio.accounts.access import eval_for, project_for
 from studio.errors import CONFLICT, ERRORS
-from studio.evals import results, shared
+from studio.evals import shared
 from studio.evals.models import Eval, EvalCase
+from studio.evals.results.gate import baseline_gate, mark_baseline
 from studio.evals.start import EvalRefused, cancel_eval, start_eval
 from studio.http import StudioRequest
 
@@ -182,7 +183,7 @@ def baseline(request: StudioRequest, eval_id: int) -> EvalOut:
     ev = _eval(request, eval_id, edit=True)
     if ev.status != Eval.Status.DONE:
         raise HttpError(409, f"eval {ev.pk} is {ev.status}; only a finished eval can be the baseline")
-    results.mark_baseline(ev)
+    mark_baseline(ev)
     return eval_out(ev)
 
 
@@ -197,4 +198,4 @@ def gate(request: StudioRequest, eval_id: int) -> GateOut:
         raise HttpError(
             409, f"eval {ev.pk} is {ev.status}; only a finished eval is gated (poll GET /api/evals/{ev.pk})"
         )
-    return GateOut(eval=ev.pk, **results.baseline_gate(ev))
+    return GateOut(eval=ev.pk, **baseline_gate(ev))

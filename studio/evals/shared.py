@@ -6,7 +6,7 @@ The job modules (docs/evals.md has the full story):
 - start.py: plan an eval, write its rows, send one task per case; cancel one;
 - worker.py: claim a case, run it, write its one outcome (store.EvalCaseStore);
 - recovery.py: the per-process watcher (leases, cancels) and the sweep;
-- results.py: the metrics, the summary and the baseline gate."""
+- results/: the metrics, the summary and the baseline gate."""
 
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from studio.celery import app
-from studio.evals import results
 from studio.evals.models import Eval, EvalCase
+from studio.evals.results.nodes import node_stats
+from studio.evals.results.summary import metrics_of, summarize
 from studio.evals.settings import setting
 
 log = logging.getLogger("packforge.studio.evals")
@@ -75,12 +76,12 @@ def finalize_eval(eval_pk: int) -> bool:
 
 
 def summary_of(ev: Eval) -> dict[str, Any]:
-    """studio.evals.results.summarize(eval) and its per-node totals (kept here, so the
+    """studio.evals.results.summary.summarize(eval) and its per-node totals (kept here, so the
     blame page does not read every trace again), over the basic counts and metrics;
     only those when summarizing fails."""
-    base: dict[str, Any] = {"counts": counts_of(ev), "metrics": results.metrics_of(ev)}
+    base: dict[str, Any] = {"counts": counts_of(ev), "metrics": metrics_of(ev)}
     try:
-        return {**base, **results.summarize(ev), "node_stats": results.node_stats(ev)}
+        return {**base, **summarize(ev), "node_stats": node_stats(ev)}
     except Exception as exc:
         log.exception("summarize(eval %s) failed; storing the basic counts only", ev.pk)
         return {**base, "summary_error": f"{type(exc).__name__}: {exc}"}

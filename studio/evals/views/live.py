@@ -1,6 +1,6 @@
 """Eval pages for starting an eval and watching it run: the start form, the eval page
 (progress bar and running counts, polled by htmx until the eval ends) and the cancel
-button. The result pages are studio/evals/views/results.py.
+button. The result pages are studio/evals/views/summary.py, blame.py, cost.py, compare.py.
 
 Authors start and cancel evals; every member watches them; strangers get 404. Function
 views that return early; htmx gets the fragment named after the DOM id it replaces,

@@ -9,8 +9,12 @@ import pytest
 from django.contrib.auth.models import User
 
 from runtime import check_baseline, wilson_interval
-from studio.evals import results
 from studio.evals.models import Eval, EvalCase
+from studio.evals.results.compare import NotComparable, compare, history
+from studio.evals.results.cost import cost_table
+from studio.evals.results.gate import baseline_for, gate
+from studio.evals.results.nodes import coverage, node_blame, node_stats
+from studio.evals.results.summary import case_pass_rates, metrics_of, summarize, tiers
 from studio.projects.models import Project, create_project
 from studio.projects.views import example_files
 from tests.support.eval_results import (
@@ -34,7 +38,7 @@ def test_it_computes_the_pass_rate_with_a_wilson_interval(project: Project, owne
     add_run(ev, "e1", status="error", tier="")
     add_run(ev, "q1", status="queued", tier="")
     add_run(ev, "c1", status="cancelled", tier="")
-    summary = results.summarize(ev)
+    summary = summarize(ev)
     assert (summary["scored"], summary["passed"], summary["total"]) == (11, 8, 13)
     assert summary["pass_rate"] == pytest.approx(8 / 11)
     assert summary["ci95"] == pytest.approx(wilson_interval(8, 11))
@@ -47,13 +51,13 @@ def test_it_agrees_with_the_runtime_report_on_a_real_eval(project: Project, owne
     pack, report = run_example("refund_desk")
     ev = make_eval(project, owner)
     store_report(ev, report)
-    assert results.metrics_of(ev) == pytest.approx(report.metrics())
-    split = results.tiers(ev)
+    assert metrics_of(ev) == pytest.approx(report.metrics())
+    split = tiers(ev)
     assert {k: split[k] for k in ("auto", "escalated", "failed", "auto_accuracy")} == report.tiers()
-    cov = results.coverage(ev, pack)
+    cov = coverage(ev, pack)
     assert {e["name"]: e["cases"] for e in cov["edges"]} == report.coverage()["per_edge"]
     assert [e["name"] for e in cov["untaken"]] == report.coverage()["untaken"]
-    blame = {r["node"]: r for r in results.node_blame(ev, pack)["nodes"]}
+    blame = {r["node"]: r for r in node_blame(ev, pack)["nodes"]}
     for node, want in report.per_node().items():
         got = blame[node]
         assert (got["attempts"], got["rejections"], got["tokens"]) == (
@@ -73,7 +77,7 @@ def test_it_splits_tiers_with_accuracy_inside_auto(project: Project, owner: User
     add_run(ev, "a3", status="failed", cost=0.006)
     add_run(ev, "s1", tier="escalated", cost=0.01)
     add_run(ev, "x1", status="error", tier="")  # no tier: counted in failed, as the runtime does
-    split = {r["tier"]: r for r in results.tiers(ev)["rows"]}
+    split = {r["tier"]: r for r in tiers(ev)["rows"]}
     assert [split[t]["count"] for t in ("auto", "escalated", "failed")] == [3, 1, 1]
     assert split["auto"]["accuracy"] == pytest.approx(2 / 3)
     assert split["auto"]["cost_per_case"] == pytest.approx(0.004)
@@ -90,7 +94,7 @@ def test_it_shares_blame_across_nodes(project: Project, owner: User) -> None:
     add_run(ev, "e1", status="failed", blamed="extract")
     add_run(ev, "ok", blamed="")
     add_run(ev, "queued", status="queued", blamed="sentiment")  # not scored: not blamed
-    blame = results.node_blame(ev, example_pack())
+    blame = node_blame(ev, example_pack())
     assert blame["failures"] == 4
     assert blame["shares"]["classify"] == pytest.approx(0.75)
     assert blame["shares"]["extract"] == pytest.approx(0.25)
@@ -103,32 +107,32 @@ def test_it_counts_attempts_rejections_and_reasons_per_node_from_traces(project:
     add_run(ev, "bad-1", status="failed", blamed="classify", trace=rejected_trace("bad-1"))
     add_run(ev, "bad-2", status="failed", blamed="classify", trace=rejected_trace("bad-2"))
     add_run(ev, "gone", status="cancelled", trace=rejected_trace("gone"))  # not scored
-    nodes = {r["node"]: r for r in results.node_blame(ev, example_pack())["nodes"]}
+    nodes = {r["node"]: r for r in node_blame(ev, example_pack())["nodes"]}
     classify = nodes["classify"]
     assert (classify["attempts"], classify["rejections"], classify["tokens"]) == (4, 2, 436)
     assert classify["categories"] == {"schema": 2}
     assert classify["reasons"] == [{"category": "schema", "reason": 'category must be one of: "billing"', "count": 2}]
     assert classify["latency_s"] == pytest.approx(1.5)
     assert nodes["extract"]["tool_calls"] == 0  # support_triage has no tool node: that pass is skipped
-    extract = results.node_stats(ev)["nodes"]["extract"]
+    extract = node_stats(ev)["nodes"]["extract"]
     assert (extract["tool_calls"], extract["tool_latency_s"]) == (2, pytest.approx(0.125))
 
 
 def test_it_recomputes_node_stats_when_rows_change(project: Project, owner: User) -> None:
     ev = make_eval(project, owner, status="running")
     add_run(ev, "bad-1", status="failed", trace=rejected_trace("bad-1"))
-    assert results.node_stats(ev)["nodes"]["classify"]["attempts"] == 2
+    assert node_stats(ev)["nodes"]["classify"]["attempts"] == 2
     add_run(ev, "bad-2", status="failed", trace=rejected_trace("bad-2"))
-    assert results.node_stats(ev)["nodes"]["classify"]["attempts"] == 4
+    assert node_stats(ev)["nodes"]["classify"]["attempts"] == 4
 
 
 def test_it_reads_node_stats_the_backend_stored_in_the_summary(project: Project, owner: User) -> None:
     ev = make_eval(project, owner)
     add_run(ev, "bad-1", status="failed", trace=rejected_trace("bad-1"))
-    ev.summary = {"node_stats": results.node_stats(ev)}
+    ev.summary = {"node_stats": node_stats(ev)}
     ev.summary["node_stats"]["nodes"]["classify"]["attempts"] = 99  # proves it is read, not recomputed
     ev.save()
-    assert results.node_stats(ev)["nodes"]["classify"]["attempts"] == 99
+    assert node_stats(ev)["nodes"]["classify"]["attempts"] == 99
 
 
 # -- coverage -----------------------------------------------------------------------------
@@ -140,7 +144,7 @@ def test_it_counts_runs_per_edge_and_lists_untaken_edges(project: Project, owner
     add_run(ev, "billing-2", edges=[0, 2, 3, 4, 4])  # an edge taken twice in one run counts once
     add_run(ev, "manual", status="failed", tier="failed", edges=[1])
     add_run(ev, "queued", status="queued", edges=[5])  # not scored
-    cov = results.coverage(ev, example_pack())
+    cov = coverage(ev, example_pack())
     assert {e["index"]: e["cases"] for e in cov["edges"]} == {0: 2, 1: 1, 2: 2, 3: 2, 4: 2, 5: 0, 6: 0, 7: 0}
     assert (cov["taken"], cov["total"]) == (5, 8)
     assert [e["name"] for e in cov["untaken"]] == [
@@ -156,7 +160,7 @@ def test_it_lists_runs_whose_declared_path_or_end_was_not_reached(project: Proje
     add_run(ev, "wrong-path", status="failed", problems=["path did not visit 'extract' (took classify > general)"])
     add_run(ev, "crashed", status="failed", problems=["run failed: boom"])
     add_run(ev, "fine")
-    cov = results.coverage(ev, example_pack())
+    cov = coverage(ev, example_pack())
     assert [(c["case_id"], len(c["problems"])) for c in cov["unreached"]] == [("wrong-end", 1), ("wrong-path", 1)]
     assert cov["unreached_count"] == 2
 
@@ -169,10 +173,10 @@ def test_it_sorts_the_cost_table_by_a_whitelisted_column(project: Project, owner
     add_run(ev, "a", cost=0.3, tokens=(1, 1, 1), latency=3)
     add_run(ev, "b", cost=0.1, tokens=(50, 0, 0), latency=1)
     add_run(ev, "c", cost=0.2, tokens=(5, 5, 0), latency=2)
-    assert [r["case_id"] for r in results.cost_table(ev)["rows"]] == ["a", "c", "b"]
-    assert [r["case_id"] for r in results.cost_table(ev, sort="tokens", direction="asc")["rows"]] == ["a", "c", "b"]
-    assert [r["case_id"] for r in results.cost_table(ev, sort="latency", direction="asc")["rows"]] == ["b", "c", "a"]
-    table = results.cost_table(ev, sort="trace; DROP TABLE", direction="sideways", per_page=2, page=9)
+    assert [r["case_id"] for r in cost_table(ev)["rows"]] == ["a", "c", "b"]
+    assert [r["case_id"] for r in cost_table(ev, sort="tokens", direction="asc")["rows"]] == ["a", "c", "b"]
+    assert [r["case_id"] for r in cost_table(ev, sort="latency", direction="asc")["rows"]] == ["b", "c", "a"]
+    table = cost_table(ev, sort="trace; DROP TABLE", direction="sideways", per_page=2, page=9)
     assert (table["sort"], table["dir"], table["page"], table["pages"]) == ("cost", "desc", 2, 2)
 
 
@@ -191,7 +195,7 @@ def test_it_gives_the_exact_mcnemar_p_value_on_a_known_table(project: Project, o
     a, b = make_eval(project, owner, ago_s=60), make_eval(project, owner)
     _outcomes(a, before)
     _outcomes(b, after)
-    cmp = results.compare(a, b)
+    cmp = compare(a, b)
     assert (cmp["both_pass"], cmp["n_fixed"], cmp["n_broken"], cmp["both_fail"]) == (5, 1, 8, 2)
     # two-sided binomial tail: 2 * (C(9,0) + C(9,1)) / 2^9
     assert cmp["p_value"] == pytest.approx(2 * (1 + 9) / 512)
@@ -206,7 +210,7 @@ def test_it_pairs_by_case_when_the_repeats_differ(project: Project, owner: User)
     _outcomes(a, [False, True])
     for repeat, outcome in enumerate([[True, True], [True, False], [False, False]]):
         _outcomes(b, outcome, repeat=repeat)
-    cmp = results.compare(a, b)
+    cmp = compare(a, b)
     assert cmp["paired_by"] == "case"
     assert (cmp["n_fixed"], cmp["n_broken"]) == (1, 1)  # case-00: 0 -> 2/3; case-01: 1 -> 1/3
     assert cmp["fixed"][0]["after"] == pytest.approx(2 / 3)
@@ -216,15 +220,15 @@ def test_it_refuses_to_compare_different_case_sets(project: Project, owner: User
     a, b = make_eval(project, owner), make_eval(project, owner)
     _outcomes(a, [True, True, True])
     _outcomes(b, [True, True])
-    with pytest.raises(results.NotComparable, match="1 case\\(s\\) only in eval"):
-        results.compare(a, b)
+    with pytest.raises(NotComparable, match="1 case\\(s\\) only in eval"):
+        compare(a, b)
 
 
 def test_it_refuses_to_compare_evals_of_different_projects(project: Project, owner: User) -> None:
     other = create_project(slug="other", name="Other", owner=owner, pack_files=example_files("support_triage"))
     a, b = make_eval(project, owner), make_eval(other, owner)
-    with pytest.raises(results.NotComparable, match=r"different|only evals of one project"):
-        results.compare(a, b)
+    with pytest.raises(NotComparable, match=r"different|only evals of one project"):
+        compare(a, b)
 
 
 # -- history ------------------------------------------------------------------------------
@@ -242,7 +246,7 @@ def test_it_gives_pass_rate_and_cost_per_version_and_model(project: Project, own
     add_run(v2_eval, "case-00", cost=0.5)
     add_run(v2_eval, "case-01", status="failed", cost=1.5)
     make_eval(project, owner, version=v2, status="queued")  # nothing scored: no point
-    hist = results.history(project, order=[v1, v2])
+    hist = history(project, order=[v1, v2])
     assert hist["versions"] == [v1, v2]
     by_model = {s["model"]: [(p["x"], p["pass_rate"], p["cost_per_case"]) for p in s["points"]] for s in hist["series"]}
     assert by_model["fake:fakes/scripted.json"] == [(0, 1.0, 0.0), (1, 0.5, 1.0)]
@@ -258,7 +262,7 @@ def test_it_rejects_a_worse_eval_at_the_gate(project: Project, owner: User) -> N
     _outcomes(base, [True] * 9 + [False])
     worse = make_eval(project, owner)
     _outcomes(worse, [True] * 7 + [False] * 3)
-    rows = {r["metric"]: r for r in results.gate(worse, base)}
+    rows = {r["metric"]: r for r in gate(worse, base)}
     assert rows["pass_rate"]["ok"] is False
     assert (rows["pass_rate"]["baseline"], rows["pass_rate"]["current"]) == pytest.approx((0.9, 0.7))
     assert all(r["ok"] for name, r in rows.items() if name != "pass_rate")
@@ -270,8 +274,8 @@ def test_it_gates_exactly_as_the_runtime_does(project: Project, owner: User) -> 
     store_report(base, report)
     store_report(now, report)
     EvalCase.objects.filter(eval=now).update(cost_usd=1.0)  # cost per case far above the baseline
-    rows = results.gate(now, base)
-    runtime_rows = check_baseline(results.metrics_of(now), {"metrics": report.metrics()})
+    rows = gate(now, base)
+    runtime_rows = check_baseline(metrics_of(now), {"metrics": report.metrics()})
     assert [(r["metric"], r["ok"]) for r in rows] == [(r["metric"], r["ok"]) for r in runtime_rows]
     assert [r["limit"] for r in rows] == pytest.approx([r["limit"] for r in runtime_rows])
     assert [r["metric"] for r in rows if not r["ok"]] == ["cost_per_case"]
@@ -282,19 +286,19 @@ def test_it_gates_only_evals_made_after_the_baseline(project: Project, owner: Us
     base = make_eval(project, owner, ago_s=60)
     after = make_eval(project, owner)
     Eval.objects.filter(pk=base.pk).update(is_baseline=True)
-    assert results.baseline_for(after) == base
-    assert results.baseline_for(before) is None
-    assert results.baseline_for(base) is None
+    assert baseline_for(after) == base
+    assert baseline_for(before) is None
+    assert baseline_for(base) is None
 
 
 def test_it_reports_zero_rates_for_an_eval_with_no_scored_runs(project: Project, owner: User) -> None:
     ev = make_eval(project, owner, status="queued")
     add_run(ev, "q", status="queued")
-    summary = results.summarize(ev)
+    summary = summarize(ev)
     assert summary["pass_rate"] is None
     assert summary["ci95"] == (0.0, 1.0)
     assert not math.isnan(summary["cost"]["mean"])
-    assert results.metrics_of(ev)["pass_rate"] == 0.0
+    assert metrics_of(ev)["pass_rate"] == 0.0
 
 
 def test_it_gives_each_case_a_pass_rate_over_its_repeats(project: Project, owner: User, as_owner: Any) -> None:
@@ -302,7 +306,7 @@ def test_it_gives_each_case_a_pass_rate_over_its_repeats(project: Project, owner
     for repeat in range(4):
         add_run(ev, "steady", repeat=repeat, status="passed")
         add_run(ev, "flaky", repeat=repeat, status="passed" if repeat % 2 else "failed")
-    assert [(r["case_id"], r["passed"], r["runs"]) for r in results.case_pass_rates(ev)] == [
+    assert [(r["case_id"], r["passed"], r["runs"]) for r in case_pass_rates(ev)] == [
         ("flaky", 2, 4),
         ("steady", 4, 4),
     ]

@@ -11,8 +11,8 @@ from django.contrib.auth.models import User
 from django.core.cache import cache
 from django.test import Client
 
-from studio.evals import results
 from studio.evals.models import Eval
+from studio.evals.results.nodes import node_stats
 from studio.projects.models import Project
 from tests.support.eval_results import fill_eval, make_eval
 
@@ -49,7 +49,7 @@ def test_it_answers_every_page_in_a_bounded_number_of_queries_at_10k_runs(
                 response = as_owner.get(url, headers=headers)
             assert response.status_code == 200, url
     # As the backend leaves a done eval: its per-node totals stored in the summary.
-    Eval.objects.filter(pk=ev.pk).update(summary={"node_stats": results.node_stats(ev)})
+    Eval.objects.filter(pk=ev.pk).update(summary={"node_stats": node_stats(ev)})
     cache.clear()
     with django_assert_max_num_queries(MAX_QUERIES):
         assert as_owner.get(f"/p/{ev.project.slug}/evals/{ev.pk}/blame").status_code == 200

@@ -1,0 +1,152 @@
+"""The summary and tiers pages' numbers, and the metrics a baseline gate compares
+(runtime EvalReport.metrics())."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from django.db.models import Count, F, IntegerField, Q, Sum
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
+
+from runtime import SCHEMA_CATEGORIES, wilson_interval
+from studio.evals.models import Eval, EvalCase
+from studio.evals.results.common import TIERS, Status, ratio, scored, spread
+
+__all__ = ["case_pass_rates", "metrics_of", "summarize", "tiers"]
+
+
+# -- summary and the gate metrics ---------------------------------------------------------
+
+
+def _totals(ev: Eval) -> dict[str, Any]:
+    """One aggregate query over the scored rows."""
+    rejected = {f"rej_{c}": Sum(Cast(KT(f"rejections__{c}"), IntegerField())) for c in SCHEMA_CATEGORIES}
+    row = scored(ev).aggregate(
+        n=Count("id"),
+        passed=Count("id", filter=Q(status=Status.PASSED)),
+        escalated=Count("id", filter=Q(tier="escalated")),
+        generations=Sum("generations"),
+        model_calls=Sum("model_calls"),
+        cost=Sum("cost_usd"),
+        latency=Sum("latency_s"),
+        prompt_tokens=Sum("prompt_tokens"),
+        completion_tokens=Sum("completion_tokens"),
+        reasoning_tokens=Sum("reasoning_tokens"),
+        **rejected,
+    )
+    out = {k: (v or 0) for k, v in row.items()}
+    out["violations"] = sum(out.pop(f"rej_{c}") for c in SCHEMA_CATEGORIES)
+    return out
+
+
+def _metrics(t: dict[str, Any]) -> dict[str, float]:
+    n = max(t["n"], 1)
+    return {
+        "pass_rate": t["passed"] / n,
+        "escalation_rate": t["escalated"] / n,
+        "schema_violation_rate": t["violations"] / t["generations"] if t["generations"] else 0.0,
+        "mean_model_calls": t["model_calls"] / n,
+        "cost_per_case": t["cost"] / n,
+    }
+
+
+def metrics_of(ev: Eval) -> dict[str, float]:
+    """The numbers a baseline gate compares, as runtime EvalReport.metrics() defines them."""
+    return _metrics(_totals(ev))
+
+
+def summarize(ev: Eval) -> dict[str, Any]:
+    """Pass rate with its interval, tier split, schema-violation rate, and per-case
+    generations, tokens, cost and latency (mean, p50, p95)."""
+    t = _totals(ev)
+    counts = dict(EvalCase.objects.filter(eval=ev).values_list("status").annotate(n=Count("id")).order_by())
+    rows = list(
+        scored(ev)
+        .annotate(tokens=F("prompt_tokens") + F("completion_tokens") + F("reasoning_tokens"))
+        .values_list("cost_usd", "latency_s", "generations", "tokens")
+    )
+    columns = list(zip(*rows, strict=True)) if rows else [(), (), (), ()]
+    cost, latency, generations, tokens = ([float(v) for v in col] for col in columns)
+    lo, hi = wilson_interval(t["passed"], t["n"])
+    return {
+        "total": ev.total or sum(counts.values()),
+        "rows": sum(counts.values()),
+        "counts": {s.value: counts.get(s.value, 0) for s in Status},
+        "scored": t["n"],
+        "passed": t["passed"],
+        "failed": t["n"] - t["passed"],
+        "pass_rate": ratio(t["passed"], t["n"]),
+        "ci95": (lo, hi),
+        "metrics": _metrics(t),
+        "tiers": tiers(ev),
+        "schema_violations": t["violations"],
+        "generations_total": t["generations"],
+        "schema_violation_rate": _metrics(t)["schema_violation_rate"],
+        "generations": spread(generations),
+        "tokens": spread(tokens),
+        "cost": spread(cost),
+        "cost_total": t["cost"],
+        "latency": spread(latency),
+        "model_calls_per_case": _metrics(t)["mean_model_calls"],
+    }
+
+
+def tiers(ev: Eval) -> dict[str, Any]:
+    """Per tier: runs, share, accuracy (pass rate inside the tier), cost per case."""
+    got: dict[str, dict[str, float]] = defaultdict(lambda: {"n": 0, "passed": 0, "cost": 0.0})
+    for row in (
+        scored(ev)
+        .values("tier")
+        .annotate(n=Count("id"), n_passed=Count("id", filter=Q(status=Status.PASSED)), cost=Sum("cost_usd"))
+        .order_by()
+    ):
+        into = got[row["tier"] or "failed"]
+        into["n"] += row["n"]
+        into["passed"] += row["n_passed"]
+        into["cost"] += row["cost"] or 0.0
+    total = sum(g["n"] for g in got.values())
+    names = list(TIERS) + sorted(set(got) - set(TIERS))
+    rows = [
+        {
+            "tier": name,
+            "count": int(got[name]["n"]),
+            "share": ratio(got[name]["n"], total),
+            "passed": int(got[name]["passed"]),
+            "accuracy": ratio(got[name]["passed"], got[name]["n"]),
+            "cost_total": got[name]["cost"],
+            "cost_per_case": ratio(got[name]["cost"], got[name]["n"]),
+        }
+        for name in names
+    ]
+    by = {r["tier"]: r for r in rows}
+    return {
+        "rows": rows,
+        "total": total,
+        "auto": by["auto"]["count"],
+        "escalated": by["escalated"]["count"],
+        "failed": by["failed"]["count"],
+        "auto_accuracy": by["auto"]["accuracy"],
+    }
+
+
+def case_pass_rates(ev: Eval, limit: int = 200) -> list[dict[str, Any]]:
+    """With repeats: each case's pass rate over its scored runs, least reliable first."""
+    rows = (
+        scored(ev)
+        .values("case_id")
+        .annotate(runs=Count("id"), n_passed=Count("id", filter=Q(status=EvalCase.Status.PASSED)))
+        .order_by("case_id")
+    )
+    out = [
+        {
+            "case_id": r["case_id"],
+            "runs": r["runs"],
+            "passed": r["n_passed"],
+            "rate": r["n_passed"] / r["runs"] if r["runs"] else 0.0,
+        }
+        for r in rows
+    ]
+    out.sort(key=lambda r: (r["rate"], r["case_id"]))
+    return out[:limit]

@@ -1,0 +1,139 @@
+"""Two evals of one project compared, and a project's pass rate and cost over its versions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+
+from studio.accounts.access import eval_for, project_for
+from studio.evals import charts
+from studio.evals.results.compare import NotComparable, compare, history
+from studio.evals.views.common import (
+    SHORT,
+    delta_text,
+    metric_text,
+    open_eval,
+    pct,
+    usd,
+)
+from studio.http import StudioRequest
+from studio.projects.storage import PackRepo, StorageError
+
+__all__ = ["eval_compare", "eval_history"]
+
+# -- compare ------------------------------------------------------------------------------
+
+
+def eval_compare(request: StudioRequest, slug: str) -> HttpResponse:
+    project, role = project_for(request.user, slug)
+    raw_a, raw_b = request.GET.get("a", "").strip(), request.GET.get("b", "").strip()
+    if not raw_a.isdigit() or not raw_b.isdigit():
+        return render(
+            request,
+            "evals/results_compare.html",
+            {
+                "project": project,
+                "role": role,
+                "error": f"Choose two evals to compare: /p/{slug}/evals/compare?a=EVAL_ID&b=EVAL_ID "
+                "(a is the before, b the after; the summary page of an eval has a picker).",
+                "a_id": raw_a,
+                "b_id": raw_b,
+            },
+            status=400,
+        )
+    a, role = open_eval(request, slug, int(raw_a))
+    b, _ = eval_for(request.user, int(raw_b))
+    context: dict[str, Any] = {"a": a, "b": b, "role": role, "project": a.project, "a_id": raw_a, "b_id": raw_b}
+    try:
+        cmp = compare(a, b)
+    except NotComparable as exc:
+        context["error"] = str(exc)
+        return render(request, "evals/results_compare.html", context, status=400)
+    for m in cmp["metrics"]:
+        m.update(
+            a_text=metric_text(m["metric"], m["a"]),
+            b_text=metric_text(m["metric"], m["b"]),
+            delta_text=delta_text(m["metric"], m["delta"], m["relative"]),
+        )
+    for c in cmp["fixed"] + cmp["broken"]:
+        c.update(before_text=pct(c["before"]), after_text=pct(c["after"]))
+    p = cmp["p_value"]
+    context.update(
+        cmp=cmp,
+        show={
+            "ci_a": "–".join(pct(x) for x in cmp["ci_a"]),
+            "ci_b": "–".join(pct(x) for x in cmp["ci_b"]),
+            "p_value": f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}",
+        },
+    )
+    return render(request, "evals/results_compare.html", context)
+
+
+# -- history ------------------------------------------------------------------------------
+
+
+def eval_history(request: StudioRequest, slug: str) -> HttpResponse:
+    project, role = project_for(request.user, slug)
+    try:
+        log = PackRepo(project.repo_path).log(limit=1000)
+    except StorageError:
+        log = []
+    order = [v.sha for v in reversed(log)]
+    subjects = {v.sha: v.message.splitlines()[0] if v.message else "" for v in log}
+    hist = history(project, order)
+    labels = [v[:7] for v in hist["versions"]]
+
+    def points(metric: str, fmt: Any) -> list[tuple[str, list[charts.Point]]]:
+        out = []
+        for s in hist["series"]:
+            pts = []
+            for row in s["points"]:
+                value = row[metric]
+                low, high = row["ci95"] if metric == "pass_rate" else (None, None)
+                pts.append(
+                    charts.Point(
+                        row["x"],
+                        value,
+                        f"{row['version'][:SHORT]} · eval {row['eval'].pk} · {fmt(value)} over {row['runs']} runs",
+                        reverse("evals-summary", args=[slug, row["eval"].pk]),
+                        low,
+                        high,
+                    )
+                )
+            out.append((s["model"], pts))
+        return out
+
+    pass_plot = charts.line_plot(
+        labels,
+        points("pass_rate", pct),
+        label=f"Pass rate of {slug} per version",
+        y_label="pass rate (95% interval)",
+        fmt=lambda v: f"{100 * v:.0f}%",
+        y_max=1.0,
+    )
+    cost_plot = charts.line_plot(
+        labels,
+        points("cost_per_case", usd),
+        label=f"Cost per case of {slug} per version",
+        y_label="cost per case (USD)",
+        fmt=usd,
+    )
+    rows = sorted(hist["evals"], key=lambda r: (-r["x"], -r["eval"].created_at.timestamp()))
+    for row in rows:
+        row.update(
+            subject=subjects.get(row["version"], ""),
+            pass_text=pct(row["pass_rate"]),
+            cost_text=usd(row["cost_per_case"]),
+        )
+    context = {
+        "project": project,
+        "role": role,
+        "hist": hist,
+        "rows": rows,
+        "pass_plot": pass_plot,
+        "cost_plot": cost_plot,
+    }
+    return render(request, "evals/results_history.html", context)

@@ -1,0 +1,159 @@
+"""The summary page (with the baseline panel and marking a baseline) and the tiers page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.db import IntegrityError, transaction
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from runtime import DEFAULT_TOLERANCES, METRIC_DIRECTIONS
+from studio.accounts.models import Role
+from studio.evals import charts
+from studio.evals.models import Eval
+from studio.evals.results.gate import baseline_for, gate
+from studio.evals.results.summary import case_pass_rates, tiers
+from studio.evals.views.common import (
+    RATES,
+    context_for,
+    metric_text,
+    open_eval,
+    page,
+    pct,
+    summary_context,
+    usd,
+)
+from studio.http import StudioRequest
+
+__all__ = ["baseline_panel", "eval_mark_baseline", "eval_summary", "eval_tiers"]
+
+# -- summary ------------------------------------------------------------------------------
+
+
+def baseline_panel(ev: Eval) -> dict[str, Any] | None:
+    base = baseline_for(ev)
+    if base is None:
+        return None
+    rows = gate(ev, base)
+    for row in rows:
+        name, tol = row["metric"], DEFAULT_TOLERANCES.get(row["metric"], 0.0)
+        for key in ("baseline", "current", "limit"):
+            row[f"{key}_text"] = metric_text(name, row[key])
+        if METRIC_DIRECTIONS.get(name) == "higher":
+            row["rule"] = f"may drop {100 * tol:.1f} pp"
+        elif name in RATES:
+            row["rule"] = f"may rise {100 * tol:.1f} pp"
+        else:
+            row["rule"] = f"may rise {100 * tol:.0f}%"
+    return {
+        "baseline": base,
+        "rows": rows,
+        "ok": all(r["ok"] for r in rows),
+        "same_cases": base.tags == ev.tags and base.total == ev.total,
+    }
+
+
+def eval_summary(request: StudioRequest, slug: str, eval_id: int) -> HttpResponse:
+    ev, role = open_eval(request, slug, eval_id)
+    shown = summary_context(ev)
+    tier_rows = shown["summary"]["tiers"]["rows"]
+    colours = {"auto": "#067647", "escalated": "#dc6803", "failed": "#b42318"}
+    tier_chart = charts.hbars(
+        [
+            charts.Bar(
+                r["tier"],
+                r["count"],
+                f"{r['count']} ({pct(r['share'])})",
+                colours.get(r["tier"], "#475467"),
+                reverse("evals-tiers", args=[ev.project.slug, ev.pk]),
+            )
+            for r in tier_rows
+        ],
+        label="Runs per confidence tier",
+    )
+    others = list(Eval.objects.filter(project=ev.project).exclude(pk=ev.pk).order_by("-created_at")[:50])
+    per_case = case_pass_rates(ev) if ev.repeats > 1 else []
+    context = context_for(
+        ev, role, "summary", tier_chart=tier_chart, others=others, gate=baseline_panel(ev), per_case=per_case, **shown
+    )
+    return page(request, "evals/results_summary.html", context, fragments=("baseline-panel",))
+
+
+@require_POST
+def eval_mark_baseline(request: StudioRequest, slug: str, eval_id: int) -> HttpResponse:
+    """Authors make a finished eval the project's baseline (or clear it)."""
+    ev, role = open_eval(request, slug, eval_id)
+    if not role.can_edit:
+        raise PermissionDenied(f"your role on {ev.project.slug} is {role.value}; only authors choose the baseline")
+    clear = request.POST.get("action") == "clear"
+    if not clear and ev.status != Eval.Status.DONE:
+        messages.error(request, f"Eval {ev.pk} is {ev.status}; only a finished eval can be the baseline.")
+        return _after_baseline(request, ev, role, status=400)
+    try:
+        with transaction.atomic():
+            if clear:
+                Eval.objects.filter(pk=ev.pk).update(is_baseline=False)
+            else:
+                Eval.objects.filter(project=ev.project, is_baseline=True).exclude(pk=ev.pk).update(is_baseline=False)
+                Eval.objects.filter(pk=ev.pk).update(is_baseline=True)
+    except IntegrityError:
+        messages.error(request, "Another baseline was chosen at the same moment; reload and try again.")
+        return _after_baseline(request, ev, role, status=409)
+    ev.is_baseline = not clear
+    messages.success(
+        request,
+        f"Eval {ev.pk} is no longer the baseline."
+        if clear
+        else f"Eval {ev.pk} is now the baseline of {ev.project.slug}: later evals are gated against it.",
+    )
+    return _after_baseline(request, ev, role)
+
+
+def _after_baseline(request: StudioRequest, ev: Eval, role: Role, status: int = 200) -> HttpResponse:
+    if request.htmx:
+        context = context_for(ev, role, "summary", gate=baseline_panel(ev), flash=True)
+        return render(request, "evals/results_summary.html#baseline-panel", context, status=status)
+    if status == 200:
+        return redirect("evals-summary", ev.project.slug, ev.pk)
+    response = eval_summary(request, ev.project.slug, ev.pk)  # the page, with the message, under the error status
+    response.status_code = status
+    return response
+
+
+# -- tiers --------------------------------------------------------------------------------
+
+
+def eval_tiers(request: StudioRequest, slug: str, eval_id: int) -> HttpResponse:
+    ev, role = open_eval(request, slug, eval_id)
+    split = tiers(ev)
+    for r in split["rows"]:
+        r.update(
+            share_text=pct(r["share"]),
+            accuracy_text=pct(r["accuracy"]),
+            cost_per_case_text=usd(r["cost_per_case"]),
+            cost_total_text=usd(r["cost_total"]),
+        )
+    colours = {"auto": "#067647", "escalated": "#dc6803", "failed": "#b42318"}
+    chart = charts.hbars(
+        [
+            charts.Bar(r["tier"], r["count"], f"{r['count']} ({pct(r['share'])})", colours.get(r["tier"], "#475467"))
+            for r in split["rows"]
+        ],
+        label="Runs per confidence tier",
+    )
+    accuracy = charts.hbars(
+        [
+            charts.Bar(r["tier"], r["accuracy"] or 0, pct(r["accuracy"]), colours.get(r["tier"], "#475467"))
+            for r in split["rows"]
+        ],
+        label="Accuracy inside each tier",
+        max_value=1.0,
+    )
+    return page(
+        request, "evals/results_tiers.html", context_for(ev, role, "tiers", split=split, chart=chart, accuracy=accuracy)
+    )

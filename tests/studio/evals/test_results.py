@@ -1,4 +1,4 @@
-"""studio/evals/results.py on rows built in plain sight (the helpers: tests/support/eval_results.py)."""
+"""studio/evals/results/ on rows built in plain sight (the helpers: tests/support/eval_results.py)."""
 
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ from django.http import Http404, HttpRequest, HttpResponsePermanentRedirect
 from django.urls import reverse
 
 from studio.accounts.access import eval_for, project_for
+from studio.numbers import whole_number
 
 
 def _to(request: HttpRequest, url: str) -> HttpResponsePermanentRedirect:
@@ -30,10 +31,10 @@ def eval_new_moved(request: HttpRequest) -> HttpResponsePermanentRedirect:
 
 
 def eval_compare_moved(request: HttpRequest) -> HttpResponsePermanentRedirect:
-    raw = request.GET.get("a", "")
-    if not raw.isdigit():
+    eval_id = whole_number(request.GET.get("a"))
+    if eval_id is None:
         raise Http404("No such eval")
-    ev, _ = eval_for(request.user, int(raw))
+    ev, _ = eval_for(request.user, eval_id)
     return _to(request, reverse("evals-compare", args=[ev.project.slug]))
 
 

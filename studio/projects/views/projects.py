@@ -12,6 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from studio.accounts.access import visible_projects
+from studio.numbers import whole_number
 from studio.projects.archives import ArchiveRefused, Limits, read_archive
 from studio.projects.execute import validate_files
 from studio.projects.forms import ProjectCreateForm
@@ -99,8 +100,7 @@ HISTORY_PAGE = 50
 
 def project_history(request: HttpRequest, slug: str) -> HttpResponse:
     opened = open_project(request, slug)
-    raw = request.GET.get("page", "1")
-    number = int(raw) if raw.isdigit() and 0 < int(raw) <= 10_000 else 1
+    number = whole_number(request.GET.get("page"), minimum=1, maximum=10_000) or 1  # a bad page: the first
     start = (number - 1) * HISTORY_PAGE
     # One more than the page so the last row knows its parent and we know if there is more.
     walked = [commit_of(v) for v in opened.repo.log(limit=start + HISTORY_PAGE + 1)][start:]

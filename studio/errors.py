@@ -1,9 +1,11 @@
 """The API's one error shape and its one handler map.
 
 Every error answers `{"detail": "..."}` (django-ninja's own shape for `HttpError` and
-for 422 validation errors). Each router declares the errors its operations may give
-with `**ERRORS` (plus 409/422 where an operation has them), so the OpenAPI schema lists
-them; `install` maps Django's exceptions (404, 403, a model's ValidationError) onto the
+for 422 validation errors, where `detail` is ninja's list of problems). Each router declares the errors its operations may give
+with `**ERRORS` (plus `**CONFLICT` where an operation can answer 409, and `**INVALID`
+where it takes a body or a typed parameter, so ninja can answer 422), so the OpenAPI
+schema lists every status an operation can give (tests/studio/api/test_openapi_fuzz.py
+holds them to it); `install` maps Django's exceptions (404, 403, a model's ValidationError) onto the
 same shape for the one NinjaAPI."""
 
 from __future__ import annotations
@@ -17,8 +19,21 @@ class ErrorOut(Schema):
     detail: str
 
 
+class InvalidItemOut(Schema):
+    type: str
+    loc: list[str | int]
+    msg: str
+
+
+class InvalidOut(Schema):
+    """ninja's answer to a body or parameter of the wrong shape (422)."""
+
+    detail: list[InvalidItemOut]
+
+
 ERRORS: dict[int, type[Schema]] = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
 CONFLICT: dict[int, type[Schema]] = {409: ErrorOut}
+INVALID: dict[int, type[Schema]] = {422: InvalidOut}
 
 
 def install(api: NinjaAPI) -> None:

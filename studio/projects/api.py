@@ -22,7 +22,7 @@ from ninja.errors import HttpError
 from runtime.paths import path_problem, shown
 from studio.accounts.access import project_for, visible_projects
 from studio.accounts.models import Membership, Role
-from studio.errors import CONFLICT, ERRORS
+from studio.errors import CONFLICT, ERRORS, INVALID
 from studio.projects.archives import ArchiveRefused, read_archive
 from studio.projects.execute import PACK_PREFIX, validate_files
 from studio.projects.forms import example_choices
@@ -196,7 +196,9 @@ def _create(
 
 
 @router.post(
-    "", response={201: ProjectOut, **ERRORS, **CONFLICT}, summary="Create a project: empty, or from an example pack"
+    "",
+    response={201: ProjectOut, **ERRORS, **CONFLICT, **INVALID},
+    summary="Create a project: empty, or from an example pack",
 )
 def create(request: HttpRequest, body: ProjectIn) -> Status[ProjectOut]:
     files: dict[str, bytes] = {}
@@ -212,7 +214,7 @@ def create(request: HttpRequest, body: ProjectIn) -> Status[ProjectOut]:
 
 @router.post(
     "/upload",
-    response={201: ProjectOut, **ERRORS, **CONFLICT},
+    response={201: ProjectOut, **ERRORS, **CONFLICT, **INVALID},
     summary="Create a project from an uploaded pack (.zip or .tar.gz)",
 )
 def upload(
@@ -250,7 +252,7 @@ def detail(request: HttpRequest, slug: str) -> ProjectOut:
 
 @router.get(
     "/{slug}/versions",
-    response={200: list[VersionOut], **ERRORS},
+    response={200: list[VersionOut], **ERRORS, **INVALID},
     summary="History: the commits on the project, newest first",
 )
 def versions(request: HttpRequest, slug: str, limit: int = 200) -> list[VersionOut]:
@@ -298,7 +300,9 @@ def read_file(request: HttpRequest, slug: str, path: str, version: str | None = 
 
 
 @router.put(
-    "/{slug}/files", response={200: SaveOut, **ERRORS, 409: StaleOut}, summary="Save changed files as a new version"
+    "/{slug}/files",
+    response={200: SaveOut, **ERRORS, 409: StaleOut, **INVALID},
+    summary="Save changed files as a new version",
 )
 def save_files(request: HttpRequest, slug: str, body: FilesSaveIn) -> SaveOut | Status[StaleOut]:
     """Refused with 409 (and nothing written) when the project moved past `base`; the
@@ -376,7 +380,7 @@ def diff(
 
 @router.post(
     "/{slug}/validate",
-    response={200: ValidateOut, **ERRORS},
+    response={200: ValidateOut, **ERRORS, **INVALID},
     summary="Load a version (with unsaved files laid over it) and report every problem",
 )
 def validate(request: HttpRequest, slug: str, body: ValidateIn) -> ValidateOut:

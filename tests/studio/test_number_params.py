@@ -21,7 +21,7 @@ from tests.support.studio import bearer, send
 NOT_NUMBERS = ["²", "¹", "①", "٣", "３", " 3", "+3", "3_0", "-1", "0x1", "1e3", "", "9" * 5000]
 
 
-@pytest.mark.parametrize("raw", NOT_NUMBERS + [str(2**63)])
+@pytest.mark.parametrize("raw", [*NOT_NUMBERS, str(2**63)])
 def test_it_parses_only_ascii_digits_within_bounds(raw: str) -> None:
     assert whole_number(raw) is None
 
@@ -32,7 +32,7 @@ def test_it_parses_a_plain_number() -> None:
     assert whole_number(7) == 7 and whole_number(True) is None and whole_number(None) is None
 
 
-@pytest.mark.parametrize("raw", NOT_NUMBERS + ["0", "10001"])
+@pytest.mark.parametrize("raw", [*NOT_NUMBERS, "0", "10001"])
 def test_it_shows_the_first_history_page_for_a_bad_page(as_owner: Client, project: Project, raw: str) -> None:
     page = as_owner.get("/p/triage/history/", {"page": raw})
     assert page.status_code == 200
@@ -45,9 +45,7 @@ def test_it_shows_a_later_history_page(as_owner: Client, project: Project) -> No
 
 
 @pytest.mark.parametrize("raw", NOT_NUMBERS)
-def test_it_shows_the_first_cost_page_for_a_bad_page(
-    as_owner: Client, project: Project, owner: User, raw: str
-) -> None:
+def test_it_shows_the_first_cost_page_for_a_bad_page(as_owner: Client, project: Project, owner: User, raw: str) -> None:
     ev = make_eval(project, owner)
     assert as_owner.get(f"/p/triage/evals/{ev.pk}/cost", {"page": raw}).status_code == 200
 
@@ -73,3 +71,10 @@ def test_it_refuses_an_eval_on_a_bad_endpoint_id(project: Project, owner: User, 
     answer = send(bearer(owner), "post", "/api/evals", {"project": "triage", "endpoints": [ref]})
     assert answer.status_code == 400 and "no endpoint" in answer.json()["detail"]
     assert not Eval.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "url", ["/p/triage/evals/{n}/", "/p/triage/evals/{n}/cost", "/p/triage/runs/{n}", "/evals/{n}/"]
+)
+def test_it_answers_404_to_an_id_past_any_database(as_owner: Client, project: Project, url: str) -> None:
+    assert as_owner.get(url.format(n=2**64)).status_code == 404

@@ -26,7 +26,7 @@ from studio.errors import CONFLICT, ERRORS, INVALID
 from studio.projects.archives import ArchiveRefused, read_archive
 from studio.projects.execute import PACK_PREFIX, validate_files
 from studio.projects.forms import example_choices
-from studio.projects.models import Project, create_project
+from studio.projects.models import Project, create_project, slug_unavailable
 from studio.projects.schemas import (
     ChangeOut,
     DiffFileOut,
@@ -177,7 +177,7 @@ def _create(
     request: HttpRequest, slug: str, name: str, description: str, files: dict[str, bytes], message: str
 ) -> Project:
     if Project.objects.filter(slug=slug).exists():
-        raise HttpError(409, f"a project with slug {slug!r} exists; choose another slug")
+        raise HttpError(409, slug_unavailable(slug, request.user))
     try:
         return create_project(
             slug=slug,
@@ -191,8 +191,10 @@ def _create(
         fields = getattr(exc, "message_dict", None)
         detail = "; ".join(f"{k}: {' '.join(v)}" for k, v in fields.items()) if fields else "; ".join(exc.messages)
         raise HttpError(400, detail) from None
-    except (IntegrityError, StorageError):
-        raise HttpError(409, f"a project with slug {slug!r} exists; choose another slug") from None
+    except UnsafePath as exc:
+        raise HttpError(400, f"upload refused: {exc}. Nothing was stored.") from None
+    except (IntegrityError, StorageError):  # another create of this slug won, or a repository holds it
+        raise HttpError(409, slug_unavailable(slug, request.user)) from None
 
 
 @router.post(

@@ -17,8 +17,8 @@ from studio.projects.archives import ArchiveRefused, Limits, read_archive
 from studio.projects.execute import validate_files
 from studio.projects.forms import ProjectCreateForm
 from studio.projects.graph_svg import draw
-from studio.projects.models import Project, create_project
-from studio.projects.storage import StorageError
+from studio.projects.models import Project, create_project, slug_unavailable
+from studio.projects.storage import StorageError, UnsafePath
 from studio.projects.views.common import (
     SHORT,
     Opened,
@@ -56,7 +56,7 @@ def project_create(request: HttpRequest) -> HttpResponse:
     data = form.cleaned_data
     slug = data["slug"]
     if Project.objects.filter(slug=slug).exists():
-        form.add_error("slug", "A project with this slug exists.")
+        form.add_error("slug", slug_unavailable(slug, request.user))
         return render(request, "projects/create.html", {"form": form}, status=400)
     try:
         if data.get("archive"):
@@ -72,8 +72,11 @@ def project_create(request: HttpRequest) -> HttpResponse:
     except ArchiveRefused as exc:
         form.add_error("archive", f"Upload refused: {exc}. Nothing was stored.")
         return render(request, "projects/create.html", {"form": form}, status=400)
-    except (StorageError, IntegrityError) as exc:
-        form.add_error(None, f"Could not create the project: {exc}")
+    except UnsafePath as exc:
+        form.add_error("archive", f"Upload refused: {exc}. Nothing was stored.")
+        return render(request, "projects/create.html", {"form": form}, status=400)
+    except (StorageError, IntegrityError):  # another create of this slug won, or a repository holds it
+        form.add_error("slug", slug_unavailable(slug, request.user))
         return render(request, "projects/create.html", {"form": form}, status=400)
     messages.success(request, f"Project {slug} created.")
     return redirect("projects-overview", slug=slug)

@@ -11,7 +11,8 @@ same shape for the one NinjaAPI."""
 from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 from ninja import NinjaAPI, Schema
 
 
@@ -52,3 +53,12 @@ def install(api: NinjaAPI) -> None:
     api.add_exception_handler(Http404, not_found)
     api.add_exception_handler(PermissionDenied, forbidden)
     api.add_exception_handler(ValidationError, invalid)
+
+
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """Django's 404 for a URL no route matches (`handler404`). Under /api/ it is the API's
+    own shape, so a client that reads JSON reads this too (a `{path}` with a newline in it
+    matches no API route)."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "Not found"}, status=404)
+    return defaults.page_not_found(request, exception)

@@ -1,9 +1,10 @@
 """Schemathesis against the studio's own OpenAPI document (/api/openapi.json), in process.
 
 Every operation is called with generated (and deliberately wrong) parameters and bodies,
-as an author with an API token and a project, so the calls get past 401. Two checks:
-no operation answers 5xx, and every status an operation answers is one its OpenAPI entry
-declares (studio/errors.py: ERRORS, CONFLICT, INVALID). A few examples per operation
+as an author with an API token and a project, so the calls get past 401. The checks: no
+operation answers 5xx; every status an operation answers is one its OpenAPI entry
+declares (studio/errors.py: ERRORS, CONFLICT, INVALID); and each answer's content type
+and body are the ones declared for that status. A few examples per operation
 keep it to seconds; `slug` names the author's project most of the time, so operations
 are exercised past their 404."""
 
@@ -20,7 +21,11 @@ from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.config import SchemathesisConfig
-from schemathesis.specs.openapi.checks import status_code_conformance
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from studio.accounts.models import ApiToken
 from studio.projects.models import Project
@@ -28,6 +33,7 @@ from studio.wsgi import application
 from tests.support.studio import client_for
 
 EXAMPLES = 25
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
 CONFIG = {
     "dictionaries": {"slugs": {"values": ["triage"]}},
@@ -59,6 +65,4 @@ schema = schemathesis.pytest.from_fixture("api_schema")
 def test_it_answers_every_operation_with_a_declared_status_and_never_5xx(case: Any, owner: User) -> None:
     # A fresh token for each call: `DELETE /api/tokens/{id}` is fuzzed too, and revokes them.
     _, token = ApiToken.issue(owner, "fuzz")
-    case.call_and_validate(
-        headers={"Authorization": f"Bearer {token}"}, checks=[not_a_server_error, status_code_conformance]
-    )
+    case.call_and_validate(headers={"Authorization": f"Bearer {token}"}, checks=CHECKS)

@@ -1,12 +1,13 @@
 """The API's one error shape and its one handler map.
 
-Every error answers `{"detail": "..."}` (django-ninja's own shape for `HttpError` and
-for 422 validation errors, where `detail` is ninja's list of problems). Each router declares the errors its operations may give
-with `**ERRORS` (plus `**CONFLICT` where an operation can answer 409, and `**INVALID`
-where it takes a body or a typed parameter, so ninja can answer 422), so the OpenAPI
-schema lists every status an operation can give (tests/studio/api/test_openapi_fuzz.py
-holds them to it); `install` maps Django's exceptions (404, 403, a model's ValidationError) onto the
-same shape for the one NinjaAPI."""
+Every error answers `{"detail": ...}`: a sentence for `HttpError` and Django's exceptions,
+ninja's list of problems for a 422 (a body or parameter of the wrong shape). Each router
+declares the errors its operations may give with `**ERRORS`, plus `**CONFLICT` where an
+operation can answer 409 and `**INVALID` where it takes a body or a typed parameter (so
+ninja can answer 422), so the OpenAPI document lists every status an operation can give
+(tests/studio/api/test_openapi_fuzz.py holds them to it). `install` maps Django's
+exceptions (404, 403, a model's ValidationError) onto the same shape for the one NinjaAPI;
+`page_not_found` does it for a URL under /api/ that no route matches."""
 
 from __future__ import annotations
 

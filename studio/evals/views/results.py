@@ -30,6 +30,7 @@ from studio.accounts.models import Role
 from studio.evals import charts, results
 from studio.evals.models import Eval, EvalCase
 from studio.http import StudioRequest
+from studio.numbers import whole_number
 from studio.projects.execute import PACK_PREFIX, validate_files
 from studio.projects.graph_svg import draw
 from studio.projects.storage import PackRepo, StorageError
@@ -379,20 +380,13 @@ COLUMNS = [
 ]
 
 
-def _int(value: str | None, default: int) -> int:
-    try:
-        return int(value) if value is not None else default
-    except ValueError:
-        return default
-
-
 def eval_cost(request: StudioRequest, slug: str, eval_id: int) -> HttpResponse:
     ev, role = open_eval(request, slug, eval_id)
     table = results.cost_table(
         ev,
         sort=request.GET.get("sort", "cost"),
         direction=request.GET.get("dir", "desc"),
-        page=_int(request.GET.get("page"), 1),
+        page=whole_number(request.GET.get("page"), minimum=1, maximum=1_000_000) or 1,
     )
     base = reverse("evals-cost", args=[ev.project.slug, ev.pk])
     rows = [
@@ -559,7 +553,8 @@ def eval_case(request: StudioRequest, slug: str, eval_id: int, case_id: str, rep
 def eval_compare(request: StudioRequest, slug: str) -> HttpResponse:
     project, role = project_for(request.user, slug)
     raw_a, raw_b = request.GET.get("a", "").strip(), request.GET.get("b", "").strip()
-    if not raw_a.isdigit() or not raw_b.isdigit():
+    id_a, id_b = whole_number(raw_a), whole_number(raw_b)
+    if id_a is None or id_b is None:
         return render(
             request,
             "evals/results_compare.html",
@@ -573,8 +568,8 @@ def eval_compare(request: StudioRequest, slug: str) -> HttpResponse:
             },
             status=400,
         )
-    a, role = open_eval(request, slug, int(raw_a))
-    b, _ = eval_for(request.user, int(raw_b))
+    a, role = open_eval(request, slug, id_a)
+    b, _ = eval_for(request.user, id_b)
     context: dict[str, Any] = {"a": a, "b": b, "role": role, "project": a.project, "a_id": raw_a, "b_id": raw_b}
     try:
         cmp = results.compare(a, b)

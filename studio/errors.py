@@ -1,15 +1,19 @@
 """The API's one error shape and its one handler map.
 
-Every error answers `{"detail": "..."}` (django-ninja's own shape for `HttpError` and
-for 422 validation errors). Each router declares the errors its operations may give
-with `**ERRORS` (plus 409/422 where an operation has them), so the OpenAPI schema lists
-them; `install` maps Django's exceptions (404, 403, a model's ValidationError) onto the
-same shape for the one NinjaAPI."""
+Every error answers `{"detail": ...}`: a sentence for `HttpError` and Django's exceptions,
+ninja's list of problems for a 422 (a body or parameter of the wrong shape). Each router
+declares the errors its operations may give with `**ERRORS`, plus `**CONFLICT` where an
+operation can answer 409 and `**INVALID` where it takes a body or a typed parameter (so
+ninja can answer 422), so the OpenAPI document lists every status an operation can give
+(tests/studio/api/test_openapi_fuzz.py holds them to it). `install` maps Django's
+exceptions (404, 403, a model's ValidationError) onto the same shape for the one NinjaAPI;
+`page_not_found` does it for a URL under /api/ that no route matches."""
 
 from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 from ninja import NinjaAPI, Schema
 
 
@@ -17,8 +21,21 @@ class ErrorOut(Schema):
     detail: str
 
 
+class InvalidItemOut(Schema):
+    type: str
+    loc: list[str | int]
+    msg: str
+
+
+class InvalidOut(Schema):
+    """ninja's answer to a body or parameter of the wrong shape (422)."""
+
+    detail: list[InvalidItemOut]
+
+
 ERRORS: dict[int, type[Schema]] = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
 CONFLICT: dict[int, type[Schema]] = {409: ErrorOut}
+INVALID: dict[int, type[Schema]] = {422: InvalidOut}
 
 
 def install(api: NinjaAPI) -> None:
@@ -37,3 +54,12 @@ def install(api: NinjaAPI) -> None:
     api.add_exception_handler(Http404, not_found)
     api.add_exception_handler(PermissionDenied, forbidden)
     api.add_exception_handler(ValidationError, invalid)
+
+
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """Django's 404 for a URL no route matches (`handler404`). Under /api/ it is the API's
+    own shape, so a client that reads JSON reads this too (a `{path}` with a newline in it
+    matches no API route)."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "Not found"}, status=404)
+    return defaults.page_not_found(request, exception)

@@ -20,6 +20,8 @@ def _public(patterns: list[Any]) -> list[Any]:
     return patterns
 
 
+handler404 = "studio.errors.page_not_found"
+
 urlpatterns = [
     path("login/", login_not_required(auth_views.LoginView.as_view(template_name="accounts/login.html")), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

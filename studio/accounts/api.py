@@ -10,7 +10,7 @@ from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError
 
 from studio.accounts.models import ApiToken
-from studio.errors import ERRORS
+from studio.errors import ERRORS, INVALID
 from studio.http import StudioRequest
 
 router = Router(tags=["accounts"])
@@ -51,7 +51,7 @@ def list_tokens(request: StudioRequest) -> list[TokenOut]:
 
 @router.post(
     "",
-    response={201: TokenCreatedOut, **ERRORS},
+    response={201: TokenCreatedOut, **ERRORS, **INVALID},
     summary="Make an API token (its plaintext is in this answer only)",
 )
 def create_token(request: StudioRequest, body: TokenIn) -> Status[TokenCreatedOut]:
@@ -62,7 +62,7 @@ def create_token(request: StudioRequest, body: TokenIn) -> Status[TokenCreatedOu
     return Status(201, TokenCreatedOut(**_out(row).model_dump(), token=token))
 
 
-@router.delete("/{token_id}", response={204: None, **ERRORS}, summary="Revoke one of your tokens")
+@router.delete("/{token_id}", response={204: None, **ERRORS, **INVALID}, summary="Revoke one of your tokens")
 def revoke_token(request: StudioRequest, token_id: int) -> Status[None]:
     if not ApiToken.objects.filter(pk=token_id, user=request.user).update(revoked=True):
         raise HttpError(404, f"you have no token {token_id}")

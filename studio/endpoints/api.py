@@ -16,7 +16,7 @@ from ninja.errors import HttpError
 from studio.accounts.access import can_manage_endpoints, endpoint_for, require_endpoint_manager
 from studio.endpoints.forms import EndpointForm
 from studio.endpoints.models import Endpoint
-from studio.errors import ERRORS
+from studio.errors import ERRORS, INVALID
 from studio.http import StudioRequest
 from studio.redaction import visible_check
 
@@ -62,12 +62,12 @@ def list_endpoints(request: StudioRequest) -> list[EndpointOut]:
     return [_out(endpoint, request) for endpoint in Endpoint.objects.all()]
 
 
-@router.get("/{endpoint_id}", response={200: EndpointOut, **ERRORS}, summary="One model endpoint")
+@router.get("/{endpoint_id}", response={200: EndpointOut, **ERRORS, **INVALID}, summary="One model endpoint")
 def get_endpoint(request: StudioRequest, endpoint_id: int) -> EndpointOut:
     return _out(endpoint_for(request.user, endpoint_id), request)
 
 
-@router.post("", response={201: EndpointOut, **ERRORS}, summary="Add a model endpoint (staff)")
+@router.post("", response={201: EndpointOut, **ERRORS, **INVALID}, summary="Add a model endpoint (staff)")
 def create_endpoint(request: StudioRequest, payload: EndpointIn) -> Status[EndpointOut]:
     require_endpoint_manager(request.user)
     form = EndpointForm(data=payload.dict())
@@ -83,7 +83,9 @@ def create_endpoint(request: StudioRequest, payload: EndpointIn) -> Status[Endpo
     return Status(201, _out(endpoint, request))
 
 
-@router.post("/{endpoint_id}/check", response={202: EndpointOut, **ERRORS}, summary="Check a model endpoint (staff)")
+@router.post(
+    "/{endpoint_id}/check", response={202: EndpointOut, **ERRORS, **INVALID}, summary="Check a model endpoint (staff)"
+)
 def check_endpoint(request: StudioRequest, endpoint_id: int) -> Status[EndpointOut]:
     endpoint = endpoint_for(request.user, endpoint_id, manage=True)
     from studio.endpoints.tasks import check_endpoint as check_task

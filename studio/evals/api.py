@@ -16,7 +16,7 @@ from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError
 
 from studio.accounts.access import eval_for, project_for
-from studio.errors import CONFLICT, ERRORS
+from studio.errors import CONFLICT, ERRORS, INVALID
 from studio.evals import shared
 from studio.evals.models import Eval, EvalCase
 from studio.evals.results.gate import baseline_gate, mark_baseline
@@ -88,7 +88,7 @@ class GateOut(Schema):
     rows: list[GateRowOut]
 
 
-ERRORS_409 = {**ERRORS, **CONFLICT}
+ERRORS_409 = {**ERRORS, **CONFLICT, **INVALID}
 CASE = EvalCase.Status
 
 
@@ -155,14 +155,14 @@ def start(request: StudioRequest, payload: EvalIn) -> Status[StartOut]:
     return Status(201, StartOut(batch=evals[0].batch, evals=[eval_out(ev) for ev in fresh.order_by("pk")]))
 
 
-@router.get("", response={200: list[EvalOut], **ERRORS}, summary="A project's evals, newest first")
+@router.get("", response={200: list[EvalOut], **ERRORS, **INVALID}, summary="A project's evals, newest first")
 def list_evals(request: StudioRequest, project: str, limit: int = 50) -> list[EvalOut]:
     found, _ = project_for(request.user, project)
     rows = with_counts(Eval.objects.filter(project=found).select_related("project", "endpoint", "created_by"))
     return [eval_out(ev, counts_annotated(ev)) for ev in rows[: max(1, min(limit, 200))]]
 
 
-@router.get("/{eval_id}", response={200: EvalOut, **ERRORS}, summary="An eval's status and counts")
+@router.get("/{eval_id}", response={200: EvalOut, **ERRORS, **INVALID}, summary="An eval's status and counts")
 def get_eval(request: StudioRequest, eval_id: int) -> EvalOut:
     return eval_out(_eval(request, eval_id))
 

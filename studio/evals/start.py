@@ -20,6 +20,7 @@ from studio.evals import shared
 from studio.evals.models import Eval, EvalCase
 from studio.evals.settings import setting
 from studio.evals.shared import S, finish_if_done
+from studio.numbers import whole_number
 from studio.projects.models import Project
 
 
@@ -39,8 +40,9 @@ def _endpoint(ref: int | str | None) -> Endpoint | None:
     if ref is None or ref == "":
         return None
     found = None
-    if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
-        found = Endpoint.objects.filter(pk=int(ref)).first()
+    pk = whole_number(ref)
+    if pk is not None:
+        found = Endpoint.objects.filter(pk=pk).first()
     if found is None and isinstance(ref, str):
         found = Endpoint.objects.filter(name=ref).first()
     if found is None:

@@ -22,12 +22,12 @@ from ninja.errors import HttpError
 from runtime.paths import path_problem, shown
 from studio.accounts.access import project_for, visible_projects
 from studio.accounts.models import Membership, Role
-from studio.errors import CONFLICT, ERRORS
+from studio.errors import CONFLICT, ERRORS, INVALID
 from studio.http import StudioRequest
 from studio.projects.archives import ArchiveRefused, read_archive
 from studio.projects.execute import PACK_PREFIX, validate_files
 from studio.projects.forms import example_choices
-from studio.projects.models import Project, create_project
+from studio.projects.models import Project, create_project, slug_unavailable
 from studio.projects.schemas import (
     ChangeOut,
     DiffFileOut,
@@ -176,7 +176,7 @@ def _create(
     request: StudioRequest, slug: str, name: str, description: str, files: dict[str, bytes], message: str
 ) -> Project:
     if Project.objects.filter(slug=slug).exists():
-        raise HttpError(409, f"a project with slug {slug!r} exists; choose another slug")
+        raise HttpError(409, slug_unavailable(slug, request.user))
     try:
         return create_project(
             slug=slug,
@@ -190,12 +190,16 @@ def _create(
         fields = getattr(exc, "message_dict", None)
         detail = "; ".join(f"{k}: {' '.join(v)}" for k, v in fields.items()) if fields else "; ".join(exc.messages)
         raise HttpError(400, detail) from None
-    except (IntegrityError, StorageError):
-        raise HttpError(409, f"a project with slug {slug!r} exists; choose another slug") from None
+    except UnsafePath as exc:
+        raise HttpError(400, f"upload refused: {exc}. Nothing was stored.") from None
+    except (IntegrityError, StorageError):  # another create of this slug won, or a repository holds it
+        raise HttpError(409, slug_unavailable(slug, request.user)) from None
 
 
 @router.post(
-    "", response={201: ProjectOut, **ERRORS, **CONFLICT}, summary="Create a project: empty, or from an example pack"
+    "",
+    response={201: ProjectOut, **ERRORS, **CONFLICT, **INVALID},
+    summary="Create a project: empty, or from an example pack",
 )
 def create(request: StudioRequest, body: ProjectIn) -> Status[ProjectOut]:
     files: dict[str, bytes] = {}
@@ -211,7 +215,7 @@ def create(request: StudioRequest, body: ProjectIn) -> Status[ProjectOut]:
 
 @router.post(
     "/upload",
-    response={201: ProjectOut, **ERRORS, **CONFLICT},
+    response={201: ProjectOut, **ERRORS, **CONFLICT, **INVALID},
     summary="Create a project from an uploaded pack (.zip or .tar.gz)",
 )
 def upload(
@@ -249,7 +253,7 @@ def detail(request: StudioRequest, slug: str) -> ProjectOut:
 
 @router.get(
     "/{slug}/versions",
-    response={200: list[VersionOut], **ERRORS},
+    response={200: list[VersionOut], **ERRORS, **INVALID},
     summary="History: the commits on the project, newest first",
 )
 def versions(request: StudioRequest, slug: str, limit: int = 200) -> list[VersionOut]:
@@ -297,7 +301,9 @@ def read_file(request: StudioRequest, slug: str, path: str, version: str | None 
 
 
 @router.put(
-    "/{slug}/files", response={200: SaveOut, **ERRORS, 409: StaleOut}, summary="Save changed files as a new version"
+    "/{slug}/files",
+    response={200: SaveOut, **ERRORS, 409: StaleOut, **INVALID},
+    summary="Save changed files as a new version",
 )
 def save_files(request: StudioRequest, slug: str, body: FilesSaveIn) -> SaveOut | Status[StaleOut]:
     """Refused with 409 (and nothing written) when the project moved past `base`; the
@@ -375,7 +381,7 @@ def diff(
 
 @router.post(
     "/{slug}/validate",
-    response={200: ValidateOut, **ERRORS},
+    response={200: ValidateOut, **ERRORS, **INVALID},
     summary="Load a version (with unsaved files laid over it) and report every problem",
 )
 def validate(request: StudioRequest, slug: str, body: ValidateIn) -> ValidateOut:

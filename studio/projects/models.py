@@ -46,6 +46,17 @@ class Project(models.Model):
         return Role(membership.role) if membership else None
 
 
+def slug_unavailable(slug: str, user: User) -> str:
+    """What `user` is told when a new project cannot have `slug` (docs/studio.md, "Taken
+    slugs"). Who can see the project that holds it hears so; anyone else hears the same
+    sentence whether a project they cannot see holds it, a repository left on disk does,
+    or another create won a race, so a refused slug names no project to a stranger."""
+    project = Project.objects.filter(slug=slug).first()
+    if project is not None and project.role_of(user) is not None:
+        return f"a project with slug {slug!r} exists (you can open it at /p/{slug}/); choose another slug"
+    return f"the slug {slug!r} is unavailable; choose another slug"
+
+
 def create_project(
     *,
     slug: str,
@@ -66,7 +77,9 @@ def create_project(
     from studio.projects.storage import PackRepo
 
     project = Project(slug=slug, name=name or slug, description=description, created_by=owner)
-    project.full_clean(exclude=["created_by"])
+    # Uniqueness is the database's (and the callers' slug_unavailable); full_clean's own
+    # check would name the project to a stranger who raced its create.
+    project.full_clean(exclude=["created_by"], validate_unique=False)
     files = {f"pack/{p}": d for p, d in pack_files.items()}
     files.update({f"spec/{p}": d for p, d in (spec_files or {}).items()})
     if not files:

@@ -16,7 +16,7 @@ from ninja.errors import HttpError
 from studio.accounts.access import project_for, run_for
 from studio.accounts.models import Role
 from studio.endpoints.models import Endpoint
-from studio.errors import ERRORS
+from studio.errors import ERRORS, INVALID
 from studio.http import StudioRequest
 from studio.redaction import visible_trace
 from studio.runs import execute
@@ -72,7 +72,7 @@ def _out(run: TryRun, role: Role) -> RunOut:
     )
 
 
-@router.post("", response={201: RunOut, **ERRORS}, summary="Start a try-it run")
+@router.post("", response={201: RunOut, **ERRORS, **INVALID}, summary="Start a try-it run")
 def create_run(request: StudioRequest, payload: RunIn) -> Status[RunOut]:
     project, _ = project_for(request.user, payload.project, edit=True)
     endpoint = None
@@ -91,7 +91,7 @@ def create_run(request: StudioRequest, payload: RunIn) -> Status[RunOut]:
     return Status(201, _out(run, role))
 
 
-@router.get("/{run_id}", response={200: RunOut, **ERRORS}, summary="A try-it run and its trace so far")
+@router.get("/{run_id}", response={200: RunOut, **ERRORS, **INVALID}, summary="A try-it run and its trace so far")
 def get_run(request: StudioRequest, run_id: int) -> RunOut:
     run, role = run_for(request.user, run_id)
     return _out(run, role)

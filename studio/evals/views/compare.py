@@ -20,6 +20,7 @@ from studio.evals.views.common import (
     usd,
 )
 from studio.http import StudioRequest
+from studio.numbers import whole_number
 from studio.projects.storage import PackRepo, StorageError
 
 __all__ = ["eval_compare", "eval_history"]
@@ -30,7 +31,8 @@ __all__ = ["eval_compare", "eval_history"]
 def eval_compare(request: StudioRequest, slug: str) -> HttpResponse:
     project, role = project_for(request.user, slug)
     raw_a, raw_b = request.GET.get("a", "").strip(), request.GET.get("b", "").strip()
-    if not raw_a.isdigit() or not raw_b.isdigit():
+    id_a, id_b = whole_number(raw_a), whole_number(raw_b)
+    if id_a is None or id_b is None:
         return render(
             request,
             "evals/results_compare.html",
@@ -44,8 +46,8 @@ def eval_compare(request: StudioRequest, slug: str) -> HttpResponse:
             },
             status=400,
         )
-    a, role = open_eval(request, slug, int(raw_a))
-    b, _ = eval_for(request.user, int(raw_b))
+    a, role = open_eval(request, slug, id_a)
+    b, _ = eval_for(request.user, id_b)
     context: dict[str, Any] = {"a": a, "b": b, "role": role, "project": a.project, "a_id": raw_a, "b_id": raw_b}
     try:
         cmp = compare(a, b)

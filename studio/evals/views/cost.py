@@ -24,6 +24,7 @@ from studio.evals.views.common import (
     usd,
 )
 from studio.http import StudioRequest
+from studio.numbers import whole_number
 from studio.redaction import visible_trace
 
 __all__ = ["COLUMNS", "eval_case", "eval_cost", "trace_steps"]
@@ -40,20 +41,13 @@ COLUMNS = [
 ]
 
 
-def _int(value: str | None, default: int) -> int:
-    try:
-        return int(value) if value is not None else default
-    except ValueError:
-        return default
-
-
 def eval_cost(request: StudioRequest, slug: str, eval_id: int) -> HttpResponse:
     ev, role = open_eval(request, slug, eval_id)
     table = cost_table(
         ev,
         sort=request.GET.get("sort", "cost"),
         direction=request.GET.get("dir", "desc"),
-        page=_int(request.GET.get("page"), 1),
+        page=whole_number(request.GET.get("page"), minimum=1, maximum=1_000_000) or 1,
     )
     base = reverse("evals-cost", args=[ev.project.slug, ev.pk])
     rows = [

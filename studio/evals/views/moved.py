@@ -9,6 +9,7 @@ from django.urls import reverse
 
 from studio.accounts.access import eval_for, project_for
 from studio.http import StudioRequest
+from studio.numbers import whole_number
 
 
 def _to(request: StudioRequest, url: str) -> HttpResponsePermanentRedirect:
@@ -31,10 +32,10 @@ def eval_new_moved(request: StudioRequest) -> HttpResponsePermanentRedirect:
 
 
 def eval_compare_moved(request: StudioRequest) -> HttpResponsePermanentRedirect:
-    raw = request.GET.get("a", "")
-    if not raw.isdigit():
+    eval_id = whole_number(request.GET.get("a"))
+    if eval_id is None:
         raise Http404("No such eval")
-    ev, _ = eval_for(request.user, int(raw))
+    ev, _ = eval_for(request.user, eval_id)
     return _to(request, reverse("evals-compare", args=[ev.project.slug]))
 
 

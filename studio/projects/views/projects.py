@@ -13,12 +13,13 @@ from django.shortcuts import redirect, render
 
 from studio.accounts.access import visible_projects
 from studio.http import StudioRequest
+from studio.numbers import whole_number
 from studio.projects.archives import ArchiveRefused, Limits, read_archive
 from studio.projects.execute import validate_files
 from studio.projects.forms import ProjectCreateForm
 from studio.projects.graph_svg import draw
-from studio.projects.models import Project, create_project
-from studio.projects.storage import StorageError
+from studio.projects.models import Project, create_project, slug_unavailable
+from studio.projects.storage import StorageError, UnsafePath
 from studio.projects.views.common import (
     SHORT,
     Opened,
@@ -56,7 +57,7 @@ def project_create(request: StudioRequest) -> HttpResponse:
     data = form.cleaned_data
     slug = data["slug"]
     if Project.objects.filter(slug=slug).exists():
-        form.add_error("slug", "A project with this slug exists.")
+        form.add_error("slug", slug_unavailable(slug, request.user))
         return render(request, "projects/create.html", {"form": form}, status=400)
     try:
         if data.get("archive"):
@@ -72,8 +73,11 @@ def project_create(request: StudioRequest) -> HttpResponse:
     except ArchiveRefused as exc:
         form.add_error("archive", f"Upload refused: {exc}. Nothing was stored.")
         return render(request, "projects/create.html", {"form": form}, status=400)
-    except (StorageError, IntegrityError) as exc:
-        form.add_error(None, f"Could not create the project: {exc}")
+    except UnsafePath as exc:
+        form.add_error("archive", f"Upload refused: {exc}. Nothing was stored.")
+        return render(request, "projects/create.html", {"form": form}, status=400)
+    except (StorageError, IntegrityError):  # another create of this slug won, or a repository holds it
+        form.add_error("slug", slug_unavailable(slug, request.user))
         return render(request, "projects/create.html", {"form": form}, status=400)
     messages.success(request, f"Project {slug} created.")
     return redirect("projects-overview", slug=slug)
@@ -100,8 +104,7 @@ HISTORY_PAGE = 50
 
 def project_history(request: StudioRequest, slug: str) -> HttpResponse:
     opened = open_project(request, slug)
-    raw = request.GET.get("page", "1")
-    number = int(raw) if raw.isdigit() and 0 < int(raw) <= 10_000 else 1
+    number = whole_number(request.GET.get("page"), minimum=1, maximum=10_000) or 1  # a bad page: the first
     start = (number - 1) * HISTORY_PAGE
     # One more than the page so the last row knows its parent and we know if there is more.
     walked = [commit_of(v) for v in opened.repo.log(limit=start + HISTORY_PAGE + 1)][start:]

@@ -53,3 +53,11 @@ def test_it_declares_the_one_error_shape_on_every_operation_of_every_router(as_o
                 answer = operation["responses"].get(status)
                 assert answer, f"{method} {path} declares no {status}"
                 assert answer["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorOut"}
+
+
+def test_it_answers_a_url_no_api_route_matches_in_the_api_shape(as_owner: Client) -> None:
+    for url in ("/api/nope", "/api/projects/triage/files/a%0Ab"):
+        answer = as_owner.get(url)
+        assert answer.status_code == 404 and answer.json() == {"detail": "Not found"}
+    page = as_owner.get("/nope/")
+    assert page.status_code == 404 and page["Content-Type"].startswith("text/html")

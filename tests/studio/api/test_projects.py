@@ -1,5 +1,10 @@
 from __future__ import annotations
 
+import io
+import zipfile
+from pathlib import Path
+
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
 from studio.accounts.models import Membership, Role
@@ -72,13 +77,42 @@ def test_it_refuses_an_unknown_example(as_owner: Client, git_root: object) -> No
     assert not Project.objects.filter(slug="ok").exists()
 
 
-def test_it_refuses_a_taken_slug(as_stranger: Client, project: Project) -> None:
-    answer = send(as_stranger, "post", "/api/projects", {"slug": "triage"})
+def test_it_tells_a_stranger_only_that_a_taken_slug_is_unavailable(
+    as_stranger: Client, project: Project, git_root: Path
+) -> None:
+    # Held by a project the stranger cannot see, and by a repository with no project row:
+    # the same answer, which names no project.
+    PackRepo.create(git_root / "held.git", {"pack/.keep": b""}, author="x", email="", message="left over")
+    for slug in ("triage", "held"):
+        answer = send(as_stranger, "post", "/api/projects", {"slug": slug})
+        assert answer.status_code == 409
+        assert answer.json() == {"detail": f"the slug {slug!r} is unavailable; choose another slug"}
+
+
+def test_it_tells_a_member_that_the_project_exists(as_viewer: Client, project: Project) -> None:
+    answer = send(as_viewer, "post", "/api/projects", {"slug": "triage"})
     assert answer.status_code == 409
-    assert "exists" in answer.json()["detail"]
+    assert "a project with slug 'triage' exists" in answer.json()["detail"]
+
+
+def test_it_tells_a_stranger_uploading_to_a_taken_slug_only_that_it_is_unavailable(
+    as_stranger: Client, project: Project
+) -> None:
+    archive = SimpleUploadedFile("p.zip", _zip({"p/manifest.yaml": "name: p\n"}), content_type="application/zip")
+    answer = as_stranger.post("/api/projects/upload", {"slug": "triage", "archive": archive})
+    assert answer.status_code == 409
+    assert answer.json() == {"detail": "the slug 'triage' is unavailable; choose another slug"}
 
 
 def test_it_answers_422_to_a_body_without_a_slug(as_owner: Client) -> None:
     answer = send(as_owner, "post", "/api/projects", {"name": "x"})
     assert answer.status_code == 422
     assert answer.json()["detail"][0]["loc"][-1] == "slug"
+
+
+def _zip(files: dict[str, str]) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for name, text in files.items():
+            zf.writestr(name, text)
+    return buf.getvalue()

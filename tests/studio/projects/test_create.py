@@ -49,3 +49,21 @@ def test_it_refuses_a_bad_slug(as_owner: Client) -> None:
     page = as_owner.post("/new", {"slug": "Bad Slug!"})
     assert page.status_code == 400
     assert b"lowercase letters" in page.content
+
+
+def test_it_tells_a_stranger_only_that_a_taken_slug_is_unavailable(
+    as_stranger: Client, project: Project, git_root: Path
+) -> None:
+    PackRepo.create(git_root / "held.git", {"pack/.keep": b""}, author="x", email="", message="left over")
+    for slug in ("triage", "held"):  # a project the stranger cannot see; a repository without a project
+        page = as_stranger.post("/new", {"slug": slug})
+        assert page.status_code == 400
+        text = page.content.decode()
+        assert f"the slug &#x27;{slug}&#x27; is unavailable; choose another slug" in text
+        assert "exists" not in text and str(git_root) not in text
+
+
+def test_it_tells_a_member_that_the_project_exists(as_viewer: Client, project: Project) -> None:
+    page = as_viewer.post("/new", {"slug": "triage"})
+    assert page.status_code == 400
+    assert "a project with slug &#x27;triage&#x27; exists" in page.content.decode()

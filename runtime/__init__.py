@@ -58,6 +58,9 @@ from runtime.nodes import NODE_KINDS, drawing_for
 from runtime.nodes.base import NODE_SHAPES, NodeDrawing, NodeKind
 from runtime.pack import Pack, load_pack
 from runtime.pack.model import Case, Edge, Node
+from runtime.paths import MAX_DEPTH as MAX_PATH_DEPTH
+from runtime.paths import path_problem
+from runtime.paths import shown as shown_path
 from runtime.stats import mcnemar_exact, paired_outcomes, percentile, wilson_interval
 from runtime.tools import Tool, load_tools
 from runtime.trace import TRACE_VERSION, Attempt, EdgeTaken, Step, ToolCall, Trace
@@ -66,6 +69,7 @@ from runtime.walker import RunOptions, RunResult, resume_run, run_pack
 __all__ = [
     "BACKEND_KINDS",
     "DEFAULT_TOLERANCES",
+    "MAX_PATH_DEPTH",
     "METRIC_DIRECTIONS",
     "NODE_KINDS",
     "NODE_SHAPES",
@@ -129,10 +133,12 @@ __all__ = [
     "pack_file",
     "paired_outcomes",
     "parse_backend_spec",
+    "path_problem",
     "percentile",
     "redact_data",
     "resume_run",
     "run_pack",
     "score_case",
+    "shown_path",
     "wilson_interval",
 ]

@@ -240,7 +240,9 @@ def _read_zip(data: bytes, limits: Limits) -> dict[PurePosixPath, bytes]:
                 total += len(content) - info.file_size
                 _check(path, files, total, limits)
                 files[path] = content
-    except (zipfile.BadZipFile, EOFError, OSError, zlib.error) as exc:
+    except (zipfile.BadZipFile, EOFError, OSError, zlib.error, NotImplementedError, RuntimeError, ValueError) as exc:
+        # RuntimeError: an encrypted member; NotImplementedError: an unknown compression;
+        # ValueError (UnicodeDecodeError included): a damaged name or offset
         raise PullError(f"the download is not a readable .zip ({type(exc).__name__})") from None
     return files
 

@@ -12,7 +12,12 @@ from studio import errors
 from studio.accounts.auth import API_AUTH
 
 api = NinjaAPI(
-    title="Packforge studio", version="1", urls_namespace="api", auth=API_AUTH, docs_decorator=login_required
+    title="Packforge studio",
+    version="1",
+    urls_namespace="api",
+    auth=API_AUTH,
+    docs_decorator=login_required,
+    parser=errors.StudioParser(),
 )
 errors.install(api)
 

@@ -103,7 +103,8 @@ def take_lapsed(rows: models.QuerySet[Any], lease_for: timedelta, limit: int = 1
     now = timezone.now()
     model = rows.model
     taken: list[int] = []
-    lapsed = rows.filter(status=RUNNING, lease_until__lt=now)
+    # A running row with no lease at all (left by a worker before leases existed) has lapsed too.
+    lapsed = rows.filter(Q(lease_until__lt=now) | Q(lease_until__isnull=True), status=RUNNING)
     for pk, owner, until in lapsed.values_list("pk", "lease_owner", "lease_until")[:limit]:
         if model._default_manager.filter(pk=pk, status=RUNNING, lease_owner=owner, lease_until=until).update(
             lease_owner="", lease_until=now + lease_for

@@ -16,7 +16,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime import BadSpec, FakeConfig, Pack, PackInvalid, SimConfig, Tool, load_pack, pack_file, parse_backend_spec
+from runtime import (
+    BadSpec,
+    FakeConfig,
+    Pack,
+    PackInvalid,
+    SimConfig,
+    Tool,
+    load_pack,
+    pack_file,
+    parse_backend_spec,
+    path_problem,
+)
 from studio.host_tools import registry_broken, tool_registry, tools_problem
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo, StorageError
@@ -54,6 +65,9 @@ class LoadedPack:
 def materialize(files: dict[str, bytes], root: Path) -> Path:
     """Write `files` (paths relative to the pack root) under `root`."""
     for name, data in files.items():
+        problem = path_problem(name)  # a repository edited outside the studio is not trusted
+        if problem is not None:
+            raise PackUnrunnable([f"{name}: {problem}"])
         target = root / name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)

@@ -137,6 +137,17 @@ def test_it_keeps_the_studio_out_of_the_compiler() -> None:
     assert _breaches("compiler", ("studio", "django", "celery")) == []
 
 
+def test_it_keeps_the_studio_and_the_compiler_on_the_runtimes_public_api() -> None:
+    """Above the runtime, code imports `runtime` itself (its pinned `__all__`), never one
+    of its modules: the public API is the contract, the modules are free to move."""
+    reaching_in = sorted(
+        f"{imp.module}:{imp.line} imports {imp.target}"
+        for imp in IMPORTS
+        if _top(imp.module) in ("studio", "compiler") and imp.target.startswith("runtime.")
+    )
+    assert reaching_in == []
+
+
 def _cycles(only_at_import_time: bool = False) -> list[frozenset[str]]:
     """Strongly connected components of the import graph with more than one module (or a
     module importing itself); Tarjan's algorithm, iterative."""

@@ -20,6 +20,8 @@ from studio.runs.models import TryRun
 
 def project_for(user: User, slug: str, *, edit: bool = False) -> tuple[Project, Role]:
     """The project and the user's role on it; `edit` asks for an author (403 otherwise)."""
+    if "\x00" in slug:  # no slug holds one, and Postgres refuses to compare with it
+        raise Http404("No such project")
     project = Project.objects.filter(slug=slug).first()
     if project is None:
         raise Http404("No such project")

@@ -221,7 +221,7 @@ def _run_claimed(case: EvalCase, ev: Eval, token: str) -> str | None:
     except Exception as exc:  # the row must end final whatever happened; the log has the rest
         log.exception("eval case %s (%s) crashed", case.pk, case.run_id)
         kind = "" if isinstance(exc, PackUnrunnable | BadSpec) else f"internal error: {type(exc).__name__}: "
-        return S.ERROR if _close(case.pk, token, S.ERROR, f"{kind}{exc}") else None
+        return S.ERROR if _close(case.pk, token, S.ERROR, stored(f"{kind}{exc}")) else None
     finally:
         watcher().unregister(case.pk)
 

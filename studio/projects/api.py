@@ -19,7 +19,8 @@ from dulwich.objects import Commit
 from ninja import File, Form, Router, Status, UploadedFile
 from ninja.errors import HttpError
 
-from runtime.paths import path_problem, shown
+from runtime import path_problem
+from runtime import shown_path as shown
 from studio.accounts.access import project_for, visible_projects
 from studio.accounts.models import Membership, Role
 from studio.errors import CONFLICT, ERRORS, INVALID

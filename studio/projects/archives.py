@@ -16,7 +16,8 @@ import zlib
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from runtime.paths import path_problem, shown
+from runtime import path_problem
+from runtime import shown_path as shown
 
 
 class ArchiveRefused(Exception):

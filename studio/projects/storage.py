@@ -33,7 +33,9 @@ from dulwich.objects import Blob, Commit, ObjectID, Tree, TreeEntry, parse_tree
 from dulwich.refs import HEADREF, Ref
 from dulwich.repo import Repo
 
-from runtime.paths import MAX_DEPTH, path_problem, shown
+from runtime import MAX_PATH_DEPTH as MAX_DEPTH
+from runtime import path_problem
+from runtime import shown_path as shown
 
 BRANCH = Ref(b"refs/heads/main")
 FILE_MODE = 0o100644
@@ -222,7 +224,7 @@ class PackRepo:
     ) -> str:
         if not message.strip():
             raise StorageError("a save needs a message")
-        check_paths(changes)
+        check_paths({path: data for path, data in changes.items() if data is not None})  # removing is always safe
         with self._locked():
             head = self.head()
             if head != base:

@@ -275,3 +275,22 @@ def test_it_fills_an_empty_current_folder(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.chdir(tmp_path)
     pull("http://studio/triage", token=TOKEN, out=".", transport=_studio(_tar([_file("triage/prompts/a.txt")])))
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == ["prompts", "prompts/a.txt"]
+
+
+def _with_compression_method(data: bytes, method: int) -> bytes:
+    """A zip whose one member claims a compression method zipfile cannot read."""
+    raw = bytearray(data)
+    for signature, offset in ((b"PK\x03\x04", 8), (b"PK\x01\x02", 10)):  # local header, central directory
+        at = raw.find(signature)
+        raw[at + offset : at + offset + 2] = method.to_bytes(2, "little")
+    return bytes(raw)
+
+
+def test_it_refuses_a_zip_it_cannot_decompress_without_a_traceback() -> None:
+    from runtime.pull import Limits, PullError, _read_zip
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as archive:
+        archive.writestr("pack/manifest.yaml", "name: x\n")
+    with pytest.raises(PullError, match=r"not a readable \.zip"):
+        _read_zip(_with_compression_method(buf.getvalue(), 99), Limits())

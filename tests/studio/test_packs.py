@@ -122,3 +122,11 @@ def test_it_never_resolves_a_packs_scripted_model_against_the_workers_folder(
     assert _reasons(missing) == [
         "the manifest's model 'fake:var/no_such_file' names 'var/no_such_file', which is not a file of the pack"
     ]
+
+
+def test_it_never_writes_a_stored_name_outside_the_pack_folder(tmp_path: Path) -> None:
+    root = tmp_path / "pack"
+    root.mkdir()
+    with pytest.raises(packs.PackUnrunnable, match=r"\.\./escaped\.txt"):
+        packs.materialize({"manifest.yaml": b"name: x\n", "../escaped.txt": b"x"}, root)
+    assert not (tmp_path / "escaped.txt").exists()

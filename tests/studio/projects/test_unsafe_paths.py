@@ -323,3 +323,12 @@ def test_it_never_reclaims_a_repository_with_commits(tmp_path: Path) -> None:
     with pytest.raises(StorageError, match="already exists"):
         PackRepo.create(tmp_path / "r.git", {"pack/b.txt": b"y"}, author="a", email="", message="again")
     assert PackRepo(tmp_path / "r.git").files(prefix="pack/") == {"a.txt": b"x"}
+
+
+def test_it_lets_an_author_delete_an_unsafe_path_stored_before_the_rule(tmp_path: Path) -> None:
+    repo = PackRepo.create(tmp_path / "r.git", {"pack/a.txt": b"x"}, author="a", email="", message="first")
+    bad = commit_behind_storage(repo, [b".git", b"a.txt"])
+    with pytest.raises(UnsafePath):
+        repo.save({"pack/.git": b"again"}, base=bad, author="a", email="", message="write it")
+    fixed = repo.save({"pack/.git": None}, base=bad, author="a", email="", message="remove it")
+    assert repo.tree_problems(fixed) == [] and "pack/.git" not in repo.files(fixed)

@@ -146,3 +146,13 @@ def test_it_resends_a_run_whose_message_was_lost(
     assert recovery.sweep(idle=True)["queued"] == 1 and sent == [run.pk]
     assert recovery.sweep(idle=True)["queued"] == 0  # once per stall period
     assert execute.run_try(run.pk) == "done"
+
+
+def test_it_resends_a_run_left_running_with_no_lease_at_all(
+    refunds: Project, owner: User, refunder: Endpoint, sent: list[int]
+) -> None:
+    # As a worker from before leases left it: running, no owner, no lease time.
+    run = execute.new_try_run(refunds, user=owner, version=None, endpoint=refunder, input=MESSAGE)
+    TryRun.objects.filter(pk=run.pk).update(status="running", lease_owner="", lease_until=None)
+    assert recovery.sweep(idle=False)["resent"] == 1 and sent == [run.pk]
+    assert execute.run_try(run.pk) == "done"

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from studio.celery import app
 from studio.evals.settings import setting
-from studio.leases import QUEUED, LeaseWatcher, take_lapsed
+from studio.leases import QUEUED, RUNNING, LeaseWatcher, take_lapsed
 from studio.runs.models import TryRun
 
 log = logging.getLogger("packforge.studio.runs")
@@ -77,9 +77,16 @@ def sweep(*, idle: bool) -> dict[str, int]:
     for run_id in resend:
         log.warning("try run %s lost its worker (lease lapsed); sending it again", run_id)
     lost = 0
-    if idle:
-        now = timezone.now()
-        cutoff = now - timedelta(seconds=setting("PACKFORGE_EVAL_STALL_S"))
+    now = timezone.now()
+    cutoff = now - timedelta(seconds=setting("PACKFORGE_EVAL_STALL_S"))
+    # A queued run is only lost when nothing moves: while some run holds a live lease or
+    # one finished within the stall period, queued runs are waiting behind busy workers,
+    # and re-sending them would only lengthen the queue they wait in.
+    busy = (
+        TryRun.objects.filter(status=RUNNING, lease_until__gt=now).exists()
+        or TryRun.objects.filter(finished_at__gte=cutoff).exists()
+    )
+    if idle and not busy:
         stale = TryRun.objects.filter(status=QUEUED, created_at__lt=cutoff).filter(
             Q(swept_at__isnull=True) | Q(swept_at__lt=cutoff)
         )

@@ -156,3 +156,20 @@ def test_it_resends_a_run_left_running_with_no_lease_at_all(
     TryRun.objects.filter(pk=run.pk).update(status="running", lease_owner="", lease_until=None)
     assert recovery.sweep(idle=False)["resent"] == 1 and sent == [run.pk]
     assert execute.run_try(run.pk) == "done"
+
+
+def test_it_leaves_queued_runs_alone_while_other_runs_move(
+    refunds: Project, owner: User, refunder: Endpoint, settings: Any, sent: list[int]
+) -> None:
+    settings.PACKFORGE_EVAL_STALL_S = 60.0
+    waiting = execute.new_try_run(refunds, user=owner, version=None, endpoint=refunder, input=MESSAGE)
+    TryRun.objects.filter(pk=waiting.pk).update(created_at=timezone.now() - timedelta(seconds=61))
+    busy = execute.new_try_run(refunds, user=owner, version=None, endpoint=refunder, input=MESSAGE)
+    TryRun.objects.filter(pk=busy.pk).update(
+        status="running", lease_owner="w1", lease_until=timezone.now() + timedelta(seconds=30)
+    )
+    assert recovery.sweep(idle=True)["queued"] == 0 and sent == []  # a worker is busy: behind it, not lost
+    TryRun.objects.filter(pk=busy.pk).update(
+        status="done", lease_owner="", finished_at=timezone.now() - timedelta(seconds=61)
+    )
+    assert recovery.sweep(idle=True)["queued"] == 1 and sent == [waiting.pk]  # nothing moved for a stall period

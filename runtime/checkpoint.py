@@ -6,6 +6,7 @@ token is refused (FencedOut) instead of overwriting the new owner's work."""
 
 from __future__ import annotations
 
+import copy
 import json
 import sqlite3
 import threading
@@ -56,7 +57,9 @@ class CheckpointStore(Protocol):
 
 
 class MemoryStore:
-    """Checkpoints in a dict: for tests, benchmarks and runs nobody will resume."""
+    """Checkpoints in a dict: for tests, benchmarks and runs nobody will resume. What goes
+    in and what comes out are copies, as with the stores that serialise: a caller that
+    changes a record it was handed (or the input it began with) changes nothing here."""
 
     def __init__(self) -> None:
         self._runs: dict[str, RunRecord] = {}
@@ -67,7 +70,7 @@ class MemoryStore:
         with self._lock:
             if run_id in self._runs:
                 raise RunStateError(f"run '{run_id}' already exists; use --resume {run_id}")
-            self._runs[run_id] = RunRecord(run_id, pack, digest, input, case_id, "running", 1)
+            self._runs[run_id] = RunRecord(run_id, pack, digest, copy.deepcopy(input), case_id, "running", 1)
             self._journal[run_id] = []
             return 1
 
@@ -75,23 +78,23 @@ class MemoryStore:
         with self._lock:
             record = self._get(run_id)
             record.fence += 1
-            return record.fence, RunRecord(**vars(record)), list(self._journal[run_id])
+            return record.fence, copy.deepcopy(record), copy.deepcopy(self._journal[run_id])
 
     def append(self, run_id: str, fence: int, kind: str, node: str, step: int, payload: dict[str, Any]) -> None:
         with self._lock:
             self._check(run_id, fence)
             journal = self._journal[run_id]
-            journal.append(Entry(len(journal) + 1, kind, node, step, payload))
+            journal.append(Entry(len(journal) + 1, kind, node, step, copy.deepcopy(payload)))
 
     def set_status(self, run_id: str, fence: int, status: str, result: dict[str, Any] | None = None) -> None:
         with self._lock:
             record = self._check(run_id, fence)
             record.status = status
-            record.result = result
+            record.result = copy.deepcopy(result)
 
     def get(self, run_id: str) -> RunRecord:
         with self._lock:
-            return RunRecord(**vars(self._get(run_id)))
+            return copy.deepcopy(self._get(run_id))
 
     def close(self) -> None:
         pass

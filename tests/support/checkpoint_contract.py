@@ -90,12 +90,14 @@ class CheckpointStoreContract:
         assert (record.status, record.result) == ("done", {"state": {"answer": 42}, "end": "done"})
 
     def test_it_hands_out_records_that_do_not_write_through(self, store: CheckpointStore) -> None:
-        # (MemoryStore shares the `input` dict it was given with every record it returns,
-        # so nested values are left out of this clause for now.)
-        store.begin("r1", pack="p", digest="d", input={"a": 1}, case_id=None)
+        given = {"a": 1, "nested": {"n": [1]}}
+        store.begin("r1", pack="p", digest="d", input=given, case_id=None)
+        given["nested"]["n"].append(2)  # the caller's dict changes after begin
         record = store.get("r1")
         record.status, record.fence = "done", 99
-        assert (store.get("r1").status, store.get("r1").fence) == ("running", 1)
+        record.input["nested"]["n"].append(3)
+        again = store.get("r1")
+        assert (again.status, again.fence, again.input) == ("running", 1, {"a": 1, "nested": {"n": [1]}})
 
     def test_it_resumes_a_killed_run_without_repeating_a_step(self, store: CheckpointStore) -> None:
         pack = load_pack(PACKS / "support_triage")

@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._rows import write_rows  # noqa: E402
+from benchmarks._studio import configure  # noqa: E402
 from runtime.stats import percentile  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "result_pages.jsonl"
@@ -42,27 +43,6 @@ PAGES = {
     "cost table (htmx)": "cost?sort=tokens&dir=asc&page=40",
     "case": "cases/case-00004/0",
 }
-
-
-def configure(tmp: Path) -> None:
-    """Point the settings at temp storage, then start Django and migrate."""
-    os.environ.update(
-        {
-            "DJANGO_SETTINGS_MODULE": "studio.settings",
-            "DATABASE_URL": f"sqlite:///{tmp}/studio.sqlite3",
-            "PACKFORGE_VAR": str(tmp / "var"),
-            "PACKFORGE_GIT_ROOT": str(tmp / "git"),
-            "LOG_LEVEL": "ERROR",
-        }
-    )
-    for name in ("REDIS_URL", "DEBUG", "CELERY_TASK_ALWAYS_EAGER"):
-        os.environ.pop(name, None)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
 
 
 def run(runs: int, requests: int, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

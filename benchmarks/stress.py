@@ -56,6 +56,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._rows import write_rows  # noqa: E402
 from runtime.stats import percentile  # noqa: E402
+from tests.support.started import Started, worker_main_pids  # noqa: E402
 
 REFUND_INPUTS = [
     json.loads(line)["input"]
@@ -76,12 +77,12 @@ def free_port() -> int:
 # -- the studio ------------------------------------------------------------------------------
 
 
-class Studio:
-    """scripts/start in its own session, its output collected."""
+class Studio(Started):
+    """scripts/start in its own session, its output collected (tests/support/started.py)."""
 
     def __init__(self, var: Path, env: dict[str, str]) -> None:
-        self.var, self.env, self.lines = var, env, []  # type: list[str]
-        self.proc = subprocess.Popen(
+        self.var, self.env = var, env
+        proc = subprocess.Popen(
             [str(ROOT / "scripts" / "start")],
             cwd=ROOT,
             env=env,
@@ -90,48 +91,12 @@ class Studio:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line)
-
-    @property
-    def output(self) -> str:
-        return "".join(self.lines)
-
-    def wait_for(self, pattern: str, timeout: float) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            match = re.search(pattern, self.output, re.M)
-            if match:
-                return match
-            time.sleep(0.1)
-        raise SystemExit(f"no {pattern!r} in scripts/start's output:\n{self.output[-5000:]}")
+        super().__init__(proc, int(env["PORT"]))
 
     def worker_pids(self) -> set[int]:
         """The Celery worker's main process: a celery process whose parent is the start
         script (its supervisor)."""
-        procs: dict[int, tuple[int, int, str]] = {}
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                stat = (entry / "stat").read_text()
-                fields = stat[stat.rindex(")") + 2 :].split()
-                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except (OSError, ValueError):
-                continue
-            procs[int(entry.name)] = (int(fields[1]), int(fields[2]), cmd)
-        return {
-            pid
-            for pid, (parent, group, cmd) in procs.items()
-            if group == self.proc.pid
-            and "celery -A studio worker" in cmd
-            and "scripts/start" in procs.get(parent, (0, 0, ""))[2]
-        }
+        return worker_main_pids(self.proc.pid)
 
     def stop(self) -> None:
         if self.proc.poll() is None:

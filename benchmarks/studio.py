@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._chain import write_chain  # noqa: E402
+from benchmarks._studio import configure  # noqa: E402
 from runtime.stats import percentile  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "studio.jsonl"
@@ -63,28 +64,6 @@ GOALS = {
     "history (page)": 100,
     "projects list": 100,
 }
-
-
-def configure(tmp: Path) -> None:
-    """Point the settings at temp storage, then start Django (settings read the
-    environment once, at import)."""
-    os.environ.update(
-        {
-            "DJANGO_SETTINGS_MODULE": "studio.settings",
-            "DATABASE_URL": f"sqlite:///{tmp}/studio.sqlite3",
-            "PACKFORGE_VAR": str(tmp / "var"),
-            "PACKFORGE_GIT_ROOT": str(tmp / "git"),
-            "LOG_LEVEL": "ERROR",
-        }
-    )
-    for name in ("REDIS_URL", "DEBUG", "CELERY_TASK_ALWAYS_EAGER"):
-        os.environ.pop(name, None)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
 
 
 def twenty_file_pack(tmp: Path) -> dict[str, bytes]:

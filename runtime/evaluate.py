@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from runtime.backends.base import Backend
+from runtime.calibration import DEFAULT_TARGET, calibrate, gate_minimums
 from runtime.checkpoint import CheckpointStore, MemoryStore
 from runtime.pack.model import Case, Edge, Pack
 from runtime.stats import percentile, wilson_interval
@@ -97,6 +98,8 @@ class EvalReport:
     model: str
     edges: list[Edge]
     cases: list[CaseResult] = field(default_factory=list)
+    expected: dict[str, dict[str, Any]] = field(default_factory=dict)  # case id -> expected values
+    gates: dict[str, float] = field(default_factory=dict)  # gated node -> its confidence `min`
 
     @property
     def total(self) -> int:
@@ -162,7 +165,12 @@ class EvalReport:
                 row["cost_usd"] += a.cost_usd
         return nodes
 
-    def to_dict(self) -> dict[str, Any]:
+    def calibration(self, target: float = DEFAULT_TARGET) -> dict[str, Any]:
+        """Per gated node: reliability table, threshold curve, proposal (runtime/calibration.py)."""
+        runs = [(c.trace, self.expected.get(c.case_id, {})) for c in self.cases]
+        return {node: cal.to_dict(target) for node, cal in calibrate(runs, self.gates).items()}
+
+    def to_dict(self, target_auto_accuracy: float = DEFAULT_TARGET) -> dict[str, Any]:
         return {
             "pack": self.pack,
             "version": self.version,
@@ -176,6 +184,7 @@ class EvalReport:
             "failures_by_node": self.failures_by_node(),
             "per_case": self.per_case(),
             "per_node": self.per_node(),
+            "calibration": self.calibration(target_auto_accuracy),
             "cases": [_case_dict(c) for c in self.cases],
         }
 
@@ -221,6 +230,7 @@ def evaluate(
     store = store if store is not None else MemoryStore()
     cases = [c for c in pack.cases if not tags or tags & set(c.tags)]
     report = EvalReport(pack.name, pack.version, model or backend.spec, pack.edges)
+    report.expected, report.gates = {c.id: dict(c.expected) for c in cases}, gate_minimums(pack)
     lock = threading.Lock()
 
     def one(case: Case) -> CaseResult:

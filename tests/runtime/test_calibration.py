@@ -16,6 +16,7 @@ from runtime.calibration import Calibration, calibrate, format_calibration
 from runtime.cli import main
 from runtime.evaluate import EvalReport
 from runtime.trace import Step, Trace
+from tests.support.confidence import gate_classify
 
 REPO = Path(__file__).resolve().parents[2]
 TRIAGE = REPO / "packs" / "support_triage"
@@ -144,24 +145,13 @@ def test_it_proposes_a_threshold_that_meets_the_target(pairs: list[tuple[float, 
 
 @pytest.fixture
 def gated_eval(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The real eval of support_triage, with the confidence a gate on classify records:
-    p 0.9 on the first 10 cases that expect a category (all right), 0.4 on the other 4
-    (two of them wrong); st-13 expects no category (it is left out)."""
+    """The real eval of support_triage, with the confidence a gate on classify records
+    (tests/support/confidence.py)."""
     module = sys.modules["runtime.evaluate"]  # `runtime.evaluate` is the exported function
     real = module.evaluate
 
     def gated(*args: Any, **kwargs: Any) -> EvalReport:
-        report = real(*args, **kwargs)
-        ranked = sorted(report.cases, key=lambda c: c.case_id)
-        for i, case in enumerate(c for c in ranked if "category" in report.expected[c.case_id]):
-            right = report.expected[case.case_id]["category"]
-            conf = {"field": "category", "value": "nonsense" if i >= 12 else right, "p": 0.9 if i < 10 else 0.4}
-            for step in case.trace.steps:
-                if step.node == "classify":
-                    step.confidence = {**conf, "margin": 0.2, "source": "logprobs"}
-        st13 = next(c for c in ranked if c.case_id == "st-13")
-        st13.trace.steps[0].confidence = {"field": "category", "value": None, "p": 0.2, "source": "logprobs"}
-        return report
+        return gate_classify(real(*args, **kwargs))
 
     monkeypatch.setattr(module, "evaluate", gated)
 

@@ -6,15 +6,17 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime.calibration import Calibration, calibrate, format_calibration
+from runtime.calibration import Calibration, calibrate, format_calibration, gate_minimums
 from runtime.cli import main
 from runtime.evaluate import EvalReport
+from runtime.pack.model import Pack
 from runtime.trace import Step, Trace
 from tests.support.confidence import gate_classify
 
@@ -100,6 +102,17 @@ def test_it_reports_the_nodes_current_min_beside_the_proposal() -> None:
     assert [pt["threshold"] for pt in doc["curve"]] == [0.3, 0.5, 0.6, 0.7, 0.83, 0.9, 0.95, 0.97, 0.99]
 
 
+def test_it_reads_each_gated_nodes_min_from_the_pack() -> None:
+    # Node.confidence is parsed by the gate's loader: a mapping or an object with `min` both read.
+    nodes = {
+        "classify": SimpleNamespace(id="classify", confidence={"field": "category", "min": 0.8}),
+        "route": SimpleNamespace(id="route", confidence=SimpleNamespace(field="queue", min=0.6)),
+        "extract": SimpleNamespace(id="extract", confidence=None),
+        "done": SimpleNamespace(id="done"),
+    }
+    assert gate_minimums(cast(Pack, SimpleNamespace(nodes=nodes))) == {"classify": 0.8, "route": 0.6}
+
+
 def test_it_finds_no_gated_node_in_traces_without_confidence() -> None:
     trace = Trace(run_id="r", pack="t", steps=[Step(node="classify", step=0, kind="generate", status="ok")])
     assert calibrate([(trace, {"category": "billing"})]) == {}
@@ -126,6 +139,13 @@ def test_it_never_lets_more_through_as_the_threshold_rises(pairs: list[tuple[flo
     shares = [pt.auto_share for pt in curve]
     assert shares == sorted(shares, reverse=True)
     assert all(pt == cal.at(pt.threshold) for pt in curve)
+
+
+@given(pairs_strategy, st.floats(min_value=0, max_value=1), st.floats(min_value=0, max_value=1))
+def test_it_lets_no_more_through_at_a_higher_threshold(pairs: list[tuple[float, bool]], a: float, b: float) -> None:
+    cal = Calibration("n", "f", pairs=pairs)
+    low, high = sorted((a, b))
+    assert cal.at(high).auto_share <= cal.at(low).auto_share
 
 
 @given(pairs_strategy, st.floats(min_value=0.01, max_value=1))

@@ -22,6 +22,7 @@ from runtime.backends import (
     pack_file,
     parse_backend_spec,
 )
+from runtime.calibration import Calibration, calibrate, gate_minimums
 from runtime.checkpoint import CheckpointStore, Entry, MemoryStore, RunRecord, SQLiteStore
 from runtime.endpoints import CheckResult, check_endpoint
 from runtime.errors import (
@@ -84,6 +85,7 @@ __all__ = [
     "BackendError",
     "BackendKind",
     "BadSpec",
+    "Calibration",
     "Cancelled",
     "Case",
     "CaseProblem",
@@ -122,10 +124,12 @@ __all__ = [
     "ToolCall",
     "Trace",
     "baseline_document",
+    "calibrate",
     "check_baseline",
     "check_endpoint",
     "drawing_for",
     "evaluate",
+    "gate_minimums",
     "load_pack",
     "load_tools",
     "mcnemar_exact",

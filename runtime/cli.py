@@ -83,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", help="gate on this baseline file: exit 4 on a regression, else 0")
     p.add_argument("--write-baseline", metavar="FILE", help="write this run's metrics as a baseline")
     _add_long_eval_options(p)
+    p.add_argument("--target-auto-accuracy", type=float, default=0.95, metavar="P", help="for calibration")
 
     p = add_command("graph", "print the pack's graph as Mermaid text")
     p.add_argument("pack")
@@ -291,6 +292,7 @@ def _eval_exit_code(report: EvalReport, gate: list[dict[str, Any]] | None) -> in
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    from runtime.calibration import format_calibration
     from runtime.evaluate import baseline_document, check_baseline, evaluate, select_cases
     from runtime.report import format_report
 
@@ -299,6 +301,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     pack = load_pack(args.pack, tools=set(tools or {}))
     if args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
+    if not 0 < args.target_auto_accuracy <= 1:
+        raise UsageError("--target-auto-accuracy must be above 0 and at most 1")
     baseline = _json_arg(f"@{args.baseline}", "--baseline") if args.baseline else None
     backend = _backend(pack, args.model)
     tags = set(args.tags.split(",")) if args.tags else None
@@ -322,12 +326,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.write_baseline:
         Path(args.write_baseline).write_text(json.dumps(baseline_document(report), indent=2) + "\n", encoding="utf-8")
     if args.json:
-        doc = report.to_dict(traces=args.traces, rejected_text=args.rejected_text)
+        doc = report.to_dict(
+            traces=args.traces, rejected_text=args.rejected_text, target_auto_accuracy=args.target_auto_accuracy
+        )
         if gate is not None:
             doc["baseline"] = {"ok": all(r["ok"] for r in gate), "rows": gate}
         print(json.dumps(doc, indent=2, default=str))
     else:
         print(format_report(report, gate))
+        if calibration := report.calibration(args.target_auto_accuracy):
+            print(format_calibration(calibration))
     return _eval_exit_code(report, gate)
 
 

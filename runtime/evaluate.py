@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from runtime.backends.base import Backend
+from runtime.calibration import DEFAULT_TARGET, calibrate, gate_minimums
 from runtime.checkpoint import CheckpointStore, MemoryStore
 from runtime.logs import redact_data
 from runtime.nodes import kind_names
@@ -104,6 +105,8 @@ class EvalReport:
     edges: list[Edge]
     cases: list[CaseResult] = field(default_factory=list)
     repeats: int = 1  # runs per case; `cases` holds one CaseResult per run
+    expected: dict[str, dict[str, Any]] = field(default_factory=dict)  # case id -> expected values
+    gates: dict[str, float] = field(default_factory=dict)  # gated node -> its confidence `min`
 
     @property
     def total(self) -> int:
@@ -184,7 +187,14 @@ class EvalReport:
             "cases": {case_id: {"runs": len(ok), "passed": sum(ok)} for case_id, ok in runs.items()},
         }
 
-    def to_dict(self, *, traces: bool = False, rejected_text: bool = False) -> dict[str, Any]:
+    def calibration(self, target: float = DEFAULT_TARGET) -> dict[str, Any]:
+        """Per gated node: reliability table, threshold curve, proposal (runtime/calibration.py)."""
+        runs = [(c.trace, self.expected.get(c.case_id, {})) for c in self.cases]
+        return {node: cal.to_dict(target) for node, cal in calibrate(runs, self.gates).items()}
+
+    def to_dict(
+        self, *, traces: bool = False, rejected_text: bool = False, target_auto_accuracy: float = DEFAULT_TARGET
+    ) -> dict[str, Any]:
         """The report as one JSON-able document (docs/eval-report.md). `traces` adds each
         case's trace; the text of rejected attempts only with `rejected_text` too."""
         return {
@@ -202,6 +212,7 @@ class EvalReport:
             "per_node": self.per_node(),
             "repeats": self.repeats,
             "consistency": self.consistency(),
+            "calibration": self.calibration(target_auto_accuracy),
             "cases": [_case_dict(c, traces=traces, rejected_text=rejected_text) for c in self.cases],
         }
 
@@ -270,6 +281,8 @@ def evaluate(
     store = store if store is not None else MemoryStore()
     runs = [(case, k) for case in select_cases(pack, tags) for k in range(1, repeats + 1)]
     report = EvalReport(pack.name, pack.version, model or backend.spec, pack.edges, repeats=repeats)
+    report.expected = {c.id: dict(c.expected) for c in select_cases(pack, tags)}
+    report.gates = gate_minimums(pack)
     lock = threading.Lock()
 
     def one(planned: tuple[Case, int]) -> CaseResult:

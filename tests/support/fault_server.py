@@ -18,6 +18,10 @@ Behaviour is set per server (or changed with `configure`):
   {"status": 401, "message": "...", "echo_auth": True});
 - answer: the text to stream (default: a minimal instance of the request's schema),
   finish_reason, usage on/off, reasoning text streamed as `reasoning_content`;
+- logprobs (default on): a request with `logprobs: true` gets, per streamed piece of the
+  answer, `choices[0].logprobs.content` as llama-server sends it (the piece as one token
+  at `token_logprob`, and `top_logprobs` alternatives below it); off: none, as from a
+  server that ignores the request;
 - echo_auth: the answer ends with the request's Authorization header (a server that
   echoes what it was sent).
 Every request is recorded (headers, JSON body, timing, what it got); `GET /_stats` gives
@@ -73,6 +77,8 @@ class Faults:
     reasoning: str | None = None
     chunk_chars: int = 4
     echo_auth: bool = False  # the answer ends with the Authorization header it was sent
+    logprobs: bool = True  # honour `logprobs: true` (see the module docstring)
+    token_logprob: float = -0.05
 
 
 def example(schema: Any) -> Any:
@@ -346,7 +352,16 @@ class _Handler(BaseHTTPRequestHandler):
         }
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-            return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": finish}
+            piece = delta.get("content")
+            if piece and f.logprobs and body.get("logprobs"):
+                top = [
+                    {"token": piece if n == 0 else f"~{n}", "logprob": f.token_logprob - 2 * n}
+                    for n in range(int(body.get("top_logprobs") or 0))
+                ]
+                entry = {"token": piece, "logprob": f.token_logprob, "top_logprobs": top}
+                choice["logprobs"] = {"content": [entry]}
+            return {**base, "choices": [choice]}
 
         self._event(chunk({"role": "assistant", "content": ""}))
         pieces = [text[i : i + f.chunk_chars] for i in range(0, len(text), f.chunk_chars)] or [""]

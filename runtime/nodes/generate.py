@@ -196,19 +196,17 @@ def _closed_choice(prop: Any) -> bool:
     return "enum" in prop or "const" in prop or kinds == "boolean" or kinds == ["boolean"]
 
 
-def _confidence_gate(
-    node: Node, spec: dict[str, Any], loader: LoadContext, at: tuple[str, ...]
-) -> ConfidenceGate | None:
+def _confidence_gate(node: Node, spec: dict[str, Any], loader: LoadContext, at: tuple[str, ...]) -> ConfidenceGate:
     raw = spec["confidence"]
     where = (*at, "confidence")
     if not isinstance(raw, dict) or not isinstance(raw.get("field"), str) or "min" not in raw:
         loader.error("confidence must be a mapping {field: NAME, min: P}, e.g. {field: label, min: 0.8}", *where)
-        return None
+        return ConfidenceGate("", 0.0)  # the pack is refused; see below
     unknown = sorted(set(raw) - {"field", "min"})
     if unknown:
         loader.error(f"confidence has unknown key(s) {', '.join(map(repr, unknown))}; it takes field and min", *where)
     name, low = raw["field"], raw["min"]
-    ok = True
+    ok = True  # every problem is reported, not just the first
     props = (node.schema or {}).get("properties", {})
     choices = spec.get("choices")
     if node.schema is not None and name not in props:
@@ -232,7 +230,11 @@ def _confidence_gate(
     if not isinstance(low, (int, float)) or isinstance(low, bool) or not 0 < low <= 1:
         loader.error("confidence: min must be a number above 0 and at most 1, e.g. 0.8", *where, "min")
         ok = False
-    return ConfidenceGate(name, float(low)) if ok else None
+    if not ok:
+        # The pack is refused for the errors above; the gate is still set, so that the
+        # graph checks do not add "on_unsure without samples or confidence" to them.
+        low = low if isinstance(low, (int, float)) else 0.0
+    return ConfidenceGate(name, float(low))
 
 
 def _may_retry(policy: Any, tries: int, walk: RunContext) -> bool:

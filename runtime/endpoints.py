@@ -17,6 +17,7 @@ from jsonschema import Draft202012Validator
 
 from runtime.backends.base import ModelCall
 from runtime.backends.config import OpenAIConfig
+from runtime.confidence import value_confidence
 from runtime.errors import BadSpec, PackforgeError
 from runtime.logs import redact
 from runtime.nodes import kind_names
@@ -170,6 +171,10 @@ class CheckResult:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     error: str | None = None
+    # Whether a second call, asking for logprobs, got them (None: not asked, no answer).
+    # Not part of `ok`: without logprobs, confidence gates fall back to agreement.
+    logprobs: bool | None = None
+    logprobs_note: str = ""
 
     @property
     def ok(self) -> bool:
@@ -196,6 +201,11 @@ class CheckResult:
         out.append(
             f"latency    {self.latency_s:.3f} s{ttft}; tokens {self.prompt_tokens} in, {self.completion_tokens} out"
         )
+        note = f" ({self.logprobs_note})" if self.logprobs_note else ""
+        if self.logprobs:
+            out.append(f"logprobs   yes{note}")
+        elif self.logprobs is False:
+            out.append(f"logprobs   no{note} — without them confidence gates fall back to agreement")
         out.append(f"result     {'OK' if self.ok else 'FAIL'}")
         return out
 
@@ -227,7 +237,10 @@ def check_endpoint(endpoint: OpenAIConfig | str) -> CheckResult:
     try:
         reply = backend.complete(call)
     except PackforgeError as exc:
+        backend.close()
         return CheckResult(spec, config.grammar, answered=False, honoured=None, error=redact(str(exc)))
+    try:
+        logprobs, logprobs_note = _check_logprobs(backend, call)
     finally:
         backend.close()
     honoured: bool | None = None
@@ -249,4 +262,25 @@ def check_endpoint(endpoint: OpenAIConfig | str) -> CheckResult:
         ttft_s=reply.ttft_s,
         prompt_tokens=reply.prompt_tokens,
         completion_tokens=reply.completion_tokens,
+        logprobs=logprobs,
+        logprobs_note=logprobs_note,
     )
+
+
+def _check_logprobs(backend: Any, call: ModelCall) -> tuple[bool, str]:
+    """Ask once more, for logprobs: does the endpoint return them, and do they spell the
+    answer (what a confidence gate needs)?"""
+    try:
+        reply = backend.complete(dataclasses.replace(call, attempt=2, logprobs=True))
+    except PackforgeError as exc:
+        return False, redact(f"the request asking for them failed: {exc}")
+    if not reply.logprobs:
+        return False, "the answer came without them"
+    try:
+        value = json.loads(reply.text).get("word")
+    except (json.JSONDecodeError, AttributeError):
+        value = None
+    found = value_confidence(reply.text, reply.logprobs, "word", value) if value is not None else None
+    if found is None or found.p is None:
+        return True, f"{len(reply.logprobs)} tokens; they do not spell a value of the check's enum"
+    return True, f"{len(reply.logprobs)} tokens; p({value!r}) = {found.p:.3g}"

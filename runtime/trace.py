@@ -15,7 +15,8 @@ TIERS = ("auto", "escalated", "failed")
 # key is renamed or removed (adding a key is compatible); readers of stored traces
 # (`Trace.from_dict`, SQL over a stored trace) name the version they understand.
 # Version 1: run_id, pack, case_id, steps, attempts, tool_calls, status, end_node, error,
-# path, tier, totals. A stored dict without "version" is version 1.
+# path, tier, totals. A stored dict without "version" is version 1. Added since (compatible):
+# steps[].confidence.
 TRACE_VERSION = 1
 
 
@@ -57,7 +58,9 @@ class Step:
     edge: EdgeTaken | None = None
     prompt: str = ""
     replayed: bool = False
-    confidence: dict[str, Any] | None = None  # runtime.confidence.Confidence as a dict (field, value, p, margin, source)
+    # A confidence gate's measure (runtime.confidence.Confidence as a dict: field, value,
+    # p, margin, source), kept on unsure steps too; None on nodes without a gate.
+    confidence: dict[str, Any] | None = None
 
 
 @dataclass

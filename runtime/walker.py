@@ -86,6 +86,8 @@ class Walk:
         schema: dict[str, Any] | None,
         stage: str,
         purpose: str = "answer",
+        *,
+        logprobs: bool = False,
     ) -> tuple[ModelReply, int]:
         """Call the model once; return the reply and this call's attempt number."""
         if self.cancel is not None and self.cancel.is_set():
@@ -105,6 +107,7 @@ class Walk:
             input=self.input,
             purpose=purpose,
             cancel=self.cancel,
+            logprobs=logprobs,
         )
         started = time.perf_counter()
         reply = self.backend.complete(call)
@@ -329,6 +332,7 @@ def _walk(walk: Walk, current: str) -> RunResult:
                 reason=outcome.reason,
                 prompt=outcome.prompt,
                 edge=EdgeTaken(edge.index, edge.kind, edge.target) if edge else None,
+                confidence=outcome.confidence,
             )
             if outcome.status == "ok":
                 walk.state.update(outcome.writes)

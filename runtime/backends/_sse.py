@@ -5,7 +5,10 @@ one that ends without a finish_reason, with or without [DONE], was cut off and i
 `truncated` failure. An
 `error` object inside the stream is an in-band error. Reasoning deltas
 (`reasoning_content`, `reasoning`) are kept apart from the answer: they are counted and
-may be shown in a trace, never parsed as the answer."""
+may be shown in a trace, never parsed as the answer. Per-token log probabilities
+(`choices[0].logprobs.content`, asked for with `logprobs: true`) are gathered from the
+chunks that carry answer text, in order; one malformed entry drops them all (a list that
+does not spell the answer is worse than none)."""
 
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from typing import Any
 import httpx
 
 from runtime.backends._retry import Failure
-from runtime.backends.base import ModelCall
+from runtime.backends.base import ModelCall, TokenLogprob
 from runtime.errors import Cancelled
 from runtime.logs import redact
 
@@ -34,6 +37,12 @@ class StreamResult:
     content_deltas: int = 0
     reasoning_deltas: int = 0
     done: bool = False
+    logprobs: list[TokenLogprob] | None = None  # None: the server sent none
+    logprobs_bad: bool = False  # an entry was malformed: report none
+
+    @property
+    def token_logprobs(self) -> list[TokenLogprob] | None:
+        return None if self.logprobs_bad else self.logprobs
 
     @property
     def text(self) -> str:
@@ -55,6 +64,46 @@ def _in_band(error: Any) -> Failure:
     return Failure("server", f"in-band error: {text}", code if isinstance(code, int) else None)
 
 
+def _logprob(value: Any) -> float | None:
+    """A logprob from JSON: a number, or null for -inf (llama.cpp writes a zero
+    probability's log as null)."""
+    if value is None:
+        return float("-inf")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def _token(entry: Any) -> TokenLogprob | None:
+    if not isinstance(entry, dict) or not isinstance(entry.get("token"), str):
+        return None
+    logprob = _logprob(entry.get("logprob"))
+    if logprob is None:
+        return None
+    top: list[tuple[str, float]] = []
+    for alt in entry.get("top_logprobs") or []:
+        alt_logprob = _logprob(alt.get("logprob")) if isinstance(alt, dict) else None
+        if alt_logprob is None or not isinstance(alt.get("token"), str):
+            return None
+        top.append((alt["token"], alt_logprob))
+    return TokenLogprob(entry["token"], logprob, top)
+
+
+def _take_logprobs(choice: dict[str, Any], result: StreamResult) -> None:
+    logprobs = choice.get("logprobs")
+    content = logprobs.get("content") if isinstance(logprobs, dict) else None
+    if not isinstance(content, list):
+        return
+    if result.logprobs is None:
+        result.logprobs = []
+    for entry in content:
+        token = _token(entry)
+        if token is None:
+            result.logprobs_bad = True
+            return
+        result.logprobs.append(token)
+
+
 def _take(chunk: dict[str, Any], result: StreamResult) -> None:
     if isinstance(chunk.get("usage"), dict):
         result.usage = chunk["usage"]
@@ -69,6 +118,9 @@ def _take(chunk: dict[str, Any], result: StreamResult) -> None:
                 result.content_deltas += 1
                 if result.first_token_at is None:
                     result.first_token_at = time.monotonic()
+            if isinstance(content, str) and (content or "delta" not in choice):
+                # Answer tokens only: a chunk of reasoning carries its own tokens' logprobs.
+                _take_logprobs(choice, result)
             for key in _REASONING_KEYS:
                 thought = delta.get(key)
                 if isinstance(thought, str) and thought:

@@ -22,11 +22,23 @@ class ModelCall:
     input: dict[str, Any] = field(default_factory=dict)
     purpose: str = "answer"  # "answer" | "reasoning"
     cancel: threading.Event | None = None
+    logprobs: bool = False  # ask for per-token log probabilities (confidence gates)
 
     @property
     def request_id(self) -> str:
         suffix = "r" if self.purpose == "reasoning" else ""
         return f"{self.run_id}.{self.node}.{self.attempt}{suffix}"
+
+
+@dataclass
+class TokenLogprob:
+    """One generated token: its text, its natural-log probability, and the most likely
+    tokens at that position (`top`: (token, logprob) pairs, best first, the chosen token
+    among them when the server lists it)."""
+
+    token: str
+    logprob: float
+    top: list[tuple[str, float]] = field(default_factory=list)
 
 
 @dataclass
@@ -41,6 +53,7 @@ class ModelReply:
     cost_usd: float = 0.0
     request_id: str = ""
     reasoning_text: str | None = None
+    logprobs: list[TokenLogprob] | None = None  # None: not asked for, or the server gave none
 
 
 class Backend(Protocol):

@@ -44,6 +44,8 @@ log = logging.getLogger("packforge.backend")
 _MAX_ERROR_BODY = 64 * 1024
 # uuid5 namespace for `request_id=uuid`: the same run.node.attempt always maps to the same UUID.
 REQUEST_ID_NAMESPACE = uuid.UUID("5f0c3a52-8d8e-4c1e-9d38-2f6a1f0b7c11")
+# Alternatives asked for per token when a call wants logprobs (OpenAI allows 0-20).
+TOP_LOGPROBS = 5
 
 
 class EndpointRejected(BackendError):
@@ -138,6 +140,9 @@ class OpenAIBackend:
         }
         if cfg.usage:
             body["stream_options"] = {"include_usage": True}
+        if call.logprobs:
+            body["logprobs"] = True
+            body["top_logprobs"] = TOP_LOGPROBS
         schema = call.schema
         if schema is None or cfg.grammar == "none":
             return body
@@ -318,6 +323,7 @@ class OpenAIBackend:
             cost_usd=cost,
             request_id=call.request_id,
             reasoning_text=result.reasoning_text or None,
+            logprobs=result.token_logprobs if call.logprobs else None,
         )
 
 

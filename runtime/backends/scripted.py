@@ -8,20 +8,34 @@ The script file:
      "prices": {"input": 0.15, "output": 0.60}}                  # USD per million tokens
 An answer is a JSON object (sent as its JSON text), a string (sent verbatim, e.g. to
 script a malformed answer) or a list (the Nth call for that node in a run gets item N;
-the last repeats)."""
+the last repeats).
+
+An answer object may carry `"$probs": {"FIELD": P, ...}`: how sure the scripted model is
+of those fields' values, for exercising a `confidence:` gate offline. The key is never
+part of the answer's text. When a call asks for logprobs (ModelCall.logprobs), a fake:
+model answers with synthetic per-token logprobs: the text before, between and after the
+named values is one token each at probability 1; a named value is two tokens (one when it
+is a single character), the first at probability P with a runner-up at 1 - P (another of
+the schema's enum values, the other boolean, else "<other>"), the rest at 1. An answer
+without `$probs` comes back without logprobs, as from an endpoint that gives none. The
+sim: model drops `$probs` and never returns logprobs."""
 
 from __future__ import annotations
 
 import copy
 import hashlib
 import json
+import math
 import struct
 from pathlib import Path
 from typing import Any
 
-from runtime.backends.base import ModelCall, ModelReply, estimate_tokens
+from runtime.backends.base import ModelCall, ModelReply, TokenLogprob, estimate_tokens
 from runtime.backends.config import FakeConfig, SimConfig, parse_sim_options
+from runtime.confidence import value_span
 from runtime.errors import BackendError, BadSpec
+
+PROBS_KEY = "$probs"
 
 
 class Script:
@@ -80,6 +94,65 @@ def _text(answer: Any) -> str:
     return answer if isinstance(answer, str) else json.dumps(answer)
 
 
+def _split_probs(answer: Any, script: Path) -> tuple[Any, dict[str, float] | None]:
+    """The answer without its `$probs`, and the `$probs` (checked)."""
+    if not isinstance(answer, dict) or PROBS_KEY not in answer:
+        return answer, None
+    answer = dict(answer)
+    probs = answer.pop(PROBS_KEY)
+    if not isinstance(probs, dict) or not all(
+        isinstance(p, (int, float)) and not isinstance(p, bool) and 0 < p <= 1 for p in probs.values()
+    ):
+        raise BackendError(
+            f"scripted model {script.name}: {PROBS_KEY} must map field names to probabilities above 0 and at most 1"
+        )
+    return answer, {str(k): float(v) for k, v in probs.items()}
+
+
+def _log(p: float) -> float:
+    return math.log(p) if p > 0 else float("-inf")
+
+
+def _runner_up(field: str, value: Any, first: str, schema: dict[str, Any] | None) -> str:
+    if isinstance(value, bool):
+        return json.dumps(not value)
+    prop = ((schema or {}).get("properties") or {}).get(field) or {}
+    for other in prop.get("enum") or []:
+        if other != value:
+            text = other if isinstance(other, str) else json.dumps(other)
+            guess = text[: len(first)]
+            return guess if guess and guess != first else text
+    return "<other>"
+
+
+def synthetic_logprobs(text: str, probs: dict[str, float], schema: dict[str, Any] | None) -> list[TokenLogprob]:
+    """Per-token logprobs for `text` that give each field named in `probs` its
+    probability (see the module docstring); the tokens spell `text` exactly."""
+    spans = sorted(
+        (found[0], found[1], name, found[2])
+        for name in probs
+        if (found := value_span(text, name)) is not None and found[1] > found[0]
+    )
+    tokens: list[TokenLogprob] = []
+    at = 0
+    for start, end, name, value in spans:
+        if start < at:
+            continue  # overlapping spans cannot happen in one JSON object; be safe
+        if start > at:
+            tokens.append(TokenLogprob(text[at:start], 0.0, [(text[at:start], 0.0)]))
+        cut = start + max(1, (end - start) // 2)
+        first = text[start:cut]
+        p = probs[name]
+        top = [(first, _log(p)), (_runner_up(name, value, first, schema), _log(1 - p))]
+        tokens.append(TokenLogprob(first, _log(p), top))
+        if cut < end:
+            tokens.append(TokenLogprob(text[cut:end], 0.0, [(text[cut:end], 0.0)]))
+        at = end
+    if at < len(text):
+        tokens.append(TokenLogprob(text[at:], 0.0, [(text[at:], 0.0)]))
+    return tokens
+
+
 class FakeBackend:
     """Answers exactly what the script says."""
 
@@ -90,7 +163,12 @@ class FakeBackend:
     def complete(self, call: ModelCall) -> ModelReply:
         if call.purpose == "reasoning":
             return self.script.reply(call, self.script.reasoning)
-        return self.script.reply(call, _text(self.script.answer(call)))
+        answer, probs = _split_probs(self.script.answer(call), self.script.path)
+        text = _text(answer)
+        reply = self.script.reply(call, text)
+        if call.logprobs and probs is not None:
+            reply.logprobs = synthetic_logprobs(text, probs, call.schema)
+        return reply
 
     def close(self) -> None:
         pass
@@ -118,7 +196,7 @@ class SimBackend:
     def complete(self, call: ModelCall) -> ModelReply:
         if call.purpose == "reasoning":
             return self.script.reply(call, self.script.reasoning)
-        correct = self.script.answer(call)
+        correct, _ = _split_probs(self.script.answer(call), self.script.path)
         key = (self.seed, call.run_id, call.node, call.attempt)
         if unit_hash(*key) >= self.error:
             return self.script.reply(call, _text(correct))

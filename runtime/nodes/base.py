@@ -35,6 +35,7 @@ class Outcome:
     attempt: int = 0
     reason: str = ""
     prompt: str = ""  # the rendered prompt, for the trace
+    confidence: dict[str, Any] | None = None  # runtime.confidence.Confidence as a dict (confidence gates)
 
 
 @dataclass(frozen=True)
@@ -86,8 +87,11 @@ class RunContext(Protocol):
         schema: dict[str, Any] | None,
         stage: str,
         purpose: str = "answer",
+        *,
+        logprobs: bool = False,
     ) -> tuple[ModelReply, int]:
-        """Call the model once; the reply and this call's attempt number."""
+        """Call the model once; the reply and this call's attempt number. `logprobs`:
+        ask the endpoint for per-token log probabilities (ModelReply.logprobs)."""
         ...
 
     def record(

@@ -4,7 +4,9 @@ The ladder: sample; re-sample (`resamples` times); re-sample told what was wrong
 (`feedback` times; the description, never the rejected text); then fail, which takes
 on_fail. With a run-wide `budget`, retries draw on the budget instead. With
 `samples: N`, N verified draws must agree (`agree`) on the written fields, or the
-node is unsure and takes on_unsure."""
+node is unsure and takes on_unsure. With `confidence: {field, min}`, the node's calls
+ask for logprobs and the node is also unsure when its confidence in that closed-choice
+field is below `min` (runtime.confidence); the confidence is on the step either way."""
 
 from __future__ import annotations
 
@@ -12,11 +14,13 @@ import json
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from runtime.confidence import ConfidenceGate, agreement_confidence, no_confidence, value_confidence
 from runtime.errors import OutputRejected
 from runtime.nodes.base import LoadContext, NodeDrawing, Outcome, RunContext, covered
 from runtime.verify import feedback_message, parse_answer, verify_answer
 
 if TYPE_CHECKING:
+    from runtime.backends.base import ModelReply
     from runtime.pack.model import Node
 
 SYSTEM = "You fill in one JSON object that follows the given schema. Reply with the JSON object only."
@@ -26,7 +30,7 @@ ANSWER = "Now give the final answer as one JSON object that follows the schema."
 
 class GenerateKind:
     name = "generate"
-    keys = frozenset({"assert", "two_stage", "samples", "agree", "max_tokens", "temperature", "retry"})
+    keys = frozenset({"assert", "two_stage", "samples", "agree", "max_tokens", "temperature", "retry", "confidence"})
     drawing = NodeDrawing(shape="rounded", css_class="node-generate", label="generate", mermaid=('["', '"]'))
     terminal = False
     can_fail = True
@@ -63,6 +67,8 @@ class GenerateKind:
         else:
             node.temperature = float(temperature)
         node.retry = loader.retry(spec.get("retry"), *at, "retry")
+        if "confidence" in spec:
+            node.confidence = _confidence_gate(node, spec, loader, at)
 
     def run(self, node: Node, walk: RunContext) -> Outcome:
         assert node.prompt is not None
@@ -71,7 +77,7 @@ class GenerateKind:
         if node.samples == 1:
             outcome = self._ladder(node, walk, messages)
             outcome.prompt = prompt
-            return outcome
+            return _gate(node, outcome, [outcome])
         draws: list[Outcome] = []
         for _ in range(node.samples):
             draw = self._ladder(node, walk, messages)
@@ -83,11 +89,15 @@ class GenerateKind:
         best, count = counts.most_common(1)[0]
         if count < node.agree:
             tally = ", ".join(str(c) for c in sorted(counts.values(), reverse=True))
-            return Outcome(
-                "unsure", reason=f"draws disagreed ({tally} of {node.samples}; need {node.agree})", prompt=prompt
+            return _gate(
+                node,
+                Outcome(
+                    "unsure", reason=f"draws disagreed ({tally} of {node.samples}; need {node.agree})", prompt=prompt
+                ),
+                draws,
             )
         chosen = next(d for d in draws if json.dumps(d.writes, sort_keys=True) == best)
-        return Outcome("ok", writes=chosen.writes, attempt=chosen.attempt, prompt=prompt)
+        return _gate(node, Outcome("ok", writes=chosen.writes, attempt=chosen.attempt, prompt=prompt), draws)
 
     def _ladder(self, node: Node, walk: RunContext, messages: list[dict[str, str]]) -> Outcome:
         policy = walk.pack.retry_for(node)
@@ -104,7 +114,7 @@ class GenerateKind:
                 walk.record(node, thought, attempt, "reasoning", ok=True)
                 # The reasoning conditions this answer only; it never enters state or a later prompt.
                 asked = [*asked, {"role": "assistant", "content": thought.text}, {"role": "user", "content": ANSWER}]
-            reply, attempt = walk.ask(node, asked, node.schema, stage)
+            reply, attempt = walk.ask(node, asked, node.schema, stage, logprobs=node.confidence is not None)
             try:
                 answer = parse_answer(reply.text, reply.finish_reason)
                 if walk.verify:
@@ -118,7 +128,113 @@ class GenerateKind:
                     continue
                 return Outcome("fail", reason=f"{exc.category}: {exc.reason} (after {tries} attempt(s))")
             walk.record(node, reply, attempt, stage, ok=True)
-            return Outcome("ok", writes=writes, attempt=attempt)
+            outcome = Outcome("ok", writes=writes, attempt=attempt)
+            if node.confidence is not None:
+                _measure(node.confidence, reply, outcome)
+            return outcome
+
+
+def _measure(gate: ConfidenceGate, reply: ModelReply, draw: Outcome) -> None:
+    """Put the logprob confidence of one verified draw on it (source "none", and why,
+    when the reply's logprobs cannot say)."""
+    value = draw.writes.get(gate.field)
+    found = value_confidence(reply.text, reply.logprobs, gate.field, value)
+    if found is None:
+        draw.reason = (
+            "the endpoint returned no logprobs"
+            if reply.logprobs is None
+            else f"the returned logprobs do not spell the value of '{gate.field}'"
+        )
+        found = no_confidence(gate.field, value)
+    draw.confidence = found.to_dict()
+
+
+def _gate(node: Node, outcome: Outcome, draws: list[Outcome]) -> Outcome:
+    """Apply the node's confidence gate to the outcome of its draws. The confidence goes
+    on the outcome whatever it decides (an unsure step keeps the value it would have
+    committed, for calibration); a node that has none is not held."""
+    gate = node.confidence
+    if gate is None or outcome.status not in ("ok", "unsure") or not draws:
+        return outcome
+    values = [d.writes.get(gate.field) for d in draws]
+    if outcome.status == "ok":
+        value = outcome.writes.get(gate.field)
+    else:
+        counts = Counter(json.dumps(v, sort_keys=True) for v in values)
+        value = json.loads(counts.most_common(1)[0][0])
+    mine = next(
+        d for d in draws if json.dumps(d.writes.get(gate.field), sort_keys=True) == json.dumps(value, sort_keys=True)
+    )
+    measured = mine.confidence or no_confidence(gate.field, value).to_dict()
+    if measured["source"] == "none" and len(draws) > 1:
+        measured = agreement_confidence(gate.field, values, value).to_dict()
+    outcome.confidence = measured
+    if outcome.status != "ok":
+        return outcome
+    p = measured["p"]
+    if p is None:
+        outcome.reason = (
+            f"no confidence on '{gate.field}': {mine.reason or 'none measured'}, and with samples 1 there is no "
+            "agreement to fall back on; the gate did not hold the node"
+        )
+        return outcome
+    if p < gate.min:
+        return Outcome(
+            "unsure",
+            attempt=outcome.attempt,
+            reason=f"confidence {p:.3g} < {gate.min:g} on '{gate.field}' ({measured['source']})",
+            prompt=outcome.prompt,
+            confidence=measured,
+        )
+    return outcome
+
+
+def _closed_choice(prop: Any) -> bool:
+    if not isinstance(prop, dict):
+        return False
+    kinds = prop.get("type")
+    return "enum" in prop or "const" in prop or kinds == "boolean" or kinds == ["boolean"]
+
+
+def _confidence_gate(node: Node, spec: dict[str, Any], loader: LoadContext, at: tuple[str, ...]) -> ConfidenceGate:
+    raw = spec["confidence"]
+    where = (*at, "confidence")
+    if not isinstance(raw, dict) or not isinstance(raw.get("field"), str) or "min" not in raw:
+        loader.error("confidence must be a mapping {field: NAME, min: P}, e.g. {field: label, min: 0.8}", *where)
+        return ConfidenceGate("", 0.0)  # the pack is refused; see below
+    unknown = sorted(set(raw) - {"field", "min"})
+    if unknown:
+        loader.error(f"confidence has unknown key(s) {', '.join(map(repr, unknown))}; it takes field and min", *where)
+    name, low = raw["field"], raw["min"]
+    ok = True  # every problem is reported, not just the first
+    props = (node.schema or {}).get("properties", {})
+    choices = spec.get("choices")
+    if node.schema is not None and name not in props:
+        loader.error(f"confidence: grammars/{node.id}.json has no field '{name}'", *where, "field")
+        ok = False
+    elif name not in node.writes:
+        loader.error(
+            f"confidence: node '{node.id}' does not write '{name}'; gate on a field it writes", *where, "field"
+        )
+        ok = False
+    elif node.schema is not None and not (
+        _closed_choice(props[name]) or (isinstance(choices, dict) and name in choices)
+    ):
+        loader.error(
+            f"confidence: '{name}' is not a closed-choice field (an enum, a boolean or a `choices` field) in "
+            f"grammars/{node.id}.json; a free value has no probability to gate on",
+            *where,
+            "field",
+        )
+        ok = False
+    if not isinstance(low, (int, float)) or isinstance(low, bool) or not 0 < low <= 1:
+        loader.error("confidence: min must be a number above 0 and at most 1, e.g. 0.8", *where, "min")
+        ok = False
+    if not ok:
+        # The pack is refused for the errors above; the gate is still set, so that the
+        # graph checks do not add "on_unsure without samples or confidence" to them.
+        low = low if isinstance(low, (int, float)) else 0.0
+    return ConfidenceGate(name, float(low))
 
 
 def _may_retry(policy: Any, tries: int, walk: RunContext) -> bool:

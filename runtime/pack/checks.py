@@ -81,11 +81,11 @@ def _check_routing(pack: Pack, graph: SourceMap, issues: list[PackIssue]) -> Non
         for edge_kind in ("on_fail", "on_unsure"):
             if len(pack.outgoing(node.id, edge_kind)) > 1:
                 issues.append(graph.issue(f"node '{node.id}' has more than one {edge_kind} edge; keep one", *at))
-        if pack.outgoing(node.id, "on_unsure") and node.samples < 2:
+        if pack.outgoing(node.id, "on_unsure") and node.samples < 2 and node.confidence is None:
             issues.append(
                 graph.issue(
-                    f"node '{node.id}' has an on_unsure edge but no 'samples' (>= 2): the edge could never "
-                    "be taken; set samples and agree, or remove the edge",
+                    f"node '{node.id}' has an on_unsure edge but no 'samples' (>= 2) and no 'confidence' gate: the "
+                    "edge could never be taken; set samples and agree, or confidence, or remove the edge",
                     "edges",
                     pack.outgoing(node.id, "on_unsure")[0].index,
                 )

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
+    from runtime.confidence import ConfidenceGate
     from runtime.expr import Expression
     from runtime.prompt import Template
 
@@ -48,6 +49,7 @@ class Node:
     max_tokens: int = 256
     temperature: float = 0.0
     retry: RetryPolicy | None = None
+    confidence: ConfidenceGate | None = None  # `confidence: {field, min}`
     # tool
     tool: str | None = None
     args: dict[str, str] = field(default_factory=dict)

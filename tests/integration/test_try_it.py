@@ -118,6 +118,6 @@ def test_it_checks_an_endpoint_on_a_real_worker(live: Worker) -> None:
         client.post(f"/endpoints/{endpoint.pk}/check", headers=HX)
         seen = _follow_poller(client, f"/endpoints/{endpoint.pk}/check", live)
         assert seen[-1] == 286, seen
-        assert len(server.completions()) == 1
+        assert len(server.completions()) == 2  # the answer, then one asking for logprobs
     endpoint.refresh_from_db()
     assert endpoint.last_check["ok"] is True and endpoint.last_check["honoured"] is True

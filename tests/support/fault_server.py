@@ -18,6 +18,12 @@ Behaviour is set per server (or changed with `configure`):
   {"status": 401, "message": "...", "echo_auth": True});
 - answer: the text to stream (default: a minimal instance of the request's schema),
   finish_reason, usage on/off, reasoning text streamed as `reasoning_content`;
+- logprobs (default on): a request with `logprobs: true` gets, per streamed piece of the
+  answer, `choices[0].logprobs.content` as llama-server sends it (the piece as one token
+  at `token_logprob`, and `top_logprobs` alternatives below it); off: none, as from a
+  server that ignores the request;
+- json_answer: answer with one `chat.completion` JSON document instead of a stream (a
+  server that ignores stream=true), logprobs included as above;
 - echo_auth: the answer ends with the request's Authorization header (a server that
   echoes what it was sent).
 Every request is recorded (headers, JSON body, timing, what it got); `GET /_stats` gives
@@ -73,6 +79,9 @@ class Faults:
     reasoning: str | None = None
     chunk_chars: int = 4
     echo_auth: bool = False  # the answer ends with the Authorization header it was sent
+    logprobs: bool = True  # honour `logprobs: true` (see the module docstring)
+    token_logprob: float = -0.05
+    json_answer: bool = False  # one JSON document, not an event stream
 
 
 def example(schema: Any) -> Any:
@@ -313,10 +322,43 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(record.status, body_out, headers)
         return True
 
+    def _logprobs(self, body: dict[str, Any], pieces: list[str]) -> dict[str, Any] | None:
+        """`choices[0].logprobs` for `pieces` (one token each), as llama-server sends it."""
+        f = self.server.owner.faults
+        if not (f.logprobs and body.get("logprobs")):
+            return None
+        content = []
+        for piece in pieces:
+            top = [
+                {"token": piece if n == 0 else f"~{n}", "logprob": f.token_logprob - 2 * n}
+                for n in range(int(body.get("top_logprobs") or 0))
+            ]
+            content.append({"token": piece, "logprob": f.token_logprob, "top_logprobs": top})
+        return {"content": content}
+
+    def _json_answer(self, text: str, body: dict[str, Any], record: Recorded) -> bool:
+        owner = self.server.owner
+        f = owner.faults
+        pieces = [text[i : i + f.chunk_chars] for i in range(0, len(text), f.chunk_chars)]
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "finish_reason": f.finish_reason,
+        }
+        logprobs = self._logprobs(body, pieces)
+        if logprobs is not None:
+            choice["logprobs"] = logprobs
+        record.outcome = "ok"
+        owner._leave()
+        self._json(200, {"id": "chatcmpl-fault", "object": "chat.completion", "choices": [choice]})
+        return True
+
     def _stream(self, plan: str, body: dict[str, Any], record: Recorded) -> bool:
         owner = self.server.owner
         f = owner.faults
         record.status = 200
+        if f.json_answer:
+            return self._json_answer(self._text(body), body, record)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
@@ -328,16 +370,7 @@ class _Handler(BaseHTTPRequestHandler):
         if f.first_token_delay:
             time.sleep(f.first_token_delay)
         schema = request_schema(body)
-        if callable(f.answer):
-            text = f.answer(body)
-        elif f.answer is not None:
-            text = f.answer
-        elif schema is not None or body.get("grammar"):
-            text = json.dumps(example(schema or {}))
-        else:
-            text = "Let me think. The answer follows from the request."
-        if f.echo_auth:
-            text += f" (you sent Authorization: {self.headers.get('Authorization')})"
+        text = self._text(body)
         base = {
             "id": "chatcmpl-fault",
             "object": "chat.completion.chunk",
@@ -346,7 +379,11 @@ class _Handler(BaseHTTPRequestHandler):
         }
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-            return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": finish}
+            logprobs = self._logprobs(body, [delta["content"]]) if delta.get("content") else None
+            if logprobs is not None:
+                choice["logprobs"] = logprobs
+            return {**base, "choices": [choice]}
 
         self._event(chunk({"role": "assistant", "content": ""}))
         pieces = [text[i : i + f.chunk_chars] for i in range(0, len(text), f.chunk_chars)] or [""]
@@ -381,6 +418,22 @@ class _Handler(BaseHTTPRequestHandler):
         self._write(b"data: [DONE]\n\n")
         self._end()
         return True
+
+    def _text(self, body: dict[str, Any]) -> str:
+        """The answer to `body` (see Faults.answer)."""
+        f = self.server.owner.faults
+        schema = request_schema(body)
+        if callable(f.answer):
+            text = f.answer(body)
+        elif f.answer is not None:
+            text = f.answer
+        elif schema is not None or body.get("grammar"):
+            text = json.dumps(example(schema or {}))
+        else:
+            text = "Let me think. The answer follows from the request."
+        if f.echo_auth:
+            text += f" (you sent Authorization: {self.headers.get('Authorization')})"
+        return text
 
     def _fault(self, plan: str, record: Recorded) -> bool:
         record.outcome = plan

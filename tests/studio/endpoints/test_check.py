@@ -40,7 +40,8 @@ def test_it_checks_through_the_task_and_stores_the_reading(
     check = served.last_check
     assert check["state"] == "done" and check["ok"] is True
     assert check["answered"] is True and check["honoured"] is True and check["latency_s"] > 0
-    assert len(fault.completions()) == 1
+    # The answer, then one more call asking for logprobs (confidence gates need them).
+    assert len(fault.completions()) == 2 and check["logprobs"] is True
 
 
 def test_it_stops_polling_once_the_check_is_done(as_staff: Client, served: Endpoint) -> None:

@@ -57,6 +57,7 @@ class Step:
     edge: EdgeTaken | None = None
     prompt: str = ""
     replayed: bool = False
+    notes: list[str] = field(default_factory=list)  # e.g. "input.ticket cut to 4000 chars (head)"
 
 
 @dataclass

@@ -329,6 +329,7 @@ def _walk(walk: Walk, current: str) -> RunResult:
                 reason=outcome.reason,
                 prompt=outcome.prompt,
                 edge=EdgeTaken(edge.index, edge.kind, edge.target) if edge else None,
+                notes=outcome.notes,
             )
             if outcome.status == "ok":
                 walk.state.update(outcome.writes)

@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             for (schema_name, schema), (arm, options) in itertools.product(
                 (("closed", CLOSED), ("open", OPEN)), ARMS.items()
             ):
-                backend = open_backend(spec(server, options + ";concurrency=1"))
+                backend = open_backend(spec(server, options + ";concurrency=1;deadline=1800;timeout=1800"))
                 for temperature in (0.0, 1.0):
                     tokens, spaces, valid = [], [], 0
                     for i in range(args.calls):
@@ -111,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                     rows.append(
                         (schema_name, arm, temperature, statistics.mean(tokens), statistics.mean(spaces), valid)
                     )
+                    print(*rows[-1], file=sys.stderr, flush=True)
                 backend.close()
         finally:
             server.stop()

@@ -30,6 +30,7 @@ PINNED = [
     "check_endpoint",
     "CheckpointStore",
     "CheckResult",
+    "ContextOverflow",
     "DEFAULT_TOLERANCES",
     "Edge",
     "EdgeTaken",

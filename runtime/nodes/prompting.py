@@ -10,6 +10,7 @@ from runtime.errors import PackIssue
 from runtime.fewshot import STRATEGIES, Examples, parse_examples
 from runtime.labels import Choice
 from runtime.nodes.base import covered
+from runtime.paths import path_problem
 
 if TYPE_CHECKING:
     from runtime.nodes.base import LoadContext
@@ -20,14 +21,8 @@ EXAMPLES_KEYS = frozenset({"file", "count", "strategy"})
 
 
 def _inside(rel: Any) -> bool:
-    """Whether `rel` is a relative path that stays inside the pack."""
-    return (
-        isinstance(rel, str)
-        and bool(rel)
-        and not rel.startswith("/")
-        and "\\" not in rel
-        and ".." not in rel.split("/")
-    )
+    """Whether `rel` is a path a pack can hold (runtime.paths: the one rule for pack paths)."""
+    return isinstance(rel, str) and path_problem(rel) is None
 
 
 def load_choices(node: Node, spec: Any, loader: LoadContext) -> tuple[Choice, ...]:

@@ -23,6 +23,7 @@ from runtime.pack.checks import check_graph
 from runtime.pack.evalset import parse_evalset
 from runtime.pack.model import TRUNCATE_KEEPS, Edge, Node, Pack, RetryPolicy, Truncation
 from runtime.pack.yamlsrc import SourceMap, load_yaml, nearest
+from runtime.paths import path_problem
 from runtime.prompt import Template, TemplateError, parse_template
 
 MANIFEST_KEYS = frozenset(
@@ -88,7 +89,7 @@ class NodeLoader:
 
     def template(self, rel: Any, reads: tuple[str, ...] | None, *path: str | int) -> Template | None:
         """Load the prompt template at `rel`, named at `path` of this loader's document."""
-        if not isinstance(rel, str) or not rel or rel.startswith(("/", "..")) or "\\" in rel or "/../" in rel:
+        if not isinstance(rel, str) or path_problem(rel) is not None:
             self.error("expected the path of a template inside the pack, like prompts/system.txt", *path)
             return None
         text = self.read(rel, required=True, why=f"{'.'.join(str(p) for p in path)} names it")

@@ -57,7 +57,7 @@ class Step:
     edge: EdgeTaken | None = None
     prompt: str = ""
     replayed: bool = False
-    notes: list[str] = field(default_factory=list)  # e.g. "input.ticket cut to 4000 chars (head)"
+    notes: list[str] = field(default_factory=list)  # e.g. "input.ticket cut from 9120 to 4000 chars (keep head)"
 
 
 @dataclass

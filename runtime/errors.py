@@ -62,6 +62,17 @@ class BackendError(PackforgeError):
     """A model backend could not produce an answer."""
 
 
+class ContextOverflow(BackendError):
+    """The request does not fit the model's context window (llama-server's HTTP 400
+    `exceed_context_size_error`, OpenAI's `context_length_exceeded`). Never retried: the
+    same request cannot fit on a second try. A generate node turns it into a node
+    failure that takes on_fail."""
+
+    def __init__(self, message: str, request_id: str = "") -> None:
+        self.request_id = request_id
+        super().__init__(message)
+
+
 class BadSpec(PackforgeError):
     """A model spec string or tools reference could not be understood."""
 

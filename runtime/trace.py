@@ -61,6 +61,7 @@ class Step:
     # A confidence gate's measure (runtime.confidence.Confidence as a dict: field, value,
     # p, margin, source), kept on unsure steps too; None on nodes without a gate.
     confidence: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)  # e.g. "input.ticket cut from 9120 to 4000 chars (keep head)"
 
 
 @dataclass

@@ -333,6 +333,7 @@ def _walk(walk: Walk, current: str) -> RunResult:
                 prompt=outcome.prompt,
                 edge=EdgeTaken(edge.index, edge.kind, edge.target) if edge else None,
                 confidence=outcome.confidence,
+                notes=outcome.notes,
             )
             if outcome.status == "ok":
                 walk.state.update(outcome.writes)

@@ -64,12 +64,18 @@ _PRIMITIVES = {
     "object": '"{" ws ( string ":" ws value ("," ws string ":" ws value)* )? ws "}"',
     "array": '"[" ws ( value ("," ws value)* )? ws "]"',
 }
+# Compact mode: no whitespace anywhere inside the JSON, so no token is spent on it.
+_COMPACT = {
+    "object": '"{" ( string ":" value ("," string ":" value)* )? "}"',
+    "array": '"[" ( value ("," value)* )? "]"',
+}
 _DEPENDS = {
     "string": ["char"],
     "value": ["object", "array", "string", "number", "boolean", "null"],
     "object": ["ws", "string", "value"],
     "array": ["ws", "value"],
 }
+_DEPENDS_COMPACT = {**_DEPENDS, "object": ["string", "value"], "array": ["value"]}
 
 
 @dataclass
@@ -117,8 +123,10 @@ def _repeat(rule: str, low: int, high: int | None) -> str:
 
 
 class _Converter:
-    def __init__(self, root: dict[str, Any]) -> None:
+    def __init__(self, root: dict[str, Any], compact: bool = False) -> None:
         self.root = root
+        self.compact = compact
+        self.ws = "" if compact else "ws "  # what may stand between JSON tokens
         self.rules: dict[str, str] = {}
         self.used: set[str] = set()
         self.ignored: list[tuple[str, str]] = []
@@ -139,7 +147,7 @@ class _Converter:
             r = stack.pop()
             if r not in self.used:
                 self.used.add(r)
-                stack.extend(_DEPENDS.get(r, []))
+                stack.extend((_DEPENDS_COMPACT if self.compact else _DEPENDS).get(r, []))
         return rule
 
     def ignore(self, path: str, keyword: str) -> None:
@@ -243,14 +251,16 @@ class _Converter:
         if high is not None and (not isinstance(high, int) or high > _REPEAT_LIMIT):
             self.ignore(path, "maxItems")
             high = None
-        self.prim("ws")
+        ws = self.ws
+        if ws:
+            self.prim("ws")
         rule = self.name(hint)
         if high == 0:
-            self.rules[rule] = '"[" ws "]"'
+            self.rules[rule] = f'"[" {ws}"]"'
             return rule
-        rest = _repeat(f'("," ws {item})', max(0, low - 1), None if high is None else high - 1)
+        rest = _repeat(f'("," {ws}{item})', max(0, low - 1), None if high is None else high - 1)
         items = f"{item} {rest}"
-        self.rules[rule] = f'"[" ws {items} ws "]"' if low >= 1 else f'"[" ws ( {items} )? ws "]"'
+        self.rules[rule] = f'"[" {ws}{items} {ws}"]"' if low >= 1 else f'"[" {ws}( {items} )? {ws}"]"'
         return rule
 
     def object(self, schema: dict[str, Any], path: str, hint: str) -> str:
@@ -258,18 +268,20 @@ class _Converter:
         if not isinstance(props, dict) or not props:
             return self.prim("object")
         required = set(schema.get("required", []))
-        self.prim("ws")
+        ws = self.ws
+        if ws:
+            self.prim("ws")
         names = list(props)
         pairs = []
         for key in names:
             value = self.visit(props[key], f"{path}/properties/{key}", f"{hint}-{key}")
-            pairs.append(f'{_json_literal(key)} ":" ws {value}')
+            pairs.append(f'{_json_literal(key)} ":" {ws}{value}')
         for key in required - set(names):
             self.ignore(path, f"required ({key} has no properties entry)")
         # after[i]: properties i.. that may follow one already written, each with its comma.
         after = [""] * (len(names) + 1)
         for i in range(len(names) - 1, -1, -1):
-            part = f'"," ws {pairs[i]}'
+            part = f'"," {ws}{pairs[i]}'
             part = part if names[i] in required else f"( {part} )?"
             after[i] = f"{part} {after[i + 1]}".strip()
         # The first property written is j, where every property before j is optional.
@@ -282,7 +294,7 @@ class _Converter:
             firsts.append("")  # every property optional: {} is allowed
         body = " | ".join(f"( {f} )" if f else '""' for f in firsts)
         rule = self.name(hint)
-        self.rules[rule] = f'"{{" ws ( {body} ) ws "}}"'
+        self.rules[rule] = f'"{{" {ws}( {body} ) {ws}"}}"'
         return rule
 
     def ref(self, ref: Any, path: str) -> str:
@@ -303,9 +315,13 @@ class _Converter:
         return rule
 
 
-def schema_to_gbnf(schema: dict[str, Any]) -> Grammar:
-    """Convert `schema` to a GBNF grammar whose `root` rule is the answer."""
-    conv = _Converter(schema)
+def schema_to_gbnf(schema: dict[str, Any], compact: bool = False) -> Grammar:
+    """Convert `schema` to a GBNF grammar whose `root` rule is the answer.
+
+    `compact`: no whitespace between JSON tokens (`{"a":1,"b":[2,3]}`), so a model spends
+    no token on layout; otherwise one optional space may follow `{`, `[`, `:` and `,`
+    and precede `}` and `]`."""
+    conv = _Converter(schema, compact)
     top = conv.visit(schema, "", "root")
     if top != "root":
         conv.rules.pop("root", None)
@@ -313,5 +329,6 @@ def schema_to_gbnf(schema: dict[str, Any]) -> Grammar:
     else:
         lines = []
     lines += [f"{name} ::= {body}" for name, body in conv.rules.items()]
-    lines += [f"{name} ::= {_PRIMITIVES[name]}" for name in _PRIMITIVES if name in conv.used]
+    table = {**_PRIMITIVES, **_COMPACT} if compact else _PRIMITIVES
+    lines += [f"{name} ::= {table[name]}" for name in table if name in conv.used]
     return Grammar("\n".join(lines) + "\n", conv.ignored)

@@ -127,6 +127,7 @@ class OpenAIConfig(BackendConfig):
     usage: bool = True
     strict: bool = False
     request_id: str = "plain"
+    compact: bool = True  # grammar=gbnf: no whitespace inside the JSON (docs/endpoints.md)
 
     @property
     def url(self) -> str:
@@ -209,6 +210,7 @@ _OPTIONS: dict[str, Any] = {
     "usage": _bool,
     "strict": _bool,
     "request_id": _request_id,
+    "compact": _bool,
 }
 
 

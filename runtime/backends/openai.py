@@ -27,7 +27,7 @@ from runtime.backends._retry import CANCEL_WATCH, Failure, RetryPolicy, classify
 from runtime.backends._sse import StreamResult, read_stream
 from runtime.backends.base import Backend, ModelCall, ModelReply, estimate_tokens
 from runtime.backends.config import GRAMMAR_MODES, OpenAIConfig, parse_openai_spec
-from runtime.errors import BackendError, BadSpec, Cancelled
+from runtime.errors import BackendError, BadSpec, Cancelled, ContextOverflow
 from runtime.logs import redact, register_secret
 
 __all__ = [
@@ -101,6 +101,22 @@ def _server_message(response: httpx.Response) -> str:
     return raw.strip()[:500]
 
 
+def _context_overflow(response: httpx.Response) -> bool:
+    """Whether an error answer says the request exceeds the model's context: llama-server
+    answers HTTP 400 with `error.type` `exceed_context_size_error`, OpenAI answers 400 with
+    `error.code` `context_length_exceeded`."""
+    if response.status_code != 400:
+        return False
+    try:
+        data = json.loads(response.content[:_MAX_ERROR_BODY])
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+    error = data.get("error") if isinstance(data, dict) else None
+    if not isinstance(error, dict):
+        return False
+    return error.get("type") == "exceed_context_size_error" or error.get("code") == "context_length_exceeded"
+
+
 class OpenAIBackend:
     """A chat-completions client for one endpoint. Thread-safe: the eval runner calls
     `complete` from many threads; at most `concurrency` calls are in flight at once,
@@ -157,7 +173,7 @@ class OpenAIBackend:
         elif cfg.grammar == "guided_json":
             body["guided_json"] = schema
         elif cfg.grammar == "gbnf":
-            body["grammar"] = schema_to_gbnf(schema).text
+            body["grammar"] = schema_to_gbnf(schema, compact=cfg.compact).text
         return body
 
     def headers(self, call: ModelCall) -> dict[str, str]:
@@ -275,6 +291,9 @@ class OpenAIBackend:
                 if response.status_code != 200:
                     response.read()
                     message = redact(_server_message(response))
+                    if _context_overflow(response):
+                        where = f"{self.config.base_url} (request {call.request_id})"
+                        raise ContextOverflow(f"{where}: {message}", call.request_id)
                     retry_after = parse_retry_after(response.headers.get("retry-after"))
                     return classify_status(response.status_code, retry_after, message)
                 return read_stream(response, call, deadline_at)

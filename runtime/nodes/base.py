@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from runtime.backends.base import ModelReply
+    from runtime.errors import PackIssue
     from runtime.expr import Expression
     from runtime.pack.model import Node, Pack, RetryPolicy
     from runtime.prompt import Template
@@ -36,6 +37,7 @@ class Outcome:
     reason: str = ""
     prompt: str = ""  # the rendered prompt, for the trace
     confidence: dict[str, Any] | None = None  # runtime.confidence.Confidence as a dict (confidence gates)
+    notes: list[str] = field(default_factory=list)  # short facts for the trace (e.g. input fields cut)
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,19 @@ class LoadContext(Protocol):
         ...
 
     def prompt(self, node: Node, *, required: bool) -> Template | None: ...
+
+    def template(self, rel: str, reads: tuple[str, ...] | None, *path: str | int) -> Template | None:
+        """Load the prompt template at `rel` (a pack path named at `path`); with `reads`,
+        every placeholder must be one of them."""
+        ...
+
+    def read(self, rel: str, *, required: bool, why: str) -> str | None:
+        """The text of the pack file `rel` (counted in the pack's digest)."""
+        ...
+
+    def report(self, issue: PackIssue) -> None:
+        """Report a problem in a file other than graph.yaml."""
+        ...
 
     def schema(self, node_id: str, *, required: bool) -> tuple[dict[str, Any] | None, Any]: ...
 

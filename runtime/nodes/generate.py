@@ -10,27 +10,44 @@ field is below `min` (runtime.confidence); the confidence is on the step either 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from runtime.confidence import ConfidenceGate, agreement_confidence, no_confidence, value_confidence
-from runtime.errors import OutputRejected
+from runtime.errors import ContextOverflow, OutputRejected
+from runtime.labels import NoChoices, call_schema
+from runtime.messages import build_messages
 from runtime.nodes.base import LoadContext, NodeDrawing, Outcome, RunContext, covered
+from runtime.nodes.prompting import load_choices, load_examples
 from runtime.verify import feedback_message, parse_answer, verify_answer
 
 if TYPE_CHECKING:
     from runtime.backends.base import ModelReply
     from runtime.pack.model import Node
 
-SYSTEM = "You fill in one JSON object that follows the given schema. Reply with the JSON object only."
 THINK = "Before answering, think step by step about the request above. Do not give the final JSON yet."
 ANSWER = "Now give the final answer as one JSON object that follows the schema."
 
 
 class GenerateKind:
     name = "generate"
-    keys = frozenset({"assert", "two_stage", "samples", "agree", "max_tokens", "temperature", "retry", "confidence"})
+    keys = frozenset(
+        {
+            "assert",
+            "two_stage",
+            "samples",
+            "agree",
+            "max_tokens",
+            "temperature",
+            "retry",
+            "choices",
+            "examples",
+            "system",
+            "confidence",
+        }
+    )
     drawing = NodeDrawing(shape="rounded", css_class="node-generate", label="generate", mermaid=('["', '"]'))
     terminal = False
     can_fail = True
@@ -69,11 +86,27 @@ class GenerateKind:
         node.retry = loader.retry(spec.get("retry"), *at, "retry")
         if "confidence" in spec:
             node.confidence = _confidence_gate(node, spec, loader, at)
+        node.choices = load_choices(node, spec.get("choices"), loader)
+        if node.prompt is not None:
+            node.examples = load_examples(node, spec.get("examples"), loader)
+        if "system" in spec:
+            node.system = loader.template(spec["system"], node.reads, *at, "system")
 
     def run(self, node: Node, walk: RunContext) -> Outcome:
-        assert node.prompt is not None
-        prompt = node.prompt.render(walk.view())
-        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
+        built = build_messages(walk.pack, node, walk.state, walk.input)
+        try:
+            # With `choices`, this call's schema (grammar and verification) has the enums
+            # allowed in the current state; a copy of the node carries it.
+            schema, validator = call_schema(node.schema, node.validator, node.choices, walk.view())
+        except NoChoices as exc:
+            return Outcome("fail", reason=str(exc), prompt=built.prompt, notes=built.notes)
+        if schema is not node.schema:
+            node = dataclasses.replace(node, schema=schema, validator=validator)
+        outcome = self._draw(node, walk, built.messages, built.prompt)
+        outcome.notes = built.notes
+        return outcome
+
+    def _draw(self, node: Node, walk: RunContext, messages: list[dict[str, str]], prompt: str) -> Outcome:
         if node.samples == 1:
             outcome = self._ladder(node, walk, messages)
             outcome.prompt = prompt
@@ -107,14 +140,22 @@ class GenerateKind:
             tries += 1
             stage = "sample" if tries == 1 else ("resample" if tries <= 1 + policy.resamples else "feedback")
             asked = messages + ([{"role": "user", "content": feedback_message(reason)}] if stage == "feedback" else [])
-            if node.two_stage:
-                thought, attempt = walk.ask(
-                    node, [*asked, {"role": "user", "content": THINK}], None, stage, "reasoning"
-                )
-                walk.record(node, thought, attempt, "reasoning", ok=True)
-                # The reasoning conditions this answer only; it never enters state or a later prompt.
-                asked = [*asked, {"role": "assistant", "content": thought.text}, {"role": "user", "content": ANSWER}]
-            reply, attempt = walk.ask(node, asked, node.schema, stage, logprobs=node.confidence is not None)
+            try:
+                if node.two_stage:
+                    thought, attempt = walk.ask(
+                        node, [*asked, {"role": "user", "content": THINK}], None, stage, "reasoning"
+                    )
+                    walk.record(node, thought, attempt, "reasoning", ok=True)
+                    # The reasoning conditions this answer only; it never enters state or a later prompt.
+                    asked = [
+                        *asked,
+                        {"role": "assistant", "content": thought.text},
+                        {"role": "user", "content": ANSWER},
+                    ]
+                reply, attempt = walk.ask(node, asked, node.schema, stage, logprobs=node.confidence is not None)
+            except ContextOverflow as exc:
+                # The same request cannot fit on a retry: a node failure (on_fail), not a backend error.
+                return Outcome("fail", reason=f"input does not fit the model's context: {exc}")
             try:
                 answer = parse_answer(reply.text, reply.finish_reason)
                 if walk.verify:

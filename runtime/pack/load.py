@@ -16,16 +16,31 @@ from jsonschema.exceptions import SchemaError
 
 from runtime.errors import ExprError, PackInvalid, PackIssue
 from runtime.expr import Expression, compile_expr
+from runtime.fewshot import overlap_issues
 from runtime.nodes import NODE_KINDS
 from runtime.nodes.base import COMMON_KEYS, NodeKind, covered
 from runtime.pack.checks import check_graph
 from runtime.pack.evalset import parse_evalset
-from runtime.pack.model import Edge, Node, Pack, RetryPolicy
+from runtime.pack.model import TRUNCATE_KEEPS, Edge, Node, Pack, RetryPolicy, Truncation
 from runtime.pack.yamlsrc import SourceMap, load_yaml, nearest
+from runtime.paths import path_problem
 from runtime.prompt import Template, TemplateError, parse_template
 
 MANIFEST_KEYS = frozenset(
-    {"name", "version", "entry", "description", "model", "tools", "inputs", "output", "retry", "max_steps"}
+    {
+        "name",
+        "version",
+        "entry",
+        "description",
+        "model",
+        "tools",
+        "inputs",
+        "output",
+        "retry",
+        "max_steps",
+        "system",
+        "truncate",
+    }
 )
 GRAPH_KEYS = frozenset({"nodes", "edges"})
 EDGE_KEYS = frozenset({"from", "to", "when", "on_fail", "on_unsure"})
@@ -68,6 +83,31 @@ class NodeLoader:
         except UnicodeDecodeError as exc:
             self.issues.append(PackIssue(rel, f"not UTF-8 text (byte {exc.start}); save it as UTF-8", kind="syntax"))
             return None
+
+    def report(self, issue: PackIssue) -> None:
+        self.issues.append(issue)
+
+    def template(self, rel: Any, reads: tuple[str, ...] | None, *path: str | int) -> Template | None:
+        """Load the prompt template at `rel`, named at `path` of this loader's document."""
+        if not isinstance(rel, str) or path_problem(rel) is not None:
+            self.error("expected the path of a template inside the pack, like prompts/system.txt", *path)
+            return None
+        text = self.read(rel, required=True, why=f"{'.'.join(str(p) for p in path)} names it")
+        if text is None:
+            return None
+        try:
+            template = parse_template(text)
+        except TemplateError as exc:
+            self.issues.append(PackIssue(rel, str(exc), exc.line, "syntax"))
+            return None
+        for name in sorted(template.fields) if reads is not None else ():
+            if not covered(name, reads or ()):
+                self.error(
+                    f"{rel} uses {{{{ {name} }}}}, which is not in the node's reads; add it to reads",
+                    *path,
+                    kind="reference",
+                )
+        return template
 
     def prompt(self, node: Node, *, required: bool) -> Template | None:
         """Load prompts/<node>.txt; every placeholder must be one of the node's reads."""
@@ -208,6 +248,10 @@ def load_pack(root: str | Path, tools: Collection[str] | None = None) -> Pack:
         max_steps = 200
     inputs = manifest.get("inputs")
     output = manifest.get("output")
+    manifest_loader = NodeLoader(root, manifest_src, issues)
+    manifest_loader.files = loader.files  # one digest over every file read
+    system = manifest_loader.template(manifest["system"], None, "system") if "system" in manifest else None
+    truncate = _truncate(manifest.get("truncate"), manifest_src, issues)
     pack = Pack(
         root=root,
         name=str(manifest.get("name", root.name)),
@@ -220,21 +264,82 @@ def load_pack(root: str | Path, tools: Collection[str] | None = None) -> Pack:
         output=_str_list(output, manifest_src, issues, "output") if output is not None else None,
         retry=retry,
         max_steps=max_steps,
+        system=system,
+        truncate=truncate,
         nodes=nodes,
         edges=edges,
         cases=[],
     )
     if graph is not None and manifest_text is not None:
         check_graph(pack, graph_src, manifest_src, issues)
+        _check_prompt_inputs(pack, manifest_src, graph_src, issues)
     evalset_text = loader.read("evalset.jsonl", required=False, why="")
     if evalset_text is not None:
         pack.cases = parse_evalset(evalset_text, pack, issues)
+    for node in nodes.values():
+        if node.examples is not None:
+            issues.extend(overlap_issues(node.examples, pack.cases))
     if issues:
         raise PackInvalid(issues)
     pack.digest = hashlib.sha256(
         b"".join(name.encode() + b"\0" + data for name, data in sorted(loader.files.items()))
     ).hexdigest()[:16]
     return pack
+
+
+def _truncate(spec: Any, src: SourceMap, issues: list[PackIssue]) -> dict[str, Truncation]:
+    """`truncate: {FIELD: {max_chars: N, keep: head|tail|middle}}`, per input field."""
+    if spec is None:
+        return {}
+    if not isinstance(spec, dict):
+        issues.append(src.issue("truncate must map input fields to {max_chars: N, keep: head}", "truncate"))
+        return {}
+    rules: dict[str, Truncation] = {}
+    for name, body in spec.items():
+        at = ("truncate", name)
+        if not isinstance(name, str) or not isinstance(body, dict):
+            issues.append(src.issue(f"truncate.{name} must be a mapping {{max_chars: N, keep: head}}", *at))
+            continue
+        unknown = sorted(set(body) - {"max_chars", "keep"})
+        if unknown:
+            hint = nearest(unknown[0], {"max_chars", "keep"})
+            issues.append(src.issue(f"truncate.{name}: unknown key '{unknown[0]}'; {hint}", *at, kind="unknown_key"))
+            continue
+        n, keep = body.get("max_chars"), body.get("keep", "head")
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            issues.append(src.issue(f"truncate.{name}.max_chars must be a whole number >= 1", *at, "max_chars"))
+        elif keep not in TRUNCATE_KEEPS:
+            issues.append(src.issue(f"truncate.{name}.keep must be one of: {', '.join(TRUNCATE_KEEPS)}", *at, "keep"))
+        else:
+            rules[name] = Truncation(n, keep)
+    return rules
+
+
+def _check_prompt_inputs(pack: Pack, manifest_src: SourceMap, graph_src: SourceMap, issues: list[PackIssue]) -> None:
+    """The pack's system template reads only what every model node using it reads, and
+    `truncate` names declared inputs."""
+    if pack.system is not None:
+        for node in pack.nodes.values():
+            if node.kind != "generate" or node.system is not None:
+                continue
+            for name in sorted(pack.system.fields):
+                if not covered(name, node.reads):
+                    issues.append(
+                        manifest_src.issue(
+                            f"the system template uses {{{{ {name} }}}}, which node '{node.id}' does not read; "
+                            "add it to that node's reads or give the node its own system:",
+                            "system",
+                            kind="reference",
+                        )
+                    )
+    if pack.inputs is not None:
+        for name in pack.truncate:
+            if name not in pack.inputs:
+                issues.append(
+                    manifest_src.issue(
+                        f"truncate names '{name}', which is not in inputs", "truncate", name, kind="reference"
+                    )
+                )
 
 
 def _document(text: str | None, src: SourceMap, issues: list[PackIssue], shape: str) -> dict[str, Any] | None:

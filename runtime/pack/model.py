@@ -11,6 +11,8 @@ if TYPE_CHECKING:
 
     from runtime.confidence import ConfidenceGate
     from runtime.expr import Expression
+    from runtime.fewshot import Examples
+    from runtime.labels import Choice
     from runtime.prompt import Template
 
 EDGE_KINDS = ("next", "on_fail", "on_unsure")
@@ -50,6 +52,9 @@ class Node:
     temperature: float = 0.0
     retry: RetryPolicy | None = None
     confidence: ConfidenceGate | None = None  # `confidence: {field, min}`
+    choices: tuple[Choice, ...] = ()  # per-call enums from labels/*.yaml (runtime.labels)
+    examples: Examples | None = None  # few-shot examples (runtime.fewshot)
+    system: Template | None = None  # the node's system prompt; else the pack's
     # tool
     tool: str | None = None
     args: dict[str, str] = field(default_factory=dict)
@@ -59,6 +64,17 @@ class Node:
     # kind's module defines its shape, so adding a kind needs no field here
     config: Any = None
     line: int | None = None
+
+
+@dataclass(frozen=True)
+class Truncation:
+    """`truncate: {FIELD: {max_chars: N, keep: head|tail|middle}}` for one input field."""
+
+    max_chars: int
+    keep: str = "head"  # head | tail | middle
+
+
+TRUNCATE_KEEPS = ("head", "tail", "middle")
 
 
 @dataclass(frozen=True)
@@ -104,6 +120,8 @@ class Pack:
     output: tuple[str, ...] | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     max_steps: int = 200
+    system: Template | None = None  # the system prompt of every model node without its own
+    truncate: dict[str, Truncation] = field(default_factory=dict)  # per input field, for prompts
     digest: str = ""
 
     def outgoing(self, node_id: str, kind: str = "next") -> list[Edge]:

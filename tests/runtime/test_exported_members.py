@@ -32,6 +32,7 @@ PINNED = [
     "check_endpoint",
     "CheckpointStore",
     "CheckResult",
+    "ContextOverflow",
     "DEFAULT_TOLERANCES",
     "Edge",
     "EdgeTaken",

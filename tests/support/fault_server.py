@@ -15,7 +15,7 @@ Behaviour is set per server (or changed with `configure`):
 - storm_for T: 429 + Retry-After for the first T seconds;
 - script: what the next requests get, in order ("ok", "429", "503", "500", "502",
   "504", "truncate", "no_done", "done_early", "inband", "inband_400", or a dict such as
-  {"status": 401, "message": "...", "echo_auth": True});
+  {"status": 401, "message": "...", "echo_auth": True}; "type" and "code" set the error's);
 - answer: the text to stream (default: a minimal instance of the request's schema),
   finish_reason, usage on/off, reasoning text streamed as `reasoning_content`;
 - logprobs (default on): a request with `logprobs: true` gets, per streamed piece of the
@@ -313,7 +313,8 @@ class _Handler(BaseHTTPRequestHandler):
             if plan.get("echo_auth"):
                 message += f" (you sent Authorization: {self.headers.get('Authorization')})"
             record.outcome, record.status = ("4xx" if status < 500 else "5xx"), status
-            body_out = {"error": {"message": message, "type": "invalid_request_error", "code": status}}
+            error_type, code = plan.get("type", "invalid_request_error"), plan.get("code", status)
+            body_out = {"error": {"message": message, "type": error_type, "code": code}}
             headers = plan.get("headers")
         else:
             return self._stream(plan, body, record)

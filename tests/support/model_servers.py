@@ -236,7 +236,7 @@ def _wait_ready(server: RunningServer, path: str, timeout: float) -> None:
         raise BuildFailed(f"{exc}:\n{server.log_tail()}") from None
 
 
-def start_llama_server(log_dir: Path, parallel: int = 2) -> RunningServer:
+def start_llama_server(log_dir: Path, parallel: int = 2, ctx: int = 2048) -> RunningServer:
     binary = build_llama_server()
     port = free_port()
     log = log_dir / "llama-server.log"
@@ -254,7 +254,7 @@ def start_llama_server(log_dir: Path, parallel: int = 2) -> RunningServer:
                 "-np",
                 str(parallel),
                 "-c",
-                "2048",
+                str(ctx),
                 "--offline",
             ],
             stdout=out,

@@ -1,0 +1,149 @@
+"""Few-shot examples for a generate node, from a declared examples file, never the evalset.
+
+    examples: {file: examples.jsonl, count: 3, strategy: nearest}
+
+The file has the evalset's line format (`id`, `input`, `expected`). The loader refuses
+an example whose id or input equals an evalset case's (`overlap_issues`), so a score is
+never inflated by showing the model the answer. Per call, `choose` picks `count`
+examples: `fixed` takes the first ones in file order; `nearest` ranks them by the
+Jaccard similarity of the word sets of the call's input and each example's input
+(every string in the input, flattened), ties broken by file order. Both are
+deterministic: the same input always gets the same examples."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from runtime.errors import PackIssue
+
+STRATEGIES = ("fixed", "nearest")
+LINE_KEYS = frozenset({"id", "input", "expected", "path", "end", "tags", "human", "note"})
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class Example:
+    """One line of an examples file."""
+
+    id: str
+    input: dict[str, Any]
+    expected: dict[str, Any]
+    line: int
+    words: frozenset[str] = field(default=frozenset(), compare=False)
+
+
+@dataclass(frozen=True)
+class Examples:
+    """`examples: {file, count, strategy}` on a generate node, with the file loaded."""
+
+    file: str
+    count: int
+    strategy: str  # fixed | nearest
+    items: tuple[Example, ...]
+
+
+class GoldCase(Protocol):
+    """What the overlap check needs of an evalset case (runtime.pack.model.Case)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def input(self) -> dict[str, Any]: ...
+    @property
+    def line(self) -> int: ...
+
+
+def words(value: Any) -> frozenset[str]:
+    """The lower-cased words of every string inside `value` (dict values, list items)."""
+    found: set[str] = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.update(_WORD.findall(item.lower()))
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return frozenset(found)
+
+
+def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    union = len(a | b)
+    return len(a & b) / union if union else 0.0
+
+
+def choose(examples: Examples, input_: Mapping[str, Any]) -> list[Example]:
+    """The examples to show for a call on `input_`, in the order they are shown: for
+    `nearest`, the most similar comes last, next to the question."""
+    if examples.strategy == "fixed":
+        return list(examples.items[: examples.count])
+    query = words(dict(input_))
+    ranked = sorted(range(len(examples.items)), key=lambda i: (-jaccard(query, examples.items[i].words), i))[
+        : examples.count
+    ]
+    return [examples.items[i] for i in reversed(ranked)]
+
+
+def overlap_issues(examples: Examples, cases: Sequence[GoldCase]) -> list[PackIssue]:
+    """An issue for every example whose id or input equals an evalset case's."""
+    by_id = {c.id: c for c in cases}
+    by_input = {json.dumps(c.input, sort_keys=True): c for c in reversed(cases)}
+    found: list[PackIssue] = []
+    for ex in examples.items:
+        same_id = by_id.get(ex.id)
+        same_input = by_input.get(json.dumps(ex.input, sort_keys=True))
+        for what, case in (("id", same_id), ("input", same_input)):
+            if case is not None:
+                found.append(
+                    PackIssue(
+                        examples.file,
+                        f"example '{ex.id}' has the same {what} as evalset case '{case.id}' (evalset.jsonl line "
+                        f"{case.line}); few-shot examples must not come from the evalset: remove or change it",
+                        ex.line,
+                        "evalset",
+                    )
+                )
+                break
+    return found
+
+
+def parse_examples(text: str, rel: str, node_id: str, writes: Sequence[str], issues: list[PackIssue]) -> list[Example]:
+    """The examples in `text` (the pack file `rel`); each bad line is an issue naming it."""
+    items: list[Example] = []
+    seen: dict[str, int] = {}
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        problem = None
+        try:
+            body = json.loads(raw)
+        except (json.JSONDecodeError, RecursionError):
+            body = None
+            problem = "not valid JSON; each line must be one object {id, input, expected}"
+        if problem is None and not isinstance(body, dict):
+            problem = "each line must be a JSON object {id, input, expected}"
+        if problem is None:
+            assert isinstance(body, dict)
+            unknown = sorted(set(body) - LINE_KEYS)
+            example_id, inp, expected = body.get("id", f"line-{lineno}"), body.get("input"), body.get("expected")
+            if unknown:
+                problem = f"unknown key '{unknown[0]}'; each line has id, input and expected"
+            elif not isinstance(example_id, str) or not example_id:
+                problem = "'id' must be a non-empty string"
+            elif not isinstance(inp, dict) or not isinstance(expected, dict):
+                problem = "'input' and 'expected' are required and must be JSON objects"
+            elif missing := [w for w in writes if w not in expected]:
+                problem = f"example '{example_id}' has no expected {', '.join(missing)} (node '{node_id}' writes it)"
+            elif example_id in seen:
+                problem = f"duplicate example id '{example_id}' (first on line {seen[example_id]})"
+            else:
+                seen[example_id] = lineno
+                items.append(Example(example_id, inp, expected, lineno, words(inp)))
+        if problem is not None:
+            issues.append(PackIssue(rel, problem, lineno, "value"))
+    return items

@@ -1,0 +1,79 @@
+"""The messages a generate node sends: system prompt, few-shot examples, the request.
+
+- system: the node's `system:` template, else the pack's `system:`, else the built-in
+  SYSTEM line; templates are rendered like node prompts (from the node's reads);
+- few-shot (`examples:`): per chosen example, a user message (the node's prompt
+  rendered with state = the example's expected values and input = its input) and an
+  assistant message (the compact JSON of its expected values for the node's writes);
+- the request: the node's prompt rendered on the run's state.
+
+The manifest's `truncate:` cuts input fields before any of these is rendered (the
+run's input itself is unchanged); what was cut is returned as notes for the trace."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from runtime.fewshot import choose
+
+if TYPE_CHECKING:
+    from runtime.pack.model import Node, Pack, Truncation
+
+SYSTEM = "You fill in one JSON object that follows the given schema. Reply with the JSON object only."
+
+
+@dataclass
+class Built:
+    messages: list[dict[str, str]]
+    prompt: str  # the rendered request, for the trace
+    notes: list[str]
+
+
+def cut(text: str, rule: Truncation) -> str:
+    """`text` cut to `rule.max_chars` characters, keeping its head, tail or both ends."""
+    n = rule.max_chars
+    if len(text) <= n:
+        return text
+    if rule.keep == "tail":
+        return text[len(text) - n :]
+    if rule.keep == "middle":  # keep both ends, drop the middle
+        back = n // 2
+        return text[: n - back] + (text[len(text) - back :] if back else "")
+    return text[:n]
+
+
+def truncate_input(input_: Mapping[str, Any], rules: Mapping[str, Truncation]) -> tuple[dict[str, Any], list[str]]:
+    """A copy of `input_` with each string field longer than its rule cut, and a note per cut."""
+    shown = dict(input_)
+    notes: list[str] = []
+    for name, rule in rules.items():
+        value = shown.get(name)
+        if isinstance(value, str) and len(value) > rule.max_chars:
+            shown[name] = cut(value, rule)
+            notes.append(f"input.{name} cut from {len(value)} to {rule.max_chars} chars (keep {rule.keep})")
+    return shown, notes
+
+
+def build_messages(pack: Pack, node: Node, state: Mapping[str, Any], input_: Mapping[str, Any]) -> Built:
+    """Everything a generate node sends, for the current state."""
+    assert node.prompt is not None
+    shown, notes = truncate_input(input_, pack.truncate)
+    view = {**state, "input": shown}
+    system = node.system or pack.system
+    messages = [{"role": "system", "content": system.render(view) if system is not None else SYSTEM}]
+    if node.examples is not None:
+        for example in choose(node.examples, shown):
+            example_input, _ = truncate_input(example.input, pack.truncate)
+            answer = {w: example.expected[w] for w in node.writes}
+            messages.append(
+                {"role": "user", "content": node.prompt.render({**example.expected, "input": example_input})}
+            )
+            messages.append(
+                {"role": "assistant", "content": json.dumps(answer, ensure_ascii=False, separators=(",", ":"))}
+            )
+    prompt = node.prompt.render(view)
+    messages.append({"role": "user", "content": prompt})
+    return Built(messages, prompt, notes)

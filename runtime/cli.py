@@ -257,7 +257,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.json:
         doc = report.to_dict()
         if gate is not None:
-            doc["baseline"] = {"ok": all(r["ok"] for r in gate), "rows": gate}
+            doc["gate"] = {"ok": all(r["ok"] for r in gate), "rows": gate}  # "baseline" is the trivial baseline
         print(json.dumps(doc, indent=2, default=str))
     else:
         print(format_report(report, gate))

@@ -16,7 +16,9 @@ from typing import Any
 
 from runtime.backends.base import Backend
 from runtime.checkpoint import CheckpointStore, MemoryStore
+from runtime.pack.fields import FieldRule, rule_for, same
 from runtime.pack.model import Case, Edge, Pack
+from runtime.scoring import baseline_summary, case_score, field_table, observed, trivial_answers
 from runtime.stats import percentile, wilson_interval
 from runtime.tools import Tool
 from runtime.trace import Trace
@@ -84,6 +86,8 @@ class CaseResult:
     rejections: dict[str, int]
     trace: Trace
     tags: tuple[str, ...] = ()
+    score: float = 0.0  # partial credit: the share of expected fields that match by their rule
+    expected: dict[str, Any] = field(default_factory=dict)  # the case's gold values, for the baseline
 
     @property
     def schema_violations(self) -> int:
@@ -97,6 +101,25 @@ class EvalReport:
     model: str
     edges: list[Edge]
     cases: list[CaseResult] = field(default_factory=list)
+    rules: dict[str, FieldRule] = field(default_factory=dict)  # the pack's `fields:`
+
+    def rows(self) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """(expected, actual) per case, as runtime.scoring reads them."""
+        return [(c.expected, observed(c.expected, _diff_dicts(c.diffs))) for c in self.cases]
+
+    def mean_score(self) -> float:
+        return statistics.fmean(c.score for c in self.cases) if self.cases else 0.0
+
+    def field_table(self) -> dict[str, dict[str, Any]]:
+        """Per expected field: accuracy beside the trivial baseline's, F1 for set fields."""
+        return field_table(self.rules, self.rows())
+
+    def trivial_baseline(self, tier: str | None = None) -> dict[str, Any]:
+        """Always the most frequent expected value per field (over every case): its
+        answers, and its pass rate and mean score over every case (or over `tier`'s)."""
+        answers = trivial_answers(self.rules, [c.expected for c in self.cases])
+        chosen = [c.expected for c in self.cases if tier is None or c.tier == tier]
+        return baseline_summary(self.rules, chosen, answers)
 
     @property
     def total(self) -> int:
@@ -170,6 +193,9 @@ class EvalReport:
             "passed": self.passed,
             "total": self.total,
             "pass_rate_ci95": list(wilson_interval(self.passed, self.total)),
+            "mean_score": self.mean_score(),
+            "fields": self.field_table(),
+            "baseline": self.trivial_baseline(),
             "metrics": self.metrics(),
             "tiers": self.tiers(),
             "coverage": self.coverage(),
@@ -184,6 +210,7 @@ def _case_dict(c: CaseResult) -> dict[str, Any]:
     return {
         "id": c.case_id,
         "passed": c.passed,
+        "score": c.score,
         "status": c.status,
         "tier": c.tier,
         "blamed": c.blamed,
@@ -198,6 +225,10 @@ def _case_dict(c: CaseResult) -> dict[str, Any]:
         "totals": c.totals,
         "rejections": c.rejections,
     }
+
+
+def _diff_dicts(diffs: list[FieldDiff]) -> list[dict[str, Any]]:
+    return [{"field": d.field, "actual": d.actual, "missing": d.missing} for d in diffs]
 
 
 def _edge_name(e: Edge) -> str:
@@ -220,7 +251,7 @@ def evaluate(
     """Run every case (those with any of `tags`, when given) with bounded concurrency."""
     store = store if store is not None else MemoryStore()
     cases = [c for c in pack.cases if not tags or tags & set(c.tags)]
-    report = EvalReport(pack.name, pack.version, model or backend.spec, pack.edges)
+    report = EvalReport(pack.name, pack.version, model or backend.spec, pack.edges, rules=pack.fields)
     lock = threading.Lock()
 
     def one(case: Case) -> CaseResult:
@@ -252,7 +283,7 @@ def score_case(pack: Pack, case: Case, result: RunResult) -> CaseResult:
     for name, want in case.expected.items():
         if name not in result.state:
             diffs.append(FieldDiff(name, want, None, missing=True))
-        elif result.state[name] != want:
+        elif not same(rule_for(pack.fields, name), want, result.state[name]):
             diffs.append(FieldDiff(name, want, result.state[name]))
     problems = []
     stopped_at = trace.end_node or result.waiting_at
@@ -282,6 +313,8 @@ def score_case(pack: Pack, case: Case, result: RunResult) -> CaseResult:
         rejections=dict(rejections),
         trace=trace,
         tags=case.tags,
+        score=case_score({name: not any(d.field == name for d in diffs) for name in case.expected}, passed),
+        expected=dict(case.expected),
     )
 
 

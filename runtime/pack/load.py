@@ -20,12 +20,13 @@ from runtime.nodes import NODE_KINDS
 from runtime.nodes.base import COMMON_KEYS, NodeKind, covered
 from runtime.pack.checks import check_graph
 from runtime.pack.evalset import parse_evalset
+from runtime.pack.fields import check_fields, load_fields
 from runtime.pack.model import Edge, Node, Pack, RetryPolicy
 from runtime.pack.yamlsrc import SourceMap, load_yaml, nearest
 from runtime.prompt import Template, TemplateError, parse_template
 
 MANIFEST_KEYS = frozenset(
-    {"name", "version", "entry", "description", "model", "tools", "inputs", "output", "retry", "max_steps"}
+    {"name", "version", "entry", "description", "model", "tools", "inputs", "output", "retry", "max_steps", "fields"}
 )
 GRAPH_KEYS = frozenset({"nodes", "edges"})
 EDGE_KEYS = frozenset({"from", "to", "when", "on_fail", "on_unsure"})
@@ -223,12 +224,14 @@ def load_pack(root: str | Path, tools: Collection[str] | None = None) -> Pack:
         nodes=nodes,
         edges=edges,
         cases=[],
+        fields=load_fields(manifest.get("fields"), manifest_src, issues),
     )
     if graph is not None and manifest_text is not None:
         check_graph(pack, graph_src, manifest_src, issues)
     evalset_text = loader.read("evalset.jsonl", required=False, why="")
     if evalset_text is not None:
         pack.cases = parse_evalset(evalset_text, pack, issues)
+    check_fields(pack.fields, {w for n in nodes.values() for w in n.writes}, pack.cases, manifest_src, issues)
     if issues:
         raise PackInvalid(issues)
     pack.digest = hashlib.sha256(

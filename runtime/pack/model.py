@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
     from runtime.expr import Expression
+    from runtime.pack.fields import FieldRule
     from runtime.prompt import Template
 
 EDGE_KINDS = ("next", "on_fail", "on_unsure")
@@ -45,6 +46,7 @@ class Node:
     two_stage: bool = False
     samples: int = 1
     agree: int = 1
+    agree_on: tuple[str, ...] | None = None  # the fields draws must agree on; None: all writes
     max_tokens: int = 256
     temperature: float = 0.0
     retry: RetryPolicy | None = None
@@ -103,6 +105,7 @@ class Pack:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     max_steps: int = 200
     digest: str = ""
+    fields: dict[str, FieldRule] = field(default_factory=dict)  # how each field is compared; absent: exact
 
     def outgoing(self, node_id: str, kind: str = "next") -> list[Edge]:
         return [e for e in self.edges if e.source == node_id and e.kind == kind]

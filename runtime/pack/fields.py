@@ -9,7 +9,7 @@ A field the manifest does not name is compared `exact`.
       amount_usd: {compare: number, tolerance: 0.01}
       name: {compare: text}
 
-- `exact`: Python equality of the JSON values (1 == 1.0).
+- `exact`: equality of the JSON values (1 equals 1.0; true does not equal 1).
 - `loose`: strings compared case- and whitespace-insensitively (trimmed, runs of
   whitespace made one space, casefolded); inside arrays and objects too.
 - `set`: arrays compared as sets (order and repeats ignored); anything else exact.
@@ -58,17 +58,28 @@ def same(rule: FieldRule, expected: Any, actual: Any) -> bool:
     if rule.compare == "set":
         if isinstance(expected, list) and isinstance(actual, list):
             return label_set(expected) == label_set(actual)
-        return bool(expected == actual)
+        return json_equal(expected, actual)
     if rule.compare == "number":
         a, b = _number(expected), _number(actual)
         if a is not None and b is not None:
             return abs(a - b) <= rule.tolerance + 1e-9 * max(1.0, abs(a), abs(b))
-        return bool(expected == actual)
+        return json_equal(expected, actual)
     if rule.compare == "loose":
-        return bool(_normalised(expected, _loose) == _normalised(actual, _loose))
+        return json_equal(_normalised(expected, _loose), _normalised(actual, _loose))
     if rule.compare == "text":
-        return bool(_normalised(expected, normal_text) == _normalised(actual, normal_text))
-    return bool(expected == actual)
+        return json_equal(_normalised(expected, normal_text), _normalised(actual, normal_text))
+    return json_equal(expected, actual)
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Equality of JSON values: Python's, except that a boolean never equals a number."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    return bool(a == b)
 
 
 def label_set(value: Any) -> frozenset[str]:

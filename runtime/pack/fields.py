@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.errors import PackIssue
-from runtime.pack.model import Case
 from runtime.pack.yamlsrc import SourceMap, nearest
 
 EVALSET = "evalset.jsonl"
@@ -204,7 +203,7 @@ def load_fields(spec: Any, source: SourceMap, issues: list[PackIssue]) -> dict[s
 def check_fields(
     rules: Mapping[str, FieldRule],
     written: set[str],
-    cases: Sequence[Case],
+    cases: Sequence[tuple[str, int, Mapping[str, Any]]],
     source: SourceMap,
     issues: list[PackIssue],
 ) -> None:
@@ -220,8 +219,8 @@ def check_fields(
                     kind="reference",
                 )
             )
-    for case in cases:
-        for name, value in case.expected.items():
+    for case_id, line, expected in cases:  # (id, line, expected) of each evalset case
+        for name, value in expected.items():
             rule = rules.get(name)
             if rule is None or value is None:
                 continue
@@ -229,8 +228,8 @@ def check_fields(
                 issues.append(
                     PackIssue(
                         EVALSET,
-                        f"case '{case.id}': expected.{name} must be an array (fields.{name} is compare: set)",
-                        case.line,
+                        f"case '{case_id}': expected.{name} must be an array (fields.{name} is compare: set)",
+                        line,
                         "evalset",
                     )
                 )
@@ -238,8 +237,8 @@ def check_fields(
                 issues.append(
                     PackIssue(
                         EVALSET,
-                        f"case '{case.id}': expected.{name} must be a number (fields.{name} is compare: number)",
-                        case.line,
+                        f"case '{case_id}': expected.{name} must be a number (fields.{name} is compare: number)",
+                        line,
                         "evalset",
                     )
                 )

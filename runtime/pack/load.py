@@ -231,7 +231,8 @@ def load_pack(root: str | Path, tools: Collection[str] | None = None) -> Pack:
     evalset_text = loader.read("evalset.jsonl", required=False, why="")
     if evalset_text is not None:
         pack.cases = parse_evalset(evalset_text, pack, issues)
-    check_fields(pack.fields, {w for n in nodes.values() for w in n.writes}, pack.cases, manifest_src, issues)
+    gold = [(c.id, c.line, c.expected) for c in pack.cases]
+    check_fields(pack.fields, {w for n in nodes.values() for w in n.writes}, gold, manifest_src, issues)
     if issues:
         raise PackInvalid(issues)
     pack.digest = hashlib.sha256(

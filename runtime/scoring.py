@@ -9,7 +9,7 @@ the run never wrote is absent from `actual`). Each field is compared by its rule
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 from runtime.pack.fields import FieldRule, group, label_set, rule_for, same
@@ -45,7 +45,7 @@ def set_f1(pairs: Iterable[tuple[Any, Any]]) -> tuple[float, float]:
     Micro pools true and false positives and negatives over every label of every case;
     macro averages the per-label F1 over every label that is expected or predicted
     anywhere (1.0 when there is none). A missing or null prediction is no labels."""
-    counts: dict[str, list[int]] = {}  # label -> [tp, fp, fn]
+    counts: dict[Hashable, list[int]] = {}  # label -> [tp, fp, fn]
     for expected, predicted in pairs:
         want, got = label_set(expected), label_set(predicted)
         for label in want | got:

@@ -21,10 +21,9 @@ A field the manifest does not name is compared `exact`.
 from __future__ import annotations
 
 import difflib
-import json
 import math
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,46 +53,50 @@ def rule_for(fields: Mapping[str, FieldRule], name: str) -> FieldRule:
 
 def same(rule: FieldRule, expected: Any, actual: Any) -> bool:
     """Whether two values of a field are the same under its rule."""
-    if rule.compare == "set":
-        if isinstance(expected, list) and isinstance(actual, list):
-            return label_set(expected) == label_set(actual)
-        return json_equal(expected, actual)
     if rule.compare == "number":
         a, b = _number(expected), _number(actual)
         if a is not None and b is not None:
             return abs(a - b) <= rule.tolerance + 1e-9 * max(1.0, abs(a), abs(b))
-        return json_equal(expected, actual)
+        return _canonical(expected) == _canonical(actual)
+    return comparable(rule, expected) == comparable(rule, actual)
+
+
+def comparable(rule: FieldRule, value: Any) -> Hashable:
+    """What the rule compares of a value, as a hashable key: two values are the same
+    under every rule but `number` exactly when their keys are equal. (`number` with a
+    tolerance is not transitive, so it has no key; its values are compared in pairs.)"""
+    if rule.compare == "set" and isinstance(value, list):
+        return ("set", label_set(value))
     if rule.compare == "loose":
-        return json_equal(_normalised(expected, _loose), _normalised(actual, _loose))
+        return _canonical(_normalised(value, _loose))
     if rule.compare == "text":
-        return json_equal(_normalised(expected, normal_text), _normalised(actual, normal_text))
-    return json_equal(expected, actual)
+        return _canonical(_normalised(value, normal_text))
+    return _canonical(value)
 
 
-def json_equal(a: Any, b: Any) -> bool:
-    """Equality of JSON values: Python's, except that a boolean never equals a number."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a is b
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
-    return bool(a == b)
-
-
-def label_set(value: Any) -> frozenset[str]:
-    """The labels of a set field's value: each item as canonical JSON (items may be any
+def label_set(value: Any) -> frozenset[Hashable]:
+    """The labels of a set field's value, each item as a hashable key (items may be any
     JSON value). None is no labels; a lone scalar is one label."""
     if value is None:
         return frozenset()
     items = value if isinstance(value, list) else [value]
-    return frozenset(json.dumps(item, sort_keys=True) for item in items)
+    return frozenset(_canonical(item) for item in items)
 
 
 def group(rule: FieldRule, values: Sequence[Any]) -> list[list[int]]:
     """Indexes of `values` grouped by the rule: each value joins the first group whose
-    first member it equals, else starts a group. Groups in order of their first member."""
+    first member it equals, else starts a group. Groups in order of their first member.
+    Linear in the values, except for `number`, which compares each with every group."""
     groups: list[list[int]] = []
+    if rule.compare != "number":
+        by_key: dict[Hashable, list[int]] = {}
+        for i, value in enumerate(values):
+            key = comparable(rule, value)
+            if key not in by_key:
+                by_key[key] = []
+                groups.append(by_key[key])
+            by_key[key].append(i)
+        return groups
     for i, value in enumerate(values):
         for members in groups:
             if same(rule, values[members[0]], value):
@@ -102,6 +105,22 @@ def group(rule: FieldRule, values: Sequence[Any]) -> list[list[int]]:
         else:
             groups.append([i])
     return groups
+
+
+def _canonical(value: Any) -> Hashable:
+    """A hashable key of a JSON value: equal keys for equal values, where 1 equals 1.0
+    but a boolean never equals a number, and an object's key order does not matter."""
+    if isinstance(value, bool) or value is None:
+        return ("literal", value)
+    if isinstance(value, int | float):
+        return ("number", value)
+    if isinstance(value, str):
+        return ("string", value)
+    if isinstance(value, list):
+        return ("array", tuple(_canonical(v) for v in value))
+    if isinstance(value, dict):
+        return ("object", frozenset((str(k), _canonical(v)) for k, v in value.items()))
+    return ("other", repr(value))
 
 
 def normal_text(text: str) -> str:

@@ -22,6 +22,7 @@ from runtime.backends import (
     pack_file,
     parse_backend_spec,
 )
+from runtime.calibration import Calibration, calibrate, gate_minimums
 from runtime.checkpoint import CheckpointStore, Entry, MemoryStore, RunRecord, SQLiteStore
 from runtime.endpoints import CheckResult, check_endpoint
 from runtime.errors import (
@@ -87,6 +88,7 @@ __all__ = [
     "BackendError",
     "BackendKind",
     "BadSpec",
+    "Calibration",
     "Cancelled",
     "Case",
     "CaseProblem",
@@ -127,6 +129,7 @@ __all__ = [
     "Trace",
     "baseline_document",
     "baseline_summary",
+    "calibrate",
     "case_score",
     "check_baseline",
     "check_endpoint",
@@ -134,6 +137,7 @@ __all__ = [
     "evaluate",
     "field_matches",
     "field_table",
+    "gate_minimums",
     "load_pack",
     "load_tools",
     "mcnemar_exact",

@@ -7,17 +7,26 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.backends import open_backend
 from runtime.checkpoint import CheckpointStore, MemoryStore, SQLiteStore
 from runtime.errors import PackforgeError, PackInvalid
 from runtime.logs import configure_logging
 from runtime.pack import Pack, load_pack
+from runtime.progress import EvalProgress
 from runtime.tools import load_tools
 from runtime.walker import RunResult, resume_run, run_pack
 
+if TYPE_CHECKING:
+    from runtime.evaluate import EvalReport
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING = 0, 1, 2, 3
+EXIT_GATE_FAILED = 4  # eval --baseline: a metric regressed beyond its tolerance
+
+EVAL_EPILOG = """exit status: 0 every case passed, or with --baseline the gate passed (even if some
+cases failed); 1 some cases failed (no --baseline); 4 the baseline gate failed;
+2 bad usage or a bad pack."""
 
 
 class UsageError(PackforgeError):
@@ -63,14 +72,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace", help="write the run's trace as JSON to this file")
 
     p = add_command("eval", "score a pack against its evalset")
+    p.description, p.epilog = "Score a pack against its evalset.", EVAL_EPILOG
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("pack")
     p.add_argument("--model")
     p.add_argument("--tools")
     p.add_argument("--concurrency", type=int, default=4)
     p.add_argument("--tags", help="only cases with any of these comma-separated tags")
     p.add_argument("--json", action="store_true", help="print the report as one JSON document")
-    p.add_argument("--baseline", help="fail (exit 1) on a regression against this baseline file")
+    p.add_argument("--baseline", help="gate on this baseline file: exit 4 on a regression, else 0")
     p.add_argument("--write-baseline", metavar="FILE", help="write this run's metrics as a baseline")
+    _add_long_eval_options(p)
+    p.add_argument("--target-auto-accuracy", type=float, default=0.95, metavar="P", help="for calibration")
 
     p = add_command("graph", "print the pack's graph as Mermaid text")
     p.add_argument("pack")
@@ -234,36 +247,96 @@ def _report_run(result: RunResult, args: argparse.Namespace) -> int:
     return EXIT_FAILED
 
 
+def _add_long_eval_options(p: argparse.ArgumentParser) -> None:
+    """eval's options for long evals: progress, repeats, traces."""
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument(
+        "--progress",
+        action="store_true",
+        default=None,
+        help="show progress on stderr (default: only when stderr is a terminal)",
+    )
+    shown.add_argument("--no-progress", dest="progress", action="store_false", help="never show progress")
+    p.add_argument("--repeats", type=int, default=1, metavar="K", help="run every case K times (default 1)")
+    p.add_argument("--traces", action="store_true", help="with --json: include each case's trace")
+    p.add_argument(
+        "--rejected-text",
+        action="store_true",
+        help="with --traces: keep the text of rejected model answers (blanked by default)",
+    )
+
+
+def _check_long_eval_options(args: argparse.Namespace) -> None:
+    if args.repeats < 1:
+        raise UsageError("--repeats must be at least 1")
+    if args.traces and not args.json:
+        raise UsageError("--traces adds traces to the --json report; add --json")
+    if args.rejected_text and not args.traces:
+        raise UsageError("--rejected-text applies to --traces; add --traces")
+
+
+def _eval_progress(args: argparse.Namespace, total: int) -> EvalProgress | None:
+    """The stderr progress line: on when stderr is a terminal, unless --progress or
+    --no-progress says otherwise."""
+    tty = sys.stderr.isatty()
+    if not (tty if args.progress is None else args.progress):
+        return None
+    return EvalProgress(total, sys.stderr, in_place=tty)
+
+
+def _eval_exit_code(report: EvalReport, gate: list[dict[str, Any]] | None) -> int:
+    """With --baseline the gate decides (4 when it failed); else 1 when any case failed."""
+    if gate is not None:
+        return EXIT_OK if all(r["ok"] for r in gate) else EXIT_GATE_FAILED
+    return EXIT_OK if report.passed == report.total else EXIT_FAILED
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
-    from runtime.evaluate import baseline_document, check_baseline, evaluate
+    from runtime.calibration import format_calibration
+    from runtime.evaluate import baseline_document, check_baseline, evaluate, select_cases
     from runtime.report import format_report
 
+    _check_long_eval_options(args)
     tools = load_tools(args.tools)
     pack = load_pack(args.pack, tools=set(tools or {}))
     if args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
+    if not 0 < args.target_auto_accuracy <= 1:
+        raise UsageError("--target-auto-accuracy must be above 0 and at most 1")
     baseline = _json_arg(f"@{args.baseline}", "--baseline") if args.baseline else None
     backend = _backend(pack, args.model)
     tags = set(args.tags.split(",")) if args.tags else None
+    progress = _eval_progress(args, len(select_cases(pack, tags)) * args.repeats)
     try:
         report = evaluate(
-            pack, backend, tools=tools, concurrency=args.concurrency, tags=tags, model=args.model or pack.model
+            pack,
+            backend,
+            tools=tools,
+            concurrency=args.concurrency,
+            tags=tags,
+            model=args.model or pack.model,
+            repeats=args.repeats,
+            on_case=(lambda case: progress.update(case.passed)) if progress is not None else None,
         )
     finally:
         backend.close()
+        if progress is not None:
+            progress.finish()
     gate = check_baseline(report.metrics(), baseline) if baseline is not None else None
     if args.write_baseline:
         Path(args.write_baseline).write_text(json.dumps(baseline_document(report), indent=2) + "\n", encoding="utf-8")
     if args.json:
-        doc = report.to_dict()
+        doc = report.to_dict(
+            traces=args.traces, rejected_text=args.rejected_text, target_auto_accuracy=args.target_auto_accuracy
+        )
         if gate is not None:
             doc["gate"] = {"ok": all(r["ok"] for r in gate), "rows": gate}  # "baseline" is the trivial baseline
         print(json.dumps(doc, indent=2, default=str))
     else:
         print(format_report(report, gate))
-    if report.passed < report.total or (gate is not None and not all(r["ok"] for r in gate)):
-        return EXIT_FAILED
-    return EXIT_OK
+        if calibration := report.calibration(args.target_auto_accuracy):
+            print(format_calibration(calibration))
+    return _eval_exit_code(report, gate)
 
 
 def cmd_endpoints(args: argparse.Namespace) -> int:

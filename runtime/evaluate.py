@@ -15,13 +15,16 @@ from types import MappingProxyType
 from typing import Any
 
 from runtime.backends.base import Backend
+from runtime.calibration import DEFAULT_TARGET, calibrate, gate_minimums
 from runtime.checkpoint import CheckpointStore, MemoryStore
+from runtime.logs import redact_data
+from runtime.nodes import kind_names
 from runtime.pack.fields import FieldRule, rule_for, same
 from runtime.pack.model import Case, Edge, Pack
 from runtime.scoring import baseline_summary, case_score, field_table, observed, trivial_answers
 from runtime.stats import percentile, wilson_interval
 from runtime.tools import Tool
-from runtime.trace import Trace
+from runtime.trace import Step, Trace
 from runtime.walker import RunOptions, RunResult, run_pack
 
 SCHEMA_CATEGORIES = ("parse", "schema", "truncated")
@@ -86,6 +89,10 @@ class CaseResult:
     rejections: dict[str, int]
     trace: Trace
     tags: tuple[str, ...] = ()
+    # State committed before the run stopped, for runs that did not end `done` in the
+    # auto tier (escalated, failed, waiting): their `output` is {} or partial.
+    committed: dict[str, Any] = field(default_factory=dict)
+    repeat: int = 1  # which of the eval's `repeats` runs of this case (1-based)
     score: float = 0.0  # partial credit: the share of expected fields that match by their rule
     expected: dict[str, Any] = field(default_factory=dict)  # the case's gold values, for the baseline
 
@@ -101,6 +108,9 @@ class EvalReport:
     model: str
     edges: list[Edge]
     cases: list[CaseResult] = field(default_factory=list)
+    repeats: int = 1  # runs per case; `cases` holds one CaseResult per run
+    expected: dict[str, dict[str, Any]] = field(default_factory=dict)  # case id -> expected values
+    gates: dict[str, float] = field(default_factory=dict)  # gated node -> its confidence `min`
     rules: dict[str, FieldRule] = field(default_factory=dict)  # the pack's `fields:`
 
     def rows(self) -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -185,7 +195,31 @@ class EvalReport:
                 row["cost_usd"] += a.cost_usd
         return nodes
 
-    def to_dict(self) -> dict[str, Any]:
+    def consistency(self) -> dict[str, Any]:
+        """Per case, how many of its `repeats` runs passed; and how many cases passed
+        every run (`always`), none (`never`) or some (`sometimes`)."""
+        runs: dict[str, list[bool]] = {}
+        for c in self.cases:
+            runs.setdefault(c.case_id, []).append(c.passed)
+        counts = Counter("always" if all(ok) else "never" if not any(ok) else "sometimes" for ok in runs.values())
+        return {
+            "repeats": self.repeats,
+            "always": counts["always"],
+            "sometimes": counts["sometimes"],
+            "never": counts["never"],
+            "cases": {case_id: {"runs": len(ok), "passed": sum(ok)} for case_id, ok in runs.items()},
+        }
+
+    def calibration(self, target: float = DEFAULT_TARGET) -> dict[str, Any]:
+        """Per gated node: reliability table, threshold curve, proposal (runtime/calibration.py)."""
+        runs = [(c.trace, self.expected.get(c.case_id, {})) for c in self.cases]
+        return {node: cal.to_dict(target) for node, cal in calibrate(runs, self.gates).items()}
+
+    def to_dict(
+        self, *, traces: bool = False, rejected_text: bool = False, target_auto_accuracy: float = DEFAULT_TARGET
+    ) -> dict[str, Any]:
+        """The report as one JSON-able document (docs/eval-report.md). `traces` adds each
+        case's trace; the text of rejected attempts only with `rejected_text` too."""
         return {
             "pack": self.pack,
             "version": self.version,
@@ -202,19 +236,32 @@ class EvalReport:
             "failures_by_node": self.failures_by_node(),
             "per_case": self.per_case(),
             "per_node": self.per_node(),
-            "cases": [_case_dict(c) for c in self.cases],
+            "repeats": self.repeats,
+            "consistency": self.consistency(),
+            "calibration": self.calibration(target_auto_accuracy),
+            "cases": [_case_dict(c, traces=traces, rejected_text=rejected_text) for c in self.cases],
         }
 
 
-def _case_dict(c: CaseResult) -> dict[str, Any]:
-    return {
+def case_trace(c: CaseResult, *, rejected_text: bool = False) -> dict[str, Any]:
+    """A case's trace for a report: rejected attempts' text blanked unless
+    `rejected_text` (it may be wrong in misleading ways, or quote the input), and every
+    secret the process knows redacted (runtime.redact_data)."""
+    data: dict[str, Any] = redact_data(c.trace.to_dict(include_rejected_text=rejected_text))
+    return data
+
+
+def _case_dict(c: CaseResult, *, traces: bool = False, rejected_text: bool = False) -> dict[str, Any]:
+    out = {
         "id": c.case_id,
+        "repeat": c.repeat,
         "passed": c.passed,
         "score": c.score,
         "status": c.status,
         "tier": c.tier,
         "blamed": c.blamed,
         "output": c.output,
+        "committed": c.committed,
         "path": c.path,
         "problems": [str(p) for p in c.problems],
         "problem_kinds": [p.kind for p in c.problems],
@@ -225,6 +272,9 @@ def _case_dict(c: CaseResult) -> dict[str, Any]:
         "totals": c.totals,
         "rejections": c.rejections,
     }
+    if traces:
+        out["trace"] = case_trace(c, rejected_text=rejected_text)
+    return out
 
 
 def _diff_dicts(diffs: list[FieldDiff]) -> list[dict[str, Any]]:
@@ -234,6 +284,11 @@ def _diff_dicts(diffs: list[FieldDiff]) -> list[dict[str, Any]]:
 def _edge_name(e: Edge) -> str:
     kind = f" ({e.kind})" if e.kind != "next" else (f" [{e.when.source}]" if e.when else "")
     return f"{e.source} -> {e.target}{kind}"
+
+
+def select_cases(pack: Pack, tags: set[str] | None = None) -> list[Case]:
+    """The evalset cases an eval runs: every case, or those with any of `tags`."""
+    return [c for c in pack.cases if not tags or tags & set(c.tags)]
 
 
 def evaluate(
@@ -247,33 +302,42 @@ def evaluate(
     model: str | None = None,
     run_prefix: str = "eval",
     on_case: Callable[[CaseResult], None] | None = None,
+    repeats: int = 1,
 ) -> EvalReport:
-    """Run every case (those with any of `tags`, when given) with bounded concurrency."""
+    """Run every case (those with any of `tags`, when given) `repeats` times with bounded
+    concurrency. Run ids are `<run_prefix>-<case>`, or `<run_prefix>-<case>-r<k>` (k from
+    1) when `repeats` > 1. `on_case` is called once per finished run, one call at a time."""
+    if repeats < 1:
+        raise ValueError("repeats must be at least 1")
     store = store if store is not None else MemoryStore()
-    cases = [c for c in pack.cases if not tags or tags & set(c.tags)]
-    report = EvalReport(pack.name, pack.version, model or backend.spec, pack.edges, rules=pack.fields)
+    runs = [(case, k) for case in select_cases(pack, tags) for k in range(1, repeats + 1)]
+    report = EvalReport(pack.name, pack.version, model or backend.spec, pack.edges, repeats=repeats, rules=pack.fields)
+    report.expected = {c.id: dict(c.expected) for c in select_cases(pack, tags)}
+    report.gates = gate_minimums(pack)
     lock = threading.Lock()
 
-    def one(case: Case) -> CaseResult:
+    def one(planned: tuple[Case, int]) -> CaseResult:
+        case, k = planned
         result = run_pack(
             pack,
             case.input,
             backend=backend,
             tools=tools,
             store=store,
-            run_id=f"{run_prefix}-{case.id}",
+            run_id=f"{run_prefix}-{case.id}" + (f"-r{k}" if repeats > 1 else ""),
             case_id=case.id,
             answers=case.human,
             options=RunOptions(),
         )
         scored = score_case(pack, case, result)
+        scored.repeat = k
         if on_case is not None:
             with lock:
                 on_case(scored)
         return scored
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        report.cases = list(pool.map(one, cases))
+        report.cases = list(pool.map(one, runs))
     return report
 
 
@@ -297,6 +361,9 @@ def score_case(pack: Pack, case: Case, result: RunResult) -> CaseResult:
     if missed is not None:
         problems.append(CaseProblem("path", f"path did not visit '{missed}' (took {' > '.join(trace.path)})"))
     passed = not diffs and not problems
+    # What was committed before an escalated, failed or waiting run stopped; the diffs
+    # above already compare against it (result.state is committed state only).
+    committed = dict(result.state) if trace.tier != "auto" or result.status != "done" else {}
     rejections = Counter(a.category for a in trace.attempts if not a.ok and a.category)
     return CaseResult(
         case_id=case.id,
@@ -306,13 +373,14 @@ def score_case(pack: Pack, case: Case, result: RunResult) -> CaseResult:
         output=result.output,
         diffs=diffs,
         problems=problems,
-        blamed=None if passed else blame(case, trace, diffs, missed),
+        blamed=None if passed else blame(case, trace, diffs, missed, pack=pack),
         path=trace.path,
         edges=[s.edge.index for s in trace.steps if s.edge is not None],
         totals=trace.totals(),
         rejections=dict(rejections),
         trace=trace,
         tags=case.tags,
+        committed=committed,
         score=case_score({name: not any(d.field == name for d in diffs) for name in case.expected}, passed),
         expected=dict(case.expected),
     )
@@ -329,26 +397,30 @@ def _missed_path(expected: tuple[str, ...] | None, actual: list[str]) -> str | N
     return None
 
 
-def blame(case: Case, trace: Trace, diffs: list[FieldDiff], missed: str | None) -> str | None:
+def blame(
+    case: Case, trace: Trace, diffs: list[FieldDiff], missed: str | None, *, pack: Pack | None = None
+) -> str | None:
     """The node most responsible for a failed case.
 
     In order: the node that failed the run; the earliest commit among the wrong
-    fields' last writers (where state first diverged); the node whose on_fail or
+    fields' origins (where state first diverged); the node whose on_fail or
     on_unsure edge was taken (where the run left the happy path); the node before
-    a missed path node or a wrong end; the last node walked."""
+    a missed path node or a wrong end; the last node walked.
+
+    A wrong field's origin is its last writer, unless that writer is deterministic
+    (its kind neither asks a model nor waits for a person: a tool, a transform) and
+    `pack` is given: then blame follows provenance to the fields the writer read
+    (`_origin`)."""
     steps = trace.steps
     if not steps:
         return None
     if trace.status in ("failed", "cancelled"):
         failed = [s for s in steps if s.status == "fail"]
         return (failed[-1] if failed else steps[-1]).node
-    writer: dict[str, tuple[int, str]] = {}
-    for order, step in enumerate(trace.commits()):
-        for name in step.writes:
-            writer[name] = (order, step.node)
-    wrong = [writer[d.field] for d in diffs if d.field in writer]
+    commits = trace.commits()
+    wrong = [_origin(pack, case, commits, j) for d in diffs if (j := _last_commit(commits, d.field)) is not None]
     if wrong:
-        return min(wrong)[1]
+        return commits[min(wrong)].node
     for step in steps:
         if step.edge is not None and step.edge.kind in ("on_fail", "on_unsure"):
             return step.node
@@ -358,6 +430,58 @@ def blame(case: Case, trace: Trace, diffs: list[FieldDiff], missed: str | None) 
             return case.path[idx - 1]
         return steps[0].node
     return steps[-2].node if len(steps) > 1 else steps[-1].node
+
+
+def _last_commit(commits: list[Step], name: str, before: int | None = None) -> int | None:
+    """The index in `commits` of the last commit (before index `before`) that wrote `name`."""
+    stop = len(commits) if before is None else before
+    for j in range(stop - 1, -1, -1):
+        if name in commits[j].writes:
+            return j
+    return None
+
+
+def _origin(pack: Pack | None, case: Case, commits: list[Step], j: int) -> int:
+    """The commit to blame for the values commit `j` wrote (an index into `commits`).
+
+    A model node's (or a person's) commit is its own origin. A deterministic node's
+    value came from the fields it read (its reads, tool args included), as committed
+    before it ran. If the case's expected values name some of those fields and every
+    named one was right when it read them, the node computed a wrong value from right
+    inputs: it is the origin. If some named one was wrong, the origin is the earliest
+    origin among the wrong ones. If expected names none of them, the origin is the
+    earliest model node among their origins; with none (it read only the input, or
+    only other deterministic results), the node itself."""
+    step = commits[j]
+    node = pack.nodes.get(step.node) if pack is not None else None
+    if node is None or step.kind not in _deterministic_kinds():
+        return j
+    refs = (*node.reads, *node.args.values())
+    fed: dict[str, int] = {}  # field read -> the commit it was read from
+    for ref in refs:
+        name = ref.split(".", 1)[0]
+        if name == "input" or name in fed:
+            continue
+        k = _last_commit(commits, name, before=j)
+        if k is not None:
+            fed[name] = k
+    named = {name: k for name, k in fed.items() if name in case.expected}
+    wrong = [k for name, k in named.items() if commits[k].writes[name] != case.expected[name]]
+    if named and not wrong:
+        return j
+    if wrong:
+        return min(_origin(pack, case, commits, k) for k in wrong)
+    upstream = [o for o in (_origin(pack, case, commits, k) for k in fed.values()) if _asks_model(commits[o].kind)]
+    return min(upstream) if upstream else j
+
+
+def _deterministic_kinds() -> tuple[str, ...]:
+    """Kinds whose writes are computed from what they read (no model, no person)."""
+    return kind_names(asks_model=False, waits=False)
+
+
+def _asks_model(kind: str) -> bool:
+    return kind in kind_names(asks_model=True)
 
 
 # -- the baseline gate -------------------------------------------------------------------

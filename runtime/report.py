@@ -16,12 +16,16 @@ def format_report(report: EvalReport, gate: list[dict[str, Any]] | None = None) 
     for case in report.cases:
         if case.passed:
             continue
-        lines.append(f"  FAIL {case.case_id} [{case.blamed or '?'}] ({case.status}, {case.tier})")
+        run = f" run {case.repeat}" if report.repeats > 1 else ""
+        lines.append(f"  FAIL {case.case_id}{run} [{case.blamed or '?'}] ({case.status}, {case.tier})")
         for d in case.diffs:
             got = "(not written)" if d.missing else json.dumps(d.actual)
             lines.append(f"    {d.field}: expected {json.dumps(d.expected)}, got {got}")
         for problem in case.problems:
             lines.append(f"    {problem}")
+        if case.committed:
+            lines.append(f"    committed before it stopped: {json.dumps(case.committed, sort_keys=True, default=str)}")
+    lines.extend(_consistency_lines(report))
     by_node = report.failures_by_node()
     if by_node:
         lines.append("  failures by node: " + ", ".join(f"{n}={c}" for n, c in by_node.items()))
@@ -82,6 +86,22 @@ def _scores(report: EvalReport) -> list[str]:
             f"  {name:<{width}}  {row['compare']:<7}  {_pct(row['accuracy']):>8}  "
             f"{_pct(row['baseline_accuracy']):>8}  {f1}".rstrip()
         )
+    return lines
+
+
+def _consistency_lines(report: EvalReport) -> list[str]:
+    """With --repeats K: how many cases passed all, some or none of their K runs, and
+    which cases were inconsistent."""
+    if report.repeats <= 1:
+        return []
+    c = report.consistency()
+    lines = [
+        f"  repeats: {report.repeats} runs per case (counts above are runs); {c['always']} cases passed every run, "
+        f"{c['sometimes']} some, {c['never']} none"
+    ]
+    for case_id, row in c["cases"].items():
+        if 0 < row["passed"] < row["runs"]:
+            lines.append(f"    inconsistent: {case_id} passed {row['passed']}/{row['runs']}")
     return lines
 
 

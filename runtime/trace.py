@@ -57,6 +57,7 @@ class Step:
     edge: EdgeTaken | None = None
     prompt: str = ""
     replayed: bool = False
+    confidence: dict[str, Any] | None = None  # runtime.confidence.Confidence as a dict (field, value, p, margin, source)
 
 
 @dataclass

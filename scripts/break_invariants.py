@@ -30,8 +30,8 @@ BREAKS = {
     ),
     6: (
         "runtime/cli.py",
-        "    gate = check_baseline(report, baseline) if baseline is not None else None",
-        "    gate = check_baseline(report, baseline) if baseline is not None else None\n    (pack.root / 'evalset.jsonl').write_text(''.join(__import__('json').dumps({'id': c.case_id, 'input': pack.cases[i].input, 'expected': c.output}) + '\\n' for i, c in enumerate(report.cases)))",
+        "    gate = check_baseline(report.metrics(), baseline) if baseline is not None else None",
+        "    gate = check_baseline(report.metrics(), baseline) if baseline is not None else None\n    (pack.root / 'evalset.jsonl').write_text(''.join(__import__('json').dumps({'id': c.case_id, 'input': pack.cases[i].input, 'expected': c.output}) + '\\n' for i, c in enumerate(report.cases)))",
     ),
 }
 for n, (path, old, new) in BREAKS.items():

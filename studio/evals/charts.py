@@ -16,7 +16,7 @@ from typing import Any
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-__all__ = ["PALETTE", "Bar", "Point", "hbars", "histogram", "line_plot"]
+__all__ = ["PALETTE", "Bar", "Mark", "Point", "hbars", "histogram", "line_plot", "tradeoff"]
 
 PALETTE = ("#2f5bea", "#dc6803", "#067647", "#9e77ed", "#c11574", "#0e9384", "#475467")
 INK, MUTED, GRID, AXIS = "#1d2330", "#667085", "#eaecf0", "#98a2b3"
@@ -277,6 +277,93 @@ def line_plot(
         y = height + 18 * k + 4
         svg.add("line", x1=left, x2=left + 22, y1=y, y2=y, stroke=colour, stroke_width=3)
         svg.text(left + 28, y + 4, name, fill=INK)
+    return svg.render()
+
+
+# -- the auto tier's trade-off -------------------------------------------------------------
+
+
+@dataclass
+class Mark:
+    """A point of a trade-off curve drawn large and named (the proposed threshold)."""
+
+    name: str
+    x: float
+    y: float
+    colour: str = "#dc6803"
+
+
+def tradeoff(
+    points: Sequence[tuple[float, float, str]],
+    *,
+    label: str,
+    x_label: str,
+    y_label: str,
+    marks: Sequence[Mark] = (),
+    target: float | None = None,
+    width: int = 560,
+    height: int = 300,
+) -> SafeString:
+    """A curve of (x, y, tip) points, both axes 0..1 shown as percentages (auto share
+    against accuracy inside the auto tier), with named marks and a dashed target line."""
+    left, right, top, bottom = 56, 24, 28, 48
+    svg = Svg(width, height, label=label)
+    plot_w, plot_h = width - left - right, height - top - bottom
+
+    def px(v: float) -> float:
+        return left + plot_w * min(max(v, 0.0), 1.0)
+
+    def py(v: float) -> float:
+        return top + plot_h - plot_h * min(max(v, 0.0), 1.0)
+
+    for i in range(5):
+        t = i / 4
+        svg.add("line", x1=left, x2=left + plot_w, y1=py(t), y2=py(t), stroke=GRID)
+        svg.text(left - 6, py(t) + 4, f"{100 * t:.0f}%", text_anchor="end", fill=MUTED)
+        svg.add("line", x1=px(t), x2=px(t), y1=top + plot_h, y2=top + plot_h + 4, stroke=AXIS)
+        svg.text(px(t), top + plot_h + 17, f"{100 * t:.0f}%", text_anchor="middle", fill=MUTED)
+    svg.add("line", x1=left, x2=left + plot_w, y1=top + plot_h, y2=top + plot_h, stroke=AXIS)
+    svg.add("line", x1=left, x2=left, y1=top, y2=top + plot_h, stroke=AXIS)
+    svg.text(12, top - 12, y_label, fill=INK, font_weight="600")
+    svg.text(left + plot_w / 2, height - 8, x_label, text_anchor="middle", fill=MUTED)
+    if target is not None:
+        svg.add("line", x1=left, x2=left + plot_w, y1=py(target), y2=py(target), stroke=MUTED, stroke_dasharray="4 3")
+        svg.text(left + plot_w - 4, py(target) - 5, f"target {100 * target:.0f}%", text_anchor="end", fill=MUTED)
+    ordered = sorted(points, key=lambda pt: pt[0])
+    if len(ordered) > 1:
+        svg.add(
+            "polyline",
+            points=" ".join(f"{px(x):.1f},{py(y):.1f}" for x, y, _ in ordered),
+            fill="none",
+            stroke=PALETTE[0],
+            stroke_width=2,
+            class_="curve",
+        )
+    for x, y, tip in ordered:
+        svg.add("circle", Svg.title(tip), cx=px(x), cy=py(y), r=3, fill=PALETTE[0])
+    for k, mark in enumerate(marks):
+        svg.open("g", class_="mark")
+        svg.add(
+            "circle",
+            Svg.title(mark.name),
+            cx=px(mark.x),
+            cy=py(mark.y),
+            r=7,
+            fill="none",
+            stroke=mark.colour,
+            stroke_width=2.5,
+        )
+        anchor = "end" if mark.x > 0.6 else "start"
+        dx = -10 if anchor == "end" else 10
+        svg.text(
+            px(mark.x) + dx,
+            py(mark.y) + 16 + 14 * k,
+            mark.name,
+            text_anchor=anchor,
+            fill=mark.colour,
+            font_weight="600",
+        )
+        svg.close("g")
     return svg.render()
 
 

@@ -185,6 +185,7 @@ def mutated(draw: st.DrawFn, files: dict[str, bytes]) -> dict[str, bytes]:
             IndexError,
             KeyError,
             TypeError,
+            ValueError,  # PyYAML's int constructor on `0x_`
             RecursionError,
         ):
             files[name] = data  # already broken by an earlier mutation: leave it

@@ -24,6 +24,6 @@ them there at the end of an eval, else in Django's cache under a key that change
 the rows).
 
 Split by the page that reads each part: common.py (below all the others), summary.py,
-nodes.py (blame, coverage), cost.py, compare.py (compare, history), gate.py (the
+nodes.py (blame, coverage), calibration.py (tiers), cost.py, compare.py (compare, history), gate.py (the
 baseline). Callers import from the module that holds the name; this package re-exports
 nothing."""

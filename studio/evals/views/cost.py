@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 from django.http import Http404, HttpResponse
 from django.urls import reverse
 
-from runtime import Pack
+from runtime import Pack, Trace
 from studio.evals import charts
 from studio.evals.models import EvalCase
 from studio.evals.results.common import edge_name
@@ -27,7 +27,7 @@ from studio.http import StudioRequest
 from studio.numbers import whole_number
 from studio.redaction import visible_trace
 
-__all__ = ["COLUMNS", "eval_case", "eval_cost", "trace_steps"]
+__all__ = ["COLUMNS", "committed_values", "eval_case", "eval_cost", "trace_steps"]
 
 # -- cost per case ------------------------------------------------------------------------
 
@@ -170,6 +170,24 @@ def trace_steps(trace: dict[str, Any], pack: Pack | None) -> list[dict[str, Any]
     return out
 
 
+def committed_values(trace: dict[str, Any]) -> list[tuple[str, str]]:
+    """What a run that stopped early (escalated, failed, waiting) had committed, as
+    (field, JSON) rows: its output is empty or partial, its committed values are not.
+    Empty for a run that finished in the auto tier, as in the runtime's eval report."""
+    if not trace:
+        return []
+    try:
+        run = Trace.from_dict(trace)
+    except (TypeError, ValueError):  # a stored trace this runtime cannot read
+        return []
+    if run.tier == "auto" and run.status == "done":
+        return []
+    state: dict[str, Any] = {}
+    for step in run.commits():
+        state.update(step.writes)
+    return [(k, _json(v)) for k, v in sorted(state.items())]
+
+
 def eval_case(request: StudioRequest, slug: str, eval_id: int, case_id: str, repeat: int) -> HttpResponse:
     ev, role = open_eval(request, slug, eval_id)
     case = EvalCase.objects.filter(eval=ev, case_id=case_id, repeat=repeat).first()
@@ -197,6 +215,7 @@ def eval_case(request: StudioRequest, slug: str, eval_id: int, case_id: str, rep
         end_node=trace.get("end_node"),
         trace_error=trace.get("error"),
         has_trace=bool(trace),
+        committed=committed_values(trace),
         diffs=[
             {**d, "expected_json": _json(d.get("expected")), "actual_json": _json(d.get("actual"))}
             for d in case.diffs or []

@@ -12,10 +12,11 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from runtime import DEFAULT_TOLERANCES, METRIC_DIRECTIONS
+from runtime import DEFAULT_TOLERANCES, METRIC_DIRECTIONS, Calibration
 from studio.accounts.models import Role
 from studio.evals import charts
 from studio.evals.models import Eval
+from studio.evals.results.calibration import calibration
 from studio.evals.results.fields import field_scores
 from studio.evals.results.gate import baseline_for, gate
 from studio.evals.results.summary import case_pass_rates, tiers
@@ -31,6 +32,7 @@ from studio.evals.views.common import (
     usd,
 )
 from studio.http import StudioRequest
+from studio.numbers import whole_number
 
 __all__ = ["baseline_panel", "eval_mark_baseline", "eval_summary", "eval_tiers", "field_panel"]
 
@@ -199,6 +201,60 @@ def eval_tiers(request: StudioRequest, slug: str, eval_id: int) -> HttpResponse:
         label="Accuracy inside each tier",
         max_value=1.0,
     )
-    return page(
-        request, "evals/results_tiers.html", context_for(ev, role, "tiers", split=split, chart=chart, accuracy=accuracy)
+    target = whole_number(request.GET.get("target", "95"), minimum=1, maximum=100) or 95
+    pack = pack_of(ev)
+    gated = [_gated_node(cal, target / 100) for cal in (calibration(ev, pack) if pack is not None else {}).values()]
+    context = context_for(ev, role, "tiers", split=split, chart=chart, accuracy=accuracy, gated=gated, target=target)
+    return page(request, "evals/results_tiers.html", context)
+
+
+def _gated_node(cal: Calibration, target: float) -> dict[str, Any]:
+    """One gated node's calibration as the tiers page shows it: the curve of auto-tier
+    accuracy against auto share, the proposed threshold marked, the reliability table."""
+    doc = cal.to_dict(target)
+    proposed, current = doc["proposed"], doc["current"]
+    marks = []
+    if current is not None and current["auto"]:
+        marks.append(
+            charts.Mark(
+                f"current min {current['threshold']:.4g}", current["auto_share"], current["auto_accuracy"], "#475467"
+            )
+        )
+    if proposed["threshold"] is not None:
+        marks.append(
+            charts.Mark(f"proposed min {proposed['threshold']:.4g}", proposed["auto_share"], proposed["auto_accuracy"])
+        )
+    curve = charts.tradeoff(
+        [
+            (
+                pt["auto_share"],
+                pt["auto_accuracy"],
+                f"min {pt['threshold']:.4g}: {pct(pt['auto_share'])} automatic at {pct(pt['auto_accuracy'])} accuracy",
+            )
+            for pt in doc["curve"]
+        ],
+        label=f"{cal.node}: accuracy inside the auto tier against the share of runs let through",
+        x_label="runs that go through automatically (auto share)",
+        y_label=f"accuracy of {cal.field} inside the auto tier",
+        marks=marks,
+        target=target,
     )
+    bins = [
+        {
+            **b,
+            "range": f"{b['low']:.1f}–{b['high']:.1f}",
+            "mean_p_text": "—" if b["mean_p"] is None else f"{b['mean_p']:.3f}",
+            "accuracy_text": pct(b["accuracy"]),
+        }
+        for b in doc["bins"]
+    ]
+    return {
+        **doc,
+        "node": cal.node,
+        "curve_svg": curve,
+        "bins": bins,
+        "accuracy_text": pct(doc["accuracy"]),
+        "low_text": pct(proposed.get("accuracy_low")),
+        "proposed_text": "—" if proposed["threshold"] is None else f"{proposed['threshold']:.4g}",
+        "min_text": "—" if doc["min"] is None else f"{doc['min']:.4g}",
+    }

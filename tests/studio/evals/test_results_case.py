@@ -6,7 +6,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from studio.projects.models import Project
-from tests.support.eval_results import sample_eval
+from tests.support.eval_results import add_run, rejected_trace, sample_eval
 
 
 def test_it_shows_the_trace_node_by_node_to_an_author(as_owner: Client, project: Project, owner: User) -> None:
@@ -68,3 +68,21 @@ def test_it_answers_htmx_with_the_results_fragment(as_owner: Client, project: Pr
     ev = sample_eval(project, owner)
     page = as_owner.get(f"/p/{ev.project.slug}/evals/{ev.pk}/cases/bad-1/0", headers={"HX-Request": "true"})
     assert page.content.decode().lstrip().startswith('<div id="results-page"')
+
+
+def test_it_shows_what_a_run_that_stopped_early_had_committed(as_owner: Client, project: Project, owner: User) -> None:
+    ev = sample_eval(project, owner)
+    trace = rejected_trace("esc-1")  # classify and extract commit, then the run waits for a person
+    trace["steps"][-1].update(node="review", kind="human", status="wait")
+    trace.update(status="waiting", end_node=None)
+    add_run(ev, "esc-1", status="failed", tier="escalated", blamed="extract", trace=trace)
+    page = as_owner.get(f"/p/{ev.project.slug}/evals/{ev.pk}/cases/esc-1/0")
+    text = page.content.decode()
+    assert page.status_code == 200
+    assert "Committed before the run stopped" in text
+    table = text[text.index('<table id="committed">') :]
+    table = table[: table.index("</table>")]
+    assert '<td class="mono">category</td><td class="mono">&quot;other&quot;</td>' in table
+    assert '<td class="mono">order_id</td><td class="mono">null</td>' in table
+    auto = as_owner.get(f"/p/{ev.project.slug}/evals/{ev.pk}/cases/bad-1/0")  # finished in the auto tier
+    assert auto.status_code == 200 and b"Committed before the run stopped" not in auto.content

@@ -5,8 +5,12 @@ from __future__ import annotations
 from django.contrib.auth.models import User
 from django.test import Client
 
+from runtime import EvalReport
+from studio.evals.models import Eval
+from studio.evals.results.calibration import calibration
 from studio.projects.models import Project
-from tests.support.eval_results import add_run, make_eval, sample_eval
+from tests.support.confidence import gate_classify
+from tests.support.eval_results import add_run, example_pack, make_eval, run_example, sample_eval, store_report
 
 
 def test_it_shows_count_accuracy_and_cost_per_tier(as_owner: Client, project: Project, owner: User) -> None:
@@ -42,3 +46,53 @@ def test_it_answers_htmx_with_the_results_fragment(as_owner: Client, project: Pr
     ev = sample_eval(project, owner)
     page = as_owner.get(f"/p/{ev.project.slug}/evals/{ev.pk}/tiers", headers={"HX-Request": "true"})
     assert page.content.decode().lstrip().startswith('<div id="results-page"')
+
+
+# -- calibration of gated nodes ------------------------------------------------------------
+
+
+def gated_eval(project: Project, owner: User) -> tuple[Eval, EvalReport]:
+    """support_triage's real eval, with the confidence a gate on classify records."""
+    report = gate_classify(run_example("support_triage")[1])
+    ev = make_eval(project, owner)
+    store_report(ev, report)
+    return ev, report
+
+
+def test_it_draws_the_threshold_curve_of_a_gated_node(as_owner: Client, project: Project, owner: User) -> None:
+    ev, _ = gated_eval(project, owner)
+    page = as_owner.get(f"/p/{ev.project.slug}/evals/{ev.pk}/tiers")
+    assert page.status_code == 200
+    text = page.content.decode()
+    section = text[text.index('<section class="calibration" data-node="classify">') :]
+    section = section[: section.index("</section>")]
+    assert "Proposed min 0.9:</strong> at 0.9, 71.4% of cases go through automatically at 100% accuracy" in section
+    assert "the rest go to the next tier" in section
+    svg = section[section.index("<svg") : section.index("</svg>")]
+    assert 'class="curve"' in svg and "proposed min 0.9" in svg and "target 95%" in svg
+    rows = section[section.index('<table class="reliability">') :]
+    assert rows.count("<tr") == 11
+    assert (
+        '<td class="mono">0.9–1.0</td><td class="num">10</td><td class="num">0.900</td><td class="num">100.0%</td>'
+        in rows
+    )
+    assert "1 run whose case expects no category" in section
+
+
+def test_it_proposes_for_the_target_the_author_asks(as_owner: Client, project: Project, owner: User) -> None:
+    ev, _ = gated_eval(project, owner)
+    text = as_owner.get(f"/p/{ev.project.slug}/evals/{ev.pk}/tiers?target=80").content.decode()
+    assert "target 80%" in text
+    assert "Proposed min 0.4:</strong> at 0.4, all cases go through automatically at 85.7% accuracy; none go to the next tier" in text
+
+
+def test_it_computes_what_the_runtime_reports(project: Project, owner: User) -> None:
+    ev, report = gated_eval(project, owner)
+    pack = example_pack("support_triage")
+    assert {node: cal.to_dict() for node, cal in calibration(ev, pack).items()} == report.calibration()
+
+
+def test_it_shows_no_thresholds_for_a_pack_without_a_gate(as_owner: Client, project: Project, owner: User) -> None:
+    ev = sample_eval(project, owner)
+    text = as_owner.get(f"/p/{ev.project.slug}/evals/{ev.pk}/tiers").content.decode()
+    assert "Confidence thresholds" not in text and 'class="calibration"' not in text

@@ -59,10 +59,12 @@ from runtime.logs import redact_data
 from runtime.nodes import NODE_KINDS, drawing_for
 from runtime.nodes.base import NODE_SHAPES, NodeDrawing, NodeKind
 from runtime.pack import Pack, load_pack
+from runtime.pack.fields import COMPARES, FieldRule, same
 from runtime.pack.model import Case, Edge, Node
 from runtime.paths import MAX_DEPTH as MAX_PATH_DEPTH
 from runtime.paths import path_problem
 from runtime.paths import shown as shown_path
+from runtime.scoring import baseline_summary, case_score, field_matches, field_table, observed, set_f1
 from runtime.stats import mcnemar_exact, paired_outcomes, percentile, wilson_interval
 from runtime.tools import Tool, load_tools
 from runtime.trace import TRACE_VERSION, Attempt, EdgeTaken, Step, ToolCall, Trace
@@ -70,6 +72,7 @@ from runtime.walker import RunOptions, RunResult, resume_run, run_pack
 
 __all__ = [
     "BACKEND_KINDS",
+    "COMPARES",
     "DEFAULT_TOLERANCES",
     "MAX_PATH_DEPTH",
     "METRIC_DIRECTIONS",
@@ -102,6 +105,7 @@ __all__ = [
     "FakeConfig",
     "FencedOut",
     "FieldDiff",
+    "FieldRule",
     "MemoryStore",
     "ModelCall",
     "ModelReply",
@@ -126,15 +130,20 @@ __all__ = [
     "ToolCall",
     "Trace",
     "baseline_document",
+    "baseline_summary",
     "calibrate",
+    "case_score",
     "check_baseline",
     "check_endpoint",
     "drawing_for",
     "evaluate",
+    "field_matches",
+    "field_table",
     "gate_minimums",
     "load_pack",
     "load_tools",
     "mcnemar_exact",
+    "observed",
     "open_backend",
     "pack_file",
     "paired_outcomes",
@@ -144,7 +153,9 @@ __all__ = [
     "redact_data",
     "resume_run",
     "run_pack",
+    "same",
     "score_case",
+    "set_f1",
     "shown_path",
     "wilson_interval",
 ]

@@ -330,7 +330,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             traces=args.traces, rejected_text=args.rejected_text, target_auto_accuracy=args.target_auto_accuracy
         )
         if gate is not None:
-            doc["baseline"] = {"ok": all(r["ok"] for r in gate), "rows": gate}
+            doc["gate"] = {"ok": all(r["ok"] for r in gate), "rows": gate}  # "baseline" is the trivial baseline
         print(json.dumps(doc, indent=2, default=str))
     else:
         print(format_report(report, gate))

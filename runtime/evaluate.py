@@ -19,7 +19,9 @@ from runtime.calibration import DEFAULT_TARGET, calibrate, gate_minimums
 from runtime.checkpoint import CheckpointStore, MemoryStore
 from runtime.logs import redact_data
 from runtime.nodes import kind_names
+from runtime.pack.fields import FieldRule, rule_for, same
 from runtime.pack.model import Case, Edge, Pack
+from runtime.scoring import baseline_summary, case_score, field_table, observed, trivial_answers
 from runtime.stats import percentile, wilson_interval
 from runtime.tools import Tool
 from runtime.trace import Step, Trace
@@ -91,6 +93,8 @@ class CaseResult:
     # auto tier (escalated, failed, waiting): their `output` is {} or partial.
     committed: dict[str, Any] = field(default_factory=dict)
     repeat: int = 1  # which of the eval's `repeats` runs of this case (1-based)
+    score: float = 0.0  # partial credit: the share of expected fields that match by their rule
+    expected: dict[str, Any] = field(default_factory=dict)  # the case's gold values, for the baseline
 
     @property
     def schema_violations(self) -> int:
@@ -107,6 +111,25 @@ class EvalReport:
     repeats: int = 1  # runs per case; `cases` holds one CaseResult per run
     expected: dict[str, dict[str, Any]] = field(default_factory=dict)  # case id -> expected values
     gates: dict[str, float] = field(default_factory=dict)  # gated node -> its confidence `min`
+    rules: dict[str, FieldRule] = field(default_factory=dict)  # the pack's `fields:`
+
+    def rows(self) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """(expected, actual) per case, as runtime.scoring reads them."""
+        return [(c.expected, observed(c.expected, _diff_dicts(c.diffs))) for c in self.cases]
+
+    def mean_score(self) -> float:
+        return statistics.fmean(c.score for c in self.cases) if self.cases else 0.0
+
+    def field_table(self) -> dict[str, dict[str, Any]]:
+        """Per expected field: accuracy beside the trivial baseline's, F1 for set fields."""
+        return field_table(self.rules, self.rows())
+
+    def trivial_baseline(self, tier: str | None = None) -> dict[str, Any]:
+        """Always the most frequent expected value per field (over every case): its
+        answers, and its pass rate and mean score over every case (or over `tier`'s)."""
+        answers = trivial_answers(self.rules, [c.expected for c in self.cases])
+        chosen = [c.expected for c in self.cases if tier is None or c.tier == tier]
+        return baseline_summary(self.rules, chosen, answers)
 
     @property
     def total(self) -> int:
@@ -204,6 +227,9 @@ class EvalReport:
             "passed": self.passed,
             "total": self.total,
             "pass_rate_ci95": list(wilson_interval(self.passed, self.total)),
+            "mean_score": self.mean_score(),
+            "fields": self.field_table(),
+            "baseline": self.trivial_baseline(),
             "metrics": self.metrics(),
             "tiers": self.tiers(),
             "coverage": self.coverage(),
@@ -230,6 +256,7 @@ def _case_dict(c: CaseResult, *, traces: bool = False, rejected_text: bool = Fal
         "id": c.case_id,
         "repeat": c.repeat,
         "passed": c.passed,
+        "score": c.score,
         "status": c.status,
         "tier": c.tier,
         "blamed": c.blamed,
@@ -248,6 +275,10 @@ def _case_dict(c: CaseResult, *, traces: bool = False, rejected_text: bool = Fal
     if traces:
         out["trace"] = case_trace(c, rejected_text=rejected_text)
     return out
+
+
+def _diff_dicts(diffs: list[FieldDiff]) -> list[dict[str, Any]]:
+    return [{"field": d.field, "actual": d.actual, "missing": d.missing} for d in diffs]
 
 
 def _edge_name(e: Edge) -> str:
@@ -280,7 +311,7 @@ def evaluate(
         raise ValueError("repeats must be at least 1")
     store = store if store is not None else MemoryStore()
     runs = [(case, k) for case in select_cases(pack, tags) for k in range(1, repeats + 1)]
-    report = EvalReport(pack.name, pack.version, model or backend.spec, pack.edges, repeats=repeats)
+    report = EvalReport(pack.name, pack.version, model or backend.spec, pack.edges, repeats=repeats, rules=pack.fields)
     report.expected = {c.id: dict(c.expected) for c in select_cases(pack, tags)}
     report.gates = gate_minimums(pack)
     lock = threading.Lock()
@@ -316,7 +347,7 @@ def score_case(pack: Pack, case: Case, result: RunResult) -> CaseResult:
     for name, want in case.expected.items():
         if name not in result.state:
             diffs.append(FieldDiff(name, want, None, missing=True))
-        elif result.state[name] != want:
+        elif not same(rule_for(pack.fields, name), want, result.state[name]):
             diffs.append(FieldDiff(name, want, result.state[name]))
     problems = []
     stopped_at = trace.end_node or result.waiting_at
@@ -350,6 +381,8 @@ def score_case(pack: Pack, case: Case, result: RunResult) -> CaseResult:
         trace=trace,
         tags=case.tags,
         committed=committed,
+        score=case_score({name: not any(d.field == name for d in diffs) for name in case.expected}, passed),
+        expected=dict(case.expected),
     )
 
 

@@ -12,6 +12,7 @@ from runtime.pack.model import Pack
 
 def format_report(report: EvalReport, gate: list[dict[str, Any]] | None = None) -> str:
     lines = [f"{report.pack} v{report.version}: {report.passed}/{report.total} cases passed (model {report.model})"]
+    lines += _scores(report)
     for case in report.cases:
         if case.passed:
             continue
@@ -34,6 +35,8 @@ def format_report(report: EvalReport, gate: list[dict[str, Any]] | None = None) 
         lines.append(f"    untaken: {name}")
     t = report.tiers()
     acc = "n/a" if t["auto_accuracy"] is None else f"{100 * t['auto_accuracy']:.1f}%"
+    if t["auto_accuracy"] is not None:
+        acc += f"; trivial baseline {_pct(report.trivial_baseline('auto')['pass_rate'])}"
     lines.append(f"  tiers: auto {t['auto']} (accuracy {acc}), escalated {t['escalated']}, failed {t['failed']}")
     pc = report.per_case()
     m = report.metrics()
@@ -52,6 +55,38 @@ def format_report(report: EvalReport, gate: list[dict[str, Any]] | None = None) 
                 f"    {mark} {r['metric']}: {r['current']:.4g} (baseline {r['baseline']:.4g}, limit {r['limit']:.4g})"
             )
     return "\n".join(lines)
+
+
+def _pct(v: float) -> str:
+    return f"{100 * v:.0f}%"
+
+
+def _scores(report: EvalReport) -> list[str]:
+    """Every score beside the trivial baseline's (docs/eval-report.md), then one row per field."""
+    base = report.trivial_baseline()
+    n = report.total
+    lines = [
+        f"  pass {report.passed}/{n} ({_pct(report.passed / n if n else 0.0)}; "
+        f"trivial baseline {_pct(base['pass_rate'])}), mean score {report.mean_score():.2f} "
+        f"(trivial baseline {base['mean_score']:.2f})"
+    ]
+    table = report.field_table()
+    if not table:
+        return lines
+    width = max(5, *(len(name) for name in table))
+    lines.append(f"  {'field':<{width}}  compare  accuracy  baseline  F1 micro/macro (baseline)")
+    for name, row in table.items():
+        f1 = ""
+        if "f1_micro" in row:
+            f1 = (
+                f"{row['f1_micro']:.2f}/{row['f1_macro']:.2f} "
+                f"({row['baseline_f1_micro']:.2f}/{row['baseline_f1_macro']:.2f})"
+            )
+        lines.append(
+            f"  {name:<{width}}  {row['compare']:<7}  {_pct(row['accuracy']):>8}  "
+            f"{_pct(row['baseline_accuracy']):>8}  {f1}".rstrip()
+        )
+    return lines
 
 
 def _consistency_lines(report: EvalReport) -> list[str]:

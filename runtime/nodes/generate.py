@@ -3,16 +3,18 @@
 The ladder: sample; re-sample (`resamples` times); re-sample told what was wrong
 (`feedback` times; the description, never the rejected text); then fail, which takes
 on_fail. With a run-wide `budget`, retries draw on the budget instead. With
-`samples: N`, N verified draws must agree (`agree`) on the written fields, or the
-node is unsure and takes on_unsure. With `confidence: {field, min}`, the node's calls
-ask for logprobs and the node is also unsure when its confidence in that closed-choice
-field is below `min` (runtime.confidence); the confidence is on the step either way."""
+`samples: N`, N verified draws must agree (`agree`) on the written fields (or those
+`agree_on` names, compared by the manifest's `fields:` rules), or the node is unsure and
+takes on_unsure. With `confidence: {field, min}`, the node's calls ask for logprobs and
+the node is also unsure when its confidence in that closed-choice field is below `min`
+(runtime.confidence); the confidence is on the step either way."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 from collections import Counter
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from runtime.confidence import ConfidenceGate, agreement_confidence, no_confidence, value_confidence
@@ -25,6 +27,7 @@ from runtime.verify import feedback_message, parse_answer, verify_answer
 
 if TYPE_CHECKING:
     from runtime.backends.base import ModelReply
+    from runtime.pack.fields import FieldRule
     from runtime.pack.model import Node
 
 THINK = "Before answering, think step by step about the request above. Do not give the final JSON yet."
@@ -46,6 +49,7 @@ class GenerateKind:
             "examples",
             "system",
             "confidence",
+            "agree_on",
         }
     )
     drawing = NodeDrawing(shape="rounded", css_class="node-generate", label="generate", mermaid=('["', '"]'))
@@ -77,6 +81,7 @@ class GenerateKind:
         node.two_stage = _flag(spec, "two_stage", loader, at)
         node.samples = _int(spec, "samples", 1, 1, 15, loader, at)
         node.agree = _int(spec, "agree", node.samples // 2 + 1, 1, node.samples, loader, at)
+        node.agree_on = _agree_on(node, spec, loader, at)
         node.max_tokens = _int(spec, "max_tokens", 256, 1, 32768, loader, at)
         temperature = spec.get("temperature", 0.7 if node.samples > 1 else 0.0)
         if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not 0 <= temperature <= 2:
@@ -118,10 +123,10 @@ class GenerateKind:
                 draw.prompt = prompt
                 return draw
             draws.append(draw)
-        counts = Counter(json.dumps(d.writes, sort_keys=True) for d in draws)
-        best, count = counts.most_common(1)[0]
-        if count < node.agree:
-            tally = ", ".join(str(c) for c in sorted(counts.values(), reverse=True))
+        groups = _vote(node, walk.pack.fields, draws)
+        best = max(groups, key=len)  # the first of the largest groups
+        if len(best) < node.agree:
+            tally = ", ".join(str(len(g)) for g in sorted(groups, key=len, reverse=True))
             return _gate(
                 node,
                 Outcome(
@@ -129,7 +134,7 @@ class GenerateKind:
                 ),
                 draws,
             )
-        chosen = next(d for d in draws if json.dumps(d.writes, sort_keys=True) == best)
+        chosen = draws[best[0]]
         return _gate(node, Outcome("ok", writes=chosen.writes, attempt=chosen.attempt, prompt=prompt), draws)
 
     def _ladder(self, node: Node, walk: RunContext, messages: list[dict[str, str]]) -> Outcome:
@@ -276,6 +281,46 @@ def _confidence_gate(node: Node, spec: dict[str, Any], loader: LoadContext, at: 
         # graph checks do not add "on_unsure without samples or confidence" to them.
         low = low if isinstance(low, (int, float)) else 0.0
     return ConfidenceGate(name, float(low))
+
+
+def _vote(node: Node, fields: Mapping[str, FieldRule], draws: list[Outcome]) -> list[list[int]]:
+    """Draws grouped by their values on the agreed fields (`agree_on`, else every write),
+    each field compared by its `fields:` rule: a draw joins the first group whose first
+    draw it equals on every agreed field. Other fields (a quote, a reason) may differ."""
+    # Imported here: runtime.pack's package imports the loader, which imports this module.
+    from runtime.pack.fields import rule_for, same
+
+    groups: list[list[int]] = []
+    for i, draw in enumerate(draws):
+        for members in groups:
+            first = draws[members[0]].writes
+            if all(same(rule_for(fields, f), first.get(f), draw.writes.get(f)) for f in node.agree_on or node.writes):
+                members.append(i)
+                break
+        else:
+            groups.append([i])
+    return groups
+
+
+def _agree_on(node: Node, spec: dict[str, Any], loader: LoadContext, at: tuple[str, ...]) -> tuple[str, ...] | None:
+    value = spec.get("agree_on")
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        loader.error("agree_on must be a non-empty list of fields the node writes", *at, "agree_on")
+        return None
+    for name in value:
+        if name not in node.writes:
+            loader.error(
+                f"node '{node.id}': agree_on names '{name}', which the node does not write; writes: "
+                + ", ".join(node.writes),
+                *at,
+                "agree_on",
+                kind="reference",
+            )
+    if node.samples < 2:
+        loader.error(f"node '{node.id}': agree_on needs samples of 2 or more (draws to compare)", *at, "agree_on")
+    return tuple(value)
 
 
 def _may_retry(policy: Any, tries: int, walk: RunContext) -> bool:

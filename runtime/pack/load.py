@@ -21,6 +21,7 @@ from runtime.nodes import NODE_KINDS
 from runtime.nodes.base import COMMON_KEYS, NodeKind, covered
 from runtime.pack.checks import check_graph
 from runtime.pack.evalset import parse_evalset
+from runtime.pack.fields import check_fields, load_fields
 from runtime.pack.model import TRUNCATE_KEEPS, Edge, Node, Pack, RetryPolicy, Truncation
 from runtime.pack.yamlsrc import SourceMap, load_yaml, nearest
 from runtime.paths import path_problem
@@ -40,6 +41,7 @@ MANIFEST_KEYS = frozenset(
         "max_steps",
         "system",
         "truncate",
+        "fields",
     }
 )
 GRAPH_KEYS = frozenset({"nodes", "edges"})
@@ -269,6 +271,7 @@ def load_pack(root: str | Path, tools: Collection[str] | None = None) -> Pack:
         nodes=nodes,
         edges=edges,
         cases=[],
+        fields=load_fields(manifest.get("fields"), manifest_src, issues),
     )
     if graph is not None and manifest_text is not None:
         check_graph(pack, graph_src, manifest_src, issues)
@@ -279,6 +282,8 @@ def load_pack(root: str | Path, tools: Collection[str] | None = None) -> Pack:
     for node in nodes.values():
         if node.examples is not None:
             issues.extend(overlap_issues(node.examples, pack.cases))
+    gold = [(c.id, c.line, c.expected) for c in pack.cases]
+    check_fields(pack.fields, {w for n in nodes.values() for w in n.writes}, gold, manifest_src, issues)
     if issues:
         raise PackInvalid(issues)
     pack.digest = hashlib.sha256(

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from runtime.expr import Expression
     from runtime.fewshot import Examples
     from runtime.labels import Choice
+    from runtime.pack.fields import FieldRule
     from runtime.prompt import Template
 
 EDGE_KINDS = ("next", "on_fail", "on_unsure")
@@ -48,6 +49,7 @@ class Node:
     two_stage: bool = False
     samples: int = 1
     agree: int = 1
+    agree_on: tuple[str, ...] | None = None  # the fields draws must agree on; None: all writes
     max_tokens: int = 256
     temperature: float = 0.0
     retry: RetryPolicy | None = None
@@ -123,6 +125,7 @@ class Pack:
     system: Template | None = None  # the system prompt of every model node without its own
     truncate: dict[str, Truncation] = field(default_factory=dict)  # per input field, for prompts
     digest: str = ""
+    fields: dict[str, FieldRule] = field(default_factory=dict)  # how each field is compared; absent: exact
 
     def outgoing(self, node_id: str, kind: str = "next") -> list[Edge]:
         return [e for e in self.edges if e.source == node_id and e.kind == kind]

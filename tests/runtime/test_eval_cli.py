@@ -56,7 +56,7 @@ def test_it_exits_4_when_the_baseline_gate_fails(tmp_path: Path) -> None:
     assert pf("eval", str(triage_pack(tmp_path / "good")), "--write-baseline", str(baseline)).returncode == 0
     worse = pf("eval", str(triage_pack(tmp_path / "bad", wrong=True)), "--baseline", str(baseline), "--json")
     assert worse.returncode == 4
-    assert json.loads(worse.stdout)["baseline"]["ok"] is False
+    assert json.loads(worse.stdout)["gate"]["ok"] is False  # "baseline" is the trivial baseline
 
 
 def test_it_refuses_bad_long_eval_options_with_exit_2(tmp_path: Path) -> None:

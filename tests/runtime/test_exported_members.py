@@ -87,6 +87,16 @@ PINNED = [
     "Trace",
     "TRACE_VERSION",
     "wilson_interval",
+    # per-field comparison and scoring (issue 10)
+    "COMPARES",
+    "FieldRule",
+    "same",
+    "baseline_summary",
+    "case_score",
+    "field_matches",
+    "field_table",
+    "observed",
+    "set_f1",
 ]
 
 

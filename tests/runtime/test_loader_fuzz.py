@@ -81,6 +81,12 @@ names = (
             "minimum",
             "tier",
             "description",
+            "fields",
+            "compare",
+            "tolerance",
+            "agree_on",
+            "set",
+            "number",
         ]
     )
     | text

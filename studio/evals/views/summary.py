@@ -17,6 +17,7 @@ from studio.accounts.models import Role
 from studio.evals import charts
 from studio.evals.models import Eval
 from studio.evals.results.calibration import calibration
+from studio.evals.results.fields import field_scores
 from studio.evals.results.gate import baseline_for, gate
 from studio.evals.results.summary import case_pass_rates, tiers
 from studio.evals.views.common import (
@@ -33,7 +34,7 @@ from studio.evals.views.common import (
 from studio.http import StudioRequest
 from studio.numbers import whole_number
 
-__all__ = ["baseline_panel", "eval_mark_baseline", "eval_summary", "eval_tiers"]
+__all__ = ["baseline_panel", "eval_mark_baseline", "eval_summary", "eval_tiers", "field_panel"]
 
 # -- summary ------------------------------------------------------------------------------
 
@@ -61,6 +62,41 @@ def baseline_panel(ev: Eval) -> dict[str, Any] | None:
     }
 
 
+def field_panel(ev: Eval) -> dict[str, Any] | None:
+    """Per-field accuracy beside the trivial baseline's, and the mean score beside its;
+    None when the pack at the eval's version does not load."""
+    pack = pack_of(ev)
+    if pack is None:
+        return None
+    got = field_scores(ev, pack)
+    base = got["baseline"]
+    rows = []
+    for name, r in got["fields"].items():
+        f1 = None
+        if "f1_micro" in r:
+            f1 = f"{r['f1_micro']:.2f} / {r['f1_macro']:.2f}"
+            f1 += f" (baseline {r['baseline_f1_micro']:.2f} / {r['baseline_f1_macro']:.2f})"
+        rows.append(
+            {
+                "field": name,
+                "compare": r["compare"],
+                "cases": r["cases"],
+                "accuracy_text": pct(r["accuracy"]),
+                "baseline_text": pct(r["baseline_accuracy"]),
+                "beats": r["accuracy"] > r["baseline_accuracy"],
+                "f1_text": f1,
+            }
+        )
+    score = got["mean_score"]
+    return {
+        **got,
+        "rows": rows,
+        "mean_score_text": "—" if score is None else f"{score:.2f}",
+        "baseline_score_text": f"{base['mean_score']:.2f}",
+        "baseline_pass_text": pct(base["pass_rate"]),
+    }
+
+
 def eval_summary(request: StudioRequest, slug: str, eval_id: int) -> HttpResponse:
     ev, role = open_eval(request, slug, eval_id)
     shown = summary_context(ev)
@@ -82,7 +118,15 @@ def eval_summary(request: StudioRequest, slug: str, eval_id: int) -> HttpRespons
     others = list(Eval.objects.filter(project=ev.project).exclude(pk=ev.pk).order_by("-created_at")[:50])
     per_case = case_pass_rates(ev) if ev.repeats > 1 else []
     context = context_for(
-        ev, role, "summary", tier_chart=tier_chart, others=others, gate=baseline_panel(ev), per_case=per_case, **shown
+        ev,
+        role,
+        "summary",
+        tier_chart=tier_chart,
+        others=others,
+        gate=baseline_panel(ev),
+        per_case=per_case,
+        fields=field_panel(ev),
+        **shown,
     )
     return page(request, "evals/results_summary.html", context, fragments=("baseline-panel",))
 

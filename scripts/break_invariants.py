@@ -9,7 +9,7 @@ import subprocess
 BREAKS = {
     1: (
         "runtime/nodes/generate.py",
-        "                if walk.options.verify:\n                    writes = verify_answer(node, answer, walk.state, walk.input)",
+        "                if walk.verify:\n                    writes = verify_answer(node, answer, walk.state, walk.input)",
         "                if False:\n                    writes = verify_answer(node, answer, walk.state, walk.input)",
     ),
     2: ("runtime/nodes/generate.py", "reason = exc.reason\n", 'reason = exc.reason + " you said: " + reply.text\n'),

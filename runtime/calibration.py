@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from runtime.pack.fields import FieldRule, rule_for, same
 from runtime.pack.model import Pack
 from runtime.stats import wilson_interval
 from runtime.trace import Trace
@@ -44,11 +45,10 @@ BINS = 10
 DEFAULT_TARGET = 0.95  # `packforge eval --target-auto-accuracy`
 
 
-def _correct(field: str, expected: Any, chosen: Any) -> bool:
-    """Whether the chosen value of `field` counts as right. Plain equality for now; the
-    pack's per-field comparator (runtime/pack/fields.py `same`) belongs here."""
-    del field
-    return bool(expected == chosen)
+def _correct(rules: Mapping[str, FieldRule], field: str, expected: Any, chosen: Any) -> bool:
+    """Whether the chosen value of `field` counts as right: by the pack's `fields:` rule
+    for it, as scoring compares it (runtime/pack/fields.py)."""
+    return same(rule_for(rules, field), expected, chosen)
 
 
 @dataclass(frozen=True)
@@ -197,7 +197,9 @@ class Calibration:
 
 
 def calibrate(
-    runs: Iterable[tuple[Trace, Mapping[str, Any]]], minimums: Mapping[str, float] | None = None
+    runs: Iterable[tuple[Trace, Mapping[str, Any]]],
+    minimums: Mapping[str, float] | None = None,
+    rules: Mapping[str, FieldRule] | None = None,
 ) -> dict[str, Calibration]:
     """Per gated node (a node whose steps recorded a confidence), its calibration over
     `runs`: each a run's trace and its case's expected values. `minimums`: each gated
@@ -219,7 +221,7 @@ def calibrate(
             if p is None:
                 cal.without_p += 1
                 continue
-            cal.pairs.append((float(p), _correct(name, expected[name], conf.get("value"))))
+            cal.pairs.append((float(p), _correct(rules or {}, name, expected[name], conf.get("value"))))
             cal.sources[str(conf.get("source", ""))] += 1
     for node, minimum in minimums.items():
         if node in out:
@@ -231,12 +233,8 @@ def gate_minimums(pack: Pack) -> dict[str, float]:
     """Each gated node's current `min` (`confidence: {field, min}` in graph.yaml)."""
     out: dict[str, float] = {}
     for node in pack.nodes.values():
-        gate = getattr(node, "confidence", None)
-        if gate is None:
-            continue
-        value = gate.get("min") if isinstance(gate, Mapping) else getattr(gate, "min", None)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            out[node.id] = float(value)
+        if node.confidence is not None:
+            out[node.id] = node.confidence.min
     return out
 
 

@@ -213,7 +213,7 @@ class EvalReport:
     def calibration(self, target: float = DEFAULT_TARGET) -> dict[str, Any]:
         """Per gated node: reliability table, threshold curve, proposal (runtime/calibration.py)."""
         runs = [(c.trace, self.expected.get(c.case_id, {})) for c in self.cases]
-        return {node: cal.to_dict(target) for node, cal in calibrate(runs, self.gates).items()}
+        return {node: cal.to_dict(target) for node, cal in calibrate(runs, self.gates, self.rules).items()}
 
     def to_dict(
         self, *, traces: bool = False, rejected_text: bool = False, target_auto_accuracy: float = DEFAULT_TARGET

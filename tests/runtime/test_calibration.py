@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 
 from runtime.calibration import Calibration, calibrate, format_calibration, gate_minimums
 from runtime.cli import main
+from runtime.confidence import ConfidenceGate
 from runtime.evaluate import EvalReport
+from runtime.pack.fields import FieldRule
 from runtime.pack.model import Pack
 from runtime.trace import Step, Trace
 from tests.support.confidence import gate_classify
@@ -103,12 +105,10 @@ def test_it_reports_the_nodes_current_min_beside_the_proposal() -> None:
 
 
 def test_it_reads_each_gated_nodes_min_from_the_pack() -> None:
-    # Node.confidence is parsed by the gate's loader: a mapping or an object with `min` both read.
     nodes = {
-        "classify": SimpleNamespace(id="classify", confidence={"field": "category", "min": 0.8}),
-        "route": SimpleNamespace(id="route", confidence=SimpleNamespace(field="queue", min=0.6)),
+        "classify": SimpleNamespace(id="classify", confidence=ConfidenceGate("category", 0.8)),
+        "route": SimpleNamespace(id="route", confidence=ConfidenceGate("queue", 0.6)),
         "extract": SimpleNamespace(id="extract", confidence=None),
-        "done": SimpleNamespace(id="done"),
     }
     assert gate_minimums(cast(Pack, SimpleNamespace(nodes=nodes))) == {"classify": 0.8, "route": 0.6}
 
@@ -215,3 +215,15 @@ def test_it_formats_a_node_that_reaches_no_target() -> None:
     doc = calibrate(runs_of([(0.9, False), (0.4, True)]))["classify"].to_dict(0.95)
     text = format_calibration({"classify": doc})
     assert "target 95%: no threshold reaches 95% auto-tier accuracy" in text
+
+
+def test_it_judges_the_chosen_value_by_the_fields_rule() -> None:
+    steps = [Step(node="tag", step=0, kind="generate", status="ok", confidence=_conf("label", " Billing ", 0.9))]
+    trace = Trace(run_id="r", pack="t", steps=steps)
+    plain = calibrate([(trace, {"label": "billing"})])["tag"]
+    loose = calibrate([(trace, {"label": "billing"})], rules={"label": FieldRule("loose")})["tag"]
+    assert (plain.to_dict(0.9)["accuracy"], loose.to_dict(0.9)["accuracy"]) == (0.0, 1.0)
+
+
+def _conf(field: str, value: Any, p: float) -> dict[str, Any]:
+    return {"field": field, "value": value, "p": p, "margin": p, "source": "logprobs"}

@@ -64,4 +64,4 @@ def calibration(ev: Eval, pack: Pack) -> dict[str, Calibration]:
         return {}
     expected = {case.id: case.expected for case in pack.cases}
     runs = [(t, expected.get(t.case_id or "", {})) for t in traces.values()]
-    return calibrate(runs, gate_minimums(pack))
+    return calibrate(runs, gate_minimums(pack), pack.fields)

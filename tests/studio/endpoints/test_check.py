@@ -42,6 +42,8 @@ def test_it_checks_through_the_task_and_stores_the_reading(
     assert check["answered"] is True and check["honoured"] is True and check["latency_s"] > 0
     # The answer, then one more call asking for logprobs (confidence gates need them).
     assert len(fault.completions()) == 2 and check["logprobs"] is True
+    page = as_staff.get(f"/endpoints/{served.pk}/check", headers=HX)
+    assert b"logprobs: yes" in page.content
 
 
 def test_it_stops_polling_once_the_check_is_done(as_staff: Client, served: Endpoint) -> None:

@@ -2,15 +2,26 @@
 from a `choices` list), for a generate node's `confidence:` gate.
 
 Two sources, best first:
-- **logprobs**: the endpoint's per-token log probabilities. The tokens that spell the
-  field's value in the answer are found by laying the token strings end to end over the
-  answer text; p = exp(sum of those tokens' logprobs) (every token of the value, so p is
-  the probability of the whole value, not just of its first token), and margin = p minus
-  the probability of the best other token at the value's first token (from `top`; when
-  `top` lists no other token, the most it could be: 1 - that token's probability).
-  Servers report the model's own distribution, before a grammar masks it (llama-server
-  does so): p is then how likely the model was to write this value unconstrained, a
-  conservative figure, and the runner-up may be a token the grammar forbids.
+- **logprobs**: the endpoint's per-token log probabilities. Servers (llama-server, vLLM,
+  OpenAI with structured outputs) report each token's probability *before* the grammar
+  masks the tokens it forbids, so the plain product of the value's token probabilities is
+  the chance the model would have written the value unconstrained (1e-22 on a tiny model),
+  and the runner-up token is often one the grammar forbids. The confidence is therefore
+  renormalised over the values the grammar allows for the field (`allowed`: the enum of
+  the schema sent for that call, true/false for a boolean, null when the type allows it;
+  see `allowed_values`). At each token that spells part of the value (a token may carry
+  structure too, e.g. `":"bill` or `ing",`), with Q the answer text before the token:
+  the written token and every alternative in `top` whose text, appended to Q, still
+  leads to some allowed value are the tokens the grammar allows there; each gets its
+  share of their summed probability. An alternative's share goes to the value(s) it
+  leads to (split evenly when it leads to several); the written token's share carries
+  on to the next token. Once only the chosen value is still open (the rest of the value,
+  its closing quote, the `,` or `}` after it), the value is decided and later tokens count
+  for nothing. p = the chosen value's total; the runner-up is the other allowed value
+  with the largest total; margin = p - runner-up. The totals over all values sum to 1
+  (over the alternatives the server listed: ask for many, TOP_LOGPROBS in the openai
+  backend). Without an allowed set (`allowed` None) the plain product is returned,
+  `basis` "raw".
 - **agreement**: without logprobs, when the node draws `samples` > 1 times, p = the
   share of draws whose value is the chosen one, margin = p minus the next value's share.
 With neither, there is no confidence (source "none", p None) and the gate cannot hold
@@ -27,7 +38,14 @@ from typing import Any
 
 from runtime.backends.base import TokenLogprob
 
-__all__ = ["Confidence", "ConfidenceGate", "agreement_confidence", "value_confidence", "value_span"]
+__all__ = [
+    "Confidence",
+    "ConfidenceGate",
+    "agreement_confidence",
+    "allowed_values",
+    "value_confidence",
+    "value_span",
+]
 
 SOURCES = ("logprobs", "agreement", "none")
 
@@ -48,9 +66,20 @@ class Confidence:
     p: float | None  # None: no source could say (source "none")
     margin: float | None
     source: str  # one of SOURCES
+    # How a logprobs confidence was computed: "grammar" (renormalised over the allowed
+    # values), "raw" (the model's unconstrained probability: no allowed set was known).
+    basis: str | None = None
+    runner_up: Any = None  # the allowed value with the next highest probability, if any had some
+    alternatives_seen: int | None = None  # allowed alternative tokens found in the servers' `top` lists
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """As a dict; the logprobs-only keys (basis, runner_up, alternatives_seen) only
+        where they are set."""
+        out = asdict(self)
+        for key in ("basis", "runner_up", "alternatives_seen"):
+            if out[key] is None:
+                del out[key]
+        return out
 
 
 _WHITESPACE = " \t\n\r"
@@ -62,11 +91,11 @@ def _skip(text: str, i: int) -> int:
     return i
 
 
-def value_span(text: str, field: str) -> tuple[int, int, Any] | None:
+def _raw_span(text: str, field: str) -> tuple[int, int, Any] | None:
     """Where the value of the top-level key `field` is written in the JSON object in
-    `text` (the first `{` on): (start, end, value), the span without a string's quotes.
-    The last occurrence of a repeated key wins, as json.loads decides. None when the text
-    holds no such object or key."""
+    `text` (the first `{` on): (start, end, value), a string's quotes included. The last
+    occurrence of a repeated key wins, as json.loads decides. None when the text holds no
+    such object or key."""
     i = text.find("{")
     if i < 0:
         return None
@@ -88,7 +117,7 @@ def value_span(text: str, field: str) -> tuple[int, int, Any] | None:
         except (ValueError, IndexError):
             return None
         if key == field:
-            found = (i + 1, end - 1, value) if text[i] == '"' else (i, end, value)
+            found = (i, end, value)
         i = _skip(text, end)
         if text[i : i + 1] == ",":
             i = _skip(text, i + 1)
@@ -97,23 +126,83 @@ def value_span(text: str, field: str) -> tuple[int, int, Any] | None:
     return None
 
 
+def value_span(text: str, field: str) -> tuple[int, int, Any] | None:
+    """Like `_raw_span`, but the span of a string value is without its quotes."""
+    found = _raw_span(text, field)
+    if found is None:
+        return None
+    start, end, value = found
+    return (start + 1, end - 1, value) if text[start] == '"' else found
+
+
+def allowed_values(prop: Any) -> list[Any] | None:
+    """The values a schema property allows, when it is a closed choice: its `enum` (or
+    `const`), true and false for a boolean, plus null where the type allows null;
+    `anyOf`/`oneOf` of closed choices is their union. None for an open field."""
+    if not isinstance(prop, dict):
+        return None
+    if "enum" in prop and isinstance(prop["enum"], list):
+        return list(prop["enum"])
+    if "const" in prop:
+        return [prop["const"]]
+    for key in ("anyOf", "oneOf"):
+        branches = prop.get(key)
+        if isinstance(branches, list) and branches:
+            union: list[Any] = []
+            for branch in branches:
+                some = allowed_values(branch)
+                if some is None:
+                    return None
+                union += [v for v in some if not any(_same(v, u) for u in union)]
+            return union
+    kinds = prop.get("type")
+    kinds = [kinds] if isinstance(kinds, str) else kinds if isinstance(kinds, list) else []
+    if set(kinds) == {"boolean"}:
+        return [True, False]
+    if set(kinds) == {"boolean", "null"}:
+        return [True, False, None]
+    if set(kinds) == {"null"}:
+        return [None]
+    return None
+
+
 def _same(a: Any, b: Any) -> bool:
     return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
-def value_confidence(text: str, logprobs: Sequence[TokenLogprob] | None, field: str, value: Any) -> Confidence | None:
-    """The logprob confidence of `field` = `value` in the answer `text`. None when there
-    are no logprobs, or the tokens do not spell an answer whose `field` is `value`."""
+def value_confidence(
+    text: str,
+    logprobs: Sequence[TokenLogprob] | None,
+    field: str,
+    value: Any,
+    allowed: Sequence[Any] | None = None,
+) -> Confidence | None:
+    """The logprob confidence of `field` = `value` in the answer `text`, renormalised over
+    the `allowed` values (the field's closed choice in the schema sent for this call; see
+    the module docstring). None when there are no logprobs, or the tokens do not spell an
+    answer whose `field` is `value`."""
     if not logprobs:
         return None
     joined = "".join(t.token for t in logprobs)
     # The tokens normally spell the answer exactly; a server may add tokens around it
     # (a reasoning preamble), so find the answer inside them, else read them alone.
     offset = 0 if joined == text else joined.find(text) if text else -1
-    span = value_span(text, field) if offset >= 0 else value_span(joined, field)
+    span = _raw_span(text, field) if offset >= 0 else _raw_span(joined, field)
     if span is None or not _same(span[2], value):
         return None
     start, end = span[0] + max(offset, 0), span[1] + max(offset, 0)
+    if not allowed:
+        return _raw_confidence(logprobs, field, value, start, end)
+    return _grammar_confidence(joined, logprobs, field, value, start, end, allowed)
+
+
+def _raw_confidence(
+    logprobs: Sequence[TokenLogprob], field: str, value: Any, start: int, end: int
+) -> Confidence | None:
+    """The model's own probability of the value (no allowed set to renormalise over):
+    the product over the tokens that spell it; margin over the first token's best other."""
+    if end - start >= 2 and isinstance(value, str):
+        start, end = start + 1, end - 1  # the letters, not the quotes
     chosen: list[TokenLogprob] = []
     at = 0
     for token in logprobs:
@@ -127,7 +216,85 @@ def value_confidence(text: str, logprobs: Sequence[TokenLogprob] | None, field: 
     first = chosen[0]
     others = [logprob for tok, logprob in first.top if tok != first.token]
     runner_up = math.exp(max(others)) if others else max(0.0, 1.0 - math.exp(first.logprob))
-    return Confidence(field, value, p, p - runner_up, "logprobs")
+    return Confidence(field, value, p, p - runner_up, "logprobs", basis="raw")
+
+
+_AFTER_VALUE = ",}]"
+
+
+def _leads_to(candidate: str, target: str) -> bool:
+    """Whether answer text `candidate` can still become, or already holds, the value
+    written as `target` (the text before the value + the value's JSON): one is a prefix
+    of the other, or `candidate` goes on past the value with structure only."""
+    if target.startswith(candidate):
+        return True
+    if not candidate.startswith(target):
+        return False
+    rest = candidate[len(target) :].lstrip(_WHITESPACE)
+    return not rest or rest[0] in _AFTER_VALUE
+
+
+def _grammar_confidence(
+    joined: str,
+    logprobs: Sequence[TokenLogprob],
+    field: str,
+    value: Any,
+    start: int,
+    end: int,
+    allowed: Sequence[Any],
+) -> Confidence:
+    before = joined[:start]
+    written = joined[start:end]
+    # Each allowed value as the grammar writes it (the chosen one as it was written).
+    targets: list[tuple[Any, str]] = [(value, before + written)]
+    for v in allowed:
+        if not _same(v, value) and not any(_same(v, t) for t, _ in targets):
+            targets.append((v, before + json.dumps(v, ensure_ascii=False)))
+    totals = [0.0] * len(targets)  # the probability of each value; [0] is the chosen one
+    carried = 1.0  # the share of the path the written tokens took, still undecided
+    seen = 0
+    at = 0
+    for token in logprobs:
+        after = at + len(token.token)
+        if at >= end:
+            break
+        if after > start:
+            prefix = joined[:at]
+            open_ = [i for i, (_, target) in enumerate(targets) if _leads_to(prefix, target)]
+            if open_ == [0]:
+                break  # only the chosen value is still possible: it is decided
+            masses: list[tuple[float, list[int]]] = [(token.logprob, [0])]
+            listed = {token.token}
+            for alt, logprob in token.top:
+                if alt in listed:
+                    continue
+                listed.add(alt)
+                leads = [i for i in open_ if _leads_to(prefix + alt, targets[i][1])]
+                if leads:
+                    masses.append((logprob, leads))
+            seen += len(masses) - 1
+            top = max(lp for lp, _ in masses)
+            weights = [math.exp(lp - top) if top > -math.inf else 1.0 for lp, _ in masses]
+            total = sum(weights)
+            for weight, (_, leads) in zip(weights[1:], masses[1:], strict=True):
+                for i in leads:
+                    totals[i] += carried * weight / total / len(leads)
+            carried *= weights[0] / total
+        at = after
+    totals[0] += carried
+    p = totals[0]
+    best = max(range(1, len(totals)), key=lambda i: totals[i], default=None)
+    runner_up = totals[best] if best is not None else 0.0
+    return Confidence(
+        field,
+        value,
+        p,
+        p - runner_up,
+        "logprobs",
+        basis="grammar",
+        runner_up=targets[best][0] if best is not None and runner_up > 0 else None,
+        alternatives_seen=seen,
+    )
 
 
 def agreement_confidence(field: str, values: Sequence[Any], value: Any) -> Confidence:

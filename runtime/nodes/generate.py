@@ -14,7 +14,13 @@ import json
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from runtime.confidence import ConfidenceGate, agreement_confidence, no_confidence, value_confidence
+from runtime.confidence import (
+    ConfidenceGate,
+    agreement_confidence,
+    allowed_values,
+    no_confidence,
+    value_confidence,
+)
 from runtime.errors import OutputRejected
 from runtime.nodes.base import LoadContext, NodeDrawing, Outcome, RunContext, covered
 from runtime.verify import feedback_message, parse_answer, verify_answer
@@ -114,7 +120,8 @@ class GenerateKind:
                 walk.record(node, thought, attempt, "reasoning", ok=True)
                 # The reasoning conditions this answer only; it never enters state or a later prompt.
                 asked = [*asked, {"role": "assistant", "content": thought.text}, {"role": "user", "content": ANSWER}]
-            reply, attempt = walk.ask(node, asked, node.schema, stage, logprobs=node.confidence is not None)
+            schema = node.schema  # the schema (grammar) sent for this call
+            reply, attempt = walk.ask(node, asked, schema, stage, logprobs=node.confidence is not None)
             try:
                 answer = parse_answer(reply.text, reply.finish_reason)
                 if walk.verify:
@@ -130,15 +137,17 @@ class GenerateKind:
             walk.record(node, reply, attempt, stage, ok=True)
             outcome = Outcome("ok", writes=writes, attempt=attempt)
             if node.confidence is not None:
-                _measure(node.confidence, reply, outcome)
+                _measure(node.confidence, reply, outcome, schema)
             return outcome
 
 
-def _measure(gate: ConfidenceGate, reply: ModelReply, draw: Outcome) -> None:
+def _measure(gate: ConfidenceGate, reply: ModelReply, draw: Outcome, schema: dict[str, Any] | None) -> None:
     """Put the logprob confidence of one verified draw on it (source "none", and why,
-    when the reply's logprobs cannot say)."""
+    when the reply's logprobs cannot say). It is renormalised over the values that the
+    schema sent for this call allows for the field (runtime.confidence)."""
     value = draw.writes.get(gate.field)
-    found = value_confidence(reply.text, reply.logprobs, gate.field, value)
+    allowed = allowed_values(((schema or {}).get("properties") or {}).get(gate.field))
+    found = value_confidence(reply.text, reply.logprobs, gate.field, value, allowed)
     if found is None:
         draw.reason = (
             "the endpoint returned no logprobs"

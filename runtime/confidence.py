@@ -15,7 +15,8 @@ Two sources, best first:
   leads to some allowed value are the tokens the grammar allows there; each gets its
   share of their summed probability. An alternative's share goes to the value(s) it
   leads to (split evenly when it leads to several); the written token's share carries
-  on to the next token. Once only the chosen value is still open (the rest of the value,
+  on to the next token, with the share of any alternative that leaves exactly the same
+  values open (another spelling of the same step, e.g. ` ` instead of ` "`). Once only the chosen value is still open (the rest of the value,
   its closing quote, the `,` or `}` after it), the value is decided and later tokens count
   for nothing. p = the chosen value's total; the runner-up is the other allowed value
   with the largest total; margin = p - runner-up. The totals over all values sum to 1
@@ -44,6 +45,7 @@ __all__ = [
     "agreement_confidence",
     "allowed_values",
     "value_confidence",
+    "value_shares",
     "value_span",
 ]
 
@@ -170,6 +172,21 @@ def _same(a: Any, b: Any) -> bool:
     return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
+def _locate(text: str, logprobs: Sequence[TokenLogprob] | None, field: str, value: Any) -> tuple[str, int, int] | None:
+    """The tokens' joined text and where `field`'s value (quotes included) lies in it;
+    None when there are no tokens, or they do not spell an answer whose `field` is `value`."""
+    if not logprobs:
+        return None
+    joined = "".join(t.token for t in logprobs)
+    # The tokens normally spell the answer exactly; a server may add tokens around it
+    # (a reasoning preamble), so find the answer inside them, else read them alone.
+    offset = 0 if joined == text else joined.find(text) if text else -1
+    span = _raw_span(text, field) if offset >= 0 else _raw_span(joined, field)
+    if span is None or not _same(span[2], value):
+        return None
+    return joined, span[0] + max(offset, 0), span[1] + max(offset, 0)
+
+
 def value_confidence(
     text: str,
     logprobs: Sequence[TokenLogprob] | None,
@@ -181,19 +198,38 @@ def value_confidence(
     the `allowed` values (the field's closed choice in the schema sent for this call; see
     the module docstring). None when there are no logprobs, or the tokens do not spell an
     answer whose `field` is `value`."""
-    if not logprobs:
+    found = _locate(text, logprobs, field, value)
+    if found is None or not logprobs:
         return None
-    joined = "".join(t.token for t in logprobs)
-    # The tokens normally spell the answer exactly; a server may add tokens around it
-    # (a reasoning preamble), so find the answer inside them, else read them alone.
-    offset = 0 if joined == text else joined.find(text) if text else -1
-    span = _raw_span(text, field) if offset >= 0 else _raw_span(joined, field)
-    if span is None or not _same(span[2], value):
-        return None
-    start, end = span[0] + max(offset, 0), span[1] + max(offset, 0)
+    joined, start, end = found
     if not allowed:
         return _raw_confidence(logprobs, field, value, start, end)
-    return _grammar_confidence(joined, logprobs, field, value, start, end, allowed)
+    shares, seen = _grammar_shares(joined, logprobs, value, start, end, allowed)
+    p = shares[0][1]
+    runner_up = max(shares[1:], key=lambda share: share[1], default=None)
+    second = runner_up[1] if runner_up is not None else 0.0
+    return Confidence(
+        field,
+        value,
+        p,
+        p - second,
+        "logprobs",
+        basis="grammar",
+        runner_up=runner_up[0] if runner_up is not None and second > 0 else None,
+        alternatives_seen=seen,
+    )
+
+
+def value_shares(
+    text: str, logprobs: Sequence[TokenLogprob] | None, field: str, value: Any, allowed: Sequence[Any]
+) -> list[tuple[Any, float]] | None:
+    """Every allowed value's probability, as value_confidence estimates it from the
+    answer's tokens (the chosen value first; they sum to 1). None as value_confidence."""
+    found = _locate(text, logprobs, field, value)
+    if found is None or not logprobs:
+        return None
+    joined, start, end = found
+    return _grammar_shares(joined, logprobs, value, start, end, allowed)[0]
 
 
 def _raw_confidence(
@@ -234,15 +270,16 @@ def _leads_to(candidate: str, target: str) -> bool:
     return not rest or rest[0] in _AFTER_VALUE
 
 
-def _grammar_confidence(
+def _grammar_shares(
     joined: str,
     logprobs: Sequence[TokenLogprob],
-    field: str,
     value: Any,
     start: int,
     end: int,
     allowed: Sequence[Any],
-) -> Confidence:
+) -> tuple[list[tuple[Any, float]], int]:
+    """(value, probability) for the chosen value (first) and every other allowed value,
+    and how many allowed alternative tokens the `top` lists held (module docstring)."""
     before = joined[:start]
     written = joined[start:end]
     # Each allowed value as the grammar writes it (the chosen one as it was written).
@@ -263,7 +300,9 @@ def _grammar_confidence(
             open_ = [i for i, (_, target) in enumerate(targets) if _leads_to(prefix, target)]
             if open_ == [0]:
                 break  # only the chosen value is still possible: it is decided
-            masses: list[tuple[float, list[int]]] = [(token.logprob, [0])]
+            ways = [i for i in open_ if _leads_to(prefix + token.token, targets[i][1])]
+            # (logprob, the values it leads to, whether it goes the written token's way)
+            masses: list[tuple[float, list[int], bool]] = [(token.logprob, ways, True)]
             listed = {token.token}
             for alt, logprob in token.top:
                 if alt in listed:
@@ -271,30 +310,24 @@ def _grammar_confidence(
                 listed.add(alt)
                 leads = [i for i in open_ if _leads_to(prefix + alt, targets[i][1])]
                 if leads:
-                    masses.append((logprob, leads))
+                    # An alternative that leaves the same values open as the written token
+                    # (` ` for ` "` before a value) is another spelling of the same step.
+                    masses.append((logprob, leads, leads == ways))
             seen += len(masses) - 1
-            top = max(lp for lp, _ in masses)
-            weights = [math.exp(lp - top) if top > -math.inf else 1.0 for lp, _ in masses]
+            top = max(lp for lp, _, _ in masses)
+            weights = [math.exp(lp - top) if top > -math.inf else 1.0 for lp, _, _ in masses]
             total = sum(weights)
-            for weight, (_, leads) in zip(weights[1:], masses[1:], strict=True):
-                for i in leads:
+            along = 0.0
+            for weight, (_, leads, same) in zip(weights, masses, strict=True):
+                if same:
+                    along += weight
+                    continue
+                for i in leads:  # its share goes to the values it leads to, evenly
                     totals[i] += carried * weight / total / len(leads)
-            carried *= weights[0] / total
+            carried *= along / total
         at = after
     totals[0] += carried
-    p = totals[0]
-    best = max(range(1, len(totals)), key=lambda i: totals[i], default=None)
-    runner_up = totals[best] if best is not None else 0.0
-    return Confidence(
-        field,
-        value,
-        p,
-        p - runner_up,
-        "logprobs",
-        basis="grammar",
-        runner_up=targets[best][0] if best is not None and runner_up > 0 else None,
-        alternatives_seen=seen,
-    )
+    return [(v, total) for (v, _), total in zip(targets, totals, strict=True)], seen
 
 
 def agreement_confidence(field: str, values: Sequence[Any], value: Any) -> Confidence:

@@ -169,6 +169,19 @@ def test_it_reads_tokens_that_straddle_the_edges_of_the_value() -> None:
     assert found.p + 3 / 7 + bills == pytest.approx(1.0)  # the values' shares sum to 1
 
 
+def test_it_counts_another_spelling_of_the_same_step_with_the_written_token() -> None:
+    # llama-server, json_schema mode: ` "` opens the value; ` ` (then `"`) could too, and
+    # leaves the same values open, so it says nothing against the value written.
+    tokens = [
+        tok('{ "mood" :', 1.0),
+        tok(' "', 0.6, (" ", 0.25), ("\n", 0.1)),
+        tok("s", 0.001, ("h", 0.001), ("I", 0.2)),
+        tok('ad" }', 0.1),
+    ]
+    found = value_confidence('{ "mood" : "sad" }', tokens, "mood", "sad", ["happy", "sad"])
+    assert found is not None and found.p == pytest.approx(0.5) and found.runner_up == "happy"
+
+
 @pytest.mark.parametrize("split", [False, True], ids=["one-token", "two-tokens"])
 def test_it_renormalises_a_boolean_over_true_and_false(split: bool) -> None:
     text = '{"urgent": true, "note": "x"}'

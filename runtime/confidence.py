@@ -18,7 +18,10 @@ Two sources, best first:
   on to the next token, with the share of any alternative that leaves exactly the same
   values open (another spelling of the same step, e.g. ` ` instead of ` "`). Once only the chosen value is still open (the rest of the value,
   its closing quote, the `,` or `}` after it), the value is decided and later tokens count
-  for nothing. p = the chosen value's total; the runner-up is the other allowed value
+  for nothing. An allowed value that no listed token leads to gets the most an
+  unlisted token could have had (the least listed token's probability, or the written
+  token's when decoding was greedy; together at most what the list leaves of 1), so a
+  value is not trusted because its rivals went unlisted. p = the chosen value's total; the runner-up is the other allowed value
   with the largest total; margin = p - runner-up. The totals over all values sum to 1
   (over the alternatives the server listed: ask for many, TOP_LOGPROBS in the openai
   backend). Without an allowed set (`allowed` None) the plain product is returned,
@@ -73,12 +76,13 @@ class Confidence:
     basis: str | None = None
     runner_up: Any = None  # the allowed value with the next highest probability, if any had some
     alternatives_seen: int | None = None  # allowed alternative tokens found in the servers' `top` lists
+    values_unlisted: int | None = None  # allowed values given the most an unlisted token could have
 
     def to_dict(self) -> dict[str, Any]:
-        """As a dict; the logprobs-only keys (basis, runner_up, alternatives_seen) only
-        where they are set."""
+        """As a dict; the logprobs-only keys (basis, runner_up, alternatives_seen,
+        values_unlisted) only where they are set."""
         out = asdict(self)
-        for key in ("basis", "runner_up", "alternatives_seen"):
+        for key in ("basis", "runner_up", "alternatives_seen", "values_unlisted"):
             if out[key] is None:
                 del out[key]
         return out
@@ -193,18 +197,20 @@ def value_confidence(
     field: str,
     value: Any,
     allowed: Sequence[Any] | None = None,
+    greedy: bool = False,
 ) -> Confidence | None:
     """The logprob confidence of `field` = `value` in the answer `text`, renormalised over
     the `allowed` values (the field's closed choice in the schema sent for this call; see
     the module docstring). None when there are no logprobs, or the tokens do not spell an
-    answer whose `field` is `value`."""
+    answer whose `field` is `value`. `greedy`: the answer was decoded at temperature 0, so
+    every token the grammar allowed was at most as likely as the one written."""
     found = _locate(text, logprobs, field, value)
     if found is None or not logprobs:
         return None
     joined, start, end = found
     if not allowed:
         return _raw_confidence(logprobs, field, value, start, end)
-    shares, seen = _grammar_shares(joined, logprobs, value, start, end, allowed)
+    shares, seen, unseen = _grammar_shares(joined, logprobs, value, start, end, allowed, greedy)
     p = shares[0][1]
     runner_up = max(shares[1:], key=lambda share: share[1], default=None)
     second = runner_up[1] if runner_up is not None else 0.0
@@ -217,11 +223,17 @@ def value_confidence(
         basis="grammar",
         runner_up=runner_up[0] if runner_up is not None and second > 0 else None,
         alternatives_seen=seen,
+        values_unlisted=unseen,
     )
 
 
 def value_shares(
-    text: str, logprobs: Sequence[TokenLogprob] | None, field: str, value: Any, allowed: Sequence[Any]
+    text: str,
+    logprobs: Sequence[TokenLogprob] | None,
+    field: str,
+    value: Any,
+    allowed: Sequence[Any],
+    greedy: bool = False,
 ) -> list[tuple[Any, float]] | None:
     """Every allowed value's probability, as value_confidence estimates it from the
     answer's tokens (the chosen value first; they sum to 1). None as value_confidence."""
@@ -229,7 +241,7 @@ def value_shares(
     if found is None or not logprobs:
         return None
     joined, start, end = found
-    return _grammar_shares(joined, logprobs, value, start, end, allowed)[0]
+    return _grammar_shares(joined, logprobs, value, start, end, allowed, greedy)[0]
 
 
 def _raw_confidence(
@@ -277,9 +289,12 @@ def _grammar_shares(
     start: int,
     end: int,
     allowed: Sequence[Any],
-) -> tuple[list[tuple[Any, float]], int]:
-    """(value, probability) for the chosen value (first) and every other allowed value,
-    and how many allowed alternative tokens the `top` lists held (module docstring)."""
+    greedy: bool = False,
+) -> tuple[list[tuple[Any, float]], int, int]:
+    """(value, probability) for the chosen value (first) and every other allowed value;
+    how many allowed alternative tokens the `top` lists held; and how many times an
+    allowed value no listed token led to was given the most it could have had (module
+    docstring)."""
     before = joined[:start]
     written = joined[start:end]
     # Each allowed value as the grammar writes it (the chosen one as it was written).
@@ -289,7 +304,7 @@ def _grammar_shares(
             targets.append((v, before + json.dumps(v, ensure_ascii=False)))
     totals = [0.0] * len(targets)  # the probability of each value; [0] is the chosen one
     carried = 1.0  # the share of the path the written tokens took, still undecided
-    seen = 0
+    seen = unseen = 0
     at = 0
     for token in logprobs:
         after = at + len(token.token)
@@ -314,6 +329,23 @@ def _grammar_shares(
                     # (` ` for ` "` before a value) is another spelling of the same step.
                     masses.append((logprob, leads, leads == ways))
             seen += len(masses) - 1
+            # An allowed value that no listed token leads to may still have had some
+            # probability: at most what the least likely listed token had, and all of
+            # them together at most what the list leaves of 1. Give them that (a gate
+            # should not be sure of a value because its rivals went unlisted).
+            reached = {i for _, leads, _ in masses for i in leads}
+            unreached = [i for i in open_ if i not in reached]
+            if unreached:
+                probs = {tok: math.exp(lp) for tok, lp in token.top}
+                probs[token.token] = math.exp(token.logprob)
+                least = min((math.exp(lp) for _, lp in token.top), default=1.0)
+                if greedy:  # decoding took the likeliest allowed token: the written one
+                    least = min(least, probs[token.token])
+                room = max(0.0, 1.0 - sum(probs.values()))
+                each = min(least, room / len(unreached))
+                if each > 0:
+                    masses += [(math.log(each), [i], False) for i in unreached]
+                    unseen += len(unreached)
             top = max(lp for lp, _, _ in masses)
             weights = [math.exp(lp - top) if top > -math.inf else 1.0 for lp, _, _ in masses]
             total = sum(weights)
@@ -327,7 +359,7 @@ def _grammar_shares(
             carried *= along / total
         at = after
     totals[0] += carried
-    return [(v, total) for (v, _), total in zip(targets, totals, strict=True)], seen
+    return [(v, total) for (v, _), total in zip(targets, totals, strict=True)], seen, unseen
 
 
 def agreement_confidence(field: str, values: Sequence[Any], value: Any) -> Confidence:

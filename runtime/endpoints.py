@@ -281,7 +281,8 @@ def _check_logprobs(backend: Any, call: ModelCall) -> tuple[bool, str]:
     except (json.JSONDecodeError, AttributeError):
         value = None
     allowed = allowed_values(CHECK_SCHEMA["properties"]["word"])
-    found = value_confidence(reply.text, reply.logprobs, "word", value, allowed) if value is not None else None
+    greedy = call.temperature == 0
+    found = value_confidence(reply.text, reply.logprobs, "word", value, allowed, greedy) if value is not None else None
     if found is None or found.p is None:
         return True, f"{len(reply.logprobs)} tokens; they do not spell a value of the check's enum"
     return True, f"{len(reply.logprobs)} tokens; p({value!r}) = {found.p:.3g}"

@@ -137,17 +137,20 @@ class GenerateKind:
             walk.record(node, reply, attempt, stage, ok=True)
             outcome = Outcome("ok", writes=writes, attempt=attempt)
             if node.confidence is not None:
-                _measure(node.confidence, reply, outcome, schema)
+                _measure(node, reply, outcome, schema)
             return outcome
 
 
-def _measure(gate: ConfidenceGate, reply: ModelReply, draw: Outcome, schema: dict[str, Any] | None) -> None:
+def _measure(node: Node, reply: ModelReply, draw: Outcome, schema: dict[str, Any] | None) -> None:
     """Put the logprob confidence of one verified draw on it (source "none", and why,
     when the reply's logprobs cannot say). It is renormalised over the values that the
     schema sent for this call allows for the field (runtime.confidence)."""
+    gate = node.confidence
+    assert gate is not None
     value = draw.writes.get(gate.field)
     allowed = allowed_values(((schema or {}).get("properties") or {}).get(gate.field))
-    found = value_confidence(reply.text, reply.logprobs, gate.field, value, allowed)
+    greedy = node.temperature == 0  # the written tokens were the likeliest the grammar allowed
+    found = value_confidence(reply.text, reply.logprobs, gate.field, value, allowed, greedy)
     if found is None:
         draw.reason = (
             "the endpoint returned no logprobs"

@@ -176,7 +176,7 @@ def test_it_measures_a_sane_confidence_from_a_real_llama_server(
     assert conf["value"] in MOODS
     [(call, reply)] = backend.exchanges
     assert call.logprobs is True and reply.logprobs is not None
-    shares = value_shares(reply.text, reply.logprobs, "mood", conf["value"], MOODS)
+    shares = value_shares(reply.text, reply.logprobs, "mood", conf["value"], MOODS, greedy=True)  # temperature 0
     assert shares is not None and sum(share for _, share in shares) == pytest.approx(1.0)
     assert shares[0] == (conf["value"], pytest.approx(conf["p"]))
     # The model's own (pre-grammar) probability of the value is tiny; the renormalised one is not.

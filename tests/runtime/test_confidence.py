@@ -117,24 +117,45 @@ def test_it_renormalises_over_the_allowed_values_when_the_servers_alternatives_a
     # Pre-grammar probabilities: the model would rather write prose; the grammar forbids it.
     tokens = [
         tok('{"category": "', 1.0),
-        tok("other", 1e-9, ("Once", 0.6), ("the", 0.3)),
+        tok("other", 1e-9, ("Once", 0.6), ("the", 0.3), ("tech", 3e-9), ("bill", 4e-9)),
         tok('"}', 0.2, ('",', 0.5), ("!", 0.1)),  # after the value: decided, counts for nothing
     ]
     found = value_confidence('{"category": "other"}', tokens, "category", "other", CATEGORIES)
     assert found is not None and (found.source, found.basis) == ("logprobs", "grammar")
-    assert found.p == pytest.approx(1.0) and found.margin == pytest.approx(1.0)
-    assert found.runner_up is None and found.alternatives_seen == 0
+    assert found.p == pytest.approx(1 / 8)
+    assert found.runner_up == "billing" and found.margin == pytest.approx(1 / 8 - 1 / 2)
+    assert (found.alternatives_seen, found.values_unlisted) == (2, 0)
     raw = value_confidence('{"category": "other"}', tokens, "category", "other")
     assert raw is not None and raw.basis == "raw"  # without the allowed values: the model's own, meaningless
     assert raw.p == pytest.approx(1e-9) and raw.margin == pytest.approx(1e-9 - 0.6)
 
 
-def test_it_gives_the_chosen_value_its_share_of_the_allowed_alternatives() -> None:
-    tokens = [tok('{"category": "', 1.0), tok("other", 1e-9, ("Once", 0.6), ("tech", 3e-9)), tok('"}', 1.0)]
+def test_it_is_sure_when_the_grammar_allows_nothing_else_listed_and_nothing_could_hide() -> None:
+    tokens = [tok('{"category": "', 1.0), tok("other", 0.4, ("Once", 0.6)), tok('"}', 1.0)]
     found = value_confidence('{"category": "other"}', tokens, "category", "other", CATEGORIES)
-    assert found is not None and found.p == pytest.approx(0.25)
-    assert found.runner_up == "technical" and found.margin == pytest.approx(0.25 - 0.75)
-    assert found.alternatives_seen == 1
+    assert found is not None and found.p == pytest.approx(1.0) and found.margin == pytest.approx(1.0)
+    assert found.runner_up is None and (found.alternatives_seen, found.values_unlisted) == (0, 0)
+
+
+def test_it_gives_an_unlisted_allowed_value_the_most_an_unlisted_token_could_have() -> None:
+    # The list holds 0.97 of the probability; billing's first token is not in it, so it
+    # had at most 0.02 (the least listed) — and at most the 0.03 left over.
+    tokens = [tok('{"category": "', 1.0), tok("other", 0.05, ("Once", 0.6), ("the", 0.3), ("tech", 0.02)), tok('"}', 1)]
+    found = value_confidence('{"category": "other"}', tokens, "category", "other", CATEGORIES)
+    assert found is not None and found.p == pytest.approx(0.05 / 0.09)
+    assert found.values_unlisted == 1 and found.margin == pytest.approx((0.05 - 0.02) / 0.09)
+    # The written token outside the list (as a grammar forces it): its rivals may be as likely.
+    tokens = [
+        TokenLogprob('{"word": "zqx-', 0.0),
+        TokenLogprob("a", math.log(1e-6), [("Once", math.log(0.5)), ("The", math.log(0.1))]),
+        TokenLogprob('mber"}', 0.0),
+    ]
+    words = ["zqx-amber", "zqx-violet"]
+    found = value_confidence('{"word": "zqx-amber"}', tokens, "word", "zqx-amber", words)
+    assert found is not None and found.p == pytest.approx(1e-6 / (1e-6 + 0.1))
+    # Decoded greedily, the grammar took the likeliest allowed token: the rival had at most as much.
+    found = value_confidence('{"word": "zqx-amber"}', tokens, "word", "zqx-amber", words, greedy=True)
+    assert found is not None and found.p == pytest.approx(0.5) and found.runner_up == "zqx-violet"
 
 
 def test_it_follows_a_multi_token_value_past_a_prefix_it_shares_with_another() -> None:

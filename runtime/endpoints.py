@@ -17,7 +17,7 @@ from jsonschema import Draft202012Validator
 
 from runtime.backends.base import ModelCall
 from runtime.backends.config import OpenAIConfig
-from runtime.confidence import value_confidence
+from runtime.confidence import allowed_values, value_confidence
 from runtime.errors import BadSpec, PackforgeError
 from runtime.logs import redact
 from runtime.nodes import kind_names
@@ -280,7 +280,9 @@ def _check_logprobs(backend: Any, call: ModelCall) -> tuple[bool, str]:
         value = json.loads(reply.text).get("word")
     except (json.JSONDecodeError, AttributeError):
         value = None
-    found = value_confidence(reply.text, reply.logprobs, "word", value) if value is not None else None
+    allowed = allowed_values(CHECK_SCHEMA["properties"]["word"])
+    greedy = call.temperature == 0
+    found = value_confidence(reply.text, reply.logprobs, "word", value, allowed, greedy) if value is not None else None
     if found is None or found.p is None:
         return True, f"{len(reply.logprobs)} tokens; they do not spell a value of the check's enum"
     return True, f"{len(reply.logprobs)} tokens; p({value!r}) = {found.p:.3g}"

@@ -44,8 +44,11 @@ log = logging.getLogger("packforge.backend")
 _MAX_ERROR_BODY = 64 * 1024
 # uuid5 namespace for `request_id=uuid`: the same run.node.attempt always maps to the same UUID.
 REQUEST_ID_NAMESPACE = uuid.UUID("5f0c3a52-8d8e-4c1e-9d38-2f6a1f0b7c11")
-# Alternatives asked for per token when a call wants logprobs (OpenAI allows 0-20).
-TOP_LOGPROBS = 5
+# Alternatives asked for per token when a call wants logprobs: the most OpenAI and vLLM
+# (--max-logprobs, default 20) accept; llama-server takes any number (n_probs). Confidence
+# is renormalised over the alternatives the grammar allows (runtime.confidence), so the
+# more are listed, the less allowed probability goes unseen.
+TOP_LOGPROBS = 20
 
 
 class EndpointRejected(BackendError):

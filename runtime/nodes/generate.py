@@ -12,22 +12,18 @@ the node is also unsure when its confidence in that closed-choice field is below
 from __future__ import annotations
 
 import dataclasses
-import json
-from collections import Counter
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from runtime.confidence import ConfidenceGate, agreement_confidence, no_confidence, value_confidence
 from runtime.errors import ContextOverflow, OutputRejected
 from runtime.labels import NoChoices, call_schema
 from runtime.messages import build_messages
 from runtime.nodes.base import LoadContext, NodeDrawing, Outcome, RunContext, covered
+from runtime.nodes.gating import gate, load_gate, measure
 from runtime.nodes.prompting import load_choices, load_examples
+from runtime.nodes.voting import load_agree_on, vote
 from runtime.verify import feedback_message, parse_answer, verify_answer
 
 if TYPE_CHECKING:
-    from runtime.backends.base import ModelReply
-    from runtime.pack.fields import FieldRule
     from runtime.pack.model import Node
 
 THINK = "Before answering, think step by step about the request above. Do not give the final JSON yet."
@@ -81,7 +77,7 @@ class GenerateKind:
         node.two_stage = _flag(spec, "two_stage", loader, at)
         node.samples = _int(spec, "samples", 1, 1, 15, loader, at)
         node.agree = _int(spec, "agree", node.samples // 2 + 1, 1, node.samples, loader, at)
-        node.agree_on = _agree_on(node, spec, loader, at)
+        node.agree_on = load_agree_on(node, spec, loader, at)
         node.max_tokens = _int(spec, "max_tokens", 256, 1, 32768, loader, at)
         temperature = spec.get("temperature", 0.7 if node.samples > 1 else 0.0)
         if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not 0 <= temperature <= 2:
@@ -90,7 +86,7 @@ class GenerateKind:
             node.temperature = float(temperature)
         node.retry = loader.retry(spec.get("retry"), *at, "retry")
         if "confidence" in spec:
-            node.confidence = _confidence_gate(node, spec, loader, at)
+            node.confidence = load_gate(node, spec, loader, at)
         node.choices = load_choices(node, spec.get("choices"), loader)
         if node.prompt is not None:
             node.examples = load_examples(node, spec.get("examples"), loader)
@@ -115,7 +111,7 @@ class GenerateKind:
         if node.samples == 1:
             outcome = self._ladder(node, walk, messages)
             outcome.prompt = prompt
-            return _gate(node, outcome, [outcome])
+            return gate(node, outcome, [outcome])
         draws: list[Outcome] = []
         for _ in range(node.samples):
             draw = self._ladder(node, walk, messages)
@@ -123,11 +119,11 @@ class GenerateKind:
                 draw.prompt = prompt
                 return draw
             draws.append(draw)
-        groups = _vote(node, walk.pack.fields, draws)
+        groups = vote(node, walk.pack.fields, draws)
         best = max(groups, key=len)  # the first of the largest groups
         if len(best) < node.agree:
             tally = ", ".join(str(len(g)) for g in sorted(groups, key=len, reverse=True))
-            return _gate(
+            return gate(
                 node,
                 Outcome(
                     "unsure", reason=f"draws disagreed ({tally} of {node.samples}; need {node.agree})", prompt=prompt
@@ -135,7 +131,7 @@ class GenerateKind:
                 draws,
             )
         chosen = draws[best[0]]
-        return _gate(node, Outcome("ok", writes=chosen.writes, attempt=chosen.attempt, prompt=prompt), draws)
+        return gate(node, Outcome("ok", writes=chosen.writes, attempt=chosen.attempt, prompt=prompt), draws)
 
     def _ladder(self, node: Node, walk: RunContext, messages: list[dict[str, str]]) -> Outcome:
         policy = walk.pack.retry_for(node)
@@ -157,7 +153,9 @@ class GenerateKind:
                         {"role": "assistant", "content": thought.text},
                         {"role": "user", "content": ANSWER},
                     ]
-                reply, attempt = walk.ask(node, asked, node.schema, stage, logprobs=node.confidence is not None)
+                # The schema (grammar) sent for this call: with `choices`, this state's enums.
+                schema = node.schema
+                reply, attempt = walk.ask(node, asked, schema, stage, logprobs=node.confidence is not None)
             except ContextOverflow as exc:
                 # The same request cannot fit on a retry: a node failure (on_fail), not a backend error.
                 return Outcome("fail", reason=f"input does not fit the model's context: {exc}")
@@ -176,151 +174,8 @@ class GenerateKind:
             walk.record(node, reply, attempt, stage, ok=True)
             outcome = Outcome("ok", writes=writes, attempt=attempt)
             if node.confidence is not None:
-                _measure(node.confidence, reply, outcome)
+                measure(node, reply, outcome, schema)
             return outcome
-
-
-def _measure(gate: ConfidenceGate, reply: ModelReply, draw: Outcome) -> None:
-    """Put the logprob confidence of one verified draw on it (source "none", and why,
-    when the reply's logprobs cannot say)."""
-    value = draw.writes.get(gate.field)
-    found = value_confidence(reply.text, reply.logprobs, gate.field, value)
-    if found is None:
-        draw.reason = (
-            "the endpoint returned no logprobs"
-            if reply.logprobs is None
-            else f"the returned logprobs do not spell the value of '{gate.field}'"
-        )
-        found = no_confidence(gate.field, value)
-    draw.confidence = found.to_dict()
-
-
-def _gate(node: Node, outcome: Outcome, draws: list[Outcome]) -> Outcome:
-    """Apply the node's confidence gate to the outcome of its draws. The confidence goes
-    on the outcome whatever it decides (an unsure step keeps the value it would have
-    committed, for calibration); a node that has none is not held."""
-    gate = node.confidence
-    if gate is None or outcome.status not in ("ok", "unsure") or not draws:
-        return outcome
-    values = [d.writes.get(gate.field) for d in draws]
-    if outcome.status == "ok":
-        value = outcome.writes.get(gate.field)
-    else:
-        counts = Counter(json.dumps(v, sort_keys=True) for v in values)
-        value = json.loads(counts.most_common(1)[0][0])
-    mine = next(
-        d for d in draws if json.dumps(d.writes.get(gate.field), sort_keys=True) == json.dumps(value, sort_keys=True)
-    )
-    measured = mine.confidence or no_confidence(gate.field, value).to_dict()
-    if measured["source"] == "none" and len(draws) > 1:
-        measured = agreement_confidence(gate.field, values, value).to_dict()
-    outcome.confidence = measured
-    if outcome.status != "ok":
-        return outcome
-    p = measured["p"]
-    if p is None:
-        outcome.reason = (
-            f"no confidence on '{gate.field}': {mine.reason or 'none measured'}, and with samples 1 there is no "
-            "agreement to fall back on; the gate did not hold the node"
-        )
-        return outcome
-    if p < gate.min:
-        return Outcome(
-            "unsure",
-            attempt=outcome.attempt,
-            reason=f"confidence {p:.3g} < {gate.min:g} on '{gate.field}' ({measured['source']})",
-            prompt=outcome.prompt,
-            confidence=measured,
-        )
-    return outcome
-
-
-def _closed_choice(prop: Any) -> bool:
-    if not isinstance(prop, dict):
-        return False
-    kinds = prop.get("type")
-    return "enum" in prop or "const" in prop or kinds == "boolean" or kinds == ["boolean"]
-
-
-def _confidence_gate(node: Node, spec: dict[str, Any], loader: LoadContext, at: tuple[str, ...]) -> ConfidenceGate:
-    raw = spec["confidence"]
-    where = (*at, "confidence")
-    if not isinstance(raw, dict) or not isinstance(raw.get("field"), str) or "min" not in raw:
-        loader.error("confidence must be a mapping {field: NAME, min: P}, e.g. {field: label, min: 0.8}", *where)
-        return ConfidenceGate("", 0.0)  # the pack is refused; see below
-    unknown = sorted(set(raw) - {"field", "min"})
-    if unknown:
-        loader.error(f"confidence has unknown key(s) {', '.join(map(repr, unknown))}; it takes field and min", *where)
-    name, low = raw["field"], raw["min"]
-    ok = True  # every problem is reported, not just the first
-    props = (node.schema or {}).get("properties", {})
-    choices = spec.get("choices")
-    if node.schema is not None and name not in props:
-        loader.error(f"confidence: grammars/{node.id}.json has no field '{name}'", *where, "field")
-        ok = False
-    elif name not in node.writes:
-        loader.error(
-            f"confidence: node '{node.id}' does not write '{name}'; gate on a field it writes", *where, "field"
-        )
-        ok = False
-    elif node.schema is not None and not (
-        _closed_choice(props[name]) or (isinstance(choices, dict) and name in choices)
-    ):
-        loader.error(
-            f"confidence: '{name}' is not a closed-choice field (an enum, a boolean or a `choices` field) in "
-            f"grammars/{node.id}.json; a free value has no probability to gate on",
-            *where,
-            "field",
-        )
-        ok = False
-    if not isinstance(low, (int, float)) or isinstance(low, bool) or not 0 < low <= 1:
-        loader.error("confidence: min must be a number above 0 and at most 1, e.g. 0.8", *where, "min")
-        ok = False
-    if not ok:
-        # The pack is refused for the errors above; the gate is still set, so that the
-        # graph checks do not add "on_unsure without samples or confidence" to them.
-        low = low if isinstance(low, (int, float)) else 0.0
-    return ConfidenceGate(name, float(low))
-
-
-def _vote(node: Node, fields: Mapping[str, FieldRule], draws: list[Outcome]) -> list[list[int]]:
-    """Draws grouped by their values on the agreed fields (`agree_on`, else every write),
-    each field compared by its `fields:` rule: a draw joins the first group whose first
-    draw it equals on every agreed field. Other fields (a quote, a reason) may differ."""
-    # Imported here: runtime.pack's package imports the loader, which imports this module.
-    from runtime.pack.fields import rule_for, same
-
-    groups: list[list[int]] = []
-    for i, draw in enumerate(draws):
-        for members in groups:
-            first = draws[members[0]].writes
-            if all(same(rule_for(fields, f), first.get(f), draw.writes.get(f)) for f in node.agree_on or node.writes):
-                members.append(i)
-                break
-        else:
-            groups.append([i])
-    return groups
-
-
-def _agree_on(node: Node, spec: dict[str, Any], loader: LoadContext, at: tuple[str, ...]) -> tuple[str, ...] | None:
-    value = spec.get("agree_on")
-    if value is None:
-        return None
-    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-        loader.error("agree_on must be a non-empty list of fields the node writes", *at, "agree_on")
-        return None
-    for name in value:
-        if name not in node.writes:
-            loader.error(
-                f"node '{node.id}': agree_on names '{name}', which the node does not write; writes: "
-                + ", ".join(node.writes),
-                *at,
-                "agree_on",
-                kind="reference",
-            )
-    if node.samples < 2:
-        loader.error(f"node '{node.id}': agree_on needs samples of 2 or more (draws to compare)", *at, "agree_on")
-    return tuple(value)
 
 
 def _may_retry(policy: Any, tries: int, walk: RunContext) -> bool:

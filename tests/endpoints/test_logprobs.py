@@ -1,22 +1,28 @@
 """Per-token logprobs from an openai: endpoint (for confidence gates), against the
-fault-injecting server on loopback; and `packforge endpoints check` saying whether an
-endpoint returns them."""
+fault-injecting server on loopback; `packforge endpoints check` saying whether an
+endpoint returns them; and the grammar-renormalised confidence from a real llama-server
+(stories260K; skipped, never built, when the cached binary or the model is absent)."""
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from runtime.backends import ModelCall
+from runtime import load_pack, run_pack
+from runtime.backends import Backend, ModelCall, ModelReply
 from runtime.backends._sse import StreamResult, _take
+from runtime.confidence import value_confidence, value_shares
 from runtime.endpoints import check_endpoint
+from tests.support import model_servers
 from tests.support.fault_server import FaultServer
-from tests.support.model_servers import Opener
+from tests.support.model_servers import Opener, RunningServer
 from tests.support.packs import RATING_SCHEMA
-from tests.support.runtime_packs import pf
+from tests.support.runtime_packs import pf, write_pack
 
 
 def call(**kw: Any) -> ModelCall:
@@ -35,11 +41,12 @@ def test_it_asks_for_logprobs_and_reads_them(opened: Opener, fault: FaultServer,
     fault.configure(json_answer=json_answer, token_logprob=-0.25)
     reply = opened(fault.spec()).complete(call(logprobs=True))
     body = fault.completions()[0].body
-    assert body["logprobs"] is True and body["top_logprobs"] == 5
+    assert body["logprobs"] is True and body["top_logprobs"] == 20  # the most OpenAI and vLLM accept
     assert reply.logprobs is not None and "".join(t.token for t in reply.logprobs) == reply.text
     first = reply.logprobs[0]
     assert first.logprob == pytest.approx(-0.25)
-    assert first.top == [(first.token, -0.25), ("~1", -2.25), ("~2", -4.25), ("~3", -6.25), ("~4", -8.25)]
+    assert len(first.top) == 20
+    assert first.top[:5] == [(first.token, -0.25), ("~1", -2.25), ("~2", -4.25), ("~3", -6.25), ("~4", -8.25)]
 
 
 def test_it_asks_for_no_logprobs_unless_the_call_wants_them(opened: Opener, fault: FaultServer) -> None:
@@ -97,3 +104,86 @@ def test_it_reports_an_endpoint_that_refuses_a_request_for_logprobs(fault: Fault
     result = check_endpoint(fault.spec("backoff=0.01"))
     assert result.ok and result.logprobs is False and "logprobs is not supported" in result.logprobs_note
     assert "logprobs   no (the request asking for them failed" in "\n".join(result.lines())
+
+
+# -- against a real llama-server (stories260K), when it is built and the model is present ----
+
+
+@pytest.fixture(scope="module")
+def built_llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """llama-server from the build cache (PACKFORGE_BUILD_CACHE); skipped, never built, when absent."""
+    if not model_servers.MODEL.exists():
+        pytest.skip(f"the test model is absent: {model_servers.MODEL} (see shared/models/README.md)")
+    if not model_servers.llama_server_binary().exists():
+        pytest.skip(f"no llama-server built in {model_servers.CACHE} (set PACKFORGE_BUILD_CACHE)")
+    server = model_servers.start_llama_server(Path(tmp_path_factory.mktemp("llama-server")), parallel=1)
+    yield server
+    server.stop()
+
+
+class Keeper:
+    """Wraps a backend and keeps every call and reply."""
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner = inner
+        self.spec = getattr(inner, "spec", "")
+        self.exchanges: list[tuple[ModelCall, ModelReply]] = []
+
+    def complete(self, call: ModelCall) -> ModelReply:
+        reply = self.inner.complete(call)
+        self.exchanges.append((call, reply))
+        return reply
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+MOODS = ["happy", "sad", "angry", "scared"]
+
+
+@pytest.mark.parametrize("grammar", ["json_schema", "gbnf"])
+def test_it_measures_a_sane_confidence_from_a_real_llama_server(
+    built_llama_server: RunningServer, opened: Opener, tmp_path: Path, grammar: str
+) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"mood": {"enum": MOODS}},
+        "required": ["mood"],
+        "additionalProperties": False,
+    }
+    root = write_pack(
+        tmp_path / "pack",
+        nodes={
+            "feel": {
+                "kind": "generate",
+                "reads": ["input.story"],
+                "writes": ["mood"],
+                "confidence": {"field": "mood", "min": 0.5},
+            },
+            "done": {"kind": "end"},
+            "review": {"kind": "end"},
+        },
+        edges=[{"from": "feel", "to": "done"}, {"from": "feel", "on_unsure": "review"}],
+        prompts={"feel": "How does Lily feel? {{ input.story }}"},
+        grammars={"feel": schema},
+    )
+    backend = Keeper(opened(model_servers.spec(built_llama_server, f"grammar={grammar}")))
+    result = run_pack(load_pack(root), {"story": "Lily lost her ball and cried."}, backend=backend)
+    assert result.status == "done", result.trace.error
+    step = result.trace.steps[0]
+    conf = step.confidence
+    assert conf is not None and conf["source"] == "logprobs" and conf["basis"] == "grammar", conf
+    assert conf["value"] in MOODS
+    [(call, reply)] = backend.exchanges
+    assert call.logprobs is True and reply.logprobs is not None
+    shares = value_shares(reply.text, reply.logprobs, "mood", conf["value"], MOODS, greedy=True)  # temperature 0
+    assert shares is not None and sum(share for _, share in shares) == pytest.approx(1.0)
+    assert shares[0] == (conf["value"], pytest.approx(conf["p"]))
+    # The model's own (pre-grammar) probability of the value is tiny; the renormalised one is not.
+    raw = value_confidence(reply.text, reply.logprobs, "mood", conf["value"])
+    assert raw is not None and raw.p is not None and raw.p < conf["p"]
+    assert 1e-3 < conf["p"] <= 1.0 and -1.0 <= conf["margin"] <= conf["p"]
+    assert result.trace.path == (["feel", "done"] if conf["p"] >= 0.5 else ["feel", "review"])
+    print(
+        f"{grammar}: {reply.text!r} p={conf['p']:.4g} raw={raw.p:.3g} shares={shares} seen={conf['alternatives_seen']}"
+    )

@@ -13,7 +13,7 @@ import pytest
 from runtime import PackInvalid, Trace, load_pack, open_backend, resume_run, run_pack
 from runtime.backends.base import ModelCall, TokenLogprob
 from runtime.backends.scripted import synthetic_logprobs
-from runtime.confidence import agreement_confidence, value_confidence, value_span
+from runtime.confidence import agreement_confidence, allowed_values, value_confidence, value_span
 from runtime.walker import RunOptions
 from tests.support.runtime_packs import ENUM_SCHEMA, Recorder, write_pack
 
@@ -108,6 +108,146 @@ def test_it_has_no_logprob_confidence_when_the_tokens_cannot_say(
     assert value_confidence(text, tokens, "category", value) is None
 
 
+# -- renormalised over the values the grammar allows -------------------------------------------
+
+CATEGORIES = ["billing", "technical", "other"]
+
+
+def test_it_renormalises_over_the_allowed_values_when_the_servers_alternatives_are_forbidden() -> None:
+    # Pre-grammar probabilities: the model would rather write prose; the grammar forbids it.
+    tokens = [
+        tok('{"category": "', 1.0),
+        tok("other", 1e-9, ("Once", 0.6), ("the", 0.3), ("tech", 3e-9), ("bill", 4e-9)),
+        tok('"}', 0.2, ('",', 0.5), ("!", 0.1)),  # after the value: decided, counts for nothing
+    ]
+    found = value_confidence('{"category": "other"}', tokens, "category", "other", CATEGORIES)
+    assert found is not None and (found.source, found.basis) == ("logprobs", "grammar")
+    assert found.p == pytest.approx(1 / 8)
+    assert found.runner_up == "billing" and found.margin == pytest.approx(1 / 8 - 1 / 2)
+    assert (found.alternatives_seen, found.values_unlisted) == (2, 0)
+    raw = value_confidence('{"category": "other"}', tokens, "category", "other")
+    assert raw is not None and raw.basis == "raw"  # without the allowed values: the model's own, meaningless
+    assert raw.p == pytest.approx(1e-9) and raw.margin == pytest.approx(1e-9 - 0.6)
+
+
+def test_it_is_sure_when_the_grammar_allows_nothing_else_listed_and_nothing_could_hide() -> None:
+    tokens = [tok('{"category": "', 1.0), tok("other", 0.4, ("Once", 0.6)), tok('"}', 1.0)]
+    found = value_confidence('{"category": "other"}', tokens, "category", "other", CATEGORIES)
+    assert found is not None and found.p == pytest.approx(1.0) and found.margin == pytest.approx(1.0)
+    assert found.runner_up is None and (found.alternatives_seen, found.values_unlisted) == (0, 0)
+
+
+def test_it_gives_an_unlisted_allowed_value_the_most_an_unlisted_token_could_have() -> None:
+    # The list holds 0.97 of the probability; billing's first token is not in it, so it
+    # had at most 0.02 (the least listed) — and at most the 0.03 left over.
+    tokens = [tok('{"category": "', 1.0), tok("other", 0.05, ("Once", 0.6), ("the", 0.3), ("tech", 0.02)), tok('"}', 1)]
+    found = value_confidence('{"category": "other"}', tokens, "category", "other", CATEGORIES)
+    assert found is not None and found.p == pytest.approx(0.05 / 0.09)
+    assert found.values_unlisted == 1 and found.margin == pytest.approx((0.05 - 0.02) / 0.09)
+    # The written token outside the list (as a grammar forces it): its rivals may be as likely.
+    tokens = [
+        TokenLogprob('{"word": "zqx-', 0.0),
+        TokenLogprob("a", math.log(1e-6), [("Once", math.log(0.5)), ("The", math.log(0.1))]),
+        TokenLogprob('mber"}', 0.0),
+    ]
+    words = ["zqx-amber", "zqx-violet"]
+    found = value_confidence('{"word": "zqx-amber"}', tokens, "word", "zqx-amber", words)
+    assert found is not None and found.p == pytest.approx(1e-6 / (1e-6 + 0.1))
+    # Decoded greedily, the grammar took the likeliest allowed token: the rival had at most as much.
+    found = value_confidence('{"word": "zqx-amber"}', tokens, "word", "zqx-amber", words, greedy=True)
+    assert found is not None and found.p == pytest.approx(0.5) and found.runner_up == "zqx-violet"
+
+
+def test_it_follows_a_multi_token_value_past_a_prefix_it_shares_with_another() -> None:
+    tokens = [
+        tok('{"category": "', 1.0),
+        tok("bill", 0.02, ("Once", 0.5), ("oth", 0.01)),  # "bill" leads to billing or bills
+        tok("ing", 0.03, ("y", 0.4), ("s", 0.01)),  # "bills" or "billing" is decided here
+        tok('"}', 1.0),
+    ]
+    found = value_confidence('{"category": "billing"}', tokens, "category", "billing", ["billing", "bills", "other"])
+    assert found is not None
+    assert found.p == pytest.approx(2 / 3 * 3 / 4)  # other: 1/3, bills: 2/3 * 1/4
+    assert found.runner_up == "other" and found.margin == pytest.approx(0.5 - 1 / 3)
+    assert found.alternatives_seen == 2
+
+
+def test_it_reads_tokens_that_straddle_the_edges_of_the_value() -> None:
+    text = '{"category":"billing","note":"x"}'
+    tokens = [
+        tok('{"category', 1.0),
+        # `":"` could start any value: its share is split between the three.
+        tok('":"bill', 0.2, ('":"oth', 0.2), ('":"', 0.3), ('": ', 0.3)),
+        # `ing"}` spells the chosen value too; `s",` spells bills.
+        tok('ing",', 0.5, ('s",', 0.5), ('ing"}', 0.1)),
+        tok('"note":"x"}', 1.0),
+    ]
+    found = value_confidence(text, tokens, "category", "billing", ["billing", "bills", "other"])
+    assert found is not None
+    assert found.p == pytest.approx(1 / 7 + 2 / 7 * 0.6 / 1.1)
+    assert found.runner_up == "other" and found.margin == pytest.approx(found.p - 3 / 7)
+    bills = 1 / 7 + 2 / 7 * 0.5 / 1.1
+    assert found.p + 3 / 7 + bills == pytest.approx(1.0)  # the values' shares sum to 1
+
+
+def test_it_counts_another_spelling_of_the_same_step_with_the_written_token() -> None:
+    # llama-server, json_schema mode: ` "` opens the value; ` ` (then `"`) could too, and
+    # leaves the same values open, so it says nothing against the value written.
+    tokens = [
+        tok('{ "mood" :', 1.0),
+        tok(' "', 0.6, (" ", 0.25), ("\n", 0.1)),
+        tok("s", 0.001, ("h", 0.001), ("I", 0.2)),
+        tok('ad" }', 0.1),
+    ]
+    found = value_confidence('{ "mood" : "sad" }', tokens, "mood", "sad", ["happy", "sad"])
+    assert found is not None and found.p == pytest.approx(0.5) and found.runner_up == "happy"
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["one-token", "two-tokens"])
+def test_it_renormalises_a_boolean_over_true_and_false(split: bool) -> None:
+    text = '{"urgent": true, "note": "x"}'
+    value_tokens = (
+        [tok("tr", 1e-6, ("fa", 3e-6), ("1", 0.9)), tok("ue", 0.5, ("e", 0.4))]
+        if split
+        else [tok("true", 1e-6, ("false", 3e-6), ("1", 0.9), ('"', 0.05))]
+    )
+    tokens = [tok('{"urgent": ', 1.0), *value_tokens, tok(', "note": "x"}', 1.0)]
+    found = value_confidence(text, tokens, "urgent", True, allowed_values({"type": "boolean"}))
+    assert found is not None and found.p == pytest.approx(0.25)  # "ue" is the only way on from "tr"
+    assert found.runner_up is False and found.margin == pytest.approx(-0.5)
+
+
+def test_it_counts_null_where_the_type_allows_it() -> None:
+    tokens = [tok('{"urgent": ', 1.0), tok("null", 0.01, ("true", 0.01), ('"', 0.5), ("false", 0.02)), tok("}", 1.0)]
+    allowed = allowed_values({"type": ["boolean", "null"]})
+    found = value_confidence('{"urgent": null}', tokens, "urgent", None, allowed)
+    assert found is not None and found.p == pytest.approx(0.25)
+    assert found.runner_up is False and found.margin == pytest.approx(0.25 - 0.5)
+    # A string where null is allowed: the opening quote's share is the string's.
+    tokens = [tok('{"urgent": ', 1.0), tok('"', 0.3, ("null", 0.1), ("x", 0.6)), tok('a"}', 1.0)]
+    allowed = allowed_values({"anyOf": [{"enum": ["a"]}, {"type": "null"}]})
+    found = value_confidence('{"urgent": "a"}', tokens, "urgent", "a", allowed)
+    assert found is not None and found.p == pytest.approx(0.75) and found.runner_up is None
+
+
+@pytest.mark.parametrize(
+    "prop, allowed",
+    [
+        ({"enum": ["a", "b"]}, ["a", "b"]),
+        ({"type": "string", "enum": ["a", None]}, ["a", None]),
+        ({"const": 3}, [3]),
+        ({"type": "boolean"}, [True, False]),
+        ({"type": ["null", "boolean"]}, [True, False, None]),
+        ({"anyOf": [{"enum": ["a"]}, {"type": "null"}, {"enum": ["a", "b"]}]}, ["a", None, "b"]),
+        ({"type": "string"}, None),
+        ({"anyOf": [{"enum": ["a"]}, {"type": "string"}]}, None),
+        (None, None),
+    ],
+)
+def test_it_reads_the_allowed_values_off_a_schema_property(prop: Any, allowed: list[Any] | None) -> None:
+    assert allowed_values(prop) == allowed
+
+
 def test_it_measures_agreement_as_the_share_of_draws() -> None:
     found = agreement_confidence("category", ["billing", "billing", "other", "billing", "technical"], "billing")
     assert (found.p, found.margin, found.source) == (pytest.approx(0.6), pytest.approx(0.4), "agreement")
@@ -157,6 +297,8 @@ def test_it_takes_on_unsure_below_the_threshold_and_keeps_the_value_it_measured(
     assert step.confidence is not None
     assert step.confidence["value"] == "technical" and step.confidence["source"] == "logprobs"
     assert step.confidence["p"] == pytest.approx(0.62)
+    assert step.confidence["basis"] == "grammar"  # renormalised over the schema's enum
+    assert step.confidence["runner_up"] == "billing" and step.confidence["alternatives_seen"] == 1
     assert "$probs" not in result.trace.attempts[0].text
 
 

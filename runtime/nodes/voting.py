@@ -1,0 +1,53 @@
+"""The generate node's vote between draws (`samples`, `agree`, `agree_on`): draws are
+grouped by their values on the agreed fields, compared by the manifest's `fields:` rules."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from runtime.nodes.base import LoadContext, Outcome
+
+if TYPE_CHECKING:
+    from runtime.pack.fields import FieldRule
+    from runtime.pack.model import Node
+
+
+def vote(node: Node, fields: Mapping[str, FieldRule], draws: list[Outcome]) -> list[list[int]]:
+    """Draws grouped by their values on the agreed fields (`agree_on`, else every write),
+    each field compared by its `fields:` rule: a draw joins the first group whose first
+    draw it equals on every agreed field. Other fields (a quote, a reason) may differ."""
+    # Imported here: runtime.pack's package imports the loader, which imports this module.
+    from runtime.pack.fields import rule_for, same
+
+    groups: list[list[int]] = []
+    for i, draw in enumerate(draws):
+        for members in groups:
+            first = draws[members[0]].writes
+            if all(same(rule_for(fields, f), first.get(f), draw.writes.get(f)) for f in node.agree_on or node.writes):
+                members.append(i)
+                break
+        else:
+            groups.append([i])
+    return groups
+
+
+def load_agree_on(node: Node, spec: dict[str, Any], loader: LoadContext, at: tuple[str, ...]) -> tuple[str, ...] | None:
+    value = spec.get("agree_on")
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        loader.error("agree_on must be a non-empty list of fields the node writes", *at, "agree_on")
+        return None
+    for name in value:
+        if name not in node.writes:
+            loader.error(
+                f"node '{node.id}': agree_on names '{name}', which the node does not write; writes: "
+                + ", ".join(node.writes),
+                *at,
+                "agree_on",
+                kind="reference",
+            )
+    if node.samples < 2:
+        loader.error(f"node '{node.id}': agree_on needs samples of 2 or more (draws to compare)", *at, "agree_on")
+    return tuple(value)

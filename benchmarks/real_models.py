@@ -233,7 +233,7 @@ def one_call_messages(task: Task, inp: dict[str, Any]) -> list[dict[str, str]]:
     for ex in nearest_examples(task, inp, task.shots):
         answer = {name: ex["expected"].get(name) for name in task.fields}
         messages.append({"role": "user", "content": render(task.one_call_prompt, ex["input"])})
-        messages.append({"role": "assistant", "content": json.dumps(answer, ensure_ascii=False)})
+        messages.append({"role": "assistant", "content": json.dumps(answer, ensure_ascii=False, separators=(",", ":"))})
     messages.append({"role": "user", "content": render(task.one_call_prompt, inp)})
     return messages
 

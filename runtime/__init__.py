@@ -59,7 +59,7 @@ from runtime.logs import redact_data
 from runtime.nodes import NODE_KINDS, drawing_for
 from runtime.nodes.base import NODE_SHAPES, NodeDrawing, NodeKind
 from runtime.pack import Pack, load_pack
-from runtime.pack.fields import COMPARES, FieldRule, same
+from runtime.pack.fields import COMPARES, FieldRule, comparable, rule_for, same
 from runtime.pack.model import Case, Edge, Node
 from runtime.paths import MAX_DEPTH as MAX_PATH_DEPTH
 from runtime.paths import path_problem
@@ -135,6 +135,7 @@ __all__ = [
     "case_score",
     "check_baseline",
     "check_endpoint",
+    "comparable",
     "drawing_for",
     "evaluate",
     "field_matches",
@@ -152,6 +153,7 @@ __all__ = [
     "percentile",
     "redact_data",
     "resume_run",
+    "rule_for",
     "run_pack",
     "same",
     "score_case",

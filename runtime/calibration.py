@@ -105,6 +105,9 @@ class Calibration:
     sources: Counter[str] = dataclasses.field(default_factory=Counter)
     without_p: int = 0  # steps that recorded no probability
     skipped: int = 0  # runs whose case has no expected value for the field
+    # Runs whose draws disagreed (`samples`/`agree`): held whatever their p, so never in
+    # the auto tier at any threshold; each entry is whether its value was right.
+    held: list[bool] = dataclasses.field(default_factory=list)
 
     @property
     def source(self) -> str:
@@ -115,12 +118,17 @@ class Calibration:
 
     @property
     def accuracy(self) -> float | None:
-        return sum(ok for _, ok in self.pairs) / len(self.pairs) if self.pairs else None
+        runs = len(self.pairs) + len(self.held)
+        return (sum(ok for _, ok in self.pairs) + sum(self.held)) / runs if runs else None
+
+    @property
+    def total(self) -> int:
+        return len(self.pairs) + len(self.held)
 
     def at(self, threshold: float) -> CalibrationPoint:
         """The auto tier when the gate's `min` is `threshold`."""
         auto = [ok for p, ok in self.pairs if p >= threshold]
-        return CalibrationPoint(threshold, len(auto), sum(auto), len(self.pairs))
+        return CalibrationPoint(threshold, len(auto), sum(auto), self.total)
 
     def curve(self) -> list[CalibrationPoint]:
         """One point per distinct p, lowest threshold (everything automatic) first."""
@@ -130,7 +138,7 @@ class Calibration:
         for i, (p, ok) in enumerate(ordered):
             correct += ok
             if i + 1 == len(ordered) or ordered[i + 1][0] != p:
-                points.append(CalibrationPoint(p, i + 1, correct, len(ordered)))
+                points.append(CalibrationPoint(p, i + 1, correct, self.total))
         points.reverse()
         return points
 
@@ -175,6 +183,7 @@ class Calibration:
             "min": self.min,
             "source": self.source,
             "runs": len(self.pairs),
+            "held_by_vote": len(self.held),
             "without_p": self.without_p,
             "skipped": self.skipped,
             "accuracy": self.accuracy,
@@ -218,6 +227,9 @@ def calibrate(
                 cal.skipped += 1
                 continue
             p = conf.get("p")
+            if conf.get("held") == "vote":
+                cal.held.append(_correct(rules or {}, name, expected[name], conf.get("value")))
+                continue
             if p is None:
                 cal.without_p += 1
                 continue

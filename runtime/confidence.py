@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -362,11 +362,15 @@ def _grammar_shares(
     return [(v, total) for (v, _), total in zip(targets, totals, strict=True)], seen, unseen
 
 
-def agreement_confidence(field: str, values: Sequence[Any], value: Any) -> Confidence:
+def agreement_confidence(
+    field: str, values: Sequence[Any], value: Any, key: Callable[[Any], Hashable] | None = None
+) -> Confidence:
     """The share of draws whose `field` is `value` (source "agreement"); margin is that
-    share minus the share of the most common other value."""
-    counts = Counter(json.dumps(v, sort_keys=True) for v in values)
-    mine = json.dumps(value, sort_keys=True)
+    share minus the share of the most common other value. `key`: what makes two values
+    the same (the field's `fields:` rule); default exact JSON equality."""
+    same_as = key or (lambda v: json.dumps(v, sort_keys=True))
+    counts = Counter(same_as(v) for v in values)
+    mine = same_as(value)
     total = max(1, len(values))
     p = counts[mine] / total
     runner_up = max((c for k, c in counts.items() if k != mine), default=0) / total

@@ -466,7 +466,10 @@ def _origin(pack: Pack | None, case: Case, commits: list[Step], j: int) -> int:
         if k is not None:
             fed[name] = k
     named = {name: k for name, k in fed.items() if name in case.expected}
-    wrong = [k for name, k in named.items() if commits[k].writes[name] != case.expected[name]]
+    rules = pack.fields if pack is not None else {}
+    wrong = [
+        k for name, k in named.items() if not same(rule_for(rules, name), case.expected[name], commits[k].writes[name])
+    ]
     if named and not wrong:
         return j
     if wrong:

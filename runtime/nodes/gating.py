@@ -4,8 +4,8 @@ unsure. The measure goes on the step either way, for calibration."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter
+from collections.abc import Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from runtime.confidence import (
@@ -19,6 +19,7 @@ from runtime.nodes.base import LoadContext, Outcome
 
 if TYPE_CHECKING:
     from runtime.backends.base import ModelReply
+    from runtime.pack.fields import FieldRule
     from runtime.pack.model import Node
 
 
@@ -42,28 +43,36 @@ def measure(node: Node, reply: ModelReply, draw: Outcome, schema: dict[str, Any]
     draw.confidence = found.to_dict()
 
 
-def gate(node: Node, outcome: Outcome, draws: list[Outcome]) -> Outcome:
+def gate(node: Node, outcome: Outcome, draws: list[Outcome], fields: Mapping[str, FieldRule] | None = None) -> Outcome:
     """Apply the node's confidence gate to the outcome of its draws. The confidence goes
     on the outcome whatever it decides (an unsure step keeps the value it would have
     committed, for calibration); a node that has none is not held."""
     gate = node.confidence
     if gate is None or outcome.status not in ("ok", "unsure") or not draws:
         return outcome
+    # Imported here: runtime.pack's package imports the loader, which imports this module.
+    from runtime.pack.fields import comparable, rule_for
+
+    rule = rule_for(fields or {}, gate.field)
+
+    def key(v: Any) -> Hashable:  # values the same by the field's rule, as the vote groups them
+        return comparable(rule, v)
+
     values = [d.writes.get(gate.field) for d in draws]
     if outcome.status == "ok":
         value = outcome.writes.get(gate.field)
     else:
-        counts = Counter(json.dumps(v, sort_keys=True) for v in values)
-        value = json.loads(counts.most_common(1)[0][0])
-    mine = next(
-        d for d in draws if json.dumps(d.writes.get(gate.field), sort_keys=True) == json.dumps(value, sort_keys=True)
-    )
+        top = Counter(key(v) for v in values).most_common(1)[0][0]
+        value = next(v for v in values if key(v) == top)
+    mine = next(d for d in draws if key(d.writes.get(gate.field)) == key(value))
     measured = mine.confidence or no_confidence(gate.field, value).to_dict()
     if measured["source"] == "none" and len(draws) > 1:
-        measured = agreement_confidence(gate.field, values, value).to_dict()
-    outcome.confidence = measured
+        measured = agreement_confidence(gate.field, values, value, key).to_dict()
     if outcome.status != "ok":
+        # The vote already held the node: calibration must not count it as automatic.
+        outcome.confidence = {**measured, "held": "vote"}
         return outcome
+    outcome.confidence = measured
     p = measured["p"]
     if p is None:
         outcome.reason = (
@@ -83,10 +92,9 @@ def gate(node: Node, outcome: Outcome, draws: list[Outcome]) -> Outcome:
 
 
 def _closed_choice(prop: Any) -> bool:
-    if not isinstance(prop, dict):
-        return False
-    kinds = prop.get("type")
-    return "enum" in prop or "const" in prop or kinds == "boolean" or kinds == ["boolean"]
+    """A field with a finite set of values (an enum, a const, a boolean, nullable or in
+    anyOf/oneOf branches): what runtime.confidence can renormalise over."""
+    return isinstance(prop, dict) and allowed_values(prop) is not None
 
 
 def load_gate(node: Node, spec: dict[str, Any], loader: LoadContext, at: tuple[str, ...]) -> ConfidenceGate:

@@ -111,7 +111,7 @@ class GenerateKind:
         if node.samples == 1:
             outcome = self._ladder(node, walk, messages)
             outcome.prompt = prompt
-            return gate(node, outcome, [outcome])
+            return gate(node, outcome, [outcome], walk.pack.fields)
         draws: list[Outcome] = []
         for _ in range(node.samples):
             draw = self._ladder(node, walk, messages)
@@ -129,9 +129,12 @@ class GenerateKind:
                     "unsure", reason=f"draws disagreed ({tally} of {node.samples}; need {node.agree})", prompt=prompt
                 ),
                 draws,
+                walk.pack.fields,
             )
         chosen = draws[best[0]]
-        return gate(node, Outcome("ok", writes=chosen.writes, attempt=chosen.attempt, prompt=prompt), draws)
+        return gate(
+            node, Outcome("ok", writes=chosen.writes, attempt=chosen.attempt, prompt=prompt), draws, walk.pack.fields
+        )
 
     def _ladder(self, node: Node, walk: RunContext, messages: list[dict[str, str]]) -> Outcome:
         policy = walk.pack.retry_for(node)

@@ -15,7 +15,7 @@ A field the manifest does not name is compared `exact`.
 - `set`: arrays compared as sets (order and repeats ignored); anything else exact.
 - `number`: numbers (or strings that read as one) equal when they differ by at most
   `tolerance` (default 0; a float's last-bit rounding is forgiven); anything else exact.
-- `text`: strings normalised (Unicode NFKC, casefolded, punctuation dropped, whitespace
+- `text`: strings normalised (Unicode NFKC, casefolded, punctuation turned into spaces, whitespace
   collapsed), inside arrays and objects too."""
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def _canonical(value: Any) -> Hashable:
 
 
 def normal_text(text: str) -> str:
-    """`text` compare: NFKC, casefolded, punctuation dropped, whitespace collapsed."""
+    """`text` compare: NFKC, casefolded, punctuation turned into spaces, whitespace collapsed."""
     folded = unicodedata.normalize("NFKC", text).casefold()
     kept = "".join(" " if unicodedata.category(ch).startswith("P") else ch for ch in folded)
     return " ".join(kept.split())

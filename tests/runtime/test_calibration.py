@@ -227,3 +227,20 @@ def test_it_judges_the_chosen_value_by_the_fields_rule() -> None:
 
 def _conf(field: str, value: Any, p: float) -> dict[str, Any]:
     return {"field": field, "value": value, "p": p, "margin": p, "source": "logprobs"}
+
+
+def test_it_never_counts_a_run_the_vote_held_as_automatic() -> None:
+    held = {**_conf("label", "billing", 0.99), "held": "vote"}
+    runs = [
+        (Trace(run_id="a", pack="t", steps=[Step("tag", 0, "generate", "unsure", confidence=held)]), {"label": "x"}),
+        (
+            Trace(run_id="b", pack="t", steps=[Step("tag", 0, "generate", "ok", confidence=_conf("label", "x", 0.5))]),
+            {"label": "x"},
+        ),
+    ]
+    cal = calibrate(runs)["tag"]
+    doc = cal.to_dict(0.9)
+    assert doc["held_by_vote"] == 1 and doc["accuracy"] == 0.5
+    # At every threshold the held run is outside the auto tier but inside the total.
+    assert [(pt["auto"], pt["auto_share"]) for pt in doc["curve"]] == [(1, 0.5)]
+    assert doc["proposed"]["auto_share"] == 0.5 and doc["proposed"]["auto_accuracy"] == 1.0

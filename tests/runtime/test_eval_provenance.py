@@ -109,6 +109,24 @@ def test_it_blames_a_tool_that_computed_a_wrong_value_from_right_inputs(tmp_path
     assert case.blamed == "tax"
 
 
+def test_it_judges_a_tools_inputs_by_the_fields_rules(tmp_path: Path) -> None:
+    root = write_pack(
+        tmp_path / "p",
+        manifest={"tools": ["with_tax"], "fields": {"amount": {"compare": "number", "tolerance": 0.01}}},
+        nodes={
+            "extract": {"kind": "generate", "reads": ["input.invoice"], "writes": ["amount"]},
+            "tax": tool_node("with_tax", {"amount": "amount"}, "total"),
+            "done": {"kind": "end"},
+        },
+        edges=[{"from": "extract", "to": "tax"}, {"from": "tax", "to": "done"}],
+        script={"nodes": {"extract": {"amount": 40.004}}},
+        cases=[{"id": "inv", "input": {"invoice": "40 USD"}, "expected": {"amount": 40, "total": 48.0}}],
+    )
+    [case] = run_eval(load_pack(root, tools={"with_tax"})).cases
+    # 40.004 is 40 by the amount's rule, so the tool computed a wrong total from a right input.
+    assert [d.field for d in case.diffs] == ["total"] and case.blamed == "tax"
+
+
 def test_it_blames_the_upstream_writer_when_a_tool_read_a_wrong_named_field(tmp_path: Path) -> None:
     root = write_pack(
         tmp_path / "p",

@@ -91,6 +91,8 @@ PINNED = [
     "COMPARES",
     "FieldRule",
     "same",
+    "rule_for",
+    "comparable",
     "baseline_summary",
     "case_score",
     "field_matches",

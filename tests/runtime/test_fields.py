@@ -59,6 +59,8 @@ def test_it_compares_text_after_normalising_it() -> None:
     assert same(TEXT, "ﬁle №5", "file no5")  # NFKC: ligature and compatibility characters
     assert not same(TEXT, "Lumière", "Lumiere")  # accents are letters, not punctuation
     assert not same(TEXT, "acme", "acme corp")
+    # Punctuation becomes a space (docs/pack-format.md): a hyphen splits a word.
+    assert same(TEXT, "e-mail", "e mail") and not same(TEXT, "e-mail", "email")
 
 
 # -- the loader ------------------------------------------------------------------------------

@@ -146,6 +146,21 @@ class OpenAIBackend:
     def close(self) -> None:
         self._client.close()
 
+    def server_owner(self) -> str | None:
+        """Who serves the model, as `GET /models` says (`owned_by`: "llamacpp" for
+        llama.cpp's server); None when the endpoint does not say. One quick request,
+        never retried: only `endpoints check` asks, to suggest a grammar mode."""
+        headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
+        try:
+            response = self._client.get(self.config.base_url + "/models", headers=headers, timeout=5.0)
+            models = response.json().get("data") if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None
+        if not isinstance(models, list):
+            return None
+        owners = {m.get("owned_by") for m in models if isinstance(m, dict)}
+        return next((o for o in sorted(owners, key=str) if isinstance(o, str)), None)
+
     # -- the request -------------------------------------------------------------------
 
     def body(self, call: ModelCall) -> dict[str, Any]:

@@ -190,3 +190,12 @@ def test_it_checks_the_endpoint_from_the_command_line(llama_server: RunningServe
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "schema     honoured" in proc.stdout and "result     OK" in proc.stdout
+    # The spec uses the default json_schema mode: the check says llama.cpp is better served by gbnf.
+    assert "server     llamacpp: llama.cpp's server; add ;grammar=gbnf" in proc.stdout
+
+
+def test_it_names_the_server_and_gives_no_hint_when_the_spec_already_sends_gbnf(llama_server: RunningServer) -> None:
+    from runtime.endpoints import check_endpoint
+
+    result = check_endpoint(spec(llama_server, "grammar=gbnf"))
+    assert result.ok and (result.server, result.hint) == ("llamacpp", "")

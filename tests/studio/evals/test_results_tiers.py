@@ -83,7 +83,10 @@ def test_it_proposes_for_the_target_the_author_asks(as_owner: Client, project: P
     ev, _ = gated_eval(project, owner)
     text = as_owner.get(f"/p/{ev.project.slug}/evals/{ev.pk}/tiers?target=80").content.decode()
     assert "target 80%" in text
-    assert "Proposed min 0.4:</strong> at 0.4, all cases go through automatically at 85.7% accuracy; none go to the next tier" in text
+    assert (
+        "Proposed min 0.4:</strong> at 0.4, all cases go through automatically at 85.7% accuracy; none go to the next tier"
+        in text
+    )
 
 
 def test_it_computes_what_the_runtime_reports(project: Project, owner: User) -> None:

@@ -22,6 +22,8 @@ Arms, on the same cases:
                   examples (nearest by word-set Jaccard) and the union of the pack's node
                   schemas as the grammar (benchmarks/one_call/<task>.txt)
   (c) no grammar  the same call without a grammar; the reply's outermost {...} is parsed
+The grammar of arms (a) and (b) goes out in --grammar mode: gbnf by default, llama-server's
+compact grammar (no whitespace tokens; what `packforge endpoints check` suggests there).
   (d) baseline    the trivial baseline: the most frequent expected value of each field in
                   the evalset, for every case
 
@@ -45,7 +47,8 @@ is judged there.
 --from-rows FILE re-summarises a committed raw-rows file without calling a model.
 
     .venv/bin/python benchmarks/real_models.py [--tasks a,b] [--limit N] [--arms pack,one_call,no_grammar,baseline]
-        [--model smollm2] [--url http://127.0.0.1:PORT/v1] [--target-auto-accuracy 0.95] [--json]
+        [--model smollm2] [--url http://127.0.0.1:PORT/v1] [--grammar gbnf|json_schema]
+        [--target-auto-accuracy 0.95] [--json]
     .venv/bin/python benchmarks/real_models.py --from-rows benchmarks/results/real_models.jsonl
 """
 
@@ -613,6 +616,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="smollm2", choices=MODELS)
     parser.add_argument("--url", default=None, help="a running OpenAI-compatible server (…/v1) serving the model")
     parser.add_argument("--target-auto-accuracy", type=float, default=0.95)
+    parser.add_argument(
+        "--grammar",
+        default="gbnf",
+        choices=["gbnf", "json_schema"],
+        help="grammar mode of the pack and one-call arms (default gbnf: llama-server's compact grammar)",
+    )
     parser.add_argument("--json", action="store_true", help="print the summaries as JSON too")
     parser.add_argument("--from-rows", metavar="FILE", help="re-summarise a raw-rows file; no model is called")
     args = parser.parse_args(argv)
@@ -638,7 +647,7 @@ def main(argv: list[str] | None = None) -> int:
     def backend(grammar: bool) -> Backend:
         key = "grammar" if grammar else "none"
         if key not in opened:
-            options = "concurrency=2" + ("" if grammar else ";grammar=none")
+            options = "concurrency=2;grammar=" + (args.grammar if grammar else "none")
             opened[key] = open_backend(f"openai:{url}#{args.model};{options}")
         return opened[key]
 
@@ -668,7 +677,11 @@ def main(argv: list[str] | None = None) -> int:
             summary["skipped"] = skipped
             summaries.append(summary)
             print_table(task, summary, arm_rows, skipped)
-            rows_out.extend({**r.to_dict(), "model": args.model} for rows in arm_rows.values() for r in rows)
+            rows_out.extend(
+                {**r.to_dict(), "model": args.model, "grammar": args.grammar if r.arm in ("pack", "one_call") else None}
+                for rows in arm_rows.values()
+                for r in rows
+            )
             rows_out.append({"summary": summary})
     finally:
         for b in opened.values():
@@ -690,7 +703,7 @@ def resummarise(path: Path, target: float) -> int:
         raw = json.loads(line)
         if "summary" in raw:
             continue
-        extra = {k: v for k, v in raw.items() if k not in known and k != "model"}
+        extra = {k: v for k, v in raw.items() if k not in known and k not in ("model", "grammar")}
         row = Row(**{k: v for k, v in raw.items() if k in known and k != "extra"}, extra=extra)
         by_task.setdefault(row.task, {}).setdefault(row.arm, []).append(row)
     for name, arm_rows in by_task.items():

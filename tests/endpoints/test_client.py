@@ -172,7 +172,7 @@ def test_it_stops_waiting_to_retry_when_cancelled(opened: Opener, fault: FaultSe
     started = time.monotonic()
     with pytest.raises(Cancelled):
         opened(fault.spec()).complete(call(cancel=cancel))
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < 10  # the server asked for 30 s; load cannot make 0.2 s into 10
 
 
 @pytest.mark.parametrize(

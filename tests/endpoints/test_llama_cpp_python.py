@@ -120,13 +120,15 @@ def test_it_cancels_a_stream_and_the_server_stops_generating(python_server: Runn
                 cancel=cancel,
             )
         )
-    assert time.monotonic() - started < 1.0
+    # Uncancelled, the answer takes about 6 s (longer on a busy machine); the bound is loose
+    # so that load cannot fail it, and still far below a generation that ran to the end.
+    assert time.monotonic() - started < 5.0
     # The server serves one request at a time: the next call is answered only once the
     # cancelled generation (about 6 s of it, uncancelled) has stopped.
     reply = backend.complete(
         ModelCall("after", "rate", 1, [{"role": "user", "content": "Rate the story."}], UNBOUNDED, max_tokens=256)
     )
-    assert reply.finish_reason == "stop" and reply.latency_s < 2.0
+    assert reply.finish_reason == "stop" and reply.latency_s < 5.0
     assert python_server.log_tail(10**7).count("Disconnected from client") > disconnects_before
 
 

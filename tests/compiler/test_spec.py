@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from compiler import Budgets, FieldSpec, GoldCase, Rule, SpecInvalid, load_spec
+from runtime import load_pack
 
 ROOT = Path(__file__).resolve().parents[2]
+TOOLS = ["lookup_order", "issue_refund"]
 EXAMPLES = sorted(p.name for p in (ROOT / "packs").iterdir() if (p / "manifest.yaml").is_file())
 
 SPEC = """\
@@ -58,6 +60,23 @@ def test_it_keeps_the_gold_bytes_of_the_packs_evalset(name: str) -> None:
     spec = load_spec(ROOT / "specs" / name)
     assert spec.gold_bytes == (ROOT / "packs" / name / "evalset.jsonl").read_bytes()
     assert spec.gold_bytes == (ROOT / "specs" / name / "gold.jsonl").read_bytes()
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_it_declares_what_the_example_pack_declares(name: str) -> None:
+    """Each example spec names its pack's inputs, outputs and tools, and its unsure end
+    is one of the pack's nodes (taken by on_fail or on_unsure)."""
+    spec, pack = load_spec(ROOT / "specs" / name), load_pack(ROOT / "packs" / name, tools=TOOLS)
+    assert (tuple(spec.inputs), tuple(spec.outputs), spec.tools) == (pack.inputs, pack.output, pack.tools)
+    if spec.unsure_end is not None:
+        assert spec.unsure_end in {e.target for e in pack.edges if e.kind in ("on_fail", "on_unsure")}
+
+
+def test_it_loads_the_example_in_the_docs(tmp_path: Path) -> None:
+    doc = (ROOT / "docs" / "compiler.md").read_text()
+    example = doc.split("```yaml\n", 1)[1].split("```", 1)[0]
+    gold = '{"input": {"ticket": "x"}, "expected": {"amount_usd": 700, "priority": "p1"}}\n'
+    assert load_spec(_write(tmp_path, example, gold)).name == "support_triage"
 
 
 def test_it_gives_refund_desk_its_tools_and_its_human_end() -> None:

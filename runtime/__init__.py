@@ -55,12 +55,16 @@ from runtime.evaluate import (
     evaluate,
     score_case,
 )
+from runtime.expr import Expression, compile_expr
 from runtime.logs import redact_data
 from runtime.nodes import NODE_KINDS, drawing_for
 from runtime.nodes.base import NODE_SHAPES, NodeDrawing, NodeKind
 from runtime.pack import Pack, load_pack
+from runtime.pack.evalset import parse_evalset
 from runtime.pack.fields import COMPARES, FieldRule, comparable, rule_for, same
 from runtime.pack.model import Case, Edge, Node
+from runtime.pack.yamlsrc import SourceMap, load_yaml
+from runtime.pack.yamlsrc import nearest as nearest_key
 from runtime.paths import MAX_DEPTH as MAX_PATH_DEPTH
 from runtime.paths import path_problem
 from runtime.paths import shown as shown_path
@@ -102,6 +106,7 @@ __all__ = [
     "Entry",
     "EvalReport",
     "ExprError",
+    "Expression",
     "FakeConfig",
     "FencedOut",
     "FieldDiff",
@@ -125,6 +130,7 @@ __all__ = [
     "RunStateError",
     "SQLiteStore",
     "SimConfig",
+    "SourceMap",
     "Step",
     "Tool",
     "ToolCall",
@@ -136,6 +142,7 @@ __all__ = [
     "check_baseline",
     "check_endpoint",
     "comparable",
+    "compile_expr",
     "drawing_for",
     "evaluate",
     "field_matches",
@@ -143,12 +150,15 @@ __all__ = [
     "gate_minimums",
     "load_pack",
     "load_tools",
+    "load_yaml",
     "mcnemar_exact",
+    "nearest_key",
     "observed",
     "open_backend",
     "pack_file",
     "paired_outcomes",
     "parse_backend_spec",
+    "parse_evalset",
     "path_problem",
     "percentile",
     "redact_data",

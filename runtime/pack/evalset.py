@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from runtime.errors import PackIssue
 from runtime.nodes import kind_names
-from runtime.pack.model import Case, Pack
+from runtime.pack.model import Case, Node, Pack
 from runtime.pack.yamlsrc import nearest
 from runtime.verify import describe_schema_error
 
@@ -15,19 +16,23 @@ CASE_KEYS = frozenset({"id", "input", "expected", "path", "end", "tags", "human"
 FILE = "evalset.jsonl"
 
 
-def parse_evalset(text: str, pack: Pack, issues: list[PackIssue]) -> list[Case]:
+def parse_evalset(text: str, pack: Pack | None, issues: list[PackIssue], *, file: str = FILE) -> list[Case]:
+    """The cases of an evalset's `text`; each bad line is an issue in `issues` naming `file`
+    and the line. Without a `pack` (the compiler's gold.jsonl, before any graph exists),
+    node names in `path`, `end` and `human` are not checked."""
+    nodes: Mapping[str, Node] = pack.nodes if pack is not None else {}
     cases: list[Case] = []
     seen: dict[str, int] = {}
     for lineno, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
         found = len(issues)
-        case = _parse_line(raw, lineno, pack, issues)
+        case = _parse_line(raw, lineno, nodes, issues, file)
         if case is None or len(issues) > found:
             continue
         if case.id in seen:
             issues.append(
-                PackIssue(FILE, f"duplicate case id '{case.id}' (first on line {seen[case.id]})", lineno, "evalset")
+                PackIssue(file, f"duplicate case id '{case.id}' (first on line {seen[case.id]})", lineno, "evalset")
             )
             continue
         seen[case.id] = lineno
@@ -35,9 +40,9 @@ def parse_evalset(text: str, pack: Pack, issues: list[PackIssue]) -> list[Case]:
     return cases
 
 
-def _parse_line(raw: str, lineno: int, pack: Pack, issues: list[PackIssue]) -> Case | None:
+def _parse_line(raw: str, lineno: int, nodes: Mapping[str, Node], issues: list[PackIssue], file: str) -> Case | None:
     def bad(message: str) -> None:
-        issues.append(PackIssue(FILE, message, lineno, "evalset"))
+        issues.append(PackIssue(file, message, lineno, "evalset"))
 
     try:
         body = json.loads(raw)
@@ -68,15 +73,15 @@ def _parse_line(raw: str, lineno: int, pack: Pack, issues: list[PackIssue]) -> C
             path = None
         else:
             for p in path:
-                if pack.nodes and p not in pack.nodes:
+                if nodes and p not in nodes:
                     bad(f"'path' names unknown node '{p}'")
     end = body.get("end")
-    if not pack.nodes:  # the graph did not load; node names cannot be checked
+    if not nodes:  # the graph did not load; node names cannot be checked
         pass
-    elif end is not None and (not isinstance(end, str) or end not in pack.nodes):
+    elif end is not None and (not isinstance(end, str) or end not in nodes):
         bad(f"'end' names unknown node {end!r}")
-    elif end is not None and pack.nodes[end].kind not in _stops_at():
-        bad(f"'end' must be {_kinds_in_words(_stops_at())} node; '{end}' is a {pack.nodes[end].kind} node")
+    elif end is not None and nodes[end].kind not in _stops_at():
+        bad(f"'end' must be {_kinds_in_words(_stops_at())} node; '{end}' is a {nodes[end].kind} node")
     tags = body.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         bad("'tags' must be a list of strings")
@@ -86,8 +91,8 @@ def _parse_line(raw: str, lineno: int, pack: Pack, issues: list[PackIssue]) -> C
         bad("'human' must map human node ids to their answers")
         human = {}
     for node_id, answer in human.items():
-        node = pack.nodes.get(node_id)
-        if not pack.nodes:
+        node = nodes.get(node_id)
+        if not nodes:
             continue
         if node is None or node.kind not in kind_names(waits=True):
             bad(f"'human' names '{node_id}', which is not {_kinds_in_words(kind_names(waits=True))} node")

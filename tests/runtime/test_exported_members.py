@@ -99,6 +99,13 @@ PINNED = [
     "field_table",
     "observed",
     "set_f1",
+    # what the compiler's spec loader shares with the pack loader (issue 11)
+    "compile_expr",
+    "Expression",
+    "load_yaml",
+    "nearest_key",
+    "parse_evalset",
+    "SourceMap",
 ]
 
 

@@ -1,0 +1,23 @@
+"""Packforge compiler: a spec (task in words, inputs, outputs, rules) and gold cases in,
+a pack that passes them out. Imports the runtime's public API only (`from runtime
+import ...`), never the studio.
+
+Built so far: the spec loader (docs/compiler.md, "The spec"). This module is the
+compiler's public API; tests/compiler/test_exported_members.py pins the list."""
+
+from compiler.errors import CompilerError, SpecInvalid
+from compiler.spec import FIELD_TYPES, GOLD_FILE, SPEC_FILE, Budgets, FieldSpec, GoldCase, Rule, Spec, load_spec
+
+__all__ = [
+    "FIELD_TYPES",
+    "GOLD_FILE",
+    "SPEC_FILE",
+    "Budgets",
+    "CompilerError",
+    "FieldSpec",
+    "GoldCase",
+    "Rule",
+    "Spec",
+    "SpecInvalid",
+    "load_spec",
+]

@@ -27,6 +27,7 @@ __all__ = [
     "InducedField",
     "Induction",
     "InductionScore",
+    "generalise",
     "induce",
     "score_against_grammars",
 ]
@@ -411,6 +412,7 @@ def _array_constraints(name: str, values: list[list[JSON]]) -> list[Constraint]:
 # -- across fields ---------------------------------------------------------------------------
 
 _NONE = "<no value>"
+_SOME = "<a value>"
 
 
 def _has_value(exp: Mapping[str, Any], name: str) -> bool:
@@ -431,15 +433,15 @@ def _presence(
         if other == name:
             continue
         keys = [_branch_key(exp.get(other)) for _, exp in cases]
-        if any(k is None for k in keys):
-            continue
+        branchable = all(k is not None for k in keys)  # else only "has a value or not"
         by: dict[str, set[bool]] = {}
         for k, miss in zip(keys, missing, strict=True):
-            assert k is not None
-            by.setdefault(k, set()).add(miss)
+            by.setdefault(_SOME if k is None else k, set()).add(miss)
         if len(by) > BRANCH_MAX_DISTINCT or any(len(s) > 1 for s in by.values()):
             continue
         when = sorted(k for k, s in by.items() if True in s)
+        if not branchable and when != [_NONE]:
+            continue
         forms = sorted(
             {"null" if name in exp else "absent" for (_, exp), miss in zip(cases, missing, strict=True) if miss}
         )
@@ -453,7 +455,8 @@ def _presence(
 
 
 def _branch_key(v: JSON) -> str | None:
-    """A string key for an enum-like value; None for values a branch cannot test on."""
+    """A string key for an enum-like value; None for a value a branch cannot test on (a
+    number, list or object: only whether the field has a value counts then)."""
     if v is None:
         return _NONE
     if isinstance(v, bool):
@@ -532,6 +535,12 @@ def _detail_text(kind: str, d: dict[str, Any]) -> str:
         return f"{d['left']} {d['op']} {d['right']}"
     if kind == "null_when":
         return f"when {d['field']} in {d['values']} ({' or '.join(d['missing_as'])})"
+    if kind in ("pattern", "format"):
+        return str(d[kind])
+    if kind == "const":
+        return repr(d["value"])
+    if kind in ("length", "range", "items_range"):
+        return f"{d['min']}..{d['max']} observed"
     if kind == "present_with":
         return f"has a value exactly when {d['field']} has one"
     if kind == "copied":

@@ -142,8 +142,10 @@ def test_it_finds_conditional_presence_as_a_branch() -> None:
 
 
 def test_it_reports_fields_written_together() -> None:
-    ind = induce(gold({"a": "x", "b": "y"}, {}, {"a": "z", "b": "w"}))
-    assert kinds(ind, "a")["present_with"]["field"] == "b"
+    ind = induce(gold({"a": "x", "b": 1.5}, {}, {"a": "z", "b": 2}, {"a": None, "b": None}))
+    assert kinds(ind, "a")["present_with"] == {"field": "b", "missing_as": ["absent", "null"]}
+    assert kinds(ind, "b")["present_with"]["field"] == "a"
+    assert ind.branches == []
 
 
 def test_it_finds_relations_that_always_hold() -> None:
@@ -278,6 +280,10 @@ def check(ind: Induction, cases: list[tuple[dict[str, Any], dict[str, Any]]]) ->
         for i, e in cases:
             if e.get(out) is not None:
                 assert e[out] in i[inp]
+    for f in ind.fields.values():
+        for c in f.constraints:
+            if c.kind == "present_with":
+                assert all((e.get(c.field) is None) == (e.get(c.detail["field"]) is None) for _, e in cases)
     for b in ind.branches:
         other = b.detail["field"]
         for _, e in cases:

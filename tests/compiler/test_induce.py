@@ -205,11 +205,13 @@ scalars = st.one_of(
     st.text(max_size=8),
     st.sampled_from(["2024-05-14", "2023-01-31", "x@y.com"]),
 )
-values = st.recursive(
-    scalars,
-    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.sampled_from("abc"), inner, max_size=3)),
-    max_leaves=8,
-)
+
+
+def containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.sampled_from("abc"), inner, max_size=3))
+
+
+values = st.recursive(scalars, containers, max_leaves=8)
 expected = st.dictionaries(st.sampled_from(["f1", "f2", "f3", "f4", "f5"]), values, max_size=5)
 # Field-wise homogeneous sets too, so enums, patterns and relations actually get induced.
 column = st.one_of(

@@ -2,10 +2,11 @@
 a pack that passes them out. Imports the runtime's public API only (`from runtime
 import ...`), never the studio.
 
-Built so far: the spec loader (docs/compiler.md, "The spec"). This module is the
+Built so far: the spec loader and schema induction (docs/compiler.md). This module is the
 compiler's public API; tests/compiler/test_exported_members.py pins the list."""
 
 from compiler.errors import CompilerError, SpecInvalid
+from compiler.induce import Constraint, InducedField, Induction, InductionScore, induce, score_against_grammars
 from compiler.spec import FIELD_TYPES, GOLD_FILE, SPEC_FILE, Budgets, FieldSpec, GoldCase, Rule, Spec, load_spec
 
 __all__ = [
@@ -14,10 +15,16 @@ __all__ = [
     "SPEC_FILE",
     "Budgets",
     "CompilerError",
+    "Constraint",
     "FieldSpec",
     "GoldCase",
+    "InducedField",
+    "Induction",
+    "InductionScore",
     "Rule",
     "Spec",
     "SpecInvalid",
+    "induce",
     "load_spec",
+    "score_against_grammars",
 ]

@@ -21,6 +21,13 @@ PINNED = [
     "Spec",
     "SpecInvalid",
     "load_spec",
+    # schema induction (issue 11, stage 1)
+    "Constraint",
+    "InducedField",
+    "Induction",
+    "InductionScore",
+    "induce",
+    "score_against_grammars",
 ]
 
 

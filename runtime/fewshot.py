@@ -112,8 +112,18 @@ def overlap_issues(examples: Examples, cases: Sequence[GoldCase]) -> list[PackIs
     return found
 
 
-def parse_examples(text: str, rel: str, node_id: str, writes: Sequence[str], issues: list[PackIssue]) -> list[Example]:
-    """The examples in `text` (the pack file `rel`); each bad line is an issue naming it."""
+def parse_examples(
+    text: str,
+    rel: str,
+    node_id: str,
+    writes: Sequence[str],
+    issues: list[PackIssue],
+    reads: Sequence[str] = (),
+) -> list[Example]:
+    """The examples in `text` (the pack file `rel`); each bad line is an issue naming it.
+    An example must hold every field the node writes (its answer) and every state field
+    the node reads (its prompt is rendered on the example's expected values as state)."""
+    state_reads = sorted({r.split(".", 1)[0] for r in reads if not r.startswith("input.")} - set(writes))
     items: list[Example] = []
     seen: dict[str, int] = {}
     for lineno, raw in enumerate(text.splitlines(), start=1):
@@ -139,6 +149,11 @@ def parse_examples(text: str, rel: str, node_id: str, writes: Sequence[str], iss
                 problem = "'input' and 'expected' are required and must be JSON objects"
             elif missing := [w for w in writes if w not in expected]:
                 problem = f"example '{example_id}' has no expected {', '.join(missing)} (node '{node_id}' writes it)"
+            elif missing := [r for r in state_reads if r not in expected]:
+                problem = (
+                    f"example '{example_id}' has no expected {', '.join(missing)}: node '{node_id}' reads it, "
+                    "and its prompt is rendered on the example's expected values"
+                )
             elif example_id in seen:
                 problem = f"duplicate example id '{example_id}' (first on line {seen[example_id]})"
             else:

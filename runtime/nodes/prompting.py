@@ -171,7 +171,7 @@ def load_examples(node: Node, spec: Any, loader: LoadContext) -> Examples | None
     if text is None:
         return None
     issues: list[PackIssue] = []
-    items = parse_examples(text, rel, node.id, node.writes, issues)
+    items = parse_examples(text, rel, node.id, node.writes, issues, node.reads)
     for issue in issues:
         loader.report(issue)
     if issues:

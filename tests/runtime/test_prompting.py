@@ -253,8 +253,8 @@ def test_it_chooses_the_nearest_examples_by_word_overlap() -> None:
 @pytest.mark.parametrize(
     ("example", "same"),
     [
-        ({"id": "case-1", "input": {"text": "new"}, "expected": {"sublabel": "cat"}}, "id"),
-        ({"id": "fresh", "input": {"text": "a cat"}, "expected": {"sublabel": "cat"}}, "input"),
+        ({"id": "case-1", "input": {"text": "new"}, "expected": {"label": "animal", "sublabel": "cat"}}, "id"),
+        ({"id": "fresh", "input": {"text": "a cat"}, "expected": {"label": "animal", "sublabel": "cat"}}, "input"),
     ],
 )
 def test_it_refuses_an_example_that_is_an_evalset_case(tmp_path: Path, example: dict[str, Any], same: str) -> None:
@@ -277,6 +277,11 @@ def test_it_refuses_an_example_that_is_an_evalset_case(tmp_path: Path, example: 
         ({"file": "missing.jsonl"}, "", "missing.jsonl: missing file"),
         ({"file": "examples.jsonl", "strategy": "random"}, "", "examples.strategy must be one of: fixed, nearest"),
         ({"file": "evalset.jsonl"}, "", "cannot be the evalset"),
+        (  # sub's prompt shows {{ label }}: an example without it would be rendered with null
+            {"file": "examples.jsonl"},
+            '{"id": "e", "input": {"text": "a cat"}, "expected": {"sublabel": "cat"}}\n',
+            "examples.jsonl:1: example 'e' has no expected label: node 'sub' reads it",
+        ),
     ],
 )
 def test_it_refuses_bad_examples(tmp_path: Path, spec: dict[str, Any], text: str, expected: str) -> None:

@@ -450,15 +450,7 @@ def choose_threshold(rows: list[Row], target: float) -> float:
         auto = auto_at(rows, t)
         if auto and sum(r.exact for r in auto) / len(auto) >= target:
             return t
-    best, best_acc = 0.0, -1.0
-    for t in candidates:
-        auto = auto_at(rows, t)
-        if not auto or len(auto) < MIN_AUTO_SHARE * len(rows):
-            continue
-        acc = sum(r.exact for r in auto) / len(auto)
-        if acc > best_acc:
-            best, best_acc = t, acc
-    return best
+    return threshold_for_share(rows)
 
 
 def threshold_for_share(rows: list[Row]) -> float:

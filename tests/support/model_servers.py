@@ -311,69 +311,33 @@ def _wait_ready(server: RunningServer, path: str, timeout: float) -> None:
         raise BuildFailed(f"{exc}:\n{server.log_tail()}") from None
 
 
-def start_llama_server(log_dir: Path, parallel: int = 2, ctx: int = 2048) -> RunningServer:
+def start_llama_server(
+    log_dir: Path,
+    parallel: int = 2,
+    ctx: int = 2048,
+    *,
+    model: Path | None = None,
+    name: str = "llama-server",
+    threads: int | None = None,
+) -> RunningServer:
+    """llama.cpp's own server on a free loopback port, serving `model` (default: the
+    stories260K test model), ready once /health answers."""
     binary = build_llama_server()
     port = free_port()
-    log = log_dir / "llama-server.log"
+    log = log_dir / f"{name}.log"
+    args = [str(binary), "-m", str(model or MODEL), "--host", "127.0.0.1", "--port", str(port), "--no-webui"]
+    args += ["-np", str(parallel), "-c", str(ctx), "--offline"] + (["-t", str(threads)] if threads else [])
     with open(log, "wb") as out:  # the child keeps its own copy of the descriptor
-        proc = subprocess.Popen(
-            [
-                str(binary),
-                "-m",
-                str(MODEL),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--no-webui",
-                "-np",
-                str(parallel),
-                "-c",
-                str(ctx),
-                "--offline",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-    server = RunningServer("llama-server", f"http://127.0.0.1:{port}/v1", proc, log)
-    _wait_ready(server, "/health", 60)
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    server = RunningServer(name, f"http://127.0.0.1:{port}/v1", proc, log)
+    _wait_ready(server, "/health", 60 if model is None else 120)
     return server
 
 
 def start_smollm2_server(log_dir: Path, model: Path | None = None) -> RunningServer:
-    """llama-server with SmolLM2-135M-Instruct on loopback: a 4096-token context shared by
-    two slots (2048 tokens a request), two threads."""
-    binary = build_llama_server()
-    model = model if model is not None else smollm2_model()
-    port = free_port()
-    log = log_dir / "llama-server-smollm2.log"
-    with open(log, "wb") as out:  # the child keeps its own copy of the descriptor
-        proc = subprocess.Popen(
-            [
-                str(binary),
-                "-m",
-                str(model),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--no-webui",
-                "-c",
-                "4096",
-                "-np",
-                "2",
-                "-t",
-                "2",
-                "--offline",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-    server = RunningServer("llama-server-smollm2", f"http://127.0.0.1:{port}/v1", proc, log)
-    _wait_ready(server, "/health", 120)
-    return server
+    """SmolLM2-135M-Instruct (fetched and cached by `smollm2_model`) on llama-server,
+    as shared/models/README.md runs it: -c 4096 -np 2 -t 2."""
+    return start_llama_server(log_dir, 2, 4096, model=model or smollm2_model(), name="llama-server-smollm2", threads=2)
 
 
 def start_python_server(log_dir: Path) -> RunningServer:

@@ -13,13 +13,13 @@ import copy
 import json
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from compiler import GOLD_FILE, SPEC_FILE, SpecInvalid, load_spec
+from tests.support.mutation import places, put
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = {
@@ -81,32 +81,6 @@ values = st.recursive(
 )
 
 
-def _paths(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    found = [prefix]
-    if isinstance(doc, dict):
-        for key, value in doc.items():
-            found += _paths(value, (*prefix, key))
-    elif isinstance(doc, list):
-        for i, value in enumerate(doc):
-            found += _paths(value, (*prefix, i))
-    return found
-
-
-def _put(doc: Any, path: tuple[Any, ...], value: Any, how: str) -> Any:
-    if not path:
-        return value
-    parent = doc
-    for step in path[:-1]:
-        parent = parent[step]
-    if how == "delete":
-        del parent[path[-1]]
-    elif how == "rename" and isinstance(parent, dict) and isinstance(value, str):
-        parent[value] = parent.pop(path[-1])
-    else:
-        parent[path[-1]] = value
-    return doc
-
-
 @st.composite
 def restructured(draw: st.DrawFn, data: bytes, kind: str) -> bytes:
     if kind == "jsonl":
@@ -115,9 +89,9 @@ def restructured(draw: st.DrawFn, data: bytes, kind: str) -> bytes:
         lines[i] = draw(restructured(lines[i].encode(), "json")).decode()
         return "\n".join(lines).encode()
     doc = copy.deepcopy(yaml.safe_load(data) if kind == "yaml" else json.loads(data))
-    path = draw(st.sampled_from(_paths(doc)))
+    path = draw(st.sampled_from(places(doc)))
     how = draw(st.sampled_from(["set", "set", "delete", "rename"])) if path else "set"
-    doc = _put(doc, path, draw(values), how)
+    doc = put(doc, path, draw(values), how)
     if kind == "yaml":
         return yaml.safe_dump(doc, allow_unicode=True).encode()
     return json.dumps(doc, default=str).encode()

@@ -14,13 +14,13 @@ import copy
 import json
 import tempfile
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from runtime import PackInvalid, load_pack
+from tests.support.mutation import places, put
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = {
@@ -124,34 +124,6 @@ values = st.recursive(
 )
 
 
-def _paths(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Every place in a parsed document a value can be put: each key and list index."""
-    found = [prefix]
-    if isinstance(doc, dict):
-        for key, value in doc.items():
-            found += _paths(value, (*prefix, key))
-    elif isinstance(doc, list):
-        for i, value in enumerate(doc):
-            found += _paths(value, (*prefix, i))
-    return found
-
-
-def _put(doc: Any, path: tuple[Any, ...], value: Any, how: str) -> Any:
-    if not path:
-        return value
-    parent = doc
-    for step in path[:-1]:
-        parent = parent[step]
-    last = path[-1]
-    if how == "delete":
-        del parent[last]
-    elif how == "rename" and isinstance(parent, dict) and isinstance(value, str):
-        parent[value] = parent.pop(last)
-    else:
-        parent[last] = value
-    return doc
-
-
 @st.composite
 def structured(draw: st.DrawFn, data: bytes, kind: str) -> bytes:
     """`data` parsed, one value in it replaced, deleted or its key renamed, written back."""
@@ -161,8 +133,8 @@ def structured(draw: st.DrawFn, data: bytes, kind: str) -> bytes:
         lines[i] = draw(structured(lines[i].encode(), "json")).decode()
         return "\n".join(lines).encode()
     doc = copy.deepcopy(yaml.safe_load(data) if kind == "yaml" else json.loads(data))
-    path = draw(st.sampled_from(_paths(doc)))
-    doc = _put(doc, path, draw(values), draw(st.sampled_from(["set", "set", "delete", "rename"])) if path else "set")
+    path = draw(st.sampled_from(places(doc)))
+    doc = put(doc, path, draw(values), draw(st.sampled_from(["set", "set", "delete", "rename"])) if path else "set")
     if kind == "yaml":
         return yaml.safe_dump(doc, allow_unicode=True).encode()
     return json.dumps(doc, ensure_ascii=draw(st.booleans()), default=str).encode()

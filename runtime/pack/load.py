@@ -95,6 +95,18 @@ class NodeLoader:
             self.error("expected the path of a template inside the pack, like prompts/system.txt", *path)
             return None
         text = self.read(rel, required=True, why=f"{'.'.join(str(p) for p in path)} names it")
+        return self._checked_template(rel, text, reads, path)
+
+    def prompt(self, node: Node, *, required: bool) -> Template | None:
+        """Load prompts/<node>.txt; every placeholder must be one of the node's reads."""
+        rel = f"prompts/{node.id}.txt"
+        text = self.read(rel, required=required, why=f"node '{node.id}' needs a prompt template")
+        return self._checked_template(rel, text, node.reads, ("nodes", node.id, "reads"))
+
+    def _checked_template(
+        self, rel: str, text: str | None, reads: tuple[str, ...] | None, path: tuple[str | int, ...]
+    ) -> Template | None:
+        """Parse a template; each placeholder outside `reads` (unless None) is an issue at `path`."""
         if text is None:
             return None
         try:
@@ -107,28 +119,6 @@ class NodeLoader:
                 self.error(
                     f"{rel} uses {{{{ {name} }}}}, which is not in the node's reads; add it to reads",
                     *path,
-                    kind="reference",
-                )
-        return template
-
-    def prompt(self, node: Node, *, required: bool) -> Template | None:
-        """Load prompts/<node>.txt; every placeholder must be one of the node's reads."""
-        rel = f"prompts/{node.id}.txt"
-        text = self.read(rel, required=required, why=f"node '{node.id}' needs a prompt template")
-        if text is None:
-            return None
-        try:
-            template = parse_template(text)
-        except TemplateError as exc:
-            self.issues.append(PackIssue(rel, str(exc), exc.line, "syntax"))
-            return None
-        for name in sorted(template.fields):
-            if not covered(name, node.reads):
-                self.error(
-                    f"prompts/{node.id}.txt uses {{{{ {name} }}}}, which is not in the node's reads; add it to reads",
-                    "nodes",
-                    node.id,
-                    "reads",
                     kind="reference",
                 )
         return template

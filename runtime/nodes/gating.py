@@ -43,7 +43,9 @@ def measure(node: Node, reply: ModelReply, draw: Outcome, schema: dict[str, Any]
     draw.confidence = found.to_dict()
 
 
-def gate(node: Node, outcome: Outcome, draws: list[Outcome], fields: Mapping[str, FieldRule] | None = None) -> Outcome:
+def apply_gate(
+    node: Node, outcome: Outcome, draws: list[Outcome], fields: Mapping[str, FieldRule] | None = None
+) -> Outcome:
     """Apply the node's confidence gate to the outcome of its draws. The confidence goes
     on the outcome whatever it decides (an unsure step keeps the value it would have
     committed, for calibration); a node that has none is not held."""

@@ -18,7 +18,7 @@ from runtime.errors import ContextOverflow, OutputRejected
 from runtime.labels import NoChoices, call_schema
 from runtime.messages import build_messages
 from runtime.nodes.base import LoadContext, NodeDrawing, Outcome, RunContext, covered
-from runtime.nodes.gating import gate, load_gate, measure
+from runtime.nodes.gating import apply_gate, load_gate, measure
 from runtime.nodes.prompting import load_choices, load_examples
 from runtime.nodes.voting import load_agree_on, vote
 from runtime.verify import feedback_message, parse_answer, verify_answer
@@ -111,7 +111,7 @@ class GenerateKind:
         if node.samples == 1:
             outcome = self._ladder(node, walk, messages)
             outcome.prompt = prompt
-            return gate(node, outcome, [outcome], walk.pack.fields)
+            return apply_gate(node, outcome, [outcome], walk.pack.fields)
         draws: list[Outcome] = []
         for _ in range(node.samples):
             draw = self._ladder(node, walk, messages)
@@ -123,7 +123,7 @@ class GenerateKind:
         best = max(groups, key=len)  # the first of the largest groups
         if len(best) < node.agree:
             tally = ", ".join(str(len(g)) for g in sorted(groups, key=len, reverse=True))
-            return gate(
+            return apply_gate(
                 node,
                 Outcome(
                     "unsure", reason=f"draws disagreed ({tally} of {node.samples}; need {node.agree})", prompt=prompt
@@ -132,7 +132,7 @@ class GenerateKind:
                 walk.pack.fields,
             )
         chosen = draws[best[0]]
-        return gate(
+        return apply_gate(
             node, Outcome("ok", writes=chosen.writes, attempt=chosen.attempt, prompt=prompt), draws, walk.pack.fields
         )
 

@@ -14,6 +14,7 @@ import json
 import tempfile
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -141,6 +142,9 @@ def spec_folders(draw: st.DrawFn) -> dict[str, bytes]:
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# A generated pack can be tens of kB: Hypothesis warns that printing it is costly, which
+# says nothing about the loader (pyproject turns warnings into errors).
+@pytest.mark.filterwarnings("ignore:Generating overly large repr")
 @given(spec_folders())
 def test_it_loads_or_refuses_a_mutated_spec_naming_a_file(files: dict[str, bytes]) -> None:
     with tempfile.TemporaryDirectory() as tmp:

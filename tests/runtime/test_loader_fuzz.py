@@ -15,6 +15,7 @@ import json
 import tempfile
 from pathlib import Path, PurePosixPath
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -238,6 +239,9 @@ def _check_loads_or_names_files(root: Path, tools: list[str] | None) -> None:
             assert issue.message.strip(), f"an issue says nothing: {issue!r}"
 
 
+# A generated pack can be tens of kB: Hypothesis warns that printing it is costly, which
+# says nothing about the loader (pyproject turns warnings into errors).
+@pytest.mark.filterwarnings("ignore:Generating overly large repr")
 @FUZZ
 @given(packs(), st.sampled_from([None, [], ["lookup_order", "issue_refund"], ["x"]]))
 def test_it_loads_or_refuses_every_generated_pack_naming_a_file(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -169,10 +168,10 @@ def test_it_stops_waiting_to_retry_when_cancelled(opened: Opener, fault: FaultSe
     fault.configure(script=["503"], retry_after="30")
     cancel = threading.Event()
     threading.Timer(0.2, cancel.set).start()
-    started = time.monotonic()
     with pytest.raises(Cancelled):
         opened(fault.spec()).complete(call(cancel=cancel))
-    assert time.monotonic() - started < 10  # the server asked for 30 s; load cannot make 0.2 s into 10
+    # Given up during the 30 s wait: the retry was never sent. (How fast: benchmarks/cancel_latency.py.)
+    assert [c.outcome for c in fault.completions()] == ["503"]
 
 
 @pytest.mark.parametrize(

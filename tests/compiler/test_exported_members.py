@@ -28,6 +28,9 @@ PINNED = [
     "InductionScore",
     "induce",
     "score_against_grammars",
+    # the tools catalogue (issue 11, planners)
+    "ToolSpec",
+    "catalogue",
 ]
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import jsonschema
 
 from compiler.errors import PlanInvalid
-from runtime import ExprError, compile_expr
+from runtime import COMPARES, ExprError, compile_expr
 
 if TYPE_CHECKING:
     from compiler.spec import Spec
@@ -45,6 +45,19 @@ PLAN_SCHEMA: dict[str, Any] = {
             "type": "object",
             "propertyNames": {"pattern": _FIELD},
             "additionalProperties": {"type": "object"},
+        },
+        "fields": {
+            "type": "object",
+            "propertyNames": {"pattern": _FIELD},
+            "additionalProperties": {
+                "type": "object",
+                "required": ["compare"],
+                "additionalProperties": False,
+                "properties": {
+                    "compare": {"type": "string", "enum": list(COMPARES)},
+                    "tolerance": {"type": "number", "minimum": 0},
+                },
+            },
         },
         "nodes": {
             "type": "array",
@@ -167,6 +180,7 @@ class Plan:
     nodes: tuple[PlanNode, ...]
     edges: tuple[PlanEdge, ...]
     document: dict[str, Any]
+    fields: dict[str, Any] = field(default_factory=dict)
 
     def node(self, node_id: str) -> PlanNode:
         """The node with id `node_id`; KeyError when there is none."""
@@ -195,7 +209,8 @@ def parse_plan(doc: Mapping[str, Any], spec: Spec | None = None) -> Plan:
     or `state` keys (with a spec; else `state` keys or anything); every expression
     compiles; reads (and tool args, expression references and end outputs) are
     `input.<declared input>` or fields some node writes; `agree` <= `samples`; a
-    `confidence` field is one of the node's writes."""
+    `confidence` field is one of the node's writes; a `fields` compare rule names a field
+    some node writes, with a tolerance only on `number`."""
     problems: list[str] = []
     if not isinstance(doc, Mapping):
         raise PlanInvalid([f"$: a plan is a JSON object, not {type(doc).__name__}"])
@@ -220,6 +235,7 @@ def parse_plan(doc: Mapping[str, Any], spec: Spec | None = None) -> Plan:
         nodes=nodes,
         edges=edges,
         document=document,
+        fields=copy.deepcopy(dict(document.get("fields") or {})),
     )
 
 
@@ -276,8 +292,8 @@ def _message(error: jsonschema.ValidationError) -> str:
             return f"unknown key {', '.join(repr(k) for k in extra)}; the keys are {', '.join(sorted(allowed))}"
     if error.validator == "required":
         return str(error.message)
-    if error.validator == "enum":
-        return f"{error.instance!r} is not one of {', '.join(str(v) for v in NODE_KINDS)}"
+    if error.validator == "enum" and isinstance(error.validator_value, list):
+        return f"{error.instance!r} is not one of {', '.join(str(v) for v in error.validator_value)}"
     if error.validator == "pattern":
         return f"{error.instance!r} must match {error.validator_value} (lowercase letters, digits, _)"
     return str(error.message)
@@ -332,6 +348,12 @@ class _Checker:
         entry = self.doc.get("entry")
         if isinstance(entry, str) and entry not in self.ids:
             self.error("entry", f"no node has id '{entry}'{self._known()}")
+        fields = self.doc.get("fields")
+        for name, rule in (fields if isinstance(fields, dict) else {}).items():
+            if name not in self.written:
+                self.error(f"fields.{name}", f"no node writes '{name}'; a compare rule is for a field the pack writes")
+            if isinstance(rule, dict) and "tolerance" in rule and rule.get("compare") != "number":
+                self.error(f"fields.{name}.tolerance", "a tolerance goes only with compare: number")
         for i, n in self.nodes:
             self.node(i, n)
         edges = self.doc.get("edges")

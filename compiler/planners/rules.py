@@ -498,7 +498,8 @@ class _Builder:
             return None
         candidates: list[tuple[str, set[str], set[str]]] = []  # (expr, members true, others true)
         # Closed-choice fields first, the latest decision first.
-        for name in sorted(written[::-1], key=lambda f: not self.closed(f)):
+        latest_first = list(reversed(written))
+        for name in sorted(latest_first, key=lambda f: not self.closed(f)):
             conds = self.conditions(name, members)
             for expr in conds:
                 compiled = compile_expr(expr)

@@ -9,6 +9,7 @@ from compiler.errors import CompilerError, PlanInvalid, SpecInvalid
 from compiler.induce import Constraint, InducedField, Induction, InductionScore, induce, score_against_grammars
 from compiler.plan import PLAN_SCHEMA, Plan, PlanEdge, PlanNode, parse_plan
 from compiler.spec import FIELD_TYPES, GOLD_FILE, SPEC_FILE, Budgets, FieldSpec, GoldCase, Rule, Spec, load_spec
+from compiler.tools import ToolSpec, catalogue
 
 __all__ = [
     "FIELD_TYPES",
@@ -30,6 +31,8 @@ __all__ = [
     "Rule",
     "Spec",
     "SpecInvalid",
+    "ToolSpec",
+    "catalogue",
     "induce",
     "load_spec",
     "parse_plan",

@@ -35,6 +35,9 @@ PINNED = [
     "PlanInvalid",
     "PlanNode",
     "parse_plan",
+    # the tools catalogue (issue 11, planners)
+    "ToolSpec",
+    "catalogue",
 ]
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import jsonschema
 
 from compiler.errors import PlanInvalid
-from runtime import ExprError, compile_expr
+from runtime import COMPARES, ExprError, compile_expr
 
 if TYPE_CHECKING:
     from compiler.spec import Spec
@@ -45,6 +45,19 @@ PLAN_SCHEMA: dict[str, Any] = {
             "type": "object",
             "propertyNames": {"pattern": _FIELD},
             "additionalProperties": {"type": "object"},
+        },
+        "fields": {
+            "type": "object",
+            "propertyNames": {"pattern": _FIELD},
+            "additionalProperties": {
+                "type": "object",
+                "required": ["compare"],
+                "additionalProperties": False,
+                "properties": {
+                    "compare": {"type": "string", "enum": list(COMPARES)},
+                    "tolerance": {"type": "number", "minimum": 0},
+                },
+            },
         },
         "nodes": {
             "type": "array",
@@ -167,6 +180,7 @@ class Plan:
     nodes: tuple[PlanNode, ...]
     edges: tuple[PlanEdge, ...]
     document: dict[str, Any]
+    fields: dict[str, Any] = field(default_factory=dict)
 
     def node(self, node_id: str) -> PlanNode:
         """The node with id `node_id`; KeyError when there is none."""
@@ -195,7 +209,12 @@ def parse_plan(doc: Mapping[str, Any], spec: Spec | None = None) -> Plan:
     or `state` keys (with a spec; else `state` keys or anything); every expression
     compiles; reads (and tool args, expression references and end outputs) are
     `input.<declared input>` or fields some node writes; `agree` <= `samples`; a
-    `confidence` field is one of the node's writes."""
+    `confidence` field is one of the node's writes; a `fields` compare rule names a field
+    some node writes, with a tolerance only on `number`. Shape: every node is reachable
+    from the entry; every node but an end has a `to` edge and an end has none; no `to`
+    edge comes after an unconditional one from the same node; at most one `on_fail` and
+    one `on_unsure` per node; no `on_fail` from a human node; `on_unsure` only from a
+    generate node with samples >= 2 or a confidence gate."""
     problems: list[str] = []
     if not isinstance(doc, Mapping):
         raise PlanInvalid([f"$: a plan is a JSON object, not {type(doc).__name__}"])
@@ -220,6 +239,7 @@ def parse_plan(doc: Mapping[str, Any], spec: Spec | None = None) -> Plan:
         nodes=nodes,
         edges=edges,
         document=document,
+        fields=copy.deepcopy(dict(document.get("fields") or {})),
     )
 
 
@@ -276,8 +296,8 @@ def _message(error: jsonschema.ValidationError) -> str:
             return f"unknown key {', '.join(repr(k) for k in extra)}; the keys are {', '.join(sorted(allowed))}"
     if error.validator == "required":
         return str(error.message)
-    if error.validator == "enum":
-        return f"{error.instance!r} is not one of {', '.join(str(v) for v in NODE_KINDS)}"
+    if error.validator == "enum" and isinstance(error.validator_value, list):
+        return f"{error.instance!r} is not one of {', '.join(str(v) for v in error.validator_value)}"
     if error.validator == "pattern":
         return f"{error.instance!r} must match {error.validator_value} (lowercase letters, digits, _)"
     return str(error.message)
@@ -332,12 +352,19 @@ class _Checker:
         entry = self.doc.get("entry")
         if isinstance(entry, str) and entry not in self.ids:
             self.error("entry", f"no node has id '{entry}'{self._known()}")
+        fields = self.doc.get("fields")
+        for name, rule in (fields if isinstance(fields, dict) else {}).items():
+            if name not in self.written:
+                self.error(f"fields.{name}", f"no node writes '{name}'; a compare rule is for a field the pack writes")
+            if isinstance(rule, dict) and "tolerance" in rule and rule.get("compare") != "number":
+                self.error(f"fields.{name}.tolerance", "a tolerance goes only with compare: number")
         for i, n in self.nodes:
             self.node(i, n)
         edges = self.doc.get("edges")
-        for j, e in enumerate(edges if isinstance(edges, list) else []):
-            if isinstance(e, dict):
-                self.edge(j, e)
+        listed = [(j, e) for j, e in enumerate(edges if isinstance(edges, list) else []) if isinstance(e, dict)]
+        for j, e in listed:
+            self.edge(j, e)
+        self.graph(listed)
 
     def _known(self) -> str:
         return f"; the nodes are {', '.join(sorted(self.ids))}" if self.ids else ""
@@ -432,6 +459,73 @@ class _Checker:
             return
         if root not in self.written:
             self.error(at, f"'{path}': no node writes '{root}'")
+
+    def graph(self, edges: list[tuple[int, dict[str, Any]]]) -> None:
+        """The shape checks the pack loader makes too, said in plan terms."""
+        kinds = {n["id"]: n.get("kind") for _, n in self.nodes if isinstance(n.get("id"), str)}
+        nodes = {n["id"]: n for _, n in self.nodes if isinstance(n.get("id"), str)}
+        seen_form: dict[tuple[str, str], int] = {}
+        unconditional: dict[str, int] = {}
+        has_to: set[str] = set()
+        for j, e in edges:
+            source = e.get("from")
+            if not isinstance(source, str) or source not in kinds:
+                continue
+            kind = kinds[source]
+            if kind == "end":
+                self.error(f"edges[{j}]", f"'{source}' is an end node; an end has no outgoing edges")
+                continue
+            if "to" in e:
+                has_to.add(source)
+                if source in unconditional:
+                    self.error(
+                        f"edges[{j}]",
+                        f"never taken: edges[{unconditional[source]}] from '{source}' has no 'when' and comes first",
+                    )
+                elif "when" not in e:
+                    unconditional[source] = j
+            for form in ("on_fail", "on_unsure"):
+                if form not in e:
+                    continue
+                if (source, form) in seen_form:
+                    self.error(
+                        f"edges[{j}].{form}",
+                        f"'{source}' already has an {form} edge (edges[{seen_form[source, form]}])",
+                    )
+                seen_form[source, form] = j
+                if form == "on_fail" and kind == "human":
+                    self.error(f"edges[{j}].on_fail", "a human node cannot fail; it has no on_fail edge")
+                node = nodes[source]
+                gated = kind == "generate" and (
+                    (isinstance(node.get("samples"), int) and node["samples"] >= 2) or bool(node.get("confidence"))
+                )
+                if form == "on_unsure" and not gated:
+                    self.error(
+                        f"edges[{j}].on_unsure", f"'{source}' is never unsure: it needs samples >= 2 or confidence"
+                    )
+        for i, n in self.nodes:
+            node_id = n.get("id")
+            kind = n.get("kind")
+            if isinstance(node_id, str) and kind in NODE_KINDS and kind != "end" and node_id not in has_to:
+                self.error(f"nodes[{i}]", f"'{node_id}' has no 'to' edge; every node but an end goes on somewhere")
+        entry = self.doc.get("entry")
+        if not isinstance(entry, str) or entry not in kinds:
+            return
+        reach, todo = {entry}, [entry]
+        while todo:
+            here = todo.pop()
+            for _, e in edges:
+                if e.get("from") != here:
+                    continue
+                for form in ("to", "on_fail", "on_unsure"):
+                    target = e.get(form)
+                    if isinstance(target, str) and target in kinds and target not in reach:
+                        reach.add(target)
+                        todo.append(target)
+        for i, n in self.nodes:
+            node_id = n.get("id")
+            if isinstance(node_id, str) and node_id in kinds and node_id not in reach and self.ids.get(node_id) == i:
+                self.error(f"nodes[{i}]", f"'{node_id}' cannot be reached from the entry '{entry}'")
 
     def edge(self, j: int, e: dict[str, Any]) -> None:
         at = f"edges[{j}]"

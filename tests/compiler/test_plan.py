@@ -188,6 +188,28 @@ CASES: list[tuple[str, Any, str]] = [
         lambda d: d["nodes"].append({"id": "look", "kind": "tool", "tool": "t", "args": {"id": "order_no"}}),
         "nodes[5].args.id: 'order_no': no node writes",
     ),
+    ("unreachable", lambda d: d["nodes"].append({"id": "lost", "kind": "end"}), "nodes[5]: 'lost' cannot be reached"),
+    ("no to edge", lambda d: d["edges"].pop(0), "nodes[0]: 'classify' has no 'to' edge"),
+    ("edge from end", lambda d: d["edges"].append({"from": "billing", "to": "other"}), "'billing' is an end node"),
+    ("shadowed", lambda d: d["edges"].insert(3, {"from": "check", "to": "manual"}), "edges[4]: never taken"),
+    ("two on_fail", lambda d: d["edges"].append({"from": "check", "on_fail": "other"}), "already has an on_fail"),
+    ("never unsure", lambda d: d["edges"].append({"from": "classify", "on_unsure": "manual"}), "is never unsure"),
+    (
+        "human on_fail",
+        lambda d: (
+            d["nodes"].append({"id": "ask", "kind": "human", "reads": [], "writes": ["category"]}),
+            d["edges"].extend([{"from": "check", "to": "ask", "when": "false"}, {"from": "ask", "to": "other"}]),
+            d["edges"].append({"from": "ask", "on_fail": "manual"}),
+        ),
+        "a human node cannot fail",
+    ),
+    ("compare unknown", lambda d: d.update(fields={"category": {"compare": "fuzzy"}}), "fields.category.compare"),
+    ("compare unwritten", lambda d: d.update(fields={"colour": {"compare": "text"}}), "fields.colour: no node writes"),
+    (
+        "tolerance not number",
+        lambda d: d.update(fields={"category": {"compare": "text", "tolerance": 1}}),
+        "fields.category.tolerance: a tolerance goes only with compare: number",
+    ),
     ("state not objects", lambda d: d.update(state={"x": 1}), "state.x: 1 is not of type 'object'"),
 ]
 
@@ -215,6 +237,8 @@ def test_it_reports_every_problem_at_once() -> None:
         "edges[0].to",
         "edges[2].when",
         "edges[3].to",  # 'other' is gone: renamed to a duplicate 'billing'
+        "nodes[1]",  # with edges[0] broken, nothing reaches 'check'
+        "nodes[2]",  # nor 'billing'
     ]
 
 

@@ -40,6 +40,10 @@ PINNED = [
     "catalogue",
     # the offline test model, the compile loop (issue 11, loop)
     "offline_script",
+    "AttemptRecord",
+    "BuildResult",
+    "Progress",
+    "build",
 ]
 
 

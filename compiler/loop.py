@@ -34,7 +34,7 @@ from compiler.errors import CompilerError, PlanInvalid
 from compiler.induce import Induction, induce
 from compiler.offline import offline_script
 from compiler.plan import parse_plan
-from compiler.planners import Feedback, Planner, PlanRequest
+from compiler.planners.base import Feedback, Planner, PlannerFailed, PlanRequest
 from compiler.spec import Spec
 from compiler.tools import ToolSpec, catalogue
 from runtime import Cancelled, PackforgeError, PackInvalid, Tool, evaluate, load_pack, open_backend
@@ -284,6 +284,10 @@ class _Build:
                 result = self.planner.plan(request, self.cancel)
             except Cancelled as exc:
                 raise _Stop("cancelled", (str(exc),)) from None
+            except PlannerFailed as exc:
+                run.tokens += exc.tokens
+                run.cost += exc.cost_usd
+                raise _Stop("plan_invalid", (str(exc).splitlines()[0], *exc.problems)) from None
         run.tokens += result.tokens
         run.cost += result.cost_usd
         _write_json(folder / "plan.json", result.document)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from compiler import AttemptRecord, Progress, Spec, build, load_spec
-from compiler.planners import PlanRequest, PlanResult
+from compiler.planners.base import PlanRequest, PlanResult
 from runtime import Cancelled
 
 SPEC_YAML = """\

@@ -136,10 +136,15 @@ def test_it_breaks_an_assert_through_the_node_that_wrote_its_reads(tmp_path: Pat
 
 
 def test_it_notes_a_case_it_cannot_express(tmp_path: Path) -> None:
-    spec = write_spec(tmp_path / "spec")
-    script = offline_script(parse_plan(triage_plan(gate="on_unsure"), spec), spec)
+    gold = [*GOLD[:2], {**GOLD[2], "path": ["classify", "check", "manual"]}, GOLD[3]]
+    spec = write_spec(tmp_path / "spec", gold)
+    doc = triage_plan()
+    doc["nodes"][1] = {"id": "check", "kind": "assert", "reads": ["input.ticket"], "expr": "len(input.ticket) > 0"}
+    doc["edges"] = [e for e in doc["edges"] if e != {"from": "classify", "on_fail": "manual"}]
+    doc["edges"].append({"from": "check", "on_fail": "manual"})
+    script = offline_script(parse_plan(doc, spec), spec)
     assert "t3" in script["notes"]
-    assert "classify" in script["notes"]["t3"]
+    assert "check" in script["notes"]["t3"]
 
 
 @pytest.mark.parametrize("name", EXAMPLES)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import runtime
 from compiler.emit import emit
 from compiler.errors import CompilerError, PlanInvalid
 from compiler.induce import Induction, induce
@@ -37,7 +38,7 @@ from compiler.plan import parse_plan
 from compiler.planners.base import Feedback, Planner, PlannerFailed, PlanRequest
 from compiler.spec import Spec
 from compiler.tools import ToolSpec, catalogue
-from runtime import Cancelled, PackforgeError, PackInvalid, Tool, evaluate, load_pack, open_backend
+from runtime import Cancelled, PackforgeError, PackInvalid, Tool, load_pack, open_backend
 
 STAGES = ("induce", "plan", "emit", "load", "offline_eval", "target_eval", "done", "cancelled")
 STATUSES = ("ok", "plan_invalid", "pack_invalid", "cancelled", "error")
@@ -318,7 +319,7 @@ class _Build:
         with run.timed("offline_eval"):
             backend = open_backend(OFFLINE_MODEL, base_dir=pack_dir, default=OFFLINE_MODEL)
             try:
-                report = evaluate(pack, backend, tools=self.tools)
+                report = runtime.evaluate(pack, backend, tools=self.tools)
             finally:
                 backend.close()
         offline = report.to_dict()
@@ -335,7 +336,7 @@ class _Build:
             with run.timed("target_eval"):
                 backend = open_backend(self.target, base_dir=pack_dir)
                 try:
-                    target = evaluate(pack, backend, tools=self.tools)
+                    target = runtime.evaluate(pack, backend, tools=self.tools)
                 finally:
                     backend.close()
             _write_json(folder / "target.json", target.to_dict())

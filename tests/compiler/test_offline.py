@@ -12,7 +12,7 @@ import pytest
 from compiler import Spec, load_spec, offline_script, parse_plan
 from compiler.offline import NOT_JSON
 from runtime import evaluate, load_pack, load_tools, open_backend
-from tests.compiler.packplans import plan_from_pack
+from tests.support.packplans import plan_from_pack
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ["invoice_extract", "lead_qualifier", "moderation", "refund_desk", "support_triage"]

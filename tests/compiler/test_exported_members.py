@@ -38,6 +38,12 @@ PINNED = [
     # the tools catalogue (issue 11, planners)
     "ToolSpec",
     "catalogue",
+    # the offline test model, the compile loop (issue 11, loop)
+    "offline_script",
+    "AttemptRecord",
+    "BuildResult",
+    "Progress",
+    "build",
 ]
 
 

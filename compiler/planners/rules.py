@@ -569,8 +569,6 @@ class _Builder:
             checks = n.asserts or (n.kind == "assert" and n.expr != "true")
             if fail is None and self.unsure and (checks or n.gated or n.kind == "tool"):
                 fail = self.unsure
-            if fail is None and self.unsure and i == 0 and not human:
-                fail = self.unsure  # a case the first node cannot answer goes to a person
             if fail:
                 edges.append({"from": n.id, "on_fail": fail})
             if n.gated and self.unsure:

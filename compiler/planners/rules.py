@@ -466,7 +466,9 @@ class _Builder:
                 others = [c for h in groups if h != g for c in groups[h]]
                 full[g] = self.separate(groups[g], others, written)
             # The biggest group no test tells apart takes the unconditional edge.
-            default = next((g for g in order if full[g] is None), order[-1])
+            # (When every group has a test, going on is the default: the checks ahead
+            # still stand between a case and its end.)
+            default = next((g for g in order if full[g] is None), NEXT if NEXT in groups else order[-1])
             edges: list[tuple[str, str | None]] = []
             for g in order:
                 if g == default:

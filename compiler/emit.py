@@ -134,9 +134,14 @@ class _Schemas:
         return {}
 
     def tool_field(self, node: PlanNode, name: str) -> dict[str, Any] | None:
+        """A tool-written field's schema: the plan's `state`, else the tool's result
+        schema, else the induced schema of a spec output; None when none says."""
         if name in self.plan.state:
             return dict(self.plan.state[name])
-        return self._result_property(node, name)
+        found = self._result_property(node, name)
+        if found is None and name in self.spec.outputs and name in self.induction.fields:
+            found = self.induction.fields[name].schema() or None
+        return found
 
     def _result_property(self, node: PlanNode, name: str) -> dict[str, Any] | None:
         entry = self.catalogue.get(node.tool or "")

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from compiler import CompilerError, Spec, induce, load_spec, parse_plan
+from compiler import CompilerError, PlanInvalid, Spec, induce, load_spec, parse_plan
 from compiler.emit import REPLY_LINE, emit
 from runtime import load_pack, load_tools
 
@@ -234,7 +234,7 @@ def specs_and_plans(draw: st.DrawFn) -> tuple[dict[str, Any], list[dict[str, Any
     kinds = {n: draw(st.sampled_from(("enum", "number", "string"))) for n in names}
     spec: dict[str, Any] = {
         "name": "gen",
-        "task": draw(TEXT.filter(lambda t: t.strip() != "")),
+        "task": "Task: " + draw(TEXT),
         "inputs": {"text": {"description": "The text.", "type": "string"}},
         "outputs": {n: {"description": f"The {n}."} for n in names},
         "unsure_end": "manual",
@@ -267,6 +267,9 @@ def specs_and_plans(draw: st.DrawFn) -> tuple[dict[str, Any], list[dict[str, Any
             node["max_tokens"] = draw(st.integers(16, 1024))
         if draw(st.booleans()):
             node["assert"] = f"{writes[0]} == null or {writes[0]} != null"
+        gated = [w for w in writes if kinds[w] == "enum"]
+        if gated and draw(st.booleans()):
+            node["confidence"] = {"field": gated[0], "min": draw(st.sampled_from((0.5, 0.8, 1)))}
         nodes.append(node)
         written += writes
     last = nodes[-1]["id"]
@@ -290,7 +293,7 @@ def specs_and_plans(draw: st.DrawFn) -> tuple[dict[str, Any], list[dict[str, Any
         if draw(st.booleans()):
             edges.append({"from": here, "on_fail": "manual"})
             ends.add("manual")
-        if nodes[i].get("samples") and draw(st.booleans()):
+        if (nodes[i].get("samples") or nodes[i].get("confidence")) and draw(st.booleans()):
             edges.append({"from": here, "on_unsure": "manual"})
             ends.add("manual")
     if "check" in [n["id"] for n in nodes]:
@@ -326,8 +329,16 @@ def test_it_emits_packs_that_load_for_generated_specs_and_plans(
         (root / "spec/gold.jsonl").write_bytes(gold)
         spec = load_spec(root / "spec")
         plan = parse_plan(plan_doc, spec)
-        out = emit(plan, spec, root / "pack", induction=induced(spec), fakes={"offline.json": {}})
+        try:
+            out = emit(plan, spec, root / "pack", induction=induced(spec), fakes={"offline.json": {}})
+        except PlanInvalid as e:
+            # the one refusal emit may make: a gate on a field gold does not close
+            assert all(".confidence.field: " in p and "not a closed choice" in p for p in e.problems)
+            assert not (root / "pack").exists()
+            event("emit refused an open-choice gate")
+            return
         pack = load_pack(out)  # PackInvalid here is an emit bug
+        event("gated pack loaded" if any(n.confidence for n in plan.nodes) else "pack loaded")
         assert (out / "evalset.jsonl").read_bytes() == gold
         assert set(pack.nodes) == {n["id"] for n in plan_doc["nodes"]}
         assert len(pack.cases) == len(cases)

@@ -25,14 +25,13 @@ SCRIPTED = "fake:fakes/scripted.json"
 
 # Regenerations that do not (yet) pass the example pack's own scripted model, and why.
 SHORT_ON_SCRIPTED = {
-    (
-        "invoice_extract",
-        "rules",
-    ): "no `fields:` compare rules (vendor case-insensitive) and no line-sum assert on extract",
-    (
-        "lead_qualifier",
-        "rules",
-    ): "no `fields:` compare rule for use_case_fit ('good' and 'strong' are one value in the pack)",
+    ("invoice_extract", "rules"): (
+        "no `fields:` compare rules (the pack compares vendor case-insensitively) and no line-sum assert on extract"
+    ),
+    ("lead_qualifier", "rules"): (
+        "use_case_fit's grammar has no enum (gold shows too few values to close it), so the script's first "
+        "answer 'good', which the pack's grammar refuses, is accepted"
+    ),
 }
 
 _built: dict[tuple[str, str], tuple[BuildResult, Path]] = {}

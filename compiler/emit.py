@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import yaml
 
-from compiler.errors import CompilerError
+from compiler.errors import CompilerError, PlanInvalid
 
 if TYPE_CHECKING:
     from compiler.induce import Induction
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from compiler.spec import Spec
 
 REPLY_LINE = "Reply with JSON only: "
-EXAMPLES_FILE = "examples.jsonl"
+EXAMPLES = {"count": 3, "strategy": "nearest"}
 _FAKE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\.json$")
 
 
@@ -58,7 +58,9 @@ def emit(
     version: str = "1.0",
 ) -> Path:
     """Write the pack for `plan` into `out` (which must not exist, or be an empty folder)
-    and return `out`.
+    and return `out`. Raises PlanInvalid (before writing anything) for a plan that
+    parse_plan accepts but whose pack the runtime would refuse for a reason only the
+    field schemas show: a confidence gate on a field that is not a closed choice.
 
     `induction` gives the schemas of spec outputs (`induce` over the spec's gold);
     `catalogue` maps tool names to their entries (result schemas for tool-written fields);
@@ -74,9 +76,11 @@ def emit(
         if not _FAKE_NAME.match(name):
             raise CompilerError(f"fake script name {name!r} must be a plain file name ending in .json")
     schemas = _Schemas(plan, spec, induction, tools)
+    _check_gates(plan, schemas)
+    examples = _examples(plan, spec)
     files: dict[str, str | bytes] = {
         "manifest.yaml": _manifest(plan, spec, scripts, model, version),
-        "graph.yaml": _graph(plan),
+        "graph.yaml": _graph(plan, examples),
         "evalset.jsonl": spec.gold_bytes,
         "README.md": _readme(plan, spec),
     }
@@ -93,6 +97,8 @@ def emit(
                 )
     for name, script in scripts.items():
         files[f"fakes/{name}"] = _json(script)
+    for rel, text in examples.values():
+        files[rel] = text
     out.mkdir(parents=True, exist_ok=True)
     for rel, content in files.items():
         path = out / rel
@@ -102,6 +108,54 @@ def emit(
         else:
             path.write_text(content, encoding="utf-8")
     return out
+
+
+def _examples(plan: Plan, spec: Spec) -> dict[str, tuple[str, str]]:
+    """Few-shot examples from the spec's train split (the gold cases tagged `spec.train`),
+    per generate node: `examples/<id>.jsonl` holds the train cases that have an expected
+    value for every field the node writes and every state field it reads (the runtime
+    refuses an example without them). A node no train case serves gets no examples."""
+    if spec.train is None:
+        return {}
+    held_out = {json.dumps(c.input, sort_keys=True) for c in spec.gold if spec.train not in c.tags}
+    # a train case whose input equals a held-out case's would show the model that answer
+    train = [c for c in spec.gold if spec.train in c.tags and json.dumps(c.input, sort_keys=True) not in held_out]
+    out: dict[str, tuple[str, str]] = {}
+    for node in plan.nodes:
+        if node.kind != "generate":
+            continue
+        needed = set(node.writes) | {r.split(".", 1)[0] for r in node.reads if not r.startswith("input.")}
+        lines = [
+            json.dumps({"id": c.id, "input": c.input, "expected": c.expected}, ensure_ascii=False) + "\n"
+            for c in train
+            if needed <= set(c.expected)
+        ]
+        if lines:
+            out[node.id] = (f"examples/{node.id}.jsonl", "".join(lines))
+    return out
+
+
+def _check_gates(plan: Plan, schemas: _Schemas) -> None:
+    """A confidence gate needs a closed-choice field (an enum, a const, a boolean): the
+    runtime refuses the pack otherwise, so the plan is refused here, naming the field."""
+    problems = []
+    for i, node in enumerate(plan.nodes):
+        gated = (node.confidence or {}).get("field") if node.kind == "generate" else None
+        if isinstance(gated, str) and not _closed(schemas.field(gated)):
+            problems.append(
+                f"nodes[{i}].confidence.field: '{gated}' is not a closed choice in its schema (no enum, const or "
+                "boolean type: gold does not close its values); give it an enum in 'state' or drop the gate"
+            )
+    if problems:
+        raise PlanInvalid(problems)
+
+
+def _closed(schema: Mapping[str, Any]) -> bool:
+    if (isinstance(schema.get("enum"), list) and schema["enum"]) or "const" in schema:
+        return True
+    kind = schema.get("type")
+    types = {kind} if isinstance(kind, str) else set(kind) if isinstance(kind, list) else set()
+    return bool(types) and types <= {"boolean", "null"} and "boolean" in types
 
 
 class _Schemas:
@@ -134,9 +188,14 @@ class _Schemas:
         return {}
 
     def tool_field(self, node: PlanNode, name: str) -> dict[str, Any] | None:
+        """A tool-written field's schema: the plan's `state`, else the tool's result
+        schema, else the induced schema of a spec output; None when none says."""
         if name in self.plan.state:
             return dict(self.plan.state[name])
-        return self._result_property(node, name)
+        found = self._result_property(node, name)
+        if found is None and name in self.spec.outputs and name in self.induction.fields:
+            found = self.induction.fields[name].schema() or None
+        return found
 
     def _result_property(self, node: PlanNode, name: str) -> dict[str, Any] | None:
         entry = self.catalogue.get(node.tool or "")
@@ -180,12 +239,14 @@ def _manifest(plan: Plan, spec: Spec, fakes: Mapping[str, Any], model: str | Non
     if tools:
         doc["tools"] = tools
     doc["output"] = list(spec.outputs)
+    if spec.train is not None:
+        doc["train_tag"] = spec.train
     if plan.fields:
         doc["fields"] = {name: dict(rule) for name, rule in plan.fields.items()}
     return f"# Compiled from the spec {spec.name!r} (packforge compiler); plan: {plan.name}.\n" + _yaml(doc)
 
 
-def _graph(plan: Plan) -> str:
+def _graph(plan: Plan, examples: Mapping[str, tuple[str, str]]) -> str:
     nodes: dict[str, Any] = {}
     for n in plan.nodes:
         node: dict[str, Any] = {"kind": n.kind}
@@ -215,6 +276,8 @@ def _graph(plan: Plan) -> str:
                 node["max_tokens"] = n.max_tokens
             if n.assert_:
                 node["assert"] = n.assert_
+            if n.id in examples:
+                node["examples"] = {"file": examples[n.id][0], **EXAMPLES}
         if n.kind == "end" and n.output is not None:
             node["output"] = list(n.output)
         nodes[n.id] = node

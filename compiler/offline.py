@@ -23,10 +23,10 @@ give way, and the script makes it do so by the node's own mechanism:
   and still passes that node's own assert.
 
 What it cannot express is listed under the script's `notes` (case id -> why), and those
-cases fail offline: a gate with only an on_unsure edge and neither samples nor a
-confidence gate; an assert whose reads no model node writes; a tool that must fail on a
-case where the real tool does not; a node that must give way on one visit and answer on a
-later one by the on_fail mechanism (its non-JSON answer repeats)."""
+cases fail offline: an assert whose reads no model node writes; a tool that must fail on
+a case where the real tool does not; a node that must give way on one visit and answer on
+a later one by the on_fail mechanism (its non-JSON answer repeats); a gate with only an
+on_unsure edge and neither samples nor a confidence gate (parse_plan refuses that plan)."""
 
 from __future__ import annotations
 

@@ -6,87 +6,16 @@ from __future__ import annotations
 import copy
 import json
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from compiler import AttemptRecord, Progress, Spec, build, load_spec
+from compiler import AttemptRecord, Budgets, Progress, Spec, build, load_spec
 from compiler.planners.base import PlanRequest, PlanResult
 from runtime import Cancelled
-
-SPEC_YAML = """\
-name: triage
-task: Classify a ticket and read the amount it disputes.
-inputs:
-  ticket: {description: The ticket., type: string}
-outputs:
-  category: {description: billing or other., type: string}
-  amount_usd: {description: The disputed amount; null when none., type: number}
-unsure_end: manual
-budgets: {attempts: 5, planner_tokens: 1000, cost_usd: 3}
-"""
-
-GOLD = [
-    {
-        "id": "t1",
-        "input": {"ticket": "Charged $20 twice"},
-        "expected": {"category": "billing", "amount_usd": 20},
-        "end": "billing",
-    },
-    {
-        "id": "t2",
-        "input": {"ticket": "The app crashes"},
-        "expected": {"category": "other", "amount_usd": None},
-        "end": "other",
-    },
-    {
-        "id": "t3",
-        "input": {"ticket": "Billing: $15 fee"},
-        "expected": {"category": "billing", "amount_usd": 15},
-        "end": "billing",
-    },
-    {
-        "id": "t4",
-        "input": {"ticket": "Password reset"},
-        "expected": {"category": "other", "amount_usd": None},
-        "end": "other",
-    },
-]
-
-
-def plan_doc(check: str = "amount_usd == null or amount_usd < 500") -> dict[str, Any]:
-    """classify -> check (an assert) -> billing / other; check's on_fail goes to manual."""
-    return {
-        "name": "triage",
-        "summary": "classify, check the amount, route by category",
-        "entry": "classify",
-        "nodes": [
-            {
-                "id": "classify",
-                "kind": "generate",
-                "reads": ["input.ticket"],
-                "writes": ["category", "amount_usd"],
-                "instructions": "Classify the ticket and read the amount.",
-            },
-            {"id": "check", "kind": "assert", "reads": ["amount_usd"], "expr": check},
-            {"id": "billing", "kind": "end"},
-            {"id": "other", "kind": "end"},
-            {"id": "manual", "kind": "end"},
-        ],
-        "edges": [
-            {"from": "classify", "to": "check"},
-            {"from": "check", "to": "billing", "when": "category == 'billing'"},
-            {"from": "check", "to": "other"},
-            {"from": "check", "on_fail": "manual"},
-        ],
-    }
-
-
-RIGHT = plan_doc()
-BROKEN = plan_doc("amount_usd == null or amount_usd < 18")  # rejects t1's gold amount: 3 of 4
-WORSE = plan_doc("amount_usd == null")  # rejects t1 and t3: 2 of 4
-INVALID = {**plan_doc(), "entry": "nowhere"}
+from tests.support.triage import BROKEN, GOLD, INVALID, RIGHT, WORSE, write_spec
 
 
 class Recorded:
@@ -113,11 +42,7 @@ class Recorded:
 
 @pytest.fixture
 def spec(tmp_path: Path) -> Spec:
-    root = tmp_path / "spec"
-    root.mkdir()
-    (root / "spec.yaml").write_text(SPEC_YAML)
-    (root / "gold.jsonl").write_text("".join(json.dumps(c) + "\n" for c in GOLD))
-    return load_spec(root)
+    return load_spec(write_spec(tmp_path / "spec"))
 
 
 def statuses(records: list[AttemptRecord]) -> list[str]:
@@ -259,3 +184,36 @@ def test_it_keeps_every_attempts_files(spec: Spec, tmp_path: Path) -> None:
         folder = tmp_path / "work" / "attempts" / n
         for name in ("plan.json", "offline.json", "attempt.json", "pack/manifest.yaml", "pack/fakes/offline.json"):
             assert (folder / name).is_file(), name
+
+
+def target_script(tmp_path: Path, wrong: dict[str, Any]) -> str:
+    """A fake: target model answering gold, except the cases in `wrong`."""
+    cases = {c["id"]: {"classify": c["expected"] or {"category": "other", "amount_usd": None}} for c in GOLD}
+    cases.update({case: {"classify": answer} for case, answer in wrong.items()})
+    path = tmp_path / "target.json"
+    path.write_text(json.dumps({"cases": cases}))
+    return f"fake:{path}"
+
+
+def test_it_evaluates_the_target_after_full_marks_offline(spec: Spec, tmp_path: Path) -> None:
+    target = target_script(tmp_path, {"t1": {"category": "other", "amount_usd": 20}})
+    planner = Recorded(BROKEN, RIGHT)
+    result = build(spec, planner, tmp_path / "work", target=target, attempts=3)
+    assert [(r.offline_score, r.target_score) for r in result.attempts] == [(0.75, None), (1.0, 0.75), (1.0, 0.75)]
+    assert not (tmp_path / "work" / "attempts" / "1" / "target.json").exists()
+    assert (tmp_path / "work" / "attempts" / "2" / "target.json").is_file()
+    feedback = planner.requests[2].feedback
+    assert feedback is not None and (feedback.score, feedback.failing_nodes) == (0.75, ("classify",))
+    assert (result.full_marks, result.stopped) == (False, "attempts")
+
+
+def test_it_scores_full_marks_only_when_the_target_does_too(spec: Spec, tmp_path: Path) -> None:
+    result = build(spec, Recorded(RIGHT), tmp_path / "work", target=target_script(tmp_path, {}))
+    assert [(r.offline_score, r.target_score) for r in result.attempts] == [(1.0, 1.0)]
+    assert result.full_marks
+
+
+def test_it_lets_a_free_planner_run_on_a_zero_dollar_budget(spec: Spec, tmp_path: Path) -> None:
+    free = replace(spec, budgets=Budgets(attempts=2, planner_tokens=10, cost_usd=0.0))
+    result = build(free, Recorded(BROKEN), tmp_path / "work")
+    assert (len(result.attempts), result.stopped) == (2, "attempts")

@@ -203,6 +203,33 @@ CASES: list[tuple[str, Any, str]] = [
         ),
         "a human node cannot fail",
     ),
+    (
+        "read after a failure",
+        lambda d: (
+            d["nodes"].append({"id": "fix", "kind": "generate", "reads": ["category"], "writes": ["category"]}),
+            d["edges"].__setitem__(1, {"from": "classify", "on_fail": "fix"}),
+            d["edges"].append({"from": "fix", "to": "manual"}),
+        ),
+        "nodes[5].reads[0]: 'category': no node before 'fix' can have written 'category'",
+    ),
+    (
+        "when after a failure",
+        lambda d: (
+            d["nodes"].append({"id": "retry", "kind": "generate", "reads": ["input.ticket"], "writes": ["amount_usd"]}),
+            d["edges"].__setitem__(1, {"from": "classify", "on_fail": "retry"}),
+            d["edges"].append({"from": "retry", "to": "billing", "when": "category == 'billing'"}),
+            d["edges"].append({"from": "retry", "to": "manual"}),
+        ),
+        "edges[5].when: 'category': no node before 'retry' can have written 'category'",
+    ),
+    (
+        "cycle without exit",
+        lambda d: (
+            d["edges"].__setitem__(3, {"from": "check", "to": "classify"}),
+            d["edges"].__setitem__(2, {"from": "check", "to": "classify", "when": "category == 'x'"}),
+        ),
+        "cycle classify -> check -> classify has no way out",
+    ),
     ("compare unknown", lambda d: d.update(fields={"category": {"compare": "fuzzy"}}), "fields.category.compare"),
     ("compare unwritten", lambda d: d.update(fields={"colour": {"compare": "text"}}), "fields.colour: no node writes"),
     (
@@ -285,3 +312,10 @@ def test_it_survives_nonsense_in_every_slot() -> None:
     }
     problems = problems_of(copy.deepcopy(doc))
     assert problems and all(":" in p for p in problems)
+
+
+def test_it_is_written_out_in_the_docs() -> None:
+    docs = (ROOT / "docs/compiler.md").read_text()
+    block = docs.split("<details><summary>PLAN_SCHEMA</summary>", 1)[1].split("```json\n", 1)[1].split("\n```", 1)[0]
+    assert json.loads(block) == PLAN_SCHEMA
+    assert block == json.dumps(PLAN_SCHEMA, indent=2)

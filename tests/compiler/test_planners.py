@@ -223,3 +223,21 @@ def test_it_opens_each_kind_of_planner_by_name() -> None:
     assert isinstance(model, ModelPlanner) and model.name == "openai:http://127.0.0.1:9/v1#big"
     with pytest.raises(CompilerError, match="unknown planner 'frontier'"):
         make_planner("frontier")
+
+
+def test_it_plans_a_spec_whose_gold_names_no_ends(tmp_path: Path) -> None:
+    folder = tmp_path / "spec"
+    folder.mkdir()
+    (folder / "spec.yaml").write_text(
+        "name: mini\ntask: Say whether a sentence is a question.\n"
+        "inputs:\n  text: {description: A sentence.}\noutputs:\n  kind: {description: question or statement.}\n"
+    )
+    rows = [("Is it raining?", "question"), ("It rains.", "statement"), ("Where are you?", "question")]
+    (folder / "gold.jsonl").write_text(
+        "".join(json.dumps({"input": {"text": t}, "expected": {"kind": k}}) + "\n" for t, k in rows)
+    )
+    spec = load_spec(folder)
+    plan, request = rules_plan_for(spec)
+    assert [(n.id, n.kind) for n in plan.nodes] == [("kind", "generate"), ("done", "end")]
+    out = emitted(plan, request, tmp_path / "pack", {"offline.json": offline_script(plan, spec)})
+    assert failing(scored(out, "offline.json", None)) == []

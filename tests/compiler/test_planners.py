@@ -232,7 +232,7 @@ def test_it_plans_a_spec_whose_gold_names_no_ends(tmp_path: Path) -> None:
         "name: mini\ntask: Say whether a sentence is a question.\n"
         "inputs:\n  text: {description: A sentence.}\noutputs:\n  kind: {description: question or statement.}\n"
     )
-    rows = [("Is it raining?", "question"), ("It rains.", "statement"), ("Where are you?", "question")]
+    rows = [("Is it raining?", "question"), ("It rains.", "statement"), ("Why?", "question"), ("I am.", "statement")]
     (folder / "gold.jsonl").write_text(
         "".join(json.dumps({"input": {"text": t}, "expected": {"kind": k}}) + "\n" for t, k in rows)
     )

@@ -19,7 +19,7 @@ from typing import Any
 
 from compiler.errors import PlanInvalid
 from compiler.plan import PLAN_SCHEMA, parse_plan
-from compiler.planners.base import PlannerFailed, PlanRequest, PlanResult
+from compiler.planners.shared import PlannerFailed, PlanRequest, PlanResult
 from runtime import Backend, Cancelled, ModelCall, open_backend
 
 SYSTEM = (

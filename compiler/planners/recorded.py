@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler.errors import CompilerError
-from compiler.planners.base import PlanRequest, PlanResult
+from compiler.planners.shared import PlanRequest, PlanResult
 from runtime import Cancelled
 
 _NUMBERED = re.compile(r"([1-9][0-9]*)\.json")

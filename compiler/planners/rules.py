@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compiler.induce import Induction
-from compiler.planners.base import PlanRequest, PlanResult
+from compiler.planners.shared import PlanRequest, PlanResult
 from compiler.spec import GoldCase, Spec
 from compiler.tools import ToolSpec
 from runtime import Cancelled, compile_expr

@@ -36,7 +36,7 @@ from compiler.errors import CompilerError, PlanInvalid
 from compiler.induce import Induction, induce
 from compiler.offline import offline_script
 from compiler.plan import parse_plan
-from compiler.planners.base import Feedback, Planner, PlannerFailed, PlanRequest
+from compiler.planners.shared import Feedback, Planner, PlannerFailed, PlanRequest
 from compiler.spec import SPEC_FILE, Spec
 from compiler.tools import ToolSpec, catalogue
 from runtime import Cancelled, PackforgeError, PackInvalid, Tool, load_pack, open_backend

@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from compiler import AttemptRecord, Budgets, CompilerError, Progress, Spec, build, load_spec
-from compiler.planners.base import PlanRequest, PlanResult
+from compiler import AttemptRecord, Budgets, CompilerError, PlanRequest, PlanResult, Progress, Spec, build, load_spec
 from runtime import Cancelled
 from tests.support.triage import BROKEN, GOLD, INVALID, RIGHT, WORSE, write_spec
 

@@ -28,7 +28,7 @@ from benchmarks._rows import write_rows  # noqa: E402
 from benchmarks.induction import measure  # noqa: E402
 from compiler import build, load_spec  # noqa: E402
 from compiler.induce import SCORED_KINDS  # noqa: E402
-from compiler.planners.base import make_planner  # noqa: E402
+from compiler.planners import make_planner  # noqa: E402
 from runtime import Tool, load_tools  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "compile.jsonl"

@@ -27,7 +27,7 @@ from typing import Any
 
 from compiler.errors import CompilerError, SpecInvalid
 from compiler.loop import BuildResult, Progress, build
-from compiler.planners.base import make_planner
+from compiler.planners import make_planner
 from compiler.spec import Spec, load_spec
 from runtime import PackforgeError, cli_main, load_tools
 

@@ -17,6 +17,7 @@ new one, never a half-written mix."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -35,8 +36,8 @@ from compiler.errors import CompilerError, PlanInvalid
 from compiler.induce import Induction, induce
 from compiler.offline import offline_script
 from compiler.plan import parse_plan
-from compiler.planners.base import Feedback, Planner, PlannerFailed, PlanRequest
-from compiler.spec import Spec
+from compiler.planners.shared import Feedback, Planner, PlannerFailed, PlanRequest
+from compiler.spec import SPEC_FILE, Spec
 from compiler.tools import ToolSpec, catalogue
 from runtime import Cancelled, PackforgeError, PackInvalid, Tool, load_pack, open_backend
 
@@ -46,6 +47,7 @@ OFFLINE_SCRIPT = "offline.json"  # the offline test model, as the emitted pack's
 OFFLINE_MODEL = f"fake:fakes/{OFFLINE_SCRIPT}"
 ATTEMPT_FILE = "attempt.json"
 BEST_FILE = "best.json"
+SPEC_STAMP = "spec.json"  # which spec (a digest of its files) the work dir compiles
 REPORT_CHARS = 4000  # the re-plan report's bound (docs/compiler.md)
 
 
@@ -220,6 +222,7 @@ class _Build:
 
     def run(self) -> BuildResult:
         self.work.mkdir(parents=True, exist_ok=True)
+        self.claim_work_dir()
         self.records = finished_attempts(self.work)
         if self.records:
             last = self.records[-1]
@@ -243,6 +246,20 @@ class _Build:
             shown = f"attempt {best.number}" if best is not None else "none"
             self.progress(len(self.records), "done", f"best: {shown} ({verdict}); stopped: {stopped}")
         return BuildResult(best.number if best else None, full, list(self.records), written, stopped)
+
+    def claim_work_dir(self) -> None:
+        """Record which spec this work dir compiles, or refuse one made for another
+        version of it: resuming its attempts would hand back a pack built for other gold."""
+        path = self.work / SPEC_STAMP
+        stamp = spec_fingerprint(self.spec)
+        found = _read_json(path)
+        if found is None:
+            _write_json(path, {"name": self.spec.name, "fingerprint": stamp})
+        elif found.get("fingerprint") != stamp:
+            raise CompilerError(
+                f"the work dir {self.work} holds attempts for another version of spec '{found.get('name')}'; "
+                "delete it or pass another work dir"
+            )
 
     def stop_reason(self) -> str | None:
         if any(r.full_marks for r in self.records):
@@ -426,6 +443,18 @@ class _Attempt:
 
 
 # -- the work dir ---------------------------------------------------------------------
+
+
+def spec_fingerprint(spec: Spec) -> str:
+    """A digest of the spec folder's two files, as they were loaded."""
+    digest = hashlib.sha256()
+    try:
+        digest.update((spec.root / SPEC_FILE).read_bytes())
+    except OSError:
+        digest.update(spec.name.encode())
+    digest.update(b"\x00")
+    digest.update(spec.gold_bytes)
+    return digest.hexdigest()
 
 
 def finished_attempts(work: Path) -> list[AttemptRecord]:

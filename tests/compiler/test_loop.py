@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from compiler import AttemptRecord, Budgets, Progress, Spec, build, load_spec
-from compiler.planners.base import PlanRequest, PlanResult
+from compiler import AttemptRecord, Budgets, CompilerError, PlanRequest, PlanResult, Progress, Spec, build, load_spec
 from runtime import Cancelled
 from tests.support.triage import BROKEN, GOLD, INVALID, RIGHT, WORSE, write_spec
 
@@ -217,3 +216,11 @@ def test_it_lets_a_free_planner_run_on_a_zero_dollar_budget(spec: Spec, tmp_path
     free = replace(spec, budgets=Budgets(attempts=2, planner_tokens=10, cost_usd=0.0))
     result = build(free, Recorded(BROKEN), tmp_path / "work")
     assert (len(result.attempts), result.stopped) == (2, "attempts")
+
+
+def test_it_refuses_a_work_dir_made_for_another_version_of_the_spec(spec: Spec, tmp_path: Path) -> None:
+    build(spec, Recorded(RIGHT), tmp_path / "work")
+    with (spec.root / "gold.jsonl").open("a") as gold:
+        gold.write(json.dumps({**GOLD[0], "id": "t5"}) + "\n")
+    with pytest.raises(CompilerError, match="another version of spec 'triage'"):
+        build(load_spec(spec.root), Recorded(RIGHT), tmp_path / "work")

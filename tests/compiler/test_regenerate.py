@@ -15,7 +15,7 @@ import yaml
 
 import runtime
 from compiler import BuildResult, build, load_spec
-from compiler.planners.base import make_planner
+from compiler.planners import make_planner
 from runtime import Tool, load_pack, load_tools, open_backend
 
 ROOT = Path(__file__).resolve().parents[2]

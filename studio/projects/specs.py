@@ -8,10 +8,13 @@ The repository's `spec/` folder holds `spec.yaml` and `gold.jsonl` (docs/compile
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+import yaml
 from django.conf import settings
 
 from compiler import GOLD_FILE, SPEC_FILE, Induction, Spec, SpecInvalid, induce, load_spec
@@ -68,31 +71,63 @@ def example_spec_files(name: str) -> dict[str, bytes]:
     return {n: (root / n).read_bytes() for n in SPEC_FILES if (root / n).is_file()}
 
 
-_SKELETON_YAML = """\
+_SKELETON_HEAD = """\
 # What the pack must do, in words; the compiler builds a pack from it and the gold cases
-# (docs/compiler.md, "The spec").
-name: "{name}"
-task: >
-  Say in plain words what the pack does: what comes in, what must come out, and how
-  to decide between the answers.
-inputs:
-  text:
-    description: What the pack reads, in words.
-    type: string
-outputs:
-  label:
-    description: What the pack must answer, in words.
-    type: string
+# (docs/compiler.md, "The spec"). Rewrite the task and each description.
 """
-# One case so the skeleton loads; its tag says to replace it. Gold cases become the
-# pack's evalset byte for byte, so the author writes the real ones.
-_SKELETON_GOLD = (
+_TASK = "Say in plain words what the pack does, what comes in and what must come out."
+# When the pack has no evalset to start from: one case so the skeleton loads, tagged to
+# say it must be replaced (gold cases become the pack's evalset byte for byte).
+_PLACEHOLDER_GOLD = (
     '{"id": "example-1", "input": {"text": "Replace this with a real input."}, '
     '"expected": {"label": "the answer it must give"}, "tags": ["replace-me"]}\n'
 )
 
 
-def skeleton_files(name: str) -> dict[str, bytes]:
-    """A spec that loads: a name, a task to rewrite, one input, one output, one gold
-    case tagged `replace-me`. `name` is a project slug (safe as a plain YAML scalar)."""
-    return {SPEC_FILE: _SKELETON_YAML.format(name=name).encode(), GOLD_FILE: _SKELETON_GOLD.encode()}
+def skeleton_files(name: str, evalset: bytes | None = None) -> dict[str, bytes]:
+    """A skeleton spec named `name`: a task to rewrite and the inputs and outputs.
+
+    With the pack's `evalset` (evalset.jsonl bytes) holding cases, the gold cases are a
+    byte copy of it and the spec declares the input and expected keys its cases use, in
+    the order first seen (and, when cases hold answers for one human node, that node as
+    the unsure end). Otherwise: one input `text`, one output `label` and one placeholder
+    case tagged `replace-me`. Either way the author rewrites the words; a key that is not
+    a valid field name shows up as a problem on the Spec tab."""
+    inputs, outputs, human = _evalset_keys(evalset or b"")
+    if not inputs or not outputs:
+        inputs, outputs, human, gold = ["text"], ["label"], [], _PLACEHOLDER_GOLD.encode()
+    else:
+        assert evalset is not None
+        gold = evalset
+    doc: dict[str, Any] = {
+        "name": name,
+        "task": _TASK,
+        "inputs": {k: {"description": f"What {k} holds, in words."} for k in inputs},
+        "outputs": {k: {"description": f"What {k} must hold, in words."} for k in outputs},
+    }
+    if inputs == ["text"] and outputs == ["label"]:
+        doc["inputs"]["text"]["type"] = doc["outputs"]["label"]["type"] = "string"
+    if len(human) == 1:
+        doc["unsure_end"] = human[0]
+    text = _SKELETON_HEAD + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=88)
+    return {SPEC_FILE: text.encode(), GOLD_FILE: gold}
+
+
+def _evalset_keys(data: bytes) -> tuple[list[str], list[str], list[str]]:
+    """The input keys, expected keys and human-answer nodes of the cases in `data`, in
+    the order first seen; lines that are not JSON objects are skipped."""
+    inputs: dict[str, None] = {}
+    outputs: dict[str, None] = {}
+    human: dict[str, None] = {}
+    for raw in data.decode("utf-8", errors="replace").splitlines():
+        try:
+            case = json.loads(raw)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(case, dict):
+            continue
+        for part, seen in (("input", inputs), ("expected", outputs), ("human", human)):
+            value = case.get(part)
+            if isinstance(value, dict):
+                seen.update(dict.fromkeys(str(k) for k in value))
+    return list(inputs), list(outputs), list(human)

@@ -41,12 +41,14 @@ from studio.projects.views.common import (
     committer,
     form_text,
     open_project,
+    pack_files,
     page,
     record_save,
     text_of,
 )
 from studio.projects.views.files import SaveForm, split_problems
 
+EVALSET = "evalset.jsonl"  # the pack's, which a skeleton spec starts from
 URL_NAMES = {SPEC_FILE: "projects-spec", GOLD_FILE: "projects-spec-gold"}
 
 
@@ -116,9 +118,13 @@ def _spec_context(
     report of the spec as saved at `base`."""
     trial = dict(saved)
     trial[name] = form_text(text)
-    _, problems = check_spec(trial)
+    if trial == saved:  # the page as loaded: the saved spec's check is the same one
+        spec, saved_problems = check_spec(saved)
+        problems = saved_problems
+    else:
+        spec, saved_problems = check_spec(saved) if saved else (None, [])
+        problems = check_spec(trial)[1]
     mine, others = split_problems(problems, name)
-    spec, saved_problems = check_spec(saved) if saved else (None, [])
     fields, relations = induction_rows(induction_of(spec)) if spec is not None else ([], [])
     counts: dict[str, int] = {}
     for p in problems:
@@ -130,6 +136,7 @@ def _spec_context(
     return opened.context(
         "spec",
         exists=bool(saved),
+        pack_evalset=not saved and base and EVALSET in pack_files(opened.repo, base),
         path=name,
         text=text,
         base=base,
@@ -267,8 +274,9 @@ def _validate_refused(request: StudioRequest, opened: Opened, name: str, error: 
 
 @require_POST
 def spec_create(request: StudioRequest, slug: str) -> HttpResponse:
-    """Commit a skeleton spec (a name, a task to rewrite, one input, one output, one
-    placeholder gold case) into a project that has none."""
+    """Commit a skeleton spec into a project that has none: a name, a task to rewrite,
+    and the inputs, outputs and gold cases of the pack's evalset (or, without one, one
+    input, one output and a placeholder case; studio.projects.specs.skeleton_files)."""
     opened = open_project(request, slug, edit=True)
     base = request.POST.get("base", "")
     head = opened.repo.head()
@@ -276,10 +284,12 @@ def spec_create(request: StudioRequest, slug: str) -> HttpResponse:
         messages.error(request, "This project has a spec already; it was left as it is.")
         return after_save(request, reverse("projects-spec", args=[slug]))
     author, email = committer(request.user)
-    message = "Create a skeleton spec"
+    evalset = pack_files(opened.repo, head).get(EVALSET) if head else None
+    files = skeleton_files(opened.project.slug, evalset)
+    message = "Create a skeleton spec" + (" from the pack's evalset" if files[GOLD_FILE] == evalset else "")
     try:
         sha = opened.repo.save(
-            {SPEC_PREFIX + n: d for n, d in skeleton_files(opened.project.slug).items()},
+            {SPEC_PREFIX + n: d for n, d in files.items()},
             base=base or None,
             author=author,
             email=email,

@@ -12,7 +12,7 @@ from django.test import Client
 
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo
-from tests.support.studio import HTMX
+from tests.support.studio import HTMX, teammate_saves
 
 SPEC_DIR = Path(settings.BASE_DIR) / "specs" / "support_triage"
 
@@ -195,16 +195,38 @@ def test_it_answers_an_htmx_tab_swap_with_the_section(as_owner: Client, with_spe
     assert html.lstrip().startswith('<div id="project-page">') and "<html" not in html
 
 
-def test_it_offers_a_skeleton_spec_when_there_is_none(as_owner: Client, project: Project, repo: PackRepo) -> None:
+def test_it_offers_a_skeleton_spec_built_from_the_pack_evalset(
+    as_owner: Client, project: Project, repo: PackRepo
+) -> None:
     html = as_owner.get("/p/triage/spec/").content.decode()
-    assert 'id="spec-empty"' in html and "Create a skeleton spec" in html
-    base = repo.head()
-    page = as_owner.post("/p/triage/spec/create", {"base": base})
+    assert 'id="spec-empty"' in html and "Create a skeleton spec" in html and "evalset.jsonl</span> as the gold" in html
+    page = as_owner.post("/p/triage/spec/create", {"base": repo.head()})
     assert page.status_code == 302 and page["Location"] == "/p/triage/spec/"
+    spec = repo.files(prefix="spec/")
+    assert spec["gold.jsonl"] == repo.files(prefix="pack/")["evalset.jsonl"]  # byte for byte
+    assert "  ticket:\n" in spec["spec.yaml"].decode() and "  priority:\n" in spec["spec.yaml"].decode()
+    assert repo.log(limit=1)[0].message == "Create a skeleton spec from the pack's evalset"
+    assert "✓ The spec loads" in as_owner.get("/p/triage/spec/").content.decode()
+
+
+def test_it_offers_a_placeholder_skeleton_to_an_empty_project(as_owner: Client) -> None:
+    assert as_owner.post("/new", {"slug": "blank"}).status_code == 302
+    html = as_owner.get("/p/blank/spec/").content.decode()
+    assert "one gold case to replace" in html
+    repo = PackRepo(Project.objects.get(slug="blank").repo_path)
+    assert as_owner.post("/p/blank/spec/create", {"base": repo.head()}).status_code == 302
     assert set(repo.files(prefix="spec/")) == {"spec.yaml", "gold.jsonl"}
-    assert repo.log(limit=1)[0].message == "Create a skeleton spec"
-    html = as_owner.get("/p/triage/spec/").content.decode()
+    html = as_owner.get("/p/blank/spec/").content.decode()
     assert "✓ The spec loads" in html and "replace-me" in html
+
+
+def test_it_refuses_a_skeleton_on_a_stale_base(as_owner: Client, project: Project, repo: PackRepo) -> None:
+    base = repo.head()
+    teammate_saves(repo, "prompts/classify.txt", "Newer {{ input.ticket }}\n")
+    page = as_owner.post("/p/triage/spec/create", {"base": base})
+    assert page.status_code == 302
+    assert repo.files(prefix="spec/") == {}
+    assert "the project moved on" in as_owner.get(page["Location"]).content.decode()
 
 
 def test_it_shows_the_empty_state_read_only_to_a_viewer(as_viewer: Client, project: Project) -> None:

@@ -60,3 +60,13 @@ def test_it_writes_a_skeleton_spec_that_loads_for_any_slug() -> None:
     for slug in ("triage", "123", "null", "true", "a-b_c"):
         spec, problems = check_spec(skeleton_files(slug))
         assert problems == [] and spec is not None and spec.name == slug
+
+
+def test_it_writes_a_skeleton_from_an_evalset_that_loads_with_the_evalset_as_gold() -> None:
+    for name in example_names():
+        evalset = (Path(settings.EXAMPLE_PACKS) / name / "evalset.jsonl").read_bytes()
+        files = skeleton_files("x", evalset)
+        spec, problems = check_spec(files)
+        assert problems == [] and spec is not None
+        assert files["gold.jsonl"] == evalset
+        assert set(spec.outputs) == set(check_spec(written(name))[0].outputs)  # type: ignore[union-attr]

@@ -302,5 +302,5 @@ def spec_create(request: StudioRequest, slug: str) -> HttpResponse:
         messages.error(request, f"Not created: {exc}.")
         return after_save(request, reverse("projects-spec", args=[slug]))
     record_save(opened)
-    messages.success(request, f"Saved {sha[:10]}: {message}. Rewrite the task, the fields and the gold case.")
+    messages.success(request, f"Saved {sha[:10]}: {message}. Rewrite the task and the descriptions.")
     return after_save(request, reverse("projects-spec", args=[slug]))

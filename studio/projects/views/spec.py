@@ -136,7 +136,7 @@ def _spec_context(
     return opened.context(
         "spec",
         exists=bool(saved),
-        pack_evalset=not saved and base and EVALSET in pack_files(opened.repo, base),
+        pack_evalset=not saved and _has_evalset(opened, base),
         path=name,
         text=text,
         base=base,
@@ -155,6 +155,13 @@ def _spec_context(
         relations=relations,
         **extra,
     )
+
+
+def _has_evalset(opened: Opened, base: str) -> bool:
+    try:
+        return EVALSET in pack_files(opened.repo, base or None)
+    except StorageError:
+        return False
 
 
 def spec_edit(request: StudioRequest, slug: str) -> HttpResponse:

@@ -239,3 +239,13 @@ def test_it_leaves_an_existing_spec_alone_when_asked_for_a_skeleton(as_owner: Cl
     page = as_owner.post("/p/triage/spec/create", {"base": head})
     assert page.status_code == 302
     assert with_spec.head() == head
+
+
+@pytest.mark.parametrize("base", ["", "zzzz", "0" * 40])
+def test_it_refuses_a_save_on_a_base_that_is_not_a_version(
+    as_owner: Client, project: Project, repo: PackRepo, base: str
+) -> None:
+    head = repo.head()
+    page = save(as_owner, "name: x\n", base)
+    assert page.status_code == 400
+    assert repo.head() == head and repo.files(prefix="spec/") == {}

@@ -28,6 +28,13 @@ PINNED = [
     "InductionScore",
     "induce",
     "score_against_grammars",
+    # the plan document (issue 11, stage 2)
+    "PLAN_SCHEMA",
+    "Plan",
+    "PlanEdge",
+    "PlanInvalid",
+    "PlanNode",
+    "parse_plan",
 ]
 
 

@@ -35,6 +35,25 @@ PINNED = [
     "PlanInvalid",
     "PlanNode",
     "parse_plan",
+    # the tools catalogue (issue 11, planners)
+    "ToolSpec",
+    "catalogue",
+    # the planners (issue 11, stage 2)
+    "Feedback",
+    "ModelPlanner",
+    "PlanRequest",
+    "PlanResult",
+    "Planner",
+    "PlannerFailed",
+    "RecordedPlanner",
+    "RulesPlanner",
+    "make_planner",
+    # the offline test model, the compile loop (issue 11, loop)
+    "offline_script",
+    "AttemptRecord",
+    "BuildResult",
+    "Progress",
+    "build",
 ]
 
 

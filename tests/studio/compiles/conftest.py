@@ -1,5 +1,5 @@
 """Compile test fixtures: a project with a spec, and the loop replaced by a scripted
-stand-in (tests/studio/compiles/stand_in.py)."""
+stand-in (tests.support.compile_stand_in.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from studio.accounts.models import Membership, Role
 from studio.compiles import worker
 from studio.projects.models import Project, create_project
 from studio.projects.views import example_files
-from tests.studio.compiles.stand_in import FakePlanner, Scripted, StandIn, spec_files
+from tests.support.compile_stand_in import FakePlanner, Scripted, StandIn, spec_files
 
 
 @pytest.fixture(autouse=True)

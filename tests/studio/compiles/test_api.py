@@ -14,7 +14,7 @@ from studio.compiles.models import Compile
 from studio.endpoints.models import Endpoint
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo
-from tests.studio.compiles.stand_in import TWO_ATTEMPTS, Scripted, StandIn
+from tests.support.compile_stand_in import TWO_ATTEMPTS, Scripted, StandIn
 from tests.support.studio import bearer, send
 
 

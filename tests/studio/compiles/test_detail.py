@@ -15,7 +15,7 @@ from studio.compiles.models import Compile
 from studio.compiles.start import start_compile
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo
-from tests.studio.compiles.stand_in import TWO_ATTEMPTS, Scripted, StandIn
+from tests.support.compile_stand_in import TWO_ATTEMPTS, Scripted, StandIn
 from tests.support.studio import HTMX, client_for
 
 

@@ -14,7 +14,7 @@ from studio.endpoints.models import Endpoint
 from studio.projects.models import Project, create_project
 from studio.projects.storage import PackRepo
 from studio.projects.views import example_files
-from tests.studio.compiles.stand_in import TWO_ATTEMPTS, Scripted, StandIn
+from tests.support.compile_stand_in import TWO_ATTEMPTS, Scripted, StandIn
 from tests.support.studio import HTMX
 
 URL = "/p/triage/compiles/"

@@ -25,7 +25,7 @@ from studio.endpoints.models import Endpoint
 from studio.evals.limits import FileSlots
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo
-from tests.studio.compiles.stand_in import TWO_ATTEMPTS, FakePlanner, Scripted, StandIn, triage_pack
+from tests.support.compile_stand_in import TWO_ATTEMPTS, FakePlanner, Scripted, StandIn, triage_pack
 
 
 def started(project: Project, owner: User, **options: Any) -> Compile:

@@ -5,15 +5,22 @@ import ...`), never the studio.
 Built so far: the spec loader and schema induction (docs/compiler.md). This module is the
 compiler's public API; tests/compiler/test_exported_members.py pins the list."""
 
-from compiler.errors import CompilerError, SpecInvalid
+from compiler.errors import CompilerError, PlanInvalid, SpecInvalid
 from compiler.induce import Constraint, InducedField, Induction, InductionScore, induce, score_against_grammars
+from compiler.loop import AttemptRecord, BuildResult, Progress, build
+from compiler.offline import offline_script
+from compiler.plan import PLAN_SCHEMA, Plan, PlanEdge, PlanNode, parse_plan
 from compiler.spec import FIELD_TYPES, GOLD_FILE, SPEC_FILE, Budgets, FieldSpec, GoldCase, Rule, Spec, load_spec
+from compiler.tools import ToolSpec, catalogue
 
 __all__ = [
     "FIELD_TYPES",
     "GOLD_FILE",
+    "PLAN_SCHEMA",
     "SPEC_FILE",
+    "AttemptRecord",
     "Budgets",
+    "BuildResult",
     "CompilerError",
     "Constraint",
     "FieldSpec",
@@ -21,10 +28,20 @@ __all__ = [
     "InducedField",
     "Induction",
     "InductionScore",
+    "Plan",
+    "PlanEdge",
+    "PlanInvalid",
+    "PlanNode",
+    "Progress",
     "Rule",
     "Spec",
     "SpecInvalid",
+    "ToolSpec",
+    "build",
+    "catalogue",
     "induce",
     "load_spec",
+    "offline_script",
+    "parse_plan",
     "score_against_grammars",
 ]

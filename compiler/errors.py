@@ -16,3 +16,12 @@ class SpecInvalid(CompilerError):
     def __init__(self, issues: list[PackIssue]) -> None:
         self.issues = issues
         super().__init__("\n".join(str(i) for i in issues))
+
+
+class PlanInvalid(CompilerError):
+    """A plan document failed its checks (compiler.plan.parse_plan). Carries every
+    problem found, each a sentence starting with its JSON path (`nodes[2].writes: ...`)."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))

@@ -24,6 +24,7 @@ from runtime.backends import (
 )
 from runtime.calibration import Calibration, calibrate, gate_minimums
 from runtime.checkpoint import CheckpointStore, Entry, MemoryStore, RunRecord, SQLiteStore
+from runtime.cli import main as cli_main
 from runtime.endpoints import CheckResult, check_endpoint
 from runtime.errors import (
     PACK_ISSUE_KINDS,
@@ -141,6 +142,7 @@ __all__ = [
     "case_score",
     "check_baseline",
     "check_endpoint",
+    "cli_main",
     "comparable",
     "compile_expr",
     "drawing_for",

@@ -168,4 +168,60 @@ def issue_refund(order_id: str, amount_usd: float) -> dict[str, Any]:
     return {"refund_id": f"R-{order_id}", "refunded": True}
 
 
+# What a compiler's planner sees of these tools (compiler/tools.py): a description, the
+# JSON schema of the keyword arguments and of the object returned. The result schemas
+# are the pack's grammars/lookup.json and grammars/refund.json (a test keeps them equal).
+lookup_order.__packforge_tool__ = {  # type: ignore[attr-defined]
+    "description": "Fetch an order by its id (like ORD-10001). An unknown id raises, which takes the node's on_fail.",
+    "args": {
+        "type": "object",
+        "properties": {"order_id": {"type": "string", "description": "The order number, as the customer wrote it."}},
+        "required": ["order_id"],
+    },
+    "result": {
+        "type": "object",
+        "properties": {
+            "order": {
+                "type": "object",
+                "properties": {
+                    "order_id": {"type": "string", "pattern": "^ORD-[0-9]{5}$"},
+                    "customer": {"type": "string"},
+                    "item": {"type": "string"},
+                    "total_usd": {"type": "number", "minimum": 0},
+                    "status": {"type": "string", "enum": ["processing", "shipped", "delivered", "cancelled"]},
+                    "days_since_delivery": {"type": ["integer", "null"], "minimum": 0},
+                    "final_sale": {"type": "boolean"},
+                    "refunded_usd": {"type": "number", "minimum": 0},
+                },
+                "required": ["order_id", "total_usd", "status", "days_since_delivery", "final_sale", "refunded_usd"],
+                "additionalProperties": False,
+            }
+        },
+        "required": ["order"],
+        "additionalProperties": False,
+    },
+}
+
+issue_refund.__packforge_tool__ = {  # type: ignore[attr-defined]
+    "description": "Refund an amount in dollars on an order. Refuses more than is left to refund on it.",
+    "args": {
+        "type": "object",
+        "properties": {
+            "order_id": {"type": "string", "description": "The order to refund."},
+            "amount_usd": {"type": "number", "description": "Dollars to refund, more than 0."},
+        },
+        "required": ["order_id", "amount_usd"],
+    },
+    "result": {
+        "type": "object",
+        "properties": {
+            "refund_id": {"type": "string", "pattern": "^R-ORD-[0-9]{5}$"},
+            "refunded": {"type": "boolean", "const": True},
+        },
+        "required": ["refund_id", "refunded"],
+        "additionalProperties": False,
+    },
+}
+
+
 registry = {"lookup_order": lookup_order, "issue_refund": issue_refund}

@@ -28,6 +28,22 @@ PINNED = [
     "InductionScore",
     "induce",
     "score_against_grammars",
+    # the plan document (issue 11, stage 2)
+    "PLAN_SCHEMA",
+    "Plan",
+    "PlanEdge",
+    "PlanInvalid",
+    "PlanNode",
+    "parse_plan",
+    # the tools catalogue (issue 11, planners)
+    "ToolSpec",
+    "catalogue",
+    # the offline test model, the compile loop (issue 11, loop)
+    "offline_script",
+    "AttemptRecord",
+    "BuildResult",
+    "Progress",
+    "build",
 ]
 
 

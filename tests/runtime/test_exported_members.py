@@ -9,6 +9,7 @@ import types
 import runtime
 
 PINNED = [
+    "cli_main",  # `packforge`: compiler.cli hands every command but build/check to it
     "NODE_KINDS",
     "NODE_SHAPES",
     "NodeDrawing",

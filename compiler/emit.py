@@ -1,0 +1,309 @@
+"""Emit: a checked plan -> a pack directory the runtime loads.
+
+`emit(plan, spec, out, induction=...)` writes manifest.yaml, graph.yaml, one prompt and
+one grammar per generate node (and per human node), a grammar per tool node whose result
+schema is known, the fake scripts it is given, the gold cases as evalset.jsonl (byte for
+byte: invariant 6) and a README. The runtime's loader is the judge of the result: an
+emitted pack that does not load is a compiler bug (tests/compiler/test_emit.py holds emit
+to that over generated specs and plans). docs/compiler.md, "Emit", says what each file
+holds."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import yaml
+
+from compiler.errors import CompilerError
+
+if TYPE_CHECKING:
+    from compiler.induce import Induction
+    from compiler.plan import Plan, PlanNode
+    from compiler.spec import Spec
+
+REPLY_LINE = "Reply with JSON only: "
+EXAMPLES_FILE = "examples.jsonl"
+_FAKE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\.json$")
+
+
+class ToolLike(Protocol):
+    """What emit reads of a tool's catalogue entry (compiler.tools.ToolSpec meets it)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def args(self) -> Mapping[str, Any]: ...
+
+    @property
+    def result(self) -> Mapping[str, Any]: ...
+
+
+def emit(
+    plan: Plan,
+    spec: Spec,
+    out: Path,
+    *,
+    induction: Induction,
+    catalogue: Mapping[str, ToolLike] | None = None,
+    fakes: Mapping[str, Mapping[str, Any]] | None = None,
+    model: str | None = None,
+    version: str = "1.0",
+) -> Path:
+    """Write the pack for `plan` into `out` (which must not exist, or be an empty folder)
+    and return `out`.
+
+    `induction` gives the schemas of spec outputs (`induce` over the spec's gold);
+    `catalogue` maps tool names to their entries (result schemas for tool-written fields);
+    `fakes` maps file names (`offline.json`) to scripted-model documents, written under
+    fakes/; `model` is the manifest's model (default: `fake:fakes/offline.json` when that
+    fake is given, else the spec's model, else none)."""
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise CompilerError(f"{out}: emit writes a new pack; the folder must not exist or be empty")
+    tools = dict(catalogue or {})
+    scripts = dict(fakes or {})
+    for name in scripts:
+        if not _FAKE_NAME.match(name):
+            raise CompilerError(f"fake script name {name!r} must be a plain file name ending in .json")
+    schemas = _Schemas(plan, spec, induction, tools)
+    files: dict[str, str | bytes] = {
+        "manifest.yaml": _manifest(plan, spec, scripts, model, version),
+        "graph.yaml": _graph(plan),
+        "evalset.jsonl": spec.gold_bytes,
+        "README.md": _readme(plan, spec),
+    }
+    for node in plan.nodes:
+        if node.kind in ("generate", "human"):
+            fields = {w: schemas.field(w) for w in node.writes}
+            files[f"grammars/{node.id}.json"] = _json(_object_schema(fields, closed=True))
+            files[f"prompts/{node.id}.txt"] = _prompt(node, spec, fields)
+        elif node.kind == "tool":
+            known = {w: schemas.tool_field(node, w) for w in node.writes}
+            if node.writes and all(s is not None for s in known.values()):
+                files[f"grammars/{node.id}.json"] = _json(
+                    _object_schema({w: s for w, s in known.items() if s is not None}, closed=False)
+                )
+    for name, script in scripts.items():
+        files[f"fakes/{name}"] = _json(script)
+    out.mkdir(parents=True, exist_ok=True)
+    for rel, content in files.items():
+        path = out / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    return out
+
+
+class _Schemas:
+    """Where a field's JSON schema comes from: the plan's `state`, else the induced
+    schema of a spec output (gold shows it), else a tool's result schema, else the spec's
+    declared type (nullable), else anything (`{}`)."""
+
+    def __init__(self, plan: Plan, spec: Spec, induction: Induction, catalogue: Mapping[str, ToolLike]) -> None:
+        self.plan = plan
+        self.spec = spec
+        self.induction = induction
+        self.catalogue = catalogue
+
+    def field(self, name: str) -> dict[str, Any]:
+        if name in self.plan.state:
+            return dict(self.plan.state[name])
+        induced = self.induction.fields.get(name)
+        if induced is not None:
+            schema = induced.schema()
+            if schema:
+                return schema
+        for node in self.plan.nodes:
+            if node.kind == "tool" and name in node.writes:
+                found = self._result_property(node, name)
+                if found is not None:
+                    return found
+        declared = self.spec.outputs.get(name)
+        if declared is not None and declared.type is not None:
+            return {"type": [declared.type, "null"]}
+        return {}
+
+    def tool_field(self, node: PlanNode, name: str) -> dict[str, Any] | None:
+        if name in self.plan.state:
+            return dict(self.plan.state[name])
+        return self._result_property(node, name)
+
+    def _result_property(self, node: PlanNode, name: str) -> dict[str, Any] | None:
+        entry = self.catalogue.get(node.tool or "")
+        if entry is None:
+            return None
+        props = entry.result.get("properties") if isinstance(entry.result, Mapping) else None
+        if isinstance(props, Mapping) and isinstance(props.get(name), Mapping):
+            return dict(props[name])
+        return None
+
+
+def _object_schema(fields: Mapping[str, dict[str, Any]], *, closed: bool) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": dict(fields), "required": list(fields)}
+    if closed:
+        schema["additionalProperties"] = False
+    return schema
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+
+
+def _yaml(value: Any) -> str:
+    return yaml.safe_dump(value, sort_keys=False, allow_unicode=True, width=100, default_flow_style=False)
+
+
+def _manifest(plan: Plan, spec: Spec, fakes: Mapping[str, Any], model: str | None, version: str) -> str:
+    used = {n.tool for n in plan.nodes if n.kind == "tool" and n.tool}
+    tools = [t for t in spec.tools if t in used] + sorted(used - set(spec.tools))
+    if model is None:
+        model = "fake:fakes/offline.json" if "offline.json" in fakes else spec.model
+    doc: dict[str, Any] = {
+        "name": spec.name,
+        "version": version,
+        "description": spec.task.strip(),
+        "entry": plan.entry,
+    }
+    if model is not None:
+        doc["model"] = model
+    doc["inputs"] = list(spec.inputs)
+    if tools:
+        doc["tools"] = tools
+    doc["output"] = list(spec.outputs)
+    if plan.fields:
+        doc["fields"] = {name: dict(rule) for name, rule in plan.fields.items()}
+    return f"# Compiled from the spec {spec.name!r} (packforge compiler); plan: {plan.name}.\n" + _yaml(doc)
+
+
+def _graph(plan: Plan) -> str:
+    nodes: dict[str, Any] = {}
+    for n in plan.nodes:
+        node: dict[str, Any] = {"kind": n.kind}
+        if n.description:
+            node["description"] = n.description
+        reads = list(n.reads)
+        if n.kind == "tool":
+            reads += [p for p in n.args.values() if p not in reads]
+            node["tool"] = n.tool
+            node["args"] = dict(n.args)
+        if n.kind != "end" and reads:
+            node["reads"] = reads
+        if n.kind in ("generate", "human", "tool") and n.writes:
+            node["writes"] = list(n.writes)
+        if n.kind == "assert":
+            node["expr"] = n.expr
+        if n.kind == "generate":
+            if n.two_stage:
+                node["two_stage"] = True
+            if n.samples > 1:
+                node["samples"] = n.samples
+            if n.agree is not None:
+                node["agree"] = n.agree
+            if n.confidence is not None:
+                node["confidence"] = dict(n.confidence)
+            if n.max_tokens is not None:
+                node["max_tokens"] = n.max_tokens
+            if n.assert_:
+                node["assert"] = n.assert_
+        if n.kind == "end" and n.output is not None:
+            node["output"] = list(n.output)
+        nodes[n.id] = node
+    edges: list[dict[str, Any]] = []
+    for e in plan.edges:
+        edge: dict[str, Any] = {"from": e.source}
+        if e.to is not None:
+            edge["to"] = e.to
+            if e.when is not None:
+                edge["when"] = e.when
+        elif e.on_fail is not None:
+            edge["on_fail"] = e.on_fail
+        elif e.on_unsure is not None:
+            edge["on_unsure"] = e.on_unsure
+        edges.append(edge)
+    return _yaml({"nodes": nodes, "edges": edges})
+
+
+def _label(path: str, spec: Spec) -> str:
+    root, _, rest = path.partition(".")
+    words = (rest if root == "input" and rest else path).replace(".", " ").replace("_", " ").strip()
+    label = words[:1].upper() + words[1:]
+    if root == "input" and rest in spec.inputs:
+        description = spec.inputs[rest].description.strip()
+        if description:
+            label += f" ({description.rstrip('.')})"
+    return label
+
+
+def _prompt(node: PlanNode, spec: Spec, fields: Mapping[str, dict[str, Any]]) -> str:
+    body = (node.instructions or node.description or spec.task).strip()
+    parts = [_escape(body)]
+    for read in node.reads:
+        if read.startswith("input."):
+            parts.append(f'{_label(read, spec)}:\n"""\n{{{{ {read} }}}}\n"""')
+        else:
+            parts.append(f"{_label(read, spec)}:\n{{{{ {read} }}}}")
+    shown = ", ".join(f"{json.dumps(f)}: {_hint(s)}" for f, s in fields.items())
+    parts.append(_escape(REPLY_LINE + "{" + shown + "}"))
+    return "\n\n".join(parts) + "\n"
+
+
+def _escape(text: str) -> str:
+    """Text that is not a placeholder: `{{` would start one, so it is broken up."""
+    return text.replace("{{", "{ {").replace("}}", "} }")
+
+
+def _hint(schema: Mapping[str, Any]) -> str:
+    """How a field's value looks, in a few words: the enum's values, a const, else its type."""
+    if "enum" in schema and isinstance(schema["enum"], list):
+        return " | ".join(json.dumps(v, ensure_ascii=False) for v in schema["enum"])
+    if "const" in schema:
+        return json.dumps(schema["const"], ensure_ascii=False)
+    kind = schema.get("type")
+    types = (
+        [kind] if isinstance(kind, str) else [t for t in kind if isinstance(t, str)] if isinstance(kind, list) else []
+    )
+    if not types:
+        return "<any JSON value>"
+    words = []
+    for t in types:
+        if t == "null":
+            continue
+        if t == "array":
+            words.append("[...]")
+        elif t == "object":
+            words.append("{...}")
+        else:
+            words.append(t)
+    text = " or ".join(words) if words else "null"
+    if "null" in types and words:
+        text += " or null"
+    return f"<{text}>"
+
+
+def _readme(plan: Plan, spec: Spec) -> str:
+    lines = [
+        f"# {spec.name}",
+        "",
+        f"Compiled from spec {spec.name} ({spec.root}) by the packforge compiler; do not edit by hand,",
+        "change the spec and compile again.",
+        "",
+        spec.task.strip(),
+        "",
+    ]
+    if plan.summary:
+        lines += ["## The plan", "", plan.summary.strip(), ""]
+    lines += ["## Nodes", ""]
+    for n in plan.nodes:
+        what = f" - {n.description}" if n.description else ""
+        lines.append(f"- `{n.id}` ({n.kind}){what}")
+    return "\n".join(lines) + "\n"

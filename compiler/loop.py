@@ -1,0 +1,543 @@
+"""The compile loop: induce once, then per attempt plan -> check -> emit -> load ->
+evaluate on the offline test model -> (optionally) evaluate on the target model, and
+re-plan with the blame report until the pack scores full marks or a budget is spent
+(docs/compiler.md, "The loop").
+
+Durability. Everything an attempt makes lives under `work/attempts/<n>/`, and its
+`attempt.json` is written last: an attempt with one is finished, an attempt without one
+was interrupted (a killed worker) and is redone from scratch. `build` on an existing
+work dir resumes after the last finished attempt, with the budgets those attempts spent
+already counted and the re-plan feedback rebuilt from their stored files.
+
+The best pack. `out` only ever receives a pack that ranks above the one `work/best.json`
+records (offline score, then target score, then cheaper to run): a worse attempt never
+overwrites a better pack. The copy goes to a temporary sibling folder first and is
+swapped in by rename, so `out` is at every moment either the previous best pack or the
+new one, never a half-written mix."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import runtime
+from compiler.emit import emit
+from compiler.errors import CompilerError, PlanInvalid
+from compiler.induce import Induction, induce
+from compiler.offline import offline_script
+from compiler.plan import parse_plan
+from compiler.planners.base import Feedback, Planner, PlannerFailed, PlanRequest
+from compiler.spec import Spec
+from compiler.tools import ToolSpec, catalogue
+from runtime import Cancelled, PackforgeError, PackInvalid, Tool, load_pack, open_backend
+
+STAGES = ("induce", "plan", "emit", "load", "offline_eval", "target_eval", "done", "cancelled")
+STATUSES = ("ok", "plan_invalid", "pack_invalid", "cancelled", "error")
+OFFLINE_SCRIPT = "offline.json"  # the offline test model, as the emitted pack's fakes/offline.json
+OFFLINE_MODEL = f"fake:fakes/{OFFLINE_SCRIPT}"
+ATTEMPT_FILE = "attempt.json"
+BEST_FILE = "best.json"
+REPORT_CHARS = 4000  # the re-plan report's bound (docs/compiler.md)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One step of a build, for a progress line or a studio poll: the attempt (0 while
+    inducing), the stage it is in (one of STAGES), a sentence, the planner tokens spent
+    so far (all attempts), and the latest scores."""
+
+    attempt: int
+    stage: str
+    message: str
+    tokens: int = 0
+    offline_score: float | None = None
+    target_score: float | None = None
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """A finished attempt, as `attempts/<n>/attempt.json` holds it. `status` is one of
+    STATUSES; scores are pass rates (0..1), None when that eval did not run; `tokens` and
+    `cost_usd` are this attempt's planner spend plus (cost only) the target eval's;
+    `stages` holds seconds per stage (`plan` is the planner's, model time included)."""
+
+    number: int
+    status: str
+    offline_score: float | None = None
+    target_score: float | None = None
+    tokens: int = 0
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+    failing_nodes: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+    stages: dict[str, float] = field(default_factory=dict)
+    calls_per_case: float | None = None  # mean model calls per case on the deciding eval
+    cost_per_case: float | None = None  # mean model dollars per case on the target
+
+    @property
+    def full_marks(self) -> bool:
+        """Every gold case passed offline, and on the target when one was evaluated."""
+        return self.status == "ok" and self.offline_score == 1.0 and self.target_score in (None, 1.0)
+
+    def rank(self) -> tuple[float, float, float, float]:
+        """Higher is better: offline score, target score, then cheaper to run."""
+        if self.status != "ok":
+            return (-1.0, -1.0, 0.0, 0.0)
+        return (
+            self.offline_score or 0.0,
+            self.target_score or 0.0,
+            -(self.cost_per_case or 0.0),
+            -(self.calls_per_case or 0.0),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "status": self.status,
+            "offline_score": self.offline_score,
+            "target_score": self.target_score,
+            "tokens": self.tokens,
+            "cost_usd": self.cost_usd,
+            "seconds": self.seconds,
+            "failing_nodes": list(self.failing_nodes),
+            "problems": list(self.problems),
+            "stages": dict(self.stages),
+            "calls_per_case": self.calls_per_case,
+            "cost_per_case": self.cost_per_case,
+            "full_marks": self.full_marks,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AttemptRecord:
+        return cls(
+            number=int(data["number"]),
+            status=str(data["status"]),
+            offline_score=data.get("offline_score"),
+            target_score=data.get("target_score"),
+            tokens=int(data.get("tokens", 0)),
+            cost_usd=float(data.get("cost_usd", 0.0)),
+            seconds=float(data.get("seconds", 0.0)),
+            failing_nodes=tuple(data.get("failing_nodes", ())),
+            problems=tuple(data.get("problems", ())),
+            stages={str(k): float(v) for k, v in (data.get("stages") or {}).items()},
+            calls_per_case=data.get("calls_per_case"),
+            cost_per_case=data.get("cost_per_case"),
+        )
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """What a build did: the best attempt's number (None when no attempt produced a
+    pack that loads), whether it scores full marks, every attempt in order (resumed ones
+    included), the pack folder written (None without `out`, or with no best attempt),
+    and why the loop stopped: full_marks, attempts, planner_tokens, cost_usd, cancelled."""
+
+    best: int | None
+    full_marks: bool
+    attempts: list[AttemptRecord]
+    out: Path | None
+    stopped: str = "full_marks"
+
+
+def build(
+    spec: Spec,
+    planner: Planner,
+    work: Path,
+    *,
+    out: Path | None = None,
+    target: str | None = None,
+    tools: Mapping[str, Tool] | None = None,
+    attempts: int | None = None,
+    cancel: threading.Event | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> BuildResult:
+    """Compile `spec` with `planner` in the work dir `work` (created, or resumed after its
+    last finished attempt). Stops at full marks, when `attempts` (default: the spec's
+    budget), the spec's planner-token or dollar budget is spent, or when `cancel` is set.
+    With `out`, the best attempt's pack is copied there whenever it beats the pack
+    `work/best.json` records. Raises CompilerError when the spec names a tool `tools` lacks."""
+    return _Build(spec, planner, Path(work), out, target, tools, attempts, cancel, on_progress).run()
+
+
+class _Build:
+    def __init__(
+        self,
+        spec: Spec,
+        planner: Planner,
+        work: Path,
+        out: Path | None,
+        target: str | None,
+        tools: Mapping[str, Tool] | None,
+        attempts: int | None,
+        cancel: threading.Event | None,
+        on_progress: Callable[[Progress], None] | None,
+    ) -> None:
+        self.spec = spec
+        self.planner = planner
+        self.work = work
+        self.out = out
+        self.target = target
+        self.tools = tools
+        self.max_attempts = attempts if attempts is not None else spec.budgets.attempts
+        self.cancel = cancel
+        self.on_progress = on_progress
+        self.records: list[AttemptRecord] = []
+        self.catalogue: dict[str, ToolSpec] = catalogue(tools, spec.tools)
+        self.induction: Induction | None = None
+        self.last_scores: tuple[float | None, float | None] = (None, None)
+
+    # -- bookkeeping -----------------------------------------------------------------
+
+    @property
+    def tokens(self) -> int:
+        return sum(r.tokens for r in self.records)
+
+    @property
+    def cost(self) -> float:
+        return sum(r.cost_usd for r in self.records)
+
+    def progress(self, attempt: int, stage: str, message: str) -> None:
+        if self.on_progress is not None:
+            offline, target = self.last_scores
+            self.on_progress(Progress(attempt, stage, message, self.tokens, offline, target))
+
+    def cancelled(self) -> bool:
+        return self.cancel is not None and self.cancel.is_set()
+
+    def attempt_dir(self, n: int) -> Path:
+        return self.work / "attempts" / str(n)
+
+    # -- the loop --------------------------------------------------------------------
+
+    def run(self) -> BuildResult:
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.records = finished_attempts(self.work)
+        if self.records:
+            last = self.records[-1]
+            self.last_scores = (last.offline_score, last.target_score)
+            self.progress(last.number, "induce", f"resuming after attempt {last.number}")
+        self.progress(0, "induce", f"inducing schemas from {len(self.spec.gold)} gold cases")
+        self.induction = induce([(c.input, c.expected) for c in self.spec.gold], list(self.spec.outputs))
+        stopped = self.stop_reason()
+        while stopped is None:
+            record = self.attempt(len(self.records) + 1)
+            self.records.append(record)
+            self.promote(record)
+            stopped = "cancelled" if record.status == "cancelled" else self.stop_reason()
+        best = best_attempt(self.records)
+        full = best is not None and best.full_marks
+        written = self.out if self.out is not None and best is not None and self.out.is_dir() else None
+        if stopped == "cancelled":
+            self.progress(len(self.records), "cancelled", "cancelled")
+        else:
+            verdict = "full marks" if full else ("no attempt produced a pack" if best is None else "not full marks")
+            shown = f"attempt {best.number}" if best is not None else "none"
+            self.progress(len(self.records), "done", f"best: {shown} ({verdict}); stopped: {stopped}")
+        return BuildResult(best.number if best else None, full, list(self.records), written, stopped)
+
+    def stop_reason(self) -> str | None:
+        if any(r.full_marks for r in self.records):
+            return "full_marks"
+        if self.records and self.records[-1].status == "cancelled":
+            return "cancelled"
+        if self.cancelled():
+            return "cancelled"
+        if len(self.records) >= self.max_attempts:
+            return "attempts"
+        if self.tokens >= self.spec.budgets.planner_tokens:
+            return "planner_tokens"
+        if self.cost >= self.spec.budgets.cost_usd:
+            return "cost_usd"
+        return None
+
+    def attempt(self, n: int) -> AttemptRecord:
+        folder = self.attempt_dir(n)
+        if folder.exists():
+            shutil.rmtree(folder)  # an interrupted attempt: redone from scratch
+        folder.mkdir(parents=True)
+        run = _Attempt(n)
+        try:
+            record = self.stages(n, folder, run)
+        except _Stop as stop:
+            record = run.record(stop.status, stop.problems)
+        except (CompilerError, PackforgeError, OSError) as exc:
+            record = run.record("error", (f"{type(exc).__name__}: {exc}",))
+        _write_json(folder / ATTEMPT_FILE, record.to_dict())
+        self.last_scores = (record.offline_score, record.target_score)
+        return record
+
+    def stages(self, n: int, folder: Path, run: _Attempt) -> AttemptRecord:
+        self.check_cancel(run)
+        self.progress(n, "plan", f"attempt {n}: planning with {self.planner.name}")
+        assert self.induction is not None
+        request = PlanRequest(self.spec, self.induction, self.catalogue, n, feedback_for(self.work, self.records))
+        with run.timed("plan"):
+            try:
+                result = self.planner.plan(request, self.cancel)
+            except Cancelled as exc:
+                raise _Stop("cancelled", (str(exc),)) from None
+            except PlannerFailed as exc:
+                run.tokens += exc.tokens
+                run.cost += exc.cost_usd
+                raise _Stop("plan_invalid", (str(exc).splitlines()[0], *exc.problems)) from None
+        run.tokens += result.tokens
+        run.cost += result.cost_usd
+        _write_json(folder / "plan.json", result.document)
+        try:
+            plan = parse_plan(result.document, self.spec)
+        except PlanInvalid as exc:
+            raise _Stop("plan_invalid", tuple(exc.problems)) from None
+        self.check_cancel(run)
+        self.progress(n, "emit", f"attempt {n}: emitting {len(plan.nodes)} nodes")
+        with run.timed("emit"):
+            script = offline_script(plan, self.spec)
+            pack_dir = emit(
+                plan,
+                self.spec,
+                folder / "pack",
+                induction=self.induction,
+                catalogue=self.catalogue,
+                fakes={OFFLINE_SCRIPT: script},
+            )
+        self.progress(n, "load", f"attempt {n}: loading the pack")
+        with run.timed("load"):
+            try:
+                pack = load_pack(pack_dir, tools=set(self.tools) if self.tools is not None else None)
+            except PackInvalid as exc:
+                raise _Stop("pack_invalid", tuple(str(i) for i in exc.issues)) from None
+        self.check_cancel(run)
+        self.progress(n, "offline_eval", f"attempt {n}: {len(pack.cases)} cases on the offline test model")
+        with run.timed("offline_eval"):
+            backend = open_backend(OFFLINE_MODEL, base_dir=pack_dir, default=OFFLINE_MODEL)
+            try:
+                report = runtime.evaluate(pack, backend, tools=self.tools)
+            finally:
+                backend.close()
+        offline = report.to_dict()
+        offline["offline_notes"] = script.get("notes", {})
+        _write_json(folder / "offline.json", offline)
+        run.offline = report.passed / max(report.total, 1)
+        run.failing = tuple(k for k in report.failures_by_node() if k != "(none)")
+        run.calls = report.metrics()["mean_model_calls"]
+        self.last_scores = (run.offline, None)
+        self.progress(n, "offline_eval", f"attempt {n}: offline {report.passed}/{report.total}")
+        if self.target is not None and run.offline == 1.0:
+            self.check_cancel(run)
+            self.progress(n, "target_eval", f"attempt {n}: {len(pack.cases)} cases on {self.target}")
+            with run.timed("target_eval"):
+                backend = open_backend(self.target, base_dir=pack_dir)
+                try:
+                    target = runtime.evaluate(pack, backend, tools=self.tools)
+                finally:
+                    backend.close()
+            _write_json(folder / "target.json", target.to_dict())
+            metrics = target.metrics()
+            run.target = target.passed / max(target.total, 1)
+            run.failing = tuple(k for k in target.failures_by_node() if k != "(none)")
+            run.calls = metrics["mean_model_calls"]
+            run.cost_per_case = metrics["cost_per_case"]
+            run.cost += metrics["cost_per_case"] * target.total
+            self.last_scores = (run.offline, run.target)
+            self.progress(n, "target_eval", f"attempt {n}: target {target.passed}/{target.total}")
+        return run.record("ok", ())
+
+    def check_cancel(self, run: _Attempt) -> None:
+        if self.cancelled():
+            raise _Stop("cancelled", ("cancelled",))
+
+    # -- the best pack ---------------------------------------------------------------
+
+    def promote(self, record: AttemptRecord) -> None:
+        """Copy the attempt's pack to `out` when it ranks above the recorded best."""
+        if self.out is None or record.status != "ok":
+            return
+        best_file = self.work / BEST_FILE
+        current = _read_json(best_file)
+        if (
+            current is not None
+            and current.get("out") == str(self.out.resolve())
+            and self.out.is_dir()
+            and tuple(current.get("rank", ())) >= record.rank()
+        ):
+            return
+        _swap_in(self.attempt_dir(record.number) / "pack", self.out)
+        _write_json(
+            best_file,
+            {"attempt": record.number, "rank": list(record.rank()), "out": str(self.out.resolve()), **record.to_dict()},
+        )
+
+
+class _Stop(Exception):
+    """An attempt ends early with `status` (plan_invalid, pack_invalid, cancelled)."""
+
+    def __init__(self, status: str, problems: tuple[str, ...]) -> None:
+        super().__init__(status)
+        self.status = status
+        self.problems = problems
+
+
+class _Attempt:
+    """What one attempt has measured so far."""
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.started = time.perf_counter()
+        self.tokens = 0
+        self.cost = 0.0
+        self.offline: float | None = None
+        self.target: float | None = None
+        self.failing: tuple[str, ...] = ()
+        self.calls: float | None = None
+        self.cost_per_case: float | None = None
+        self.stages: dict[str, float] = {}
+
+    @contextmanager
+    def timed(self, stage: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.stages[stage] = self.stages.get(stage, 0.0) + time.perf_counter() - started
+
+    def record(self, status: str, problems: tuple[str, ...]) -> AttemptRecord:
+        return AttemptRecord(
+            number=self.number,
+            status=status,
+            offline_score=self.offline,
+            target_score=self.target,
+            tokens=self.tokens,
+            cost_usd=self.cost,
+            seconds=time.perf_counter() - self.started,
+            failing_nodes=self.failing,
+            problems=problems,
+            stages=dict(self.stages),
+            calls_per_case=self.calls,
+            cost_per_case=self.cost_per_case,
+        )
+
+
+# -- the work dir ---------------------------------------------------------------------
+
+
+def finished_attempts(work: Path) -> list[AttemptRecord]:
+    """The finished attempts in `work` (those with attempt.json), in order, up to the
+    first gap: an attempt after an unfinished one is not trusted."""
+    records = []
+    n = 1
+    while (data := _read_json(work / "attempts" / str(n) / ATTEMPT_FILE)) is not None:
+        records.append(AttemptRecord.from_dict(data))
+        n += 1
+    return records
+
+
+def best_attempt(records: list[AttemptRecord]) -> AttemptRecord | None:
+    """The attempt that ranks highest (the earliest among equals); None when none is ok."""
+    ok = [r for r in records if r.status == "ok"]
+    if not ok:
+        return None
+    return max(ok, key=lambda r: (r.rank(), -r.number))
+
+
+def feedback_for(work: Path, records: list[AttemptRecord]) -> Feedback | None:
+    """The re-plan feedback about the last finished attempt that is not cancelled, read
+    back from its stored files (so a resumed build hands the planner what an
+    uninterrupted one would have)."""
+    for record in reversed(records):
+        if record.status != "cancelled":
+            return attempt_feedback(work / "attempts" / str(record.number), record)
+    return None
+
+
+def attempt_feedback(folder: Path, record: AttemptRecord) -> Feedback:
+    """Feedback from an attempt's files: its plan, its deciding eval's blame (the target's
+    when it ran, else the offline model's) and failing cases, or the problems that kept
+    its plan from loading."""
+    plan = _read_json(folder / "plan.json") or {}
+    report = _read_json(folder / "target.json") if record.target_score is not None else None
+    report = report or _read_json(folder / "offline.json")
+    score = record.target_score if record.target_score is not None else (record.offline_score or 0.0)
+    if record.status != "ok" or report is None:
+        text = f"Attempt {record.number}: {record.status}.\n" + "\n".join(record.problems)
+        return Feedback(record.number, plan, 0.0, (), text[:REPORT_CHARS], problems=tuple(record.problems))
+    return Feedback(record.number, plan, score, record.failing_nodes, blame_report(report, record.number))
+
+
+def blame_report(report: Mapping[str, Any], attempt: int) -> str:
+    """The text a re-plan reads: the score, failures per node (most blamed first), and
+    the failing cases (input, expected, got, why), bounded to REPORT_CHARS."""
+    lines = [
+        f"Attempt {attempt} on {report.get('model')}: {report.get('passed')}/{report.get('total')} gold cases passed.",
+        "Failures by node (blamed node: failing cases):",
+    ]
+    lines += [f"  {node}: {count}" for node, count in (report.get("failures_by_node") or {}).items()]
+    untaken = (report.get("coverage") or {}).get("untaken") or []
+    if untaken:
+        lines.append("Edges no gold case took: " + "; ".join(untaken))
+    notes = report.get("offline_notes") or {}
+    if notes:
+        lines.append("Cases the offline test model cannot express: " + "; ".join(f"{k}: {v}" for k, v in notes.items()))
+    lines.append("Failing cases:")
+    for case in report.get("cases") or []:
+        if case.get("passed"):
+            continue
+        got = case.get("output") or case.get("committed") or {}
+        why = "; ".join(case.get("problems") or []) or ", ".join(
+            f"{d['field']}: expected {json.dumps(d['expected'])}, got {json.dumps(d['actual'])}"
+            for d in case.get("diffs") or []
+        )
+        lines.append(
+            f"- {case.get('id')} [blamed: {case.get('blamed')}] took {' > '.join(case.get('path') or [])}; "
+            f"got {json.dumps(got, ensure_ascii=False)}; why: {why}"
+        )
+    text = "\n".join(lines)
+    return text if len(text) <= REPORT_CHARS else text[: REPORT_CHARS - 20] + "\n... (truncated)"
+
+
+def _swap_in(source: Path, out: Path) -> None:
+    """Copy the pack folder `source` to `out`, which holds either the old pack or the new
+    one at every moment (a temporary sibling, then renames)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tag = uuid.uuid4().hex[:8]
+    fresh = out.parent / f".{out.name}.new-{tag}"
+    shutil.copytree(source, fresh)
+    if out.exists():
+        old = out.parent / f".{out.name}.old-{tag}"
+        os.rename(out, old)
+        os.rename(fresh, out)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.rename(fresh, out)
+
+
+def _write_json(path: Path, data: Any) -> None:
+    """Write JSON through a temporary file and a rename: a reader (or a resume) never
+    sees half a file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
+        return None
+
+
+__all__ = [
+    "STAGES",
+    "STATUSES",
+    "AttemptRecord",
+    "BuildResult",
+    "Progress",
+    "build",
+]

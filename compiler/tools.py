@@ -1,0 +1,107 @@
+"""What a planner knows about the host's tools: a name, a description, the JSON schema of
+its keyword arguments and of the object it returns (`ToolSpec`).
+
+A registered function may declare itself:
+
+```python
+def lookup_order(order_id: str) -> dict[str, Any]: ...
+
+lookup_order.__packforge_tool__ = {
+    "description": "Fetch an order by id; an unknown id raises.",
+    "args": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]},
+    "result": {"type": "object", "properties": {"order": {"type": "object"}}, "required": ["order"]},
+}
+```
+
+Without a declaration the arguments come from the function's signature (each parameter
+a property, required when it has no default, untyped) and the result is `{"type":
+"object"}`. Issue 14 grows this into the runtime's registry; it stays small here."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from compiler.errors import CompilerError
+from runtime import Tool
+
+DECLARATION = "__packforge_tool__"
+_DECLARATION_KEYS = frozenset({"description", "args", "result"})
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A host tool as a planner sees it: `args` and `result` are JSON schemas of objects."""
+
+    name: str
+    description: str = ""
+    args: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    result: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+
+    @property
+    def arg_names(self) -> tuple[str, ...]:
+        """The argument names, in the schema's order."""
+        return tuple(self.args.get("properties", {}))
+
+    @property
+    def result_fields(self) -> tuple[str, ...]:
+        """The top-level keys of the result the schema names (the state fields a tool
+        node writes); () when the result schema names none."""
+        return tuple(self.result.get("properties", {}))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "args": self.args, "result": self.result}
+
+
+def tool_spec(name: str, function: Tool) -> ToolSpec:
+    """The ToolSpec of one registered function: its declaration, else its signature."""
+    declared = getattr(function, DECLARATION, None)
+    if declared is not None:
+        if not isinstance(declared, Mapping) or not set(declared) <= _DECLARATION_KEYS:
+            raise CompilerError(f"tool {name!r}: {DECLARATION} must be a dict with keys description, args, result")
+        args = declared.get("args") or _signature_args(function)
+        result = declared.get("result") or {"type": "object"}
+        for key, schema in (("args", args), ("result", result)):
+            if not isinstance(schema, Mapping) or schema.get("type") != "object":
+                raise CompilerError(f"tool {name!r}: {DECLARATION}['{key}'] must be a JSON schema of an object")
+        description = declared.get("description") or _first_line(function)
+        return ToolSpec(name, str(description), dict(args), dict(result))
+    return ToolSpec(name, _first_line(function), _signature_args(function), {"type": "object"})
+
+
+def catalogue(registry: Mapping[str, Tool] | None, names: Sequence[str]) -> dict[str, ToolSpec]:
+    """The ToolSpecs of the tools `names` (a spec's `tools`), in that order. A name the
+    registry lacks is a CompilerError naming every missing one. With no registry at all,
+    the names get signature-less specs (no arguments known, result an object): a plan can
+    still be made and emitted, and the runtime's loader refuses the pack later if the host
+    does not register them."""
+    if registry is None:
+        return {name: ToolSpec(name) for name in names}
+    missing = [n for n in names if n not in registry]
+    if missing:
+        known = ", ".join(sorted(registry)) or "none"
+        raise CompilerError(
+            f"the spec names tool{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+            f"that the host registry does not have (it has: {known})"
+        )
+    return {name: tool_spec(name, registry[name]) for name in names}
+
+
+def _signature_args(function: Tool) -> dict[str, Any]:
+    try:
+        params = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return {"type": "object", "properties": {}}
+    named = [p for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    return {
+        "type": "object",
+        "properties": {p.name: {} for p in named},
+        "required": [p.name for p in named if p.default is inspect.Parameter.empty],
+    }
+
+
+def _first_line(function: Tool) -> str:
+    doc = inspect.getdoc(function) or ""
+    return doc.strip().splitlines()[0] if doc.strip() else ""

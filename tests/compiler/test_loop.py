@@ -1,0 +1,261 @@
+"""The compile loop: re-plan feedback, gold untouched, the best pack kept, budgets,
+cancel and resume, on a small spec with a recorded sequence of plans."""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compiler import AttemptRecord, Progress, Spec, build, load_spec
+from compiler.planners.base import PlanRequest, PlanResult
+from runtime import Cancelled
+
+SPEC_YAML = """\
+name: triage
+task: Classify a ticket and read the amount it disputes.
+inputs:
+  ticket: {description: The ticket., type: string}
+outputs:
+  category: {description: billing or other., type: string}
+  amount_usd: {description: The disputed amount; null when none., type: number}
+unsure_end: manual
+budgets: {attempts: 5, planner_tokens: 1000, cost_usd: 3}
+"""
+
+GOLD = [
+    {
+        "id": "t1",
+        "input": {"ticket": "Charged $20 twice"},
+        "expected": {"category": "billing", "amount_usd": 20},
+        "end": "billing",
+    },
+    {
+        "id": "t2",
+        "input": {"ticket": "The app crashes"},
+        "expected": {"category": "other", "amount_usd": None},
+        "end": "other",
+    },
+    {
+        "id": "t3",
+        "input": {"ticket": "Billing: $15 fee"},
+        "expected": {"category": "billing", "amount_usd": 15},
+        "end": "billing",
+    },
+    {
+        "id": "t4",
+        "input": {"ticket": "Password reset"},
+        "expected": {"category": "other", "amount_usd": None},
+        "end": "other",
+    },
+]
+
+
+def plan_doc(check: str = "amount_usd == null or amount_usd < 500") -> dict[str, Any]:
+    """classify -> check (an assert) -> billing / other; check's on_fail goes to manual."""
+    return {
+        "name": "triage",
+        "summary": "classify, check the amount, route by category",
+        "entry": "classify",
+        "nodes": [
+            {
+                "id": "classify",
+                "kind": "generate",
+                "reads": ["input.ticket"],
+                "writes": ["category", "amount_usd"],
+                "instructions": "Classify the ticket and read the amount.",
+            },
+            {"id": "check", "kind": "assert", "reads": ["amount_usd"], "expr": check},
+            {"id": "billing", "kind": "end"},
+            {"id": "other", "kind": "end"},
+            {"id": "manual", "kind": "end"},
+        ],
+        "edges": [
+            {"from": "classify", "to": "check"},
+            {"from": "check", "to": "billing", "when": "category == 'billing'"},
+            {"from": "check", "to": "other"},
+            {"from": "check", "on_fail": "manual"},
+        ],
+    }
+
+
+RIGHT = plan_doc()
+BROKEN = plan_doc("amount_usd == null or amount_usd < 18")  # rejects t1's gold amount: 3 of 4
+WORSE = plan_doc("amount_usd == null")  # rejects t1 and t3: 2 of 4
+INVALID = {**plan_doc(), "entry": "nowhere"}
+
+
+class Recorded:
+    """Replays plan documents (attempt N gets the Nth; the last repeats) and keeps every
+    request it was given. `tokens`/`cost` are reported per plan; `on_plan` runs inside
+    the call (to cancel mid-plan, say)."""
+
+    name = "recorded:test"
+
+    def __init__(self, *docs: dict[str, Any], tokens: int = 0, cost: float = 0.0, on_plan: Any = None) -> None:
+        self.docs = [copy.deepcopy(d) for d in docs]
+        self.tokens = tokens
+        self.cost = cost
+        self.on_plan = on_plan
+        self.requests: list[PlanRequest] = []
+
+    def plan(self, request: PlanRequest, cancel: threading.Event | None = None) -> PlanResult:
+        self.requests.append(request)
+        if self.on_plan is not None:
+            self.on_plan(cancel)
+        doc = self.docs[min(request.attempt, len(self.docs)) - 1]
+        return PlanResult(copy.deepcopy(doc), tokens=self.tokens, cost_usd=self.cost)
+
+
+@pytest.fixture
+def spec(tmp_path: Path) -> Spec:
+    root = tmp_path / "spec"
+    root.mkdir()
+    (root / "spec.yaml").write_text(SPEC_YAML)
+    (root / "gold.jsonl").write_text("".join(json.dumps(c) + "\n" for c in GOLD))
+    return load_spec(root)
+
+
+def statuses(records: list[AttemptRecord]) -> list[str]:
+    return [r.status for r in records]
+
+
+def test_it_names_the_failing_node_when_it_replans(spec: Spec, tmp_path: Path) -> None:
+    planner = Recorded(BROKEN, RIGHT)
+    result = build(spec, planner, tmp_path / "work", out=tmp_path / "pack")
+    assert [r.offline_score for r in result.attempts] == [0.75, 1.0]
+    assert planner.requests[0].feedback is None
+    feedback = planner.requests[1].feedback
+    assert feedback is not None
+    assert feedback.attempt == 1
+    assert feedback.failing_nodes == ("check",)
+    assert feedback.score == 0.75
+    assert feedback.plan == BROKEN
+    assert "check: 1" in feedback.report and "t1" in feedback.report
+    assert (result.best, result.full_marks, result.stopped) == (2, True, "full_marks")
+
+
+def test_it_hands_plan_problems_back_when_a_plan_is_invalid(spec: Spec, tmp_path: Path) -> None:
+    planner = Recorded(INVALID, RIGHT)
+    result = build(spec, planner, tmp_path / "work")
+    assert statuses(result.attempts) == ["plan_invalid", "ok"]
+    feedback = planner.requests[1].feedback
+    assert feedback is not None and feedback.problems
+    assert any("entry" in p for p in feedback.problems)
+
+
+def test_it_never_edits_gold(spec: Spec, tmp_path: Path) -> None:
+    build(spec, Recorded(WORSE, BROKEN, RIGHT), tmp_path / "work", out=tmp_path / "pack")
+    packs = sorted((tmp_path / "work" / "attempts").glob("*/pack"))
+    assert len(packs) == 3
+    for pack in [*packs, tmp_path / "pack"]:
+        assert (pack / "evalset.jsonl").read_bytes() == spec.gold_bytes
+    assert (spec.root / "gold.jsonl").read_bytes() == spec.gold_bytes
+
+
+def test_it_never_overwrites_a_better_pack_with_a_worse_one(spec: Spec, tmp_path: Path) -> None:
+    out = tmp_path / "pack"
+    result = build(spec, Recorded(BROKEN, WORSE, INVALID), tmp_path / "work", out=out, attempts=3)
+    assert [r.offline_score for r in result.attempts] == [0.75, 0.5, None]
+    assert (result.best, result.full_marks, result.out) == (1, False, out)
+    first = tmp_path / "work" / "attempts" / "1" / "pack" / "graph.yaml"
+    assert (out / "graph.yaml").read_bytes() == first.read_bytes()
+    assert json.loads((tmp_path / "work" / "best.json").read_text())["attempt"] == 1
+    # a resumed build whose next attempt is worse still leaves the better pack in place
+    build(spec, Recorded(WORSE), tmp_path / "work", out=out, attempts=4)
+    assert (out / "graph.yaml").read_bytes() == first.read_bytes()
+
+
+def test_it_replaces_the_pack_when_an_attempt_is_better(spec: Spec, tmp_path: Path) -> None:
+    out = tmp_path / "pack"
+    build(spec, Recorded(WORSE, RIGHT), tmp_path / "work", out=out)
+    right = tmp_path / "work" / "attempts" / "2" / "pack" / "graph.yaml"
+    assert (out / "graph.yaml").read_bytes() == right.read_bytes()
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(".pack.")]
+
+
+def test_it_stops_when_the_attempts_are_spent(spec: Spec, tmp_path: Path) -> None:
+    result = build(spec, Recorded(BROKEN), tmp_path / "work", attempts=2)
+    assert (len(result.attempts), result.stopped, result.full_marks) == (2, "attempts", False)
+
+
+def test_it_stops_when_the_planner_tokens_are_spent(spec: Spec, tmp_path: Path) -> None:
+    result = build(spec, Recorded(BROKEN, tokens=600), tmp_path / "work")
+    assert (len(result.attempts), result.stopped) == (2, "planner_tokens")
+    assert sum(r.tokens for r in result.attempts) == 1200
+
+
+def test_it_stops_when_the_dollars_are_spent(spec: Spec, tmp_path: Path) -> None:
+    result = build(spec, Recorded(BROKEN, cost=2.0), tmp_path / "work")
+    assert (len(result.attempts), result.stopped) == (2, "cost_usd")
+
+
+def test_it_records_an_attempt_cancelled_while_planning(spec: Spec, tmp_path: Path) -> None:
+    cancel = threading.Event()
+    seen: list[Progress] = []
+    result = build(
+        spec, Recorded(BROKEN, on_plan=lambda c: c.set()), tmp_path / "work", cancel=cancel, on_progress=seen.append
+    )
+    assert (statuses(result.attempts), result.stopped) == (["cancelled"], "cancelled")
+    stored = json.loads((tmp_path / "work" / "attempts" / "1" / "attempt.json").read_text())
+    assert stored["status"] == "cancelled"
+    assert not (tmp_path / "work" / "attempts" / "1" / "pack").exists()
+    assert seen[-1].stage == "cancelled"
+
+
+def test_it_records_a_planner_call_cut_short_by_cancel(spec: Spec, tmp_path: Path) -> None:
+    def interrupted(cancel: threading.Event | None) -> None:
+        assert cancel is not None
+        cancel.set()
+        raise Cancelled("planner call cancelled")
+
+    result = build(spec, Recorded(BROKEN, on_plan=interrupted), tmp_path / "work", cancel=threading.Event())
+    assert statuses(result.attempts) == ["cancelled"]
+    assert result.attempts[0].problems == ("planner call cancelled",)
+
+
+def test_it_does_not_start_when_cancelled_before(spec: Spec, tmp_path: Path) -> None:
+    cancel = threading.Event()
+    cancel.set()
+    planner = Recorded(RIGHT)
+    result = build(spec, planner, tmp_path / "work", cancel=cancel)
+    assert (result.attempts, result.stopped, planner.requests) == ([], "cancelled", [])
+
+
+def test_it_resumes_after_the_last_finished_attempt(spec: Spec, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    build(spec, Recorded(BROKEN), work, attempts=1)
+    # a worker killed mid-attempt 2: its folder holds a plan and half a pack, no attempt.json
+    half = work / "attempts" / "2"
+    (half / "pack").mkdir(parents=True)
+    (half / "plan.json").write_text(json.dumps(WORSE))
+    planner = Recorded(BROKEN, RIGHT)
+    result = build(spec, planner, work, out=tmp_path / "pack")
+    assert [r.attempt for r in planner.requests] == [2]
+    feedback = planner.requests[0].feedback
+    assert feedback is not None and (feedback.attempt, feedback.failing_nodes) == (1, ("check",))
+    assert [r.number for r in result.attempts] == [1, 2]
+    assert (result.best, result.full_marks) == (2, True)
+    assert json.loads((half / "plan.json").read_text()) == RIGHT
+
+
+def test_it_reports_each_stage_of_an_attempt(spec: Spec, tmp_path: Path) -> None:
+    seen: list[Progress] = []
+    build(spec, Recorded(RIGHT), tmp_path / "work", on_progress=seen.append)
+    stages = [p.stage for p in seen]
+    assert stages[:1] == ["induce"] and stages[-1] == "done"
+    for stage in ("plan", "emit", "load", "offline_eval"):
+        assert stage in stages
+    assert seen[-1].offline_score == 1.0
+
+
+def test_it_keeps_every_attempts_files(spec: Spec, tmp_path: Path) -> None:
+    build(spec, Recorded(BROKEN, RIGHT), tmp_path / "work")
+    for n in ("1", "2"):
+        folder = tmp_path / "work" / "attempts" / n
+        for name in ("plan.json", "offline.json", "attempt.json", "pack/manifest.yaml", "pack/fakes/offline.json"):
+            assert (folder / name).is_file(), name

@@ -29,14 +29,16 @@ import logging
 import shutil
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import DateTimeField, F, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from compiler import SpecInvalid, load_spec
+from compiler import Spec, SpecInvalid, load_spec
+from compiler.loop import BuildResult, Progress, build
+from compiler.planners.base import Planner, PlanRequest, PlanResult, make_planner
 from runtime import PackforgeError
 from studio import leases, packs
 from studio.compiles.models import Compile, CompileAttempt
@@ -47,9 +49,6 @@ from studio.endpoints.execute import spec_for
 from studio.evals.limits import Slots, holding, slots
 from studio.projects.storage import PackRepo, StorageError
 from studio.redaction import stored
-
-if TYPE_CHECKING:
-    from compiler import Spec
 
 log = logging.getLogger("packforge.studio.compiles")
 
@@ -62,38 +61,22 @@ class LeaseLost(Exception):
     """The compile's lease passed to another delivery while this one ran."""
 
 
-# -- the compiler, behind two names the tests replace ---------------------------------------
-
-
-def build(spec: Spec, planner: Any, work: Path, **options: Any) -> Any:
-    """compiler.loop.build (imported here, so this module loads before the loop exists)."""
-    from compiler.loop import build as loop_build
-
-    return loop_build(spec, planner, work, **options)
-
-
-def make_planner(spec: str) -> Any:
-    from compiler.planners import make_planner as make
-
-    return make(spec)
-
-
 class CappedPlanner:
     """A planner whose every plan() holds a slot of its endpoint's global cap while in
     flight, so compiles, evals and try-it runs together never send one endpoint more
     calls at once than its `concurrency`. Waiting for a slot stops when `cancel` is set."""
 
-    def __init__(self, inner: Any, slots: Slots, key: str, limit: int) -> None:
+    def __init__(self, inner: Planner, slots: Slots, key: str, limit: int) -> None:
         self.inner = inner
         self.name = inner.name
         self.slots, self.key, self.limit = slots, key, limit
 
-    def plan(self, request: Any, cancel: threading.Event | None = None) -> Any:
+    def plan(self, request: PlanRequest, cancel: threading.Event | None = None) -> PlanResult:
         with holding(self.slots, self.key, self.limit, cancel):
             return self.inner.plan(request, cancel)
 
 
-def open_planner(c: Compile) -> Any:
+def open_planner(c: Compile) -> Planner:
     """The compile's planner: the model-free one, or its endpoint's (the key is read by
     this process from the variable the endpoint names; never from the spec)."""
     endpoint = c.planner_endpoint
@@ -175,7 +158,7 @@ def _run_claimed(c: Compile, token: str, cancel: threading.Event, lost: Any) -> 
     target = spec_for(c.target_endpoint) if c.target_endpoint is not None else None
     tools = packs.host_tools() if spec.tools else None
 
-    def on_progress(p: Any) -> None:
+    def on_progress(p: Progress) -> None:
         fields = {
             "attempt": p.attempt or 0,
             "stage": p.stage,
@@ -214,7 +197,7 @@ def _run_claimed(c: Compile, token: str, cancel: threading.Event, lost: Any) -> 
     return status
 
 
-def _summary_line(result: Any) -> str:
+def _summary_line(result: BuildResult) -> str:
     if result.best is None:
         return "no attempt produced a pack that loads"
     marks = "full marks" if result.full_marks else "not full marks"

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import yaml
 
-from compiler.errors import CompilerError
+from compiler.errors import CompilerError, PlanInvalid
 
 if TYPE_CHECKING:
     from compiler.induce import Induction
@@ -58,7 +58,9 @@ def emit(
     version: str = "1.0",
 ) -> Path:
     """Write the pack for `plan` into `out` (which must not exist, or be an empty folder)
-    and return `out`.
+    and return `out`. Raises PlanInvalid (before writing anything) for a plan that
+    parse_plan accepts but whose pack the runtime would refuse for a reason only the
+    field schemas show: a confidence gate on a field that is not a closed choice.
 
     `induction` gives the schemas of spec outputs (`induce` over the spec's gold);
     `catalogue` maps tool names to their entries (result schemas for tool-written fields);
@@ -74,6 +76,7 @@ def emit(
         if not _FAKE_NAME.match(name):
             raise CompilerError(f"fake script name {name!r} must be a plain file name ending in .json")
     schemas = _Schemas(plan, spec, induction, tools)
+    _check_gates(plan, schemas)
     files: dict[str, str | bytes] = {
         "manifest.yaml": _manifest(plan, spec, scripts, model, version),
         "graph.yaml": _graph(plan),
@@ -102,6 +105,29 @@ def emit(
         else:
             path.write_text(content, encoding="utf-8")
     return out
+
+
+def _check_gates(plan: Plan, schemas: _Schemas) -> None:
+    """A confidence gate needs a closed-choice field (an enum, a const, a boolean): the
+    runtime refuses the pack otherwise, so the plan is refused here, naming the field."""
+    problems = []
+    for i, node in enumerate(plan.nodes):
+        gated = (node.confidence or {}).get("field") if node.kind == "generate" else None
+        if isinstance(gated, str) and not _closed(schemas.field(gated)):
+            problems.append(
+                f"nodes[{i}].confidence.field: '{gated}' is not a closed choice in its schema (no enum, const or "
+                "boolean type: gold does not close its values); give it an enum in 'state' or drop the gate"
+            )
+    if problems:
+        raise PlanInvalid(problems)
+
+
+def _closed(schema: Mapping[str, Any]) -> bool:
+    if (isinstance(schema.get("enum"), list) and schema["enum"]) or "const" in schema:
+        return True
+    kind = schema.get("type")
+    types = {kind} if isinstance(kind, str) else set(kind) if isinstance(kind, list) else set()
+    return bool(types) and types <= {"boolean", "null"} and "boolean" in types
 
 
 class _Schemas:
@@ -134,9 +160,14 @@ class _Schemas:
         return {}
 
     def tool_field(self, node: PlanNode, name: str) -> dict[str, Any] | None:
+        """A tool-written field's schema: the plan's `state`, else the tool's result
+        schema, else the induced schema of a spec output; None when none says."""
         if name in self.plan.state:
             return dict(self.plan.state[name])
-        return self._result_property(node, name)
+        found = self._result_property(node, name)
+        if found is None and name in self.spec.outputs and name in self.induction.fields:
+            found = self.induction.fields[name].schema() or None
+        return found
 
     def _result_property(self, node: PlanNode, name: str) -> dict[str, Any] | None:
         entry = self.catalogue.get(node.tool or "")

@@ -214,7 +214,10 @@ def parse_plan(doc: Mapping[str, Any], spec: Spec | None = None) -> Plan:
     from the entry; every node but an end has a `to` edge and an end has none; no `to`
     edge comes after an unconditional one from the same node; at most one `on_fail` and
     one `on_unsure` per node; no `on_fail` from a human node; `on_unsure` only from a
-    generate node with samples >= 2 or a confidence gate."""
+    generate node with samples >= 2 or a confidence gate; every cycle has a `to` edge
+    leaving it; a node reads (and a `when` uses) only what some path from the entry can
+    have written before it, an on_fail / on_unsure edge carrying nothing of the failed
+    node's writes."""
     problems: list[str] = []
     if not isinstance(doc, Mapping):
         raise PlanInvalid([f"$: a plan is a JSON object, not {type(doc).__name__}"])
@@ -526,6 +529,97 @@ class _Checker:
             node_id = n.get("id")
             if isinstance(node_id, str) and node_id in kinds and node_id not in reach and self.ids.get(node_id) == i:
                 self.error(f"nodes[{i}]", f"'{node_id}' cannot be reached from the entry '{entry}'")
+        links = [
+            (e["from"], e[form], form)
+            for _, e in edges
+            for form in ("to", "on_fail", "on_unsure")
+            if e.get("from") in kinds and e.get(form) in kinds
+        ]
+        self.cycles(links, kinds)
+        self.dataflow(entry, links, edges, nodes)
+
+    def cycles(self, links: list[tuple[str, str, str]], kinds: Mapping[str, Any]) -> None:
+        """Every cycle has a `to` edge that leaves it (else a run loops to its step bound)."""
+        after: dict[str, set[str]] = {k: set() for k in kinds}
+        for source, target, _ in links:
+            after[source].add(target)
+        closure: dict[str, set[str]] = {}
+        for start in kinds:
+            seen, todo = set(), [start]
+            while todo:
+                for nxt in after[todo.pop()]:
+                    if nxt not in seen:
+                        seen.add(nxt)
+                        todo.append(nxt)
+            closure[start] = seen
+        done: set[str] = set()
+        for start in kinds:
+            if start in done or start not in closure[start]:
+                continue
+            members = {m for m in closure[start] if start in closure[m]}
+            done |= members
+            if not any(s in members and t not in members and f == "to" for s, t, f in links):
+                ordered = [k for k in kinds if k in members]
+                where = self.ids.get(ordered[0], 0)
+                self.error(
+                    f"nodes[{where}]",
+                    f"cycle {' -> '.join([*ordered, ordered[0]])} has no way out: add a 'to' edge with 'when' that leaves it",
+                )
+
+    def dataflow(
+        self,
+        entry: str,
+        links: list[tuple[str, str, str]],
+        edges: list[tuple[int, dict[str, Any]]],
+        nodes: Mapping[str, dict[str, Any]],
+    ) -> None:
+        """A node reads only what some path from the entry can have written before it; an
+        on_fail / on_unsure edge carries nothing the failed node wrote."""
+        avail: dict[str, set[str]] = {entry: set()}
+        changed = True
+        while changed:
+            changed = False
+            for source, target, form in links:
+                if source not in avail:
+                    continue
+                carried = set(avail[source])
+                if form == "to":
+                    carried |= set(_strings(nodes[source].get("writes")))
+                into = avail.setdefault(target, set())
+                if not carried <= into:
+                    into |= carried
+                    changed = True
+
+        def check(at: str, path: str, known: set[str], node_id: str) -> None:
+            root = path.split(".", 1)[0]
+            if root != "input" and root in self.written and root not in known:
+                self.error(
+                    at,
+                    f"'{path}': no node before '{node_id}' can have written '{root}' "
+                    "(an on_fail or on_unsure edge carries nothing the failed node wrote)",
+                )
+
+        for i, n in self.nodes:
+            node_id = n.get("id")
+            if not isinstance(node_id, str) or node_id not in avail or self.ids.get(node_id) != i:
+                continue
+            for k, read in enumerate(_strings(n.get("reads"))):
+                check(f"nodes[{i}].reads[{k}]", read, avail[node_id], node_id)
+            args = n.get("args") if n.get("kind") == "tool" else None
+            for arg, path in (args if isinstance(args, dict) else {}).items():
+                if isinstance(path, str):
+                    check(f"nodes[{i}].args.{arg}", path, avail[node_id], node_id)
+        for j, e in edges:
+            origin, when = e.get("from"), e.get("when")
+            if not isinstance(origin, str) or origin not in avail or not isinstance(when, str) or "to" not in e:
+                continue
+            try:
+                refs = compile_expr(when).references
+            except ExprError:
+                continue
+            known = avail[origin] | set(_strings(nodes[origin].get("writes")))
+            for ref in sorted(refs):
+                check(f"edges[{j}].when", ref, known, origin)
 
     def edge(self, j: int, e: dict[str, Any]) -> None:
         at = f"edges[{j}]"

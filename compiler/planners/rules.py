@@ -56,10 +56,13 @@ from runtime import Cancelled, compile_expr
 # A tool named with one of these verbs only reads; any other tool is taken to act on the
 # world (a refund, an email), so what feeds it is decided with an agreement gate.
 READ_ONLY_VERBS = frozenset({"get", "lookup", "fetch", "find", "search", "read", "list", "check", "query", "load"})
+# A node gold paths name with one of these words is a check (an assert node).
+CHECK_WORDS = frozenset({"check", "verify", "validate", "assert", "ensure", "confirm", "guard"})
 GATE_SAMPLES = 3
 GATE_AGREE = 2
 _NODE_ID = re.compile(r"[^a-z0-9_]+")
-NEXT = "\0next"  # the routing group of cases that go on to the next node
+NEXT = "\0next"
+_LABEL = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
 
 
 @dataclass
@@ -75,6 +78,8 @@ class _Node:
     gated: bool = False
     closed: bool = False  # a classification node (starts with a closed-choice field)
     on_fail: str | None = None
+    two_stage: bool = False
+    detour: tuple[str, str] | None = None  # (from, back to): a node off the chain
 
 
 class RulesPlanner:
@@ -144,7 +149,7 @@ class _Builder:
             closed = self.closed(name)
             current = groups[-1] if groups else None
             together = current is not None and present == seen and present != everyone
-            if current is not None and (together or (not closed and not current.closed)):
+            if current is not None and (together or (not closed and not current.closed and present == seen)):
                 current.writes.append(name)
                 continue
             groups.append(_Node(id="", kind="generate", writes=[name], closed=closed))
@@ -202,7 +207,8 @@ class _Builder:
                 continue
             last = writers[-1]
             node = out[last]
-            if node.kind == "generate" and refs <= set(node.writes):
+            if node.kind == "generate":
+                # It writes the last field the rule reads and reads the others.
                 node.asserts.append(rule.expr)
                 node.rules.append(rule.text)
             else:
@@ -211,72 +217,186 @@ class _Builder:
 
     # -- 6. names ------------------------------------------------------------------------
 
-    def reference_slots(self, ends: set[str]) -> list[str]:
-        paths = [list(c.path) for c in self.spec.gold if c.path]
-        if not paths:
-            return []
-        ref = max(paths, key=len)
-        slots = [s for s in ref if s not in ends and s != self.unsure]
-        # A slot another path skips (its neighbours adjacent there) is a detour, not the chain.
-        adjacent = {(p[i], p[i + 1]) for p in paths for i in range(len(p) - 1)}
-        kept = []
-        for i, s in enumerate(slots):
-            before = slots[i - 1] if i > 0 else None
-            after = slots[i + 1] if i + 1 < len(slots) else None
-            if before is not None and after is not None and (before, after) in adjacent:
-                continue
-            if s not in kept:
-                kept.append(s)
-        return kept
+    def slots(self, ends: set[str]) -> list[str]:
+        """Every node id the gold paths name (not ends), in an order every path keeps."""
+        paths = [[p for p in c.path if p not in ends and p != self.unsure] for c in self.spec.gold if c.path]
+        first: dict[str, int] = {}
+        for p in paths:
+            for s in p:
+                first.setdefault(s, len(first))
+        before: dict[str, set[str]] = {s: set() for s in first}
+        for p in paths:
+            for x, y in itertools.pairwise(p):
+                if x != y:
+                    before[y].add(x)
+        out: list[str] = []
+        left = dict(first)
+        while left:
+            ready = [s for s in left if not (before[s] & set(left))] or list(left)
+            pick = min(ready, key=lambda s: left[s])
+            out.append(pick)
+            del left[pick]
+        return out
 
-    def name(self, chain: list[_Node], ends: set[str]) -> None:
-        slots = self.reference_slots(ends)
+    def detours(self, slots: list[str], ends: set[str]) -> dict[str, tuple[str, str]]:
+        """Slots some paths take between two nodes and other paths skip (a -> s -> b
+        beside a -> b): {s: (a, b)}, for a slot no output field names."""
+        paths = [list(c.path) for c in self.spec.gold if c.path]
+        adjacent = {pair for p in paths for pair in itertools.pairwise(p)}
+        out: dict[str, tuple[str, str]] = {}
+        for p in paths:
+            for a, s, b in zip(p, p[1:], p[2:], strict=False):
+                if s in slots and (a, b) in adjacent and s not in out:
+                    out[s] = (a, b)
+        return out
+
+    def name(self, chain: list[_Node], ends: set[str]) -> list[_Node]:
+        """Give chain nodes the ids gold paths use; add check and detour nodes the paths
+        name. Returns the new chain."""
+        slots = self.slots(ends)
         used: set[str] = set(ends) | ({self.unsure} if self.unsure else set())
-        # Tools take the slot sharing a word with their name.
-        tool_slot: dict[int, int] = {}
-        for i, n in enumerate(chain):
-            if n.kind == "tool" and n.tool:
-                words = set(n.tool.split("_"))
-                for j, s in enumerate(slots):
-                    if j not in tool_slot.values() and words & set(s.split("_")):
-                        tool_slot[i] = j
-                        break
-        # Generate nodes: the slots between tool slots, in order; merge when gold shows fewer.
-        bounds = sorted(tool_slot.items())
-        segments: list[tuple[list[int], list[int]]] = []  # (chain indexes of generate nodes, slot indexes)
-        prev_chain, prev_slot = -1, -1
-        for ci, si in [*bounds, (len(chain), len(slots))]:
-            gens = [k for k in range(prev_chain + 1, ci) if chain[k].kind == "generate"]
-            segments.append((gens, list(range(prev_slot + 1, si))))
-            prev_chain, prev_slot = ci, si
+        checks = [s for s in slots if set(s.split("_")) & CHECK_WORDS]
+        detours = {
+            s: ab
+            for s, ab in self.detours(slots, ends).items()
+            if s not in checks and ab[0] in checks and not self.matches_field(s, chain)
+        }
+        free = [s for s in slots if s not in checks and s not in detours]
+        # By name: a slot sharing a word (or a 5-letter stem) with a tool or a field.
+        assigned: dict[int, str] = {}
+        for want_tool in (True, False):
+            for s in free:
+                if s in assigned.values():
+                    continue
+                best: tuple[int, int] | None = None
+                for i, n in enumerate(chain):
+                    if i in assigned or (n.kind == "tool") != want_tool:
+                        continue
+                    names = [n.tool or ""] if n.kind == "tool" else n.writes
+                    score = max((_similar(s, f) for f in names), default=0)
+                    if score and (best is None or score > best[0]):
+                        best = (score, i)
+                if best is not None:
+                    assigned[best[1]] = s
+        # By position, between the nodes named so far; merge when gold shows fewer.
+        order = {s: k for k, s in enumerate(slots)}
+        anchors = sorted(assigned)
         merged: set[int] = set()
-        for gens, seg_slots in segments:
-            if not seg_slots:
+        bounds = [-1, *anchors, len(chain)]
+        for lo, hi in itertools.pairwise(bounds):
+            gens = [k for k in range(lo + 1, hi) if chain[k].kind == "generate"]
+            s_lo = order[assigned[lo]] if lo >= 0 else -1
+            s_hi = order[assigned[hi]] if hi < len(chain) else len(slots)
+            seg = [s for s in free if s_lo < order[s] < s_hi and s not in assigned.values()]
+            if not gens:
                 continue
-            while len(gens) > len(seg_slots):
-                # Merge the smallest node into the one before it (the first into the next).
+            if not seg:
+                # Gold names nothing between two named nodes: these fields belong to the
+                # generate node before them.
+                if lo >= 0 and chain[lo].kind == "generate":
+                    for g in gens:
+                        self.merge(chain[g], chain[lo])
+                        merged.add(g)
+                continue
+            while len(gens) > len(seg):
                 k = min(range(len(gens)), key=lambda j: (len(chain[gens[j]].writes), -j))
                 into = gens[k - 1] if k > 0 else gens[1]
-                src = chain[gens[k]]
-                dst = chain[into]
-                dst.writes = [f for f in self.spec.outputs if f in dst.writes or f in src.writes]
-                dst.asserts += src.asserts
-                dst.rules += src.rules
-                dst.closed = dst.closed or src.closed
+                self.merge(chain[gens[k]], chain[into])
                 merged.add(gens[k])
                 gens = [g for g in gens if g != gens[k]]
-            for g, si in zip(gens, seg_slots, strict=False):
-                chain[g].id = slots[si]
-                used.add(slots[si])
-        for i, j in tool_slot.items():
-            chain[i].id = slots[j]
-            used.add(slots[j])
-        for i in sorted(merged, reverse=True):
-            del chain[i]
+            for g, s in zip(gens, seg, strict=False):
+                assigned[g] = s
+        for i, s in assigned.items():
+            chain[i].id = s
+            used.add(s)
+        chain = [n for i, n in enumerate(chain) if i not in merged]
+        # Check slots take the rules over fields written before them.
+        for s in checks:
+            chain = self.place_check(chain, s, slots)
+            used.add(s)
         for n in chain:
             if not n.id:
                 n.id = self.fresh(self.default_id(n), used)
                 used.add(n.id)
+        # Detours: a re-read after a failed check, else a pass-through.
+        for s, (a, b) in detours.items():
+            self.place_detour(chain, s, a, b)
+            used.add(s)
+        # Anything else gold names and the rules planner found no work for.
+        ids = {n.id for n in chain}
+        for s in slots:
+            if s not in ids:
+                after = max((i for i, n in enumerate(chain) if n.id in slots[: order[s]]), default=-1)
+                chain.insert(after + 1, _Node(id=s, kind="assert", expr="true", rules=[]))
+        return chain
+
+    def matches_field(self, slot: str, chain: list[_Node]) -> bool:
+        return any(_similar(slot, f) for n in chain for f in ([n.tool or ""] if n.kind == "tool" else n.writes))
+
+    def merge(self, src: _Node, dst: _Node) -> None:
+        dst.writes = [f for f in self.spec.outputs if f in dst.writes or f in src.writes]
+        dst.asserts += src.asserts
+        dst.rules += src.rules
+
+    def place_check(self, chain: list[_Node], slot: str, slots: list[str]) -> list[_Node]:
+        """An assert node named `slot` holding the rules whose fields are written before
+        it (taken off the generate nodes that held them)."""
+        order = {s: k for k, s in enumerate(slots)}
+        named_before = [i for i, n in enumerate(chain) if n.id in order and order[n.id] < order[slot]]
+        at = (named_before[-1] + 1) if named_before else len(chain)
+        # (holder, expr, text) for every rule placed before the slot.
+        found: list[tuple[_Node, str, str]] = []
+        for n in chain[:at]:
+            if n.kind == "generate":
+                found += [(n, e, t) for e, t in zip(n.asserts, n.rules, strict=True)]
+            elif n.kind == "assert" and not n.id and n.expr:
+                found.append((n, n.expr, " ".join(n.rules)))
+        # A check named after a field (`check_total`) takes the rules over that field;
+        # otherwise every rule before it.
+        words = set(slot.split("_")) - CHECK_WORDS
+        named = [
+            r
+            for r in found
+            if any(words & set(ref.split(".", 1)[0].lower().split("_")) for ref in compile_expr(r[1]).references)
+        ]
+        taken = named or found
+        exprs = [e for _, e, _ in taken]
+        texts = [t for _, _, t in taken]
+        for holder, e, _text in taken:
+            if holder.kind == "generate":
+                k = holder.asserts.index(e)
+                del holder.asserts[k]
+                del holder.rules[k]
+            elif holder in chain:
+                at -= 1 if chain.index(holder) < at else 0
+                chain.remove(holder)
+        expr = " and ".join(f"({' '.join(e.split())})" for e in exprs) if len(exprs) > 1 else None
+        expr = expr or (" ".join(exprs[0].split()) if exprs else "true")
+        chain.insert(at, _Node(id=slot, kind="assert", expr=expr, rules=texts))
+        return chain
+
+    def place_detour(self, chain: list[_Node], slot: str, a: str, b: str) -> None:
+        ids = [n.id for n in chain]
+        if a in ids and chain[ids.index(a)].kind == "assert":
+            check = chain[ids.index(a)]
+            # Re-read what the check reads, told to get it right: two-stage, same check.
+            refs = {r.split(".", 1)[0] for r in compile_expr(check.expr or "true").references}
+            writers = [n for n in chain if n.kind == "generate" and set(n.writes) & refs]
+            writes = [f for f in self.spec.outputs if any(f in w.writes for w in writers)]
+            if writes:
+                node = _Node(
+                    id=slot,
+                    kind="generate",
+                    writes=writes,
+                    asserts=[check.expr or "true"],
+                    rules=list(check.rules),
+                    detour=(a, b),
+                )
+                node.two_stage = True
+                check.on_fail = slot
+                chain.append(node)
+                return
+        chain.append(_Node(id=slot, kind="assert", expr="true", rules=[], detour=(a, b)))
 
     def default_id(self, n: _Node) -> str:
         if n.kind == "tool":
@@ -307,6 +427,8 @@ class _Builder:
         for i, n in enumerate(chain):
             if set(n.writes) & set(case.expected) or (case.path and n.id in case.path):
                 at = i
+        while at + 1 < len(chain) and chain[at + 1].kind == "assert":
+            at += 1  # checks come before leaving
         return at
 
     def routes(self, chain: list[_Node]) -> dict[int, list[tuple[str, str | None]]]:
@@ -336,31 +458,27 @@ class _Builder:
                 groups.setdefault(c.end, []).append(c)
             if nxt is not None and onward:
                 groups[NEXT] = onward
-            if nxt is None and not groups:
-                groups[self.default_end([])] = []
+            if not groups:
+                groups[NEXT if nxt is not None else self.default_end([])] = []
             order = sorted(groups, key=lambda g: (-len(groups[g]), g))
-            tests: dict[str, str | None] = {}
-            skipped: set[str] = set()
+            full: dict[str, str | None] = {}
             for g in order:
-                members = groups[g]
                 others = [c for h in groups if h != g for c in groups[h]]
-                test = self.separate(members, others, written)
-                if test is None and g != NEXT and g in ends_later:
-                    # These cases' expected stops early, and later nodes reach the same
-                    # end: gold does not say they left here, unless a path does.
-                    certain = [c for c in members if _leaves(c, n.id, g)]
-                    test = self.separate(certain, others, written) if certain else None
-                    if test is None:
-                        skipped.add(g)
-                tests[g] = test
-            open_groups = [g for g in order if g not in skipped]
-            if not open_groups:
-                open_groups = [order[0]]
-            default = next((g for g in open_groups if tests[g] is None), NEXT if NEXT in groups else open_groups[-1])
+                full[g] = self.separate(groups[g], others, written)
+            # The biggest group no test tells apart takes the unconditional edge.
+            default = next((g for g in order if full[g] is None), order[-1])
             edges: list[tuple[str, str | None]] = []
-            for g in open_groups:
-                test = tests[g]
-                if g != default and test is not None:
+            for g in order:
+                if g == default:
+                    continue
+                test = full[g]
+                if test is None and g != NEXT and g in ends_later:
+                    # These cases' expected stops early and later nodes reach the same
+                    # end: gold does not say they left here, unless a path does.
+                    certain = [c for c in groups[g] if _leaves(c, n.id, g)]
+                    others = [c for h in groups if h != g for c in groups[h]]
+                    test = self.separate(certain, others, written) if certain else None
+                if test is not None:
                     edges.append((nxt if g == NEXT and nxt else g, test))
             edges.append((nxt if default == NEXT and nxt else default, None))
             out[i] = edges
@@ -379,7 +497,9 @@ class _Builder:
         if not members:
             return None
         candidates: list[tuple[str, set[str], set[str]]] = []  # (expr, members true, others true)
-        for name in written:
+        # Closed-choice fields first, the latest decision first.
+        latest_first = list(reversed(written))
+        for name in sorted(latest_first, key=lambda f: not self.closed(f)):
             conds = self.conditions(name, members)
             for expr in conds:
                 compiled = compile_expr(expr)
@@ -407,11 +527,12 @@ class _Builder:
             all(v is not None for v in vals) and name in self.induction.fields and self.induction.fields[name].nullable
         ):
             out.append(f"{name} != null")
-        if self.closed(name):
+        labels = all(isinstance(v, str) and _LABEL.fullmatch(v) for v in vals)
+        if self.closed(name) or labels:
             distinct = sorted({_literal(v) for v in vals})
             if len(distinct) == 1:
                 out.append(f"{name} == {distinct[0]}")
-            elif len(distinct) < len(self.values(name)) + 1:
+            elif not self.closed(name) or len(distinct) < len(self.values(name)):
                 out.append(f"{name} in [{', '.join(distinct)}]")
         if self.numeric(name) and all(isinstance(v, int | float) and not isinstance(v, bool) for v in vals):
             lo, hi = min(vals), max(vals)
@@ -423,8 +544,9 @@ class _Builder:
 
     def build(self) -> dict[str, Any]:
         ends: set[str] = {c.end for c in self.spec.gold if c.end and c.end != self.unsure}
-        chain = self.place_rules(self.place_tools(self.groups()))
-        self.name(chain, ends)
+        chain = self.name(self.place_rules(self.place_tools(self.groups())), ends)
+        detours = [n for n in chain if n.detour is not None]
+        chain = [n for n in chain if n.detour is None]
         self.gate(chain)
         routes = self.routes(chain)
         human = bool(self.human_answers)
@@ -436,59 +558,27 @@ class _Builder:
         gated_at: int | None = None
         for i, n in enumerate(chain):
             reads = inputs + [f for f in written if f not in n.writes]
-            if n.kind == "generate":
-                doc: dict[str, Any] = {
-                    "id": n.id,
-                    "kind": "generate",
-                    "description": self.describe(n),
-                    "reads": reads,
-                    "writes": list(n.writes),
-                    "instructions": self.instructions(n),
-                }
-                if n.gated:
-                    doc["samples"] = GATE_SAMPLES
-                    doc["agree"] = GATE_AGREE
-                    gated_at = i if gated_at is None else gated_at
-                if n.asserts:
-                    doc["assert"] = " and ".join(f"({a.strip()})" for a in n.asserts)
-                if any(
-                    self.induction.fields.get(f) and set(self.induction.fields[f].types) & {"array", "object"}
-                    for f in n.writes
-                ):
-                    doc["max_tokens"] = 768
-            elif n.kind == "tool":
-                tool = self.tools[n.tool or ""]
-                doc = {
-                    "id": n.id,
-                    "kind": "tool",
-                    "description": tool.description or f"Call {n.tool}.",
-                    "tool": n.tool,
-                    "args": dict(n.args),
-                    "reads": list(dict.fromkeys(n.args.values())),
-                    "writes": list(n.writes),
-                }
-            else:
-                refs = sorted(compile_expr(n.expr or "true").references)
-                doc = {
-                    "id": n.id,
-                    "kind": "assert",
-                    "description": " ".join(n.rules),
-                    "reads": list(dict.fromkeys(r.split(".", 1)[0] if not r.startswith("input.") else r for r in refs)),
-                    "expr": n.expr,
-                }
+            doc = self.node_doc(n, reads)
+            if n.gated and gated_at is None:
+                gated_at = i
             nodes.append(doc)
             written += [w for w in n.writes if w not in written]
             for target, when in routes[i]:
                 edges.append({"from": n.id, "to": target, **({"when": when} if when else {})})
             fail = n.on_fail
-            if fail is None and self.unsure and (n.asserts or n.kind == "assert" or n.gated or n.kind == "tool"):
+            checks = n.asserts or (n.kind == "assert" and n.expr != "true")
+            if fail is None and self.unsure and (checks or n.gated or n.kind == "tool"):
                 fail = self.unsure
-            if fail is None and self.unsure and i == 0 and not human:
-                fail = self.unsure  # a case the first node cannot answer goes to a person
             if fail:
                 edges.append({"from": n.id, "on_fail": fail})
             if n.gated and self.unsure:
                 edges.append({"from": n.id, "on_unsure": self.unsure})
+        for n in detours:
+            assert n.detour is not None
+            nodes.append(self.node_doc(n, inputs + written))
+            edges.append({"from": n.id, "to": n.detour[1]})
+            if self.unsure and n.expr != "true":
+                edges.append({"from": n.id, "on_fail": self.unsure})
         if self.unsure:
             if human:
                 keys = list(dict.fromkeys(k for answer in self.human_answers for k in answer))
@@ -537,19 +627,70 @@ class _Builder:
             doc["state"] = state
         return doc
 
+    def node_doc(self, n: _Node, reads: list[str]) -> dict[str, Any]:
+        """The plan document's entry for one node."""
+        if n.kind == "generate":
+            doc: dict[str, Any] = {
+                "id": n.id,
+                "kind": "generate",
+                "description": self.describe(n),
+                "reads": reads,
+                "writes": list(n.writes),
+                "instructions": self.instructions(n),
+            }
+            if n.two_stage:
+                doc["two_stage"] = True
+            if n.gated:
+                doc["samples"] = GATE_SAMPLES
+                doc["agree"] = GATE_AGREE
+            if n.asserts:
+                parts = [" ".join(a.split()) for a in n.asserts]
+                doc["assert"] = parts[0] if len(parts) == 1 else " and ".join(f"({p})" for p in parts)
+            if any(
+                set(self.induction.fields[f].types) & {"array", "object"}
+                for f in n.writes
+                if f in self.induction.fields
+            ):
+                doc["max_tokens"] = 768
+            return doc
+        if n.kind == "tool":
+            tool = self.tools[n.tool or ""]
+            return {
+                "id": n.id,
+                "kind": "tool",
+                "description": tool.description or f"Call {n.tool}.",
+                "tool": n.tool,
+                "args": dict(n.args),
+                "reads": list(dict.fromkeys(n.args.values())),
+                "writes": list(n.writes),
+            }
+        refs = sorted(compile_expr(n.expr or "true").references)
+        return {
+            "id": n.id,
+            "kind": "assert",
+            "description": " ".join(" ".join(r.split()) for r in n.rules)
+            or "Named by the gold paths; the rules planner found no check to put here.",
+            "reads": list(dict.fromkeys(r if r.startswith("input.") else r.split(".", 1)[0] for r in refs)),
+            "expr": n.expr or "true",
+        }
+
     def gate(self, chain: list[_Node]) -> None:
         if not self.unsure:
             return
         for t in chain:
             if t.kind != "tool" or not t.tool or t.tool.split("_")[0].lower() in READ_ONLY_VERBS:
                 continue
-            for n in chain:
-                if (
-                    n.kind == "generate"
-                    and set(n.writes) & set(t.args.values())
-                    and any(self.closed(f) for f in n.writes)
-                ):
-                    n.gated = True
+            # The last decision before the tool that feeds it (a closed-choice field
+            # beside an argument): what the side effect hangs on.
+            feeding = [
+                n
+                for n in chain[: chain.index(t)]
+                if n.kind == "generate"
+                and set(n.writes) & set(t.args.values())
+                and any(self.closed(f) for f in n.writes)
+            ]
+            if feeding:
+                feeding[-1].gated = True
         # A node that gold paths show handing a case to the unsure end.
         ids = [n.id for n in chain]
         for c in self.spec.gold:
@@ -557,8 +698,12 @@ class _Builder:
                 known = [p for p in c.path[:-1] if p in ids]
                 if known:
                     node = chain[ids.index(known[-1])]
-                    if node.kind == "generate":
+                    # A classification is drawn three times (a split vote goes to a
+                    # person); an extraction that fails its checks takes on_fail.
+                    if node.kind == "generate" and node.closed:
                         node.gated = True
+                    elif node.kind == "generate":
+                        node.on_fail = self.unsure
 
     def field_line(self, name: str) -> str:
         f = self.spec.outputs.get(name)
@@ -592,6 +737,17 @@ def _leaves(case: GoldCase, node: str, end: str) -> bool:
     """The case's path shows it going from `node` straight to `end`."""
     path = list(case.path or ())
     return any(a == node and b == end for a, b in itertools.pairwise(path))
+
+
+def _similar(slot: str, name: str) -> int:
+    """How alike a node id from gold and a field or tool name are: shared words, else a
+    shared 5-letter stem (`prioritise` / `priority`)."""
+    a, b = slot.lower(), name.lower()
+    if a == b:
+        return 3
+    if set(a.split("_")) & set(b.split("_")):
+        return 2
+    return 1 if len(a) >= 5 and len(b) >= 5 and a[:5] == b[:5] else 0
 
 
 def _count(cases: Sequence[GoldCase], end: str) -> int:

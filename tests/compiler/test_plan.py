@@ -203,6 +203,33 @@ CASES: list[tuple[str, Any, str]] = [
         ),
         "a human node cannot fail",
     ),
+    (
+        "read after a failure",
+        lambda d: (
+            d["nodes"].append({"id": "fix", "kind": "generate", "reads": ["category"], "writes": ["category"]}),
+            d["edges"].__setitem__(1, {"from": "classify", "on_fail": "fix"}),
+            d["edges"].append({"from": "fix", "to": "manual"}),
+        ),
+        "nodes[5].reads[0]: 'category': no node before 'fix' can have written 'category'",
+    ),
+    (
+        "when after a failure",
+        lambda d: (
+            d["nodes"].append({"id": "retry", "kind": "generate", "reads": ["input.ticket"], "writes": ["amount_usd"]}),
+            d["edges"].__setitem__(1, {"from": "classify", "on_fail": "retry"}),
+            d["edges"].append({"from": "retry", "to": "billing", "when": "category == 'billing'"}),
+            d["edges"].append({"from": "retry", "to": "manual"}),
+        ),
+        "edges[5].when: 'category': no node before 'retry' can have written 'category'",
+    ),
+    (
+        "cycle without exit",
+        lambda d: (
+            d["edges"].__setitem__(3, {"from": "check", "to": "classify"}),
+            d["edges"].__setitem__(2, {"from": "check", "to": "classify", "when": "category == 'x'"}),
+        ),
+        "cycle classify -> check -> classify has no way out",
+    ),
     ("compare unknown", lambda d: d.update(fields={"category": {"compare": "fuzzy"}}), "fields.category.compare"),
     ("compare unwritten", lambda d: d.update(fields={"colour": {"compare": "text"}}), "fields.colour: no node writes"),
     (

@@ -4,25 +4,20 @@ attempt's pack into the project's pack/)."""
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from compiler import SpecInvalid
-from studio import packs
 from studio.compiles import shared
 from studio.compiles.models import Compile, CompileAttempt
 from studio.compiles.settings import setting
 from studio.compiles.shared import S
-from studio.compiles.worker import materialise_spec, spec_files
 from studio.endpoints.models import Endpoint
 from studio.numbers import whole_number
 from studio.packs import PACK_PREFIX
 from studio.projects.models import Project
+from studio.projects.specs import check_spec, spec_files
 from studio.projects.storage import PackRepo, StaleBase, StorageError
 
 # The planner endpoints a compile can use: a frontier model behind an OpenAI-compatible
@@ -79,15 +74,13 @@ def start_compile(
         raise CompileRefused(str(exc)) from None
     if not files:
         raise CompileRefused("this project has no spec (spec/spec.yaml and spec/gold.jsonl); write one first")
-    with tempfile.TemporaryDirectory(prefix="pf-spec-") as tmp:
-        try:
-            materialise_spec(files, Path(tmp) / "spec")
-        except SpecInvalid as exc:
-            shown = "; ".join(str(i) for i in exc.issues[:5])
-            more = f" (and {len(exc.issues) - 5} more)" if len(exc.issues) > 5 else ""
-            raise CompileRefused(f"the spec at {version[:10]} does not load: {shown}{more}") from None
-        except packs.PackUnrunnable as exc:
-            raise CompileRefused(str(exc)) from None
+    spec, problems = check_spec(files)
+    if spec is None:
+        shown = "; ".join(
+            f"{p.file}:{p.line}: {p.message}" if p.line else f"{p.file}: {p.message}" for p in problems[:5]
+        )
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        raise CompileRefused(f"the spec at {version[:10]} does not load: {shown}{more}")
     with transaction.atomic():
         made = Compile.objects.create(
             project=project,

@@ -47,12 +47,12 @@ from studio.compiles.settings import setting
 from studio.compiles.shared import S, lease, work_dir
 from studio.endpoints.execute import spec_for
 from studio.evals.limits import Slots, holding, slots
+from studio.projects.specs import spec_files
 from studio.projects.storage import PackRepo, StorageError
 from studio.redaction import stored
 
 log = logging.getLogger("packforge.studio.compiles")
 
-SPEC_PREFIX = "spec/"  # where a project's spec lives in its repository
 PACK_BYTES_KEPT = 4 * 1024 * 1024  # an attempt's pack files kept in its row, all together
 FAILING_CASES_KEPT = 50  # failing cases kept in an attempt's eval summary
 
@@ -86,10 +86,6 @@ def open_planner(c: Compile) -> Planner:
 
 
 # -- materialising the spec -----------------------------------------------------------------
-
-
-def spec_files(repo: PackRepo, version: str) -> dict[str, bytes]:
-    return repo.files(version, prefix=SPEC_PREFIX)
 
 
 def materialise_spec(files: dict[str, bytes], folder: Path) -> Spec:

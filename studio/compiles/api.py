@@ -197,11 +197,13 @@ def get_attempt(request: StudioRequest, compile_id: int, number: int) -> Attempt
     response={200: AdoptOut, **ERRORS_409},
     summary="Adopt an attempt: commit its pack into the project's pack/",
 )
-def adopt(request: StudioRequest, compile_id: int, number: int) -> AdoptOut:
+def adopt(request: StudioRequest, compile_id: int, number: int, base: str | None = None) -> AdoptOut:
+    """`?base=SHA`: the version you reviewed the attempt against; 409 when the project
+    moved on since. Without it, the attempt is adopted on top of the head."""
     c, _ = compile_for(request.user, compile_id, edit=True)
     a = _attempt(c, number)
     try:
-        sha = adopt_attempt(a, user=request.user)
+        sha = adopt_attempt(a, user=request.user, base=base)
     except CompileRefused as exc:
         raise HttpError(409, str(exc)) from None
     return AdoptOut(compile=c.pk, attempt=a.number, version=sha, message=adoption_message(a))

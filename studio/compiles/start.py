@@ -132,26 +132,43 @@ def adoption_message(attempt: CompileAttempt) -> str:
     )
 
 
-def adopt_attempt(attempt: CompileAttempt, *, user: User) -> str:
+class AdoptStale(CompileRefused):
+    """The project moved on since the version the adoption was based on."""
+
+
+def adopt_attempt(attempt: CompileAttempt, *, user: User, base: str | None = None) -> str:
     """One commit that makes the project's pack/ exactly the attempt's pack (files the
     attempt does not have are removed), with a message naming the spec version and the
-    attempt. Returns the new commit's sha."""
+    attempt. Returns the new commit's sha.
+
+    `base` is the version the author saw the attempt's diff against (the page sends it):
+    when the project moved on since, nothing is written (AdoptStale), so a teammate's
+    newer save is never overwritten unseen. Without `base` (an API call that names none),
+    the adoption goes on top of whatever the head is."""
     if not attempt.pack_files:
         raise CompileRefused(f"attempt {attempt.number} produced no pack to adopt")
     project = attempt.compile.project
     repo = PackRepo(project.repo_path)
     wanted = {f"{PACK_PREFIX}{path}": text.encode("utf-8") for path, text in attempt.pack_files.items()}
     author = user.get_full_name() or user.username
-    for _ in range(2):  # a teammate's save between reading the head and committing: once more
-        head = repo.head()
-        current = repo.files(head, prefix=PACK_PREFIX) if head else {}
+    for _ in range(1 if base else 2):  # without a base, a teammate's save in between: once more
+        head = base or repo.head()
+        try:
+            current = repo.files(head, prefix=PACK_PREFIX) if head else {}
+        except StorageError as exc:
+            raise CompileRefused(f"cannot adopt on version {head}: {exc}") from None
         changes: dict[str, bytes | None] = {p: None for p in (f"{PACK_PREFIX}{q}" for q in current) if p not in wanted}
         changes.update({p: data for p, data in wanted.items() if current.get(p[len(PACK_PREFIX) :]) != data})
         if not changes:
             raise CompileRefused(f"the project's pack is already attempt {attempt.number}'s pack; nothing to adopt")
         try:
             sha = repo.save(changes, base=head, author=author, email=user.email, message=adoption_message(attempt))
-        except StaleBase:
+        except StaleBase as exc:
+            if base:
+                raise AdoptStale(
+                    f"the project moved on since {base[:10]} (it is now at {exc.head[:10]}); nothing was adopted. "
+                    "Look at the attempt's diff against the project's pack again, then adopt"
+                ) from None
             continue
         except StorageError as exc:
             raise CompileRefused(f"could not commit the pack: {exc}") from None

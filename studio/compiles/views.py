@@ -22,7 +22,7 @@ from django_htmx.http import HttpResponseStopPolling
 from studio.accounts.access import compile_for
 from studio.compiles.forms import CompileStartForm
 from studio.compiles.models import Compile, CompileAttempt
-from studio.compiles.start import CompileRefused, adopt_attempt, cancel_compile, start_compile
+from studio.compiles.start import AdoptStale, CompileRefused, adopt_attempt, cancel_compile, start_compile
 from studio.http import StudioRequest
 from studio.projects.execute import validate_files
 from studio.projects.graph_svg import draw
@@ -123,9 +123,11 @@ def attempt_context(c: Compile, attempt: CompileAttempt, can_edit: bool) -> dict
         label = f"The graph of attempt {attempt.number} of compile {c.pk}"
         drawing = draw(pack, label=label, shares=shares if shares else None)
     try:
-        current = pack_files(PackRepo(c.project.repo_path))
+        repo = PackRepo(c.project.repo_path)
+        head = repo.head() or ""
+        current = pack_files(repo, head or None)
     except StorageError:
-        current = {}
+        head, current = "", {}
     return {
         "compile": c,
         "project": c.project,
@@ -136,6 +138,7 @@ def attempt_context(c: Compile, attempt: CompileAttempt, can_edit: bool) -> dict
         "evals": [(name, (attempt.evals or {}).get(name)) for name in ("offline", "target")],
         "changes": pack_diff(current, files) if files else [],
         "can_adopt": can_edit and bool(files),
+        "base": head,  # the version the diff is against: the adoption is refused if the project moves on
     }
 
 
@@ -151,9 +154,9 @@ def attempt_adopt(request: StudioRequest, slug: str, compile_id: int, number: in
     c, role = compile_for(request.user, compile_id, slug=slug, edit=True)
     attempt = _attempt(c, number)
     try:
-        sha = adopt_attempt(attempt, user=request.user)
+        sha = adopt_attempt(attempt, user=request.user, base=request.POST.get("base", "").strip() or None)
     except CompileRefused as exc:
         context = {**attempt_context(c, attempt, role.can_edit), "role": role, "adopt_error": str(exc)}
-        return render(request, "compiles/attempt.html", context, status=400)
+        return render(request, "compiles/attempt.html", context, status=409 if isinstance(exc, AdoptStale) else 400)
     messages.success(request, f"Adopted attempt {attempt.number} of compile #{c.pk} as {sha[:10]}.")
     return redirect("projects-overview", slug=c.project.slug)

@@ -31,6 +31,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import DateTimeField, F, Value
 from django.db.models.functions import Coalesce
@@ -139,6 +140,10 @@ def run_compile(pk: int) -> str | None:
         return S.FAILED if _close(pk, token, S.FAILED, error=f"the spec does not load: {problems}") else None
     except (packs.PackUnrunnable, StorageError, PackforgeError) as exc:
         return S.FAILED if _close(pk, token, S.FAILED, error=str(exc)) else None
+    except SoftTimeLimitExceeded:
+        limit_s = setting("PACKFORGE_COMPILE_SOFT_TIME_LIMIT_S")
+        reason = f"ran longer than PACKFORGE_COMPILE_SOFT_TIME_LIMIT_S={limit_s} s; its finished attempts are kept"
+        return S.FAILED if _close(pk, token, S.FAILED, error=reason) else None
     except Exception as exc:  # the row must end final whatever happened; the log has the rest
         log.exception("compile %s crashed", pk)
         return S.FAILED if _close(pk, token, S.FAILED, error=f"internal error: {type(exc).__name__}: {exc}") else None

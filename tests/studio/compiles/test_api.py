@@ -152,3 +152,19 @@ def test_it_takes_the_planner_and_target_by_name(
         "scripted",
         "queued",
     )
+
+
+def test_it_refuses_to_adopt_on_a_stale_base(
+    owner: User, project: Project, run_inline: Callable[[Client, dict[str, Any]], Any]
+) -> None:
+    api = bearer(owner)
+    c = run_inline(api, {"project": "triage"}).json()
+    repo = PackRepo(project.repo_path)
+    seen = repo.head()
+    repo.save({"pack/notes.txt": b"mine\n"}, base=seen, author="Tess", email="t@x", message="Notes")
+
+    stale = api.post(f"/api/compiles/{c['id']}/attempts/2/adopt?base={seen}")
+
+    assert stale.status_code == 409 and "moved on since" in stale.json()["detail"]
+    fresh = api.post(f"/api/compiles/{c['id']}/attempts/2/adopt?base={repo.head()}")
+    assert fresh.status_code == 200 and fresh.json()["version"] == repo.head()

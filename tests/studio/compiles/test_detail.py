@@ -209,3 +209,18 @@ def test_it_needs_a_post_with_a_csrf_token_to_adopt(owner: User, project: Projec
     assert strict.get(url).status_code == 405
     assert strict.post(url).status_code == 403  # no CSRF token
     assert PackRepo(project.repo_path).log(limit=1)[0].message.startswith("Create")
+
+
+def test_it_refuses_to_adopt_over_a_save_made_since_the_diff_was_shown(
+    as_owner: Client, project: Project, finished: Compile
+) -> None:
+    repo = PackRepo(project.repo_path)
+    seen = repo.head()
+    assert f'name="base" value="{seen}"' in as_owner.get(f"{page_of(finished)}attempts/2/").content.decode()
+    teammate = repo.save({"pack/notes.txt": b"mine\n"}, base=seen, author="Tess", email="t@x", message="Notes")
+
+    response = as_owner.post(f"{page_of(finished)}attempts/2/adopt", {"base": seen})
+
+    assert response.status_code == 409
+    assert "the project moved on since" in response.content.decode()
+    assert repo.head() == teammate  # nothing adopted over the teammate's save

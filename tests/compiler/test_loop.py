@@ -14,7 +14,7 @@ import pytest
 from compiler import AttemptRecord, Progress, Spec, build, load_spec
 from compiler.planners.base import PlanRequest, PlanResult
 from runtime import Cancelled
-from tests.support.triage import BROKEN, INVALID, RIGHT, WORSE, write_spec
+from tests.support.triage import BROKEN, GOLD, INVALID, RIGHT, WORSE, write_spec
 
 
 class Recorded:
@@ -183,3 +183,30 @@ def test_it_keeps_every_attempts_files(spec: Spec, tmp_path: Path) -> None:
         folder = tmp_path / "work" / "attempts" / n
         for name in ("plan.json", "offline.json", "attempt.json", "pack/manifest.yaml", "pack/fakes/offline.json"):
             assert (folder / name).is_file(), name
+
+
+def target_script(tmp_path: Path, wrong: dict[str, Any]) -> str:
+    """A fake: target model answering gold, except the cases in `wrong`."""
+    cases = {c["id"]: {"classify": c["expected"] or {"category": "other", "amount_usd": None}} for c in GOLD}
+    cases.update({case: {"classify": answer} for case, answer in wrong.items()})
+    path = tmp_path / "target.json"
+    path.write_text(json.dumps({"cases": cases}))
+    return f"fake:{path}"
+
+
+def test_it_evaluates_the_target_after_full_marks_offline(spec: Spec, tmp_path: Path) -> None:
+    target = target_script(tmp_path, {"t1": {"category": "other", "amount_usd": 20}})
+    planner = Recorded(BROKEN, RIGHT)
+    result = build(spec, planner, tmp_path / "work", target=target, attempts=3)
+    assert [(r.offline_score, r.target_score) for r in result.attempts] == [(0.75, None), (1.0, 0.75), (1.0, 0.75)]
+    assert not (tmp_path / "work" / "attempts" / "1" / "target.json").exists()
+    assert (tmp_path / "work" / "attempts" / "2" / "target.json").is_file()
+    feedback = planner.requests[2].feedback
+    assert feedback is not None and (feedback.score, feedback.failing_nodes) == (0.75, ("classify",))
+    assert (result.full_marks, result.stopped) == (False, "attempts")
+
+
+def test_it_scores_full_marks_only_when_the_target_does_too(spec: Spec, tmp_path: Path) -> None:
+    result = build(spec, Recorded(RIGHT), tmp_path / "work", target=target_script(tmp_path, {}))
+    assert [(r.offline_score, r.target_score) for r in result.attempts] == [(1.0, 1.0)]
+    assert result.full_marks

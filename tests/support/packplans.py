@@ -43,7 +43,7 @@ def plan_from_pack(pack_dir: Path) -> dict[str, Any]:
     outputs = set(manifest.get("output") or [])
     for end in graph["nodes"].values():
         outputs |= set(end.get("output") or [])
-    state = {f: {} for n in nodes for f in n.get("writes", []) if f not in outputs}
+    state: dict[str, Any] = {f: {} for n in nodes for f in n.get("writes", []) if f not in outputs}
     return {
         "name": manifest["name"],
         "summary": "the example pack",

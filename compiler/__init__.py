@@ -10,6 +10,17 @@ from compiler.induce import Constraint, InducedField, Induction, InductionScore,
 from compiler.loop import AttemptRecord, BuildResult, Progress, build
 from compiler.offline import offline_script
 from compiler.plan import PLAN_SCHEMA, Plan, PlanEdge, PlanNode, parse_plan
+from compiler.planners import (
+    Feedback,
+    ModelPlanner,
+    Planner,
+    PlannerFailed,
+    PlanRequest,
+    PlanResult,
+    RecordedPlanner,
+    RulesPlanner,
+    make_planner,
+)
 from compiler.spec import FIELD_TYPES, GOLD_FILE, SPEC_FILE, Budgets, FieldSpec, GoldCase, Rule, Spec, load_spec
 from compiler.tools import ToolSpec, catalogue
 
@@ -23,17 +34,25 @@ __all__ = [
     "BuildResult",
     "CompilerError",
     "Constraint",
+    "Feedback",
     "FieldSpec",
     "GoldCase",
     "InducedField",
     "Induction",
     "InductionScore",
+    "ModelPlanner",
     "Plan",
     "PlanEdge",
     "PlanInvalid",
     "PlanNode",
+    "PlanRequest",
+    "PlanResult",
+    "Planner",
+    "PlannerFailed",
     "Progress",
+    "RecordedPlanner",
     "Rule",
+    "RulesPlanner",
     "Spec",
     "SpecInvalid",
     "ToolSpec",
@@ -41,6 +60,7 @@ __all__ = [
     "catalogue",
     "induce",
     "load_spec",
+    "make_planner",
     "offline_script",
     "parse_plan",
     "score_against_grammars",

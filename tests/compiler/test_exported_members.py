@@ -38,6 +38,16 @@ PINNED = [
     # the tools catalogue (issue 11, planners)
     "ToolSpec",
     "catalogue",
+    # the planners (issue 11, stage 2)
+    "Feedback",
+    "ModelPlanner",
+    "PlanRequest",
+    "PlanResult",
+    "Planner",
+    "PlannerFailed",
+    "RecordedPlanner",
+    "RulesPlanner",
+    "make_planner",
     # the offline test model, the compile loop (issue 11, loop)
     "offline_script",
     "AttemptRecord",

@@ -312,3 +312,10 @@ def test_it_survives_nonsense_in_every_slot() -> None:
     }
     problems = problems_of(copy.deepcopy(doc))
     assert problems and all(":" in p for p in problems)
+
+
+def test_it_is_written_out_in_the_docs() -> None:
+    docs = (ROOT / "docs/compiler.md").read_text()
+    block = docs.split("<details><summary>PLAN_SCHEMA</summary>", 1)[1].split("```json\n", 1)[1].split("\n```", 1)[0]
+    assert json.loads(block) == PLAN_SCHEMA
+    assert block == json.dumps(PLAN_SCHEMA, indent=2)

@@ -28,6 +28,7 @@ import json
 import logging
 import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from compiler import Spec, SpecInvalid, load_spec
-from compiler.loop import BuildResult, Progress, build
+from compiler.loop import Progress, build
 from compiler.planners.base import Planner, PlanRequest, PlanResult, make_planner
 from runtime import PackforgeError
 from studio import leases, packs
@@ -151,7 +152,7 @@ def run_compile(pk: int) -> str | None:
         watcher().unregister(pk)
 
 
-def _run_claimed(c: Compile, token: str, cancel: threading.Event, lost: Any) -> str | None:
+def _run_claimed(c: Compile, token: str, cancel: threading.Event, lost: Callable[[], bool]) -> str | None:
     work = work_dir(c.pk)
     work.mkdir(parents=True, exist_ok=True)
     spec = materialise_spec(spec_files(PackRepo(c.project.repo_path), c.version), work / "spec")
@@ -192,17 +193,10 @@ def _run_claimed(c: Compile, token: str, cancel: threading.Event, lost: Any) -> 
     if cancelled:
         fields.update(stage="cancelled", message="cancelled by an author")
     else:
-        fields.update(stage="done", message=_summary_line(result))
+        fields.update(stage="done")  # the loop's last message says which attempt is best and why it stopped
     if not _close(c.pk, token, status, **fields):
         raise LeaseLost(c.pk)
     return status
-
-
-def _summary_line(result: BuildResult) -> str:
-    if result.best is None:
-        return "no attempt produced a pack that loads"
-    marks = "full marks" if result.full_marks else "not full marks"
-    return f"best: attempt {result.best} ({marks})"
 
 
 # -- attempts: from the work dir into rows --------------------------------------------------------

@@ -9,6 +9,7 @@ and the poller stops with 286 once the compile has ended."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -137,6 +138,7 @@ def attempt_context(c: Compile, attempt: CompileAttempt, can_edit: bool) -> dict
         "drawing": drawing,
         "evals": [(name, (attempt.evals or {}).get(name)) for name in ("offline", "target")],
         "changes": pack_diff(current, files) if files else [],
+        "plan_json": json.dumps(attempt.plan, indent=2, ensure_ascii=False) if attempt.plan is not None else "",
         "can_adopt": can_edit and bool(files),
         "base": head,  # the version the diff is against: the adoption is refused if the project moves on
     }

@@ -125,6 +125,7 @@ def test_it_draws_the_attempts_plan_with_its_blame(as_viewer: Client, finished: 
     assert "9 of 15 gold cases pass" in text
     assert '<td class="mono">prioritise</td><td>6</td><td>100%</td>' in text
     assert "untaken" in text and "prioritise -&gt; review (on_fail)" in text
+    assert "&quot;name&quot;: &quot;support_triage&quot;" in text  # the plan document, as JSON
     assert 'id="adopt-form"' not in text  # a viewer cannot adopt
 
 

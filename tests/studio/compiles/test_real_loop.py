@@ -45,7 +45,9 @@ def test_it_compiles_adopts_and_evaluates_the_new_version(
 
     sha = adopt_attempt(attempt, user=owner)
 
-    assert PackRepo(project.repo_path).head() == sha
+    repo = PackRepo(project.repo_path)
+    assert repo.head() == sha
+    assert repo.files(sha, prefix="pack/")["evalset.jsonl"] == (PLANS.parent / "gold.jsonl").read_bytes()  # invariant 6
     ev = start(project, owner, version=sha)
     assert set(run_all(ev)) == {"passed"}
     assert EvalCase.objects.filter(eval=ev, status="passed").count() == 15

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from compiler.spec import Spec
 
 REPLY_LINE = "Reply with JSON only: "
-EXAMPLES_FILE = "examples.jsonl"
+EXAMPLES = {"count": 3, "strategy": "nearest"}
 _FAKE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\.json$")
 
 
@@ -77,9 +77,10 @@ def emit(
             raise CompilerError(f"fake script name {name!r} must be a plain file name ending in .json")
     schemas = _Schemas(plan, spec, induction, tools)
     _check_gates(plan, schemas)
+    examples = _examples(plan, spec)
     files: dict[str, str | bytes] = {
         "manifest.yaml": _manifest(plan, spec, scripts, model, version),
-        "graph.yaml": _graph(plan),
+        "graph.yaml": _graph(plan, examples),
         "evalset.jsonl": spec.gold_bytes,
         "README.md": _readme(plan, spec),
     }
@@ -96,6 +97,8 @@ def emit(
                 )
     for name, script in scripts.items():
         files[f"fakes/{name}"] = _json(script)
+    for rel, text in examples.values():
+        files[rel] = text
     out.mkdir(parents=True, exist_ok=True)
     for rel, content in files.items():
         path = out / rel
@@ -104,6 +107,31 @@ def emit(
             path.write_bytes(content)
         else:
             path.write_text(content, encoding="utf-8")
+    return out
+
+
+def _examples(plan: Plan, spec: Spec) -> dict[str, tuple[str, str]]:
+    """Few-shot examples from the spec's train split (the gold cases tagged `spec.train`),
+    per generate node: `examples/<id>.jsonl` holds the train cases that have an expected
+    value for every field the node writes and every state field it reads (the runtime
+    refuses an example without them). A node no train case serves gets no examples."""
+    if spec.train is None:
+        return {}
+    held_out = {json.dumps(c.input, sort_keys=True) for c in spec.gold if spec.train not in c.tags}
+    # a train case whose input equals a held-out case's would show the model that answer
+    train = [c for c in spec.gold if spec.train in c.tags and json.dumps(c.input, sort_keys=True) not in held_out]
+    out: dict[str, tuple[str, str]] = {}
+    for node in plan.nodes:
+        if node.kind != "generate":
+            continue
+        needed = set(node.writes) | {r.split(".", 1)[0] for r in node.reads if not r.startswith("input.")}
+        lines = [
+            json.dumps({"id": c.id, "input": c.input, "expected": c.expected}, ensure_ascii=False) + "\n"
+            for c in train
+            if needed <= set(c.expected)
+        ]
+        if lines:
+            out[node.id] = (f"examples/{node.id}.jsonl", "".join(lines))
     return out
 
 
@@ -211,12 +239,14 @@ def _manifest(plan: Plan, spec: Spec, fakes: Mapping[str, Any], model: str | Non
     if tools:
         doc["tools"] = tools
     doc["output"] = list(spec.outputs)
+    if spec.train is not None:
+        doc["train_tag"] = spec.train
     if plan.fields:
         doc["fields"] = {name: dict(rule) for name, rule in plan.fields.items()}
     return f"# Compiled from the spec {spec.name!r} (packforge compiler); plan: {plan.name}.\n" + _yaml(doc)
 
 
-def _graph(plan: Plan) -> str:
+def _graph(plan: Plan, examples: Mapping[str, tuple[str, str]]) -> str:
     nodes: dict[str, Any] = {}
     for n in plan.nodes:
         node: dict[str, Any] = {"kind": n.kind}
@@ -246,6 +276,8 @@ def _graph(plan: Plan) -> str:
                 node["max_tokens"] = n.max_tokens
             if n.assert_:
                 node["assert"] = n.assert_
+            if n.id in examples:
+                node["examples"] = {"file": examples[n.id][0], **EXAMPLES}
         if n.kind == "end" and n.output is not None:
             node["output"] = list(n.output)
         nodes[n.id] = node

@@ -255,7 +255,7 @@ class _Build:
             return "attempts"
         if self.tokens >= self.spec.budgets.planner_tokens:
             return "planner_tokens"
-        if self.cost >= self.spec.budgets.cost_usd:
+        if self.cost > 0 and self.cost >= self.spec.budgets.cost_usd:  # a $0 budget allows free planners
             return "cost_usd"
         return None
 

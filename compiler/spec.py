@@ -36,7 +36,9 @@ from runtime import (
 
 SPEC_FILE = "spec.yaml"
 GOLD_FILE = "gold.jsonl"
-SPEC_KEYS = frozenset({"name", "task", "inputs", "outputs", "tools", "rules", "unsure_end", "model", "budgets"})
+SPEC_KEYS = frozenset(
+    {"name", "task", "inputs", "outputs", "tools", "rules", "unsure_end", "model", "budgets", "train"}
+)
 FIELD_KEYS = frozenset({"description", "type"})
 RULE_KEYS = frozenset({"text", "expr"})
 BUDGET_KEYS = frozenset({"attempts", "planner_tokens", "cost_usd"})
@@ -108,6 +110,7 @@ class Spec:
     budgets: Budgets
     gold: tuple[GoldCase, ...]
     gold_bytes: bytes
+    train: str | None = None  # gold cases with this tag are the train split (few-shot examples)
 
 
 def load_spec(root: str | Path) -> Spec:
@@ -134,12 +137,14 @@ def load_spec(root: str | Path) -> Spec:
     unsure_end = spec.unsure_end(doc)
     model = spec.model(doc)
     budgets = spec.budgets(doc)
+    train = spec.train(doc)
 
     gold_bytes = _read_bytes(root, GOLD_FILE, issues, "every spec has gold cases, one JSON object per line")
     gold: list[GoldCase] = []
     if gold_bytes is not None:
         gold = _gold(gold_bytes, issues, inputs, input_names, outputs, output_names, unsure_end)
         _check_rules(rules, gold, unsure_end, src, issues)
+        _check_train(train, gold, src, issues)
     if issues:
         raise SpecInvalid(issues)
     assert name is not None and task is not None and gold_bytes is not None  # each would be an issue
@@ -156,6 +161,7 @@ def load_spec(root: str | Path) -> Spec:
         budgets=budgets,
         gold=tuple(gold),
         gold_bytes=gold_bytes,
+        train=train,
     )
 
 
@@ -343,6 +349,15 @@ class _Reader:
             return None
         return value
 
+    def train(self, doc: dict[str, Any] | None) -> str | None:
+        value = (doc or {}).get("train")
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            self.error("'train' names the tag of the gold cases that are the train split, e.g. train", "train")
+            return None
+        return value
+
     def model(self, doc: dict[str, Any] | None) -> str | None:
         value = (doc or {}).get("model")
         if value is None:
@@ -484,6 +499,17 @@ def _json_kind(value: Any) -> str:
         if isinstance(value, types):
             return kind
     return "an object" if isinstance(value, dict) else type(value).__name__
+
+
+def _check_train(train: str | None, gold: list[GoldCase], src: SourceMap, issues: list[PackIssue]) -> None:
+    """A train split needs cases in it and cases outside it (the held-out score)."""
+    if train is None or not gold:
+        return
+    tagged = sum(train in case.tags for case in gold)
+    if tagged == 0:
+        issues.append(src.issue(f"'train': no gold case has the tag '{train}'", "train"))
+    elif tagged == len(gold):
+        issues.append(src.issue(f"'train': every gold case has the tag '{train}'; leave some out to score on", "train"))
 
 
 def _check_rules(

@@ -112,6 +112,7 @@ class EvalReport:
     expected: dict[str, dict[str, Any]] = field(default_factory=dict)  # case id -> expected values
     gates: dict[str, float] = field(default_factory=dict)  # gated node -> its confidence `min`
     rules: dict[str, FieldRule] = field(default_factory=dict)  # the pack's `fields:`
+    train_tag: str | None = None  # the pack's `train_tag`: its cases are the train split
 
     def rows(self) -> list[tuple[dict[str, Any], dict[str, Any]]]:
         """(expected, actual) per case, as runtime.scoring reads them."""
@@ -138,6 +139,14 @@ class EvalReport:
     @property
     def passed(self) -> int:
         return sum(c.passed for c in self.cases)
+
+    def held_out(self) -> tuple[int, int] | None:
+        """(passed, total) over the runs of cases without the train tag; None when the
+        pack declares no train split."""
+        if self.train_tag is None:
+            return None
+        rest = [c for c in self.cases if self.train_tag not in c.tags]
+        return sum(c.passed for c in rest), len(rest)
 
     def failures_by_node(self) -> dict[str, int]:
         return dict(Counter(c.blamed or "(none)" for c in self.cases if not c.passed).most_common())
@@ -215,6 +224,12 @@ class EvalReport:
         runs = [(c.trace, self.expected.get(c.case_id, {})) for c in self.cases]
         return {node: cal.to_dict(target) for node, cal in calibrate(runs, self.gates, self.rules).items()}
 
+    def _held_out_dict(self) -> dict[str, Any]:
+        held = self.held_out()
+        if held is None:
+            return {}
+        return {"train_tag": self.train_tag, "held_out": {"passed": held[0], "total": held[1]}}
+
     def to_dict(
         self, *, traces: bool = False, rejected_text: bool = False, target_auto_accuracy: float = DEFAULT_TARGET
     ) -> dict[str, Any]:
@@ -227,6 +242,7 @@ class EvalReport:
             "passed": self.passed,
             "total": self.total,
             "pass_rate_ci95": list(wilson_interval(self.passed, self.total)),
+            **self._held_out_dict(),
             "mean_score": self.mean_score(),
             "fields": self.field_table(),
             "baseline": self.trivial_baseline(),
@@ -311,7 +327,15 @@ def evaluate(
         raise ValueError("repeats must be at least 1")
     store = store if store is not None else MemoryStore()
     runs = [(case, k) for case in select_cases(pack, tags) for k in range(1, repeats + 1)]
-    report = EvalReport(pack.name, pack.version, model or backend.spec, pack.edges, repeats=repeats, rules=pack.fields)
+    report = EvalReport(
+        pack.name,
+        pack.version,
+        model or backend.spec,
+        pack.edges,
+        repeats=repeats,
+        rules=pack.fields,
+        train_tag=pack.train_tag,
+    )
     report.expected = {c.id: dict(c.expected) for c in select_cases(pack, tags)}
     report.gates = gate_minimums(pack)
     lock = threading.Lock()

@@ -4,7 +4,9 @@
 
 The file has the evalset's line format (`id`, `input`, `expected`). The loader refuses
 an example whose id or input equals an evalset case's (`overlap_issues`), so a score is
-never inflated by showing the model the answer. Per call, `choose` picks `count`
+never inflated by showing the model the answer; the one exception is a case tagged with
+the manifest's `train_tag` (a declared train split: the report scores the other cases
+apart, as the held-out score). Per call, `choose` picks `count`
 examples: `fixed` takes the first ones in file order; `nearest` ranks them by the
 Jaccard similarity of the word sets of the call's input and each example's input
 (every string in the input, flattened), ties broken by file order. Both are
@@ -55,6 +57,8 @@ class GoldCase(Protocol):
     def input(self) -> dict[str, Any]: ...
     @property
     def line(self) -> int: ...
+    @property
+    def tags(self) -> tuple[str, ...]: ...
 
 
 def words(value: Any) -> frozenset[str]:
@@ -89,8 +93,10 @@ def choose(examples: Examples, input_: Mapping[str, Any]) -> list[Example]:
     return [examples.items[i] for i in reversed(ranked)]
 
 
-def overlap_issues(examples: Examples, cases: Sequence[GoldCase]) -> list[PackIssue]:
-    """An issue for every example whose id or input equals an evalset case's."""
+def overlap_issues(examples: Examples, cases: Sequence[GoldCase], train_tag: str | None = None) -> list[PackIssue]:
+    """An issue for every example whose id or input equals an evalset case's, except a
+    case tagged `train_tag` (the declared train split)."""
+    cases = [c for c in cases if train_tag is None or train_tag not in c.tags]
     by_id = {c.id: c for c in cases}
     by_input = {json.dumps(c.input, sort_keys=True): c for c in reversed(cases)}
     found: list[PackIssue] = []

@@ -12,6 +12,9 @@ from runtime.pack.model import Pack
 
 def format_report(report: EvalReport, gate: list[dict[str, Any]] | None = None) -> str:
     lines = [f"{report.pack} v{report.version}: {report.passed}/{report.total} cases passed (model {report.model})"]
+    held = report.held_out()
+    if held is not None:
+        lines[0] += f"; held out (not tagged {report.train_tag!r}): {held[0]}/{held[1]}"
     lines += _scores(report)
     for case in report.cases:
         if case.passed:

@@ -1,41 +1,28 @@
-"""The model-free planner: a sound plan from the spec, its induction and the tool
-catalogue alone, deterministic (same inputs, same document). It is what `packforge build
---planner rules` uses offline, and the baseline a frontier plan must beat.
+"""The model-free planner: a sound plan from the spec, its induction, the gold cases and
+the tool catalogue alone, deterministic (same inputs, same document). It is what `packforge
+build --planner rules` uses offline, and the baseline a model plan must beat.
+docs/compiler.md, "The planners", says in full what it infers and from what; in short:
 
-What it infers, and from what (docs/compiler.md, "The planners"):
-
-1. **Nodes.** Outputs a tool returns (a catalogue result key) are written by that tool's
-   node. The other outputs, in the spec's order, become generate nodes: each closed-choice
-   field (an induced enum or const, or a boolean) starts a classification node; a run of
-   other fields is one extraction node; a field whose key is present in exactly the same
-   gold cases as the node being built (and not in all of them) joins it, because gold
-   shows they are written together.
-2. **Tools** come in the order the spec names them, each right after the node that
-   writes the last of its arguments (an argument maps to the field of the same name, else
-   the field sharing most words with it). A tool whose name does not start with a
-   read-only verb (get, lookup, fetch, ...) has side effects: the node deciding a
-   closed-choice field that feeds it gets an agreement gate (`samples: 3, agree: 2`,
+1. **Nodes** from fields: tool-returned outputs belong to the tool's node; a closed-choice
+   field (induced enum or const, boolean) starts a classification node, a run of other
+   fields is an extraction node, fields present in exactly the same gold cases go together.
+2. **Tools** in the spec's order, each after the node writing its last argument; a tool
+   that acts on the world gates the decision feeding it (`samples: 3, agree: 2`,
    `on_unsure` -> the unsure end).
-3. **Rules** with `expr` become the `assert` of the generate node that writes every field
-   they read, or an assert node after the last writer; `on_fail` -> the unsure end.
-4. **Ends** are the gold cases' `end` values plus the spec's `unsure_end` (a `human` node
-   when gold cases carry `human` answers: it writes their keys and then routes like the
-   gated node it stands in for). A node that gold paths show handing a case to the unsure
-   end gets a gate (or, without one, `on_fail`).
-5. **Routing** from gold: each case leaves the chain after the furthest node that writes a
-   field its `expected` holds (or that its `path` names); at each node, the cases leaving
-   there for one end must be told apart from every other case at that node by one or two
-   tests on fields written so far (`f in [...]` on closed-choice fields, `f == null`,
-   `f <= x` / `f >= x` on numbers). The biggest group without such a test takes the
-   unconditional edge. A tool's leaving cases take its `on_fail`.
-6. **Names** come from the gold `path` entries (the longest path, minus nodes other paths
-   skip): tool nodes take the entry sharing a word with the tool's name, generate nodes
-   the entries between them in order (adjacent nodes merge when gold shows fewer), so the
-   example packs' scripted models (keyed by node id) can drive the regenerated packs.
+3. **Rules** with `expr` become the assert of the node writing their last field, or of an
+   assert node gold names with a check word (`check_total`); a node gold takes right after a
+   failed check and other paths skip becomes a two-stage re-read.
+4. **Ends** from gold `end`s and the spec's `unsure_end` (a human node when gold carries
+   human answers); `on_fail` where a check, a tool or a gold path asks for it.
+5. **Routing** from gold: where each case leaves the chain, and one or two tests on fields
+   written so far that tell the cases leaving for each end apart from the rest.
+6. **Names** from the gold `path` entries (by shared word, then by position), so the
+   example packs' scripted models, keyed by node id, can drive the regenerated packs.
 
-What it cannot infer: checks that read a tool's result (refund_desk's "never refund more
-than is left"), re-reads after a failed check (invoice_extract's `reextract`), routing that
-needs three tests at once, and prompts better than the field descriptions."""
+What it cannot infer: checks over a tool's result (refund_desk's "never refund more than
+is left"), rules given only in words, routes needing three tests, thresholds other than
+the observed ones, enum values gold never shows, prompts better than the field
+descriptions. It ignores feedback."""
 
 from __future__ import annotations
 
@@ -466,7 +453,9 @@ class _Builder:
                 others = [c for h in groups if h != g for c in groups[h]]
                 full[g] = self.separate(groups[g], others, written)
             # The biggest group no test tells apart takes the unconditional edge.
-            default = next((g for g in order if full[g] is None), order[-1])
+            # (When every group has a test, going on is the default: the checks ahead
+            # still stand between a case and its end.)
+            default = next((g for g in order if full[g] is None), NEXT if NEXT in groups else order[-1])
             edges: list[tuple[str, str | None]] = []
             for g in order:
                 if g == default:

@@ -42,6 +42,7 @@ MANIFEST_KEYS = frozenset(
         "system",
         "truncate",
         "fields",
+        "train_tag",
     }
 )
 GRAPH_KEYS = frozenset({"nodes", "edges"})
@@ -262,6 +263,7 @@ def load_pack(root: str | Path, tools: Collection[str] | None = None) -> Pack:
         edges=edges,
         cases=[],
         fields=load_fields(manifest.get("fields"), manifest_src, issues),
+        train_tag=_train_tag(manifest.get("train_tag"), manifest_src, issues),
     )
     if graph is not None and manifest_text is not None:
         check_graph(pack, graph_src, manifest_src, issues)
@@ -271,7 +273,7 @@ def load_pack(root: str | Path, tools: Collection[str] | None = None) -> Pack:
         pack.cases = parse_evalset(evalset_text, pack, issues)
     for node in nodes.values():
         if node.examples is not None:
-            issues.extend(overlap_issues(node.examples, pack.cases))
+            issues.extend(overlap_issues(node.examples, pack.cases, pack.train_tag))
     gold = [(c.id, c.line, c.expected) for c in pack.cases]
     check_fields(pack.fields, {w for n in nodes.values() for w in n.writes}, gold, manifest_src, issues)
     if issues:
@@ -280,6 +282,17 @@ def load_pack(root: str | Path, tools: Collection[str] | None = None) -> Pack:
         b"".join(name.encode() + b"\0" + data for name, data in sorted(loader.files.items()))
     ).hexdigest()[:16]
     return pack
+
+
+def _train_tag(value: Any, src: SourceMap, issues: list[PackIssue]) -> str | None:
+    """`train_tag: TAG`: evalset cases with this tag are the train split (few-shot
+    examples may equal them; the eval report scores the other cases apart)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        issues.append(src.issue("train_tag must be a tag (a non-empty string), e.g. train", "train_tag"))
+        return None
+    return value
 
 
 def _truncate(spec: Any, src: SourceMap, issues: list[PackIssue]) -> dict[str, Truncation]:

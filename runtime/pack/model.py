@@ -126,6 +126,7 @@ class Pack:
     truncate: dict[str, Truncation] = field(default_factory=dict)  # per input field, for prompts
     digest: str = ""
     fields: dict[str, FieldRule] = field(default_factory=dict)  # how each field is compared; absent: exact
+    train_tag: str | None = None  # evalset cases with this tag are the train split (manifest `train_tag`)
 
     def outgoing(self, node_id: str, kind: str = "next") -> list[Edge]:
         return [e for e in self.edges if e.source == node_id and e.kind == kind]

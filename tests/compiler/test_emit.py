@@ -242,7 +242,15 @@ def specs_and_plans(draw: st.DrawFn) -> tuple[dict[str, Any], list[dict[str, Any
     cases = []
     for i in range(draw(st.integers(1, 8))):
         expected = {n: draw(value_of(kinds[n]) | st.none()) for n in names}
+        if draw(st.booleans()):  # some cases leave some outputs out
+            expected = {n: v for n, v in expected.items() if draw(st.booleans())}
         cases.append({"id": f"c{i}", "input": {"text": draw(TEXT)}, "expected": expected})
+    if len(cases) >= 2 and draw(st.booleans()):
+        # a train split: some cases tagged, at least one left out
+        tagged = draw(st.lists(st.integers(0, len(cases) - 2), min_size=1, unique=True))
+        for i in tagged:
+            cases[i]["tags"] = ["train"]
+        spec["train"] = "train"
 
     # generate nodes, each writing a share of the outputs
     count = draw(st.integers(1, len(names)))
@@ -338,6 +346,8 @@ def test_it_emits_packs_that_load_for_generated_specs_and_plans(
             event("emit refused an open-choice gate")
             return
         pack = load_pack(out)  # PackInvalid here is an emit bug
+        if any(n.examples is not None for n in pack.nodes.values()):
+            event("pack with few-shot examples loaded")
         event("gated pack loaded" if any(n.confidence for n in plan.nodes) else "pack loaded")
         assert (out / "evalset.jsonl").read_bytes() == gold
         assert set(pack.nodes) == {n["id"] for n in plan_doc["nodes"]}

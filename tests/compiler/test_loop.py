@@ -6,12 +6,13 @@ from __future__ import annotations
 import copy
 import json
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from compiler import AttemptRecord, Progress, Spec, build, load_spec
+from compiler import AttemptRecord, Budgets, Progress, Spec, build, load_spec
 from compiler.planners.base import PlanRequest, PlanResult
 from runtime import Cancelled
 from tests.support.triage import BROKEN, GOLD, INVALID, RIGHT, WORSE, write_spec
@@ -210,3 +211,9 @@ def test_it_scores_full_marks_only_when_the_target_does_too(spec: Spec, tmp_path
     result = build(spec, Recorded(RIGHT), tmp_path / "work", target=target_script(tmp_path, {}))
     assert [(r.offline_score, r.target_score) for r in result.attempts] == [(1.0, 1.0)]
     assert result.full_marks
+
+
+def test_it_lets_a_free_planner_run_on_a_zero_dollar_budget(spec: Spec, tmp_path: Path) -> None:
+    free = replace(spec, budgets=Budgets(attempts=2, planner_tokens=10, cost_usd=0.0))
+    result = build(free, Recorded(BROKEN), tmp_path / "work")
+    assert (len(result.attempts), result.stopped) == (2, "attempts")

@@ -249,3 +249,32 @@ def test_it_refuses_a_save_on_a_base_that_is_not_a_version(
     page = save(as_owner, "name: x\n", base)
     assert page.status_code == 400
     assert repo.head() == head and repo.files(prefix="spec/") == {}
+
+
+def test_it_shows_a_saved_gold_problem_under_its_row(as_viewer: Client, with_spec: PackRepo) -> None:
+    gold = spec_text(with_spec, "gold.jsonl").splitlines()
+    gold[1] = gold[1].replace('"expected": {', '"expected": {"mood": "x", ')
+    gold[3] = "not json"
+    with_spec.save(
+        {"spec/gold.jsonl": ("\n".join(gold) + "\n").encode()},
+        base=with_spec.head(),
+        author="Tess",
+        email="t@e.com",
+        message="Two bad lines",
+    )
+    html = as_viewer.get("/p/triage/spec/gold/").content.decode()
+    assert '<tr id="gold-2" class="bad-row">' in html and "line 2: case &#x27;st-02&#x27;: expected.mood" in html
+    assert '<tr id="gold-4" class="bad-row">' in html and "Line 4 is not valid JSON" in html
+    assert "does not load at" in html  # no induction until it loads
+
+
+def test_it_checks_without_javascript_and_keeps_the_text(as_owner: Client, with_spec: PackRepo) -> None:
+    head = with_spec.head()
+    text = spec_text(with_spec) + "colour: blue\n"
+    page = as_owner.post(
+        "/p/triage/spec/validate", {"file": "spec.yaml", "content": text, "base": head, "message": "m"}
+    )
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "<html" in html and "colour: blue" in html and "unknown key &#x27;colour&#x27;" in html
+    assert with_spec.head() == head

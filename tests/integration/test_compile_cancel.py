@@ -6,9 +6,10 @@ A real worker process (threads pool, more threads than the cap) runs two compile
 planner is an `openai:` endpoint with a cap of 1, served by the fault-injecting
 OpenAI-compatible server (tests/support/fault_server.py) with a latency far longer than
 the test waits. Once one plan request is in flight and both compiles are planning, both
-are cancelled: they end cancelled while the server still holds the one request, which
-only happens if the worker dropped it (the watcher sets the loop's cancel Event; the
-openai backend closes the stream) and the waiting compile gave up its wait."""
+are cancelled, the waiting one first: each ends cancelled while the server still holds
+the one request, which only happens if the waiting compile gave up its wait and the
+worker dropped the request in flight (the watcher sets the loop's cancel Event; the
+openai backend closes the stream)."""
 
 from __future__ import annotations
 
@@ -78,24 +79,23 @@ def test_it_caps_and_cancels_planner_calls(worker: CeleryWorker, tmp_path: Path)
         frontier = Endpoint.objects.create(
             name="frontier", spec=f"openai:{server.base_url}#fault", concurrency=1, created_by=staff
         )
-        compiles = [start_compile(project, user=owner, planner=frontier, attempts=1) for _ in range(2)]
+        first = start_compile(project, user=owner, planner=frontier, attempts=1)
+        wait_for("the first compile's plan request", lambda: len(server.completions()) == 1, [worker])
+        second = start_compile(project, user=owner, planner=frontier, attempts=1)
+        wait_for("the second compile planning", lambda: Compile.objects.get(pk=second.pk).stage == "plan", [worker])
 
-        def both_planning() -> bool:
-            stages = list(Compile.objects.filter(pk__in=[c.pk for c in compiles]).values_list("stage", flat=True))
-            return stages == ["plan", "plan"] and len(server.completions()) == 1
-
-        wait_for("both compiles planning, one plan request in flight", both_planning, [worker])
-        for c in compiles:
-            assert cancel_compile(Compile.objects.get(pk=c.pk))
-
-        def ended() -> bool:
-            return all(Compile.objects.get(pk=c.pk).is_final for c in compiles)
-
-        wait_for("the cancelled compiles to end", ended, [worker])
+        # the second compile waits for the endpoint's one slot; cancelled, it stops waiting
+        assert cancel_compile(Compile.objects.get(pk=second.pk))
+        wait_for("the waiting compile to end", lambda: Compile.objects.get(pk=second.pk).is_final, [worker])
+        assert len(server.completions()) == 1  # it never reached the planner
+        # the first compile's plan request is in flight; cancelled, the worker drops it
+        assert cancel_compile(Compile.objects.get(pk=first.pk))
+        wait_for("the planning compile to end", lambda: Compile.objects.get(pk=first.pk).is_final, [worker])
         answered = [r for r in server.completions() if r.outcome == "ok"]
         assert len(server.completions()) == 1 and answered == []  # dropped, not waited for
-        assert server.max_in_flight == 1  # the second compile never reached the planner
+        assert server.max_in_flight == 1
 
+    compiles = [first, second]
     for c in compiles:
         c.refresh_from_db()
         assert (c.status, c.stage, c.best_attempt) == ("cancelled", "cancelled", None), (

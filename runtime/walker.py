@@ -482,7 +482,9 @@ def _climb(walk: Walk, node: Node) -> tuple[Outcome, dict[str, Any]]:
     pending = walk.pending
     walk.pending = None
     if pending is not None and pending["node"] == node.id and pending["step"] == walk.step:
-        start, escalations, found = pending["tier_index"], list(pending["escalations"]), list(pending["candidates"])
+        # A resumed run given fewer tiers than it climbed stays on the last one it has.
+        start = min(int(pending["tier_index"]), len(walk.tiers) - 1)
+        escalations, found = list(pending["escalations"]), list(pending["candidates"])
     k = start
     try:
         while True:

@@ -71,6 +71,7 @@ from runtime.paths import path_problem
 from runtime.paths import shown as shown_path
 from runtime.scoring import baseline_summary, case_score, field_matches, field_table, observed, set_f1
 from runtime.stats import mcnemar_exact, paired_outcomes, percentile, wilson_interval
+from runtime.tiers import PERSON, Tier, check_answer, node_schema
 from runtime.tools import Tool, load_tools
 from runtime.trace import TRACE_VERSION, Attempt, EdgeTaken, Step, ToolCall, Trace
 from runtime.walker import RunOptions, RunResult, resume_run, run_pack
@@ -85,6 +86,7 @@ __all__ = [
     "NODE_SHAPES",
     "PACK_ISSUE_KINDS",
     "PATH_PROBLEM_KINDS",
+    "PERSON",
     "PROBLEM_KINDS",
     "SCHEMA_CATEGORIES",
     "TRACE_VERSION",
@@ -133,6 +135,7 @@ __all__ = [
     "SimConfig",
     "SourceMap",
     "Step",
+    "Tier",
     "Tool",
     "ToolCall",
     "Trace",
@@ -140,6 +143,7 @@ __all__ = [
     "baseline_summary",
     "calibrate",
     "case_score",
+    "check_answer",
     "check_baseline",
     "check_endpoint",
     "cli_main",
@@ -155,6 +159,7 @@ __all__ = [
     "load_yaml",
     "mcnemar_exact",
     "nearest_key",
+    "node_schema",
     "observed",
     "open_backend",
     "pack_file",

@@ -22,7 +22,9 @@ api = NinjaAPI(
 errors.install(api)
 
 api.add_router("/projects", "studio.projects.api.router")
+api.add_router("/projects", "studio.projects.spec_api.router")
 api.add_router("/endpoints", "studio.endpoints.api.router")
 api.add_router("/runs", "studio.runs.api.router")
 api.add_router("/tokens", "studio.accounts.api.router")
 api.add_router("/evals", "studio.evals.api.router")
+api.add_router("/compiles", "studio.compiles.api.router")

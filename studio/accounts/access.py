@@ -1,6 +1,6 @@
 """The one place that decides who may see and change a project, and the things inside it.
 
-One helper per object kind (`project_for`, `eval_for`, `run_for`), used by the pages and
+One helper per object kind (`project_for`, `eval_for`, `run_for`, `compile_for`), used by the pages and
 the API alike. A stranger (no role) gets 404, so names and ids do not leak; a member
 without the right role gets 403. An object asked for under another project's slug is
 not found either (404), so a URL cannot pair one project's slug with another's eval."""
@@ -12,6 +12,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
 from studio.accounts.models import Role
+from studio.compiles.models import Compile
 from studio.endpoints.models import Endpoint
 from studio.evals.models import Eval
 from studio.projects.models import Project
@@ -57,6 +58,17 @@ def run_for(user: User, pk: int, *, slug: str | None = None, edit: bool = False)
     if run is None:
         raise Http404("No such run")
     return run, _role_on(run.project, user, edit=edit)
+
+
+def compile_for(user: User, pk: int, *, slug: str | None = None, edit: bool = False) -> tuple[Compile, Role]:
+    """The compile and the user's role on its project (project, endpoints and author joined)."""
+    rows = Compile.objects.select_related("project", "planner_endpoint", "target_endpoint", "created_by").filter(pk=pk)
+    if slug is not None:
+        rows = rows.filter(project__slug=slug)
+    found = rows.first()
+    if found is None:
+        raise Http404("No such compile")
+    return found, _role_on(found.project, user, edit=edit)
 
 
 def can_manage_endpoints(user: User) -> bool:

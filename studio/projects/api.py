@@ -49,6 +49,7 @@ from studio.projects.schemas import (
     ValidateOut,
     VersionOut,
 )
+from studio.projects.specs import example_spec_files
 from studio.projects.storage import FileChange, PackRepo, StaleBase, StorageError, UnsafePath, side_by_side
 from studio.projects.views import example_files, upload_limits
 
@@ -174,7 +175,13 @@ def list_projects(request: StudioRequest) -> list[ProjectOut]:
 
 
 def _create(
-    request: StudioRequest, slug: str, name: str, description: str, files: dict[str, bytes], message: str
+    request: StudioRequest,
+    slug: str,
+    name: str,
+    description: str,
+    files: dict[str, bytes],
+    message: str,
+    spec: dict[str, bytes] | None = None,
 ) -> Project:
     if Project.objects.filter(slug=slug).exists():
         raise HttpError(409, slug_unavailable(slug, request.user))
@@ -184,6 +191,7 @@ def _create(
             name=name or slug,
             owner=_user(request),
             pack_files=files,
+            spec_files=spec,
             message=message,
             description=description,
         )
@@ -204,13 +212,15 @@ def _create(
 )
 def create(request: StudioRequest, body: ProjectIn) -> Status[ProjectOut]:
     files: dict[str, bytes] = {}
+    spec: dict[str, bytes] = {}
     message = "Create empty project"
     if body.example:
         examples = [name for name, _ in example_choices() if name]
         if body.example not in examples:
             raise HttpError(400, f"no example {body.example!r}; choose one of {', '.join(examples)}")
         files, message = example_files(body.example), f"Create from example {body.example}"
-    project = _create(request, body.slug, body.name, body.description, files, message)
+        spec = example_spec_files(body.example)
+    project = _create(request, body.slug, body.name, body.description, files, message, spec)
     return Status(201, _project_out(project, Role.AUTHOR))
 
 

@@ -81,7 +81,8 @@ def test_it_gives_every_task_soft_and_hard_time_limits(tmp_path: Path) -> None:
     assert (seen["soft"], seen["hard"]) == (600, 660)
     tasks = seen["tasks"]
     assert isinstance(tasks, dict) and {"runs.execute_try_run", "evals.execute_eval_case"} <= set(tasks)
-    assert all(limits == [600, 660] for limits in tasks.values()), tasks
+    own = {"compiles.execute_compile": [21600, 21660]}  # many attempts: its own bound (docs/compiler.md)
+    assert all(limits == own.get(name, [600, 660]) for name, limits in tasks.items()), tasks
 
 
 def test_it_reads_the_time_limits_from_the_environment(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from studio.projects.execute import validate_files
 from studio.projects.forms import ProjectCreateForm
 from studio.projects.graph_svg import draw
 from studio.projects.models import Project, create_project, slug_unavailable
+from studio.projects.specs import example_spec_files
 from studio.projects.storage import StorageError, UnsafePath
 from studio.projects.views.common import (
     SHORT,
@@ -59,6 +60,7 @@ def project_create(request: StudioRequest) -> HttpResponse:
     if Project.objects.filter(slug=slug).exists():
         form.add_error("slug", slug_unavailable(slug, request.user))
         return render(request, "projects/create.html", {"form": form}, status=400)
+    spec: dict[str, bytes] = {}
     try:
         if data.get("archive"):
             upload = data["archive"]
@@ -66,10 +68,18 @@ def project_create(request: StudioRequest) -> HttpResponse:
             message = f"Create from upload {upload.name}"
         elif data.get("example"):
             files = example_files(data["example"])
+            spec = example_spec_files(data["example"])
             message = f"Create from example {data['example']}"
         else:
             files, message = {}, "Create empty project"
-        create_project(slug=slug, name=data.get("name") or slug, owner=request.user, pack_files=files, message=message)
+        create_project(
+            slug=slug,
+            name=data.get("name") or slug,
+            owner=request.user,
+            pack_files=files,
+            spec_files=spec,
+            message=message,
+        )
     except ArchiveRefused as exc:
         form.add_error("archive", f"Upload refused: {exc}. Nothing was stored.")
         return render(request, "projects/create.html", {"form": form}, status=400)

@@ -13,6 +13,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from studio.projects.models import Project, create_project
+from studio.projects.specs import example_spec_files
 from studio.projects.storage import StorageError
 from studio.projects.views import example_files
 
@@ -59,6 +60,7 @@ class Command(BaseCommand):
                     name=name.replace("_", " ").capitalize(),
                     owner=user,
                     pack_files=example_files(name),
+                    spec_files=example_spec_files(name),
                     message=f"Create from example {name}",
                     description=_description(name),
                 )

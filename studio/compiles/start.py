@@ -1,0 +1,177 @@
+"""Starting a compile (check the spec at the project's head, write the row, send the task
+once it is committed), cancelling one, and adopting one of its attempts (a commit of the
+attempt's pack into the project's pack/)."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from studio.compiles import shared
+from studio.compiles.models import Compile, CompileAttempt
+from studio.compiles.settings import setting
+from studio.compiles.shared import S
+from studio.endpoints.models import Endpoint
+from studio.numbers import whole_number
+from studio.packs import PACK_PREFIX
+from studio.projects.models import Project
+from studio.projects.specs import check_spec, spec_files
+from studio.projects.storage import PackRepo, StaleBase, StorageError
+
+# The planner endpoints a compile can use: a frontier model behind an OpenAI-compatible
+# server, or a recorded planner (plan documents replayed from the server's disk, set up
+# by staff like a scripted endpoint).
+PLANNER_SCHEMES = ("openai:", "recorded:")
+
+
+class CompileRefused(Exception):
+    """The compile (or the adoption) cannot happen; the message says why and what to do."""
+
+
+def endpoint_named(ref: int | str | None, what: str) -> Endpoint | None:
+    """An endpoint by id or name; None for "" / None / "rules" (the planner) / "none"."""
+    if ref is None or ref in ("", "rules", "none"):
+        return None
+    found = None
+    pk = whole_number(ref)
+    if pk is not None:
+        found = Endpoint.objects.filter(pk=pk).first()
+    if found is None and isinstance(ref, str):
+        found = Endpoint.objects.filter(name=ref).first()
+    if found is None:
+        raise CompileRefused(f"no endpoint {ref!r} for the {what}; give an endpoint's id or name")
+    return found
+
+
+def planner_endpoints() -> list[Endpoint]:
+    return [e for e in Endpoint.objects.all() if e.spec.strip().startswith(PLANNER_SCHEMES)]
+
+
+def start_compile(
+    project: Project,
+    *,
+    user: User,
+    planner: Endpoint | None = None,
+    target: Endpoint | None = None,
+    attempts: int | None = None,
+) -> Compile:
+    """Check the spec at the project's head loads, save a queued Compile, and send its
+    task once the row is committed. `planner` None: the model-free planner."""
+    most = setting("PACKFORGE_COMPILE_MAX_ATTEMPTS")
+    if attempts is not None and not 1 <= attempts <= most:
+        raise CompileRefused(f"attempts must be from 1 to {most}, not {attempts}")
+    if planner is not None and not planner.spec.strip().startswith(PLANNER_SCHEMES):
+        raise CompileRefused(
+            f"endpoint {planner.name!r} cannot plan: a planner endpoint is an openai: server (or a recorded planner)"
+        )
+    try:
+        repo = PackRepo(project.repo_path)
+        version = repo.resolve(None)
+        files = spec_files(repo, version)
+    except StorageError as exc:
+        raise CompileRefused(str(exc)) from None
+    if not files:
+        raise CompileRefused("this project has no spec (spec/spec.yaml and spec/gold.jsonl); write one first")
+    spec, problems = check_spec(files)
+    if spec is None:
+        shown = "; ".join(
+            f"{p.file}:{p.line}: {p.message}" if p.line else f"{p.file}: {p.message}" for p in problems[:5]
+        )
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        raise CompileRefused(f"the spec at {version[:10]} does not load: {shown}{more}")
+    with transaction.atomic():
+        made = Compile.objects.create(
+            project=project,
+            version=version,
+            planner="endpoint" if planner is not None else "rules",
+            planner_endpoint=planner,
+            target_endpoint=target,
+            max_attempts=attempts,
+            created_by=user,
+        )
+        transaction.on_commit(lambda: shared.send([made.pk]))
+    return made
+
+
+def cancel_compile(c: Compile) -> bool:
+    """Cancel a compile that has not ended: a queued one now; a running one stops within a
+    poll of its worker's watcher (the loop's cancel Event; its planner call is dropped).
+    Returns False when it had already ended."""
+    now = timezone.now()
+    with transaction.atomic():
+        if Compile.objects.filter(pk=c.pk, status=S.QUEUED).update(
+            status=S.CANCELLED, cancel_requested=True, finished_at=now, stage="cancelled", message="cancelled"
+        ):
+            c.refresh_from_db()
+            return True
+        if not Compile.objects.filter(pk=c.pk, status=S.RUNNING).update(cancel_requested=True):
+            return False
+        # A running compile with no live worker (lease lapsed, or re-sent and not yet
+        # claimed) will never report back: close it here.
+        Compile.objects.filter(pk=c.pk, status=S.RUNNING).filter(
+            Q(lease_until__lt=now) | Q(lease_owner="") | Q(lease_until__isnull=True)
+        ).update(
+            status=S.CANCELLED,
+            lease_owner="",
+            lease_until=None,
+            finished_at=now,
+            stage="cancelled",
+            message="cancelled; its worker was gone",
+        )
+    c.refresh_from_db()
+    return True
+
+
+def adoption_message(attempt: CompileAttempt) -> str:
+    c = attempt.compile
+    return (
+        f"Adopt compile #{c.pk} attempt {attempt.number}: the pack compiled from spec version {c.version[:10]}\n\n"
+        f"spec version: {c.version}\nplanner: {c.planner_label}"
+    )
+
+
+class AdoptStale(CompileRefused):
+    """The project moved on since the version the adoption was based on."""
+
+
+def adopt_attempt(attempt: CompileAttempt, *, user: User, base: str | None = None) -> str:
+    """One commit that makes the project's pack/ exactly the attempt's pack (files the
+    attempt does not have are removed), with a message naming the spec version and the
+    attempt. Returns the new commit's sha.
+
+    `base` is the version the author saw the attempt's diff against (the page sends it):
+    when the project moved on since, nothing is written (AdoptStale), so a teammate's
+    newer save is never overwritten unseen. Without `base` (an API call that names none),
+    the adoption goes on top of whatever the head is."""
+    if not attempt.pack_files:
+        raise CompileRefused(f"attempt {attempt.number} produced no pack to adopt")
+    project = attempt.compile.project
+    repo = PackRepo(project.repo_path)
+    wanted = {f"{PACK_PREFIX}{path}": text.encode("utf-8") for path, text in attempt.pack_files.items()}
+    author = user.get_full_name() or user.username
+    for _ in range(1 if base else 2):  # without a base, a teammate's save in between: once more
+        head = base or repo.head()
+        try:
+            current = repo.files(head, prefix=PACK_PREFIX) if head else {}
+        except StorageError as exc:
+            raise CompileRefused(f"cannot adopt on version {head}: {exc}") from None
+        changes: dict[str, bytes | None] = {p: None for p in (f"{PACK_PREFIX}{q}" for q in current) if p not in wanted}
+        changes.update({p: data for p, data in wanted.items() if current.get(p[len(PACK_PREFIX) :]) != data})
+        if not changes:
+            raise CompileRefused(f"the project's pack is already attempt {attempt.number}'s pack; nothing to adopt")
+        try:
+            sha = repo.save(changes, base=head, author=author, email=user.email, message=adoption_message(attempt))
+        except StaleBase as exc:
+            if base:
+                raise AdoptStale(
+                    f"the project moved on since {base[:10]} (it is now at {exc.head[:10]}); nothing was adopted. "
+                    "Look at the attempt's diff against the project's pack again, then adopt"
+                ) from None
+            continue
+        except StorageError as exc:
+            raise CompileRefused(f"could not commit the pack: {exc}") from None
+        Project.objects.filter(pk=project.pk).update(head=repo.head() or "", updated_at=timezone.now())
+        return sha
+    raise CompileRefused("the project changed twice while adopting; try again")

@@ -228,7 +228,9 @@ def result_line(result: BuildResult, spec: Spec) -> str:
     )
     verdict = "full marks" if result.full_marks else "NOT full marks"
     where = f"written to {result.out}" if result.out is not None else "not written"
-    return f"{spec.name}: best attempt {best.number} of {n} made, {scores}: {verdict} (stopped: {result.stopped}); {where}"
+    return (
+        f"{spec.name}: best attempt {best.number} of {n} made, {scores}: {verdict} (stopped: {result.stopped}); {where}"
+    )
 
 
 def result_document(result: BuildResult, spec: Spec, work: Path) -> dict[str, Any]:

@@ -91,6 +91,12 @@ class ServedRun(models.Model):
     output = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
     waiting_at = models.CharField(max_length=100, blank=True)  # the node it waits at
+    # While waiting: why ("human": a human node; "escalated": past the last model tier),
+    # the node's question (its rendered prompt), and the committed state with the run's
+    # input under "input" (what runtime.check_answer / node_schema take).
+    waiting_reason = models.CharField(max_length=16, blank=True)
+    question = models.TextField(blank=True)
+    state = models.JSONField(null=True, blank=True)
     # Nodes the run has visited, space-separated with a space at each end (" a b "), for
     # the list's node filter on any database.
     path = models.TextField(blank=True, default="")

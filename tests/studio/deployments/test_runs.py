@@ -294,7 +294,7 @@ def test_it_posts_a_signed_webhook_when_a_run_ends(
         project, user=owner, name="hooked", version=None, tiers=[good.pk], webhook_url=hook, webhook_secret="s3cret"
     )
     submit(as_owner, "hooked", {"run_id": "h-1", "input": TICKET}, django_capture_on_commit_callbacks)
-    (headers, body), = _Hook.got
+    ((headers, body),) = _Hook.got
     expected = "sha256=" + hmac.new(b"s3cret", body, hashlib.sha256).hexdigest()
     assert headers["X-Packforge-Signature"] == expected
     sent = json.loads(body)

@@ -266,7 +266,7 @@ def test_it_ends_a_stream_of_a_waiting_run_after_its_timeout(
 class _Hook(BaseHTTPRequestHandler):
     got: list[tuple[dict[str, str], bytes]] = []
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         _Hook.got.append((dict(self.headers), body))
         self.send_response(204)

@@ -21,7 +21,7 @@ from studio.deployments.models import Deployment, RunEvent, ServedRun
 from studio.deployments.signals import run_waiting
 from studio.endpoints.models import Endpoint
 from studio.projects.models import Project
-from tests.studio.deployments.conftest import TICKET
+from tests.support.serving import TICKET, scripted_tier
 from tests.support.studio import send
 
 pytestmark = pytest.mark.usefixtures("eager")
@@ -154,9 +154,7 @@ def test_it_resumes_a_waiting_run_with_a_persons_answer_once(
     staff: User,
     django_capture_on_commit_callbacks: Any,
 ) -> None:
-    from tests.studio.deployments.conftest import endpoint
-
-    weak = endpoint(tmp_path, staff, "weak", {"extract": "not json"})
+    weak = scripted_tier(tmp_path, staff, "weak", {"extract": "not json"})
     service.create_deployment(project, user=owner, name="weak", version=None, tiers=[weak.pk])
     waited: list[ServedRun] = []
 
@@ -188,9 +186,7 @@ def test_it_resumes_a_waiting_run_with_a_persons_answer_once(
 def test_it_ends_a_rejected_waiting_run_failed(
     as_owner: Client, project: Project, owner: User, tmp_path: Any, staff: User, django_capture_on_commit_callbacks: Any
 ) -> None:
-    from tests.studio.deployments.conftest import endpoint
-
-    weak = endpoint(tmp_path, staff, "weak", {"extract": "not json"})
+    weak = scripted_tier(tmp_path, staff, "weak", {"extract": "not json"})
     service.create_deployment(project, user=owner, name="weak", version=None, tiers=[weak.pk])
     submit(as_owner, "weak", {"run_id": "r-1", "input": TICKET}, django_capture_on_commit_callbacks)
     run = ServedRun.objects.get(run_id="r-1")
@@ -254,9 +250,7 @@ def test_it_streams_a_runs_events_and_resumes_after_last_event_id(
 def test_it_ends_a_stream_of_a_waiting_run_after_its_timeout(
     as_owner: Client, project: Project, owner: User, tmp_path: Any, staff: User, django_capture_on_commit_callbacks: Any
 ) -> None:
-    from tests.studio.deployments.conftest import endpoint
-
-    weak = endpoint(tmp_path, staff, "weak", {"extract": "not json"})
+    weak = scripted_tier(tmp_path, staff, "weak", {"extract": "not json"})
     service.create_deployment(project, user=owner, name="weak", version=None, tiers=[weak.pk])
     submit(as_owner, "weak", {"run_id": "s-2", "input": TICKET}, django_capture_on_commit_callbacks)
     frames = _frames(as_owner.get("/api/deployments/weak/runs/s-2/events?timeout=0.3"))

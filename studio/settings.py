@@ -40,6 +40,7 @@ INSTALLED_APPS = [
     "studio.runs",
     "studio.evals",
     "studio.compiles",
+    "studio.deployments",
 ]
 
 MIDDLEWARE = [

@@ -49,18 +49,31 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked = models.BooleanField(default=False)
+    # A deployment-scoped token: it may submit runs to this deployment and read its runs,
+    # nothing else (studio.accounts.auth refuses it everywhere else with 403).
+    deployment = models.ForeignKey(
+        "deployments.Deployment", on_delete=models.CASCADE, null=True, blank=True, related_name="tokens"
+    )
 
     @classmethod
-    def issue(cls, user: object, name: str) -> tuple[ApiToken, str]:
+    def issue(cls, user: object, name: str, deployment: object | None = None) -> tuple[ApiToken, str]:
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-        row = cls.objects.create(user=user, name=name, prefix=token[:10], digest=_digest(token))
+        row = cls.objects.create(user=user, name=name, prefix=token[:10], digest=_digest(token), deployment=deployment)
         return row, token
+
+    def allows(self, path: str) -> bool:
+        """Whether this token may be used on `path`: any path for a user's token; for a
+        deployment-scoped one, only its deployment's runs (/api/deployments/NAME/runs...)."""
+        if self.deployment is None:
+            return True
+        base = f"/api/deployments/{self.deployment.name}/runs"
+        return path == base or path.startswith(base + "/")
 
     @classmethod
     def authenticate(cls, token: str) -> ApiToken | None:
         if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
             return None
-        row = cls.objects.select_related("user").filter(digest=_digest(token), revoked=False).first()
+        row = cls.objects.select_related("user", "deployment").filter(digest=_digest(token), revoked=False).first()
         if row is None or not row.user.is_active:
             return None
         cls.objects.filter(pk=row.pk).update(last_used_at=timezone.now())

@@ -20,44 +20,26 @@ from datetime import timedelta
 from django.db.models import Q
 from django.utils import timezone
 
-from studio.celery import app
 from studio.compiles import shared
 from studio.compiles.models import Compile
 from studio.compiles.shared import S, lease
 from studio.evals.settings import setting
-from studio.leases import Held, LeaseWatcher, take_lapsed
+from studio.leases import take_lapsed
+from studio.watching import StudioWatcher
 
 log = logging.getLogger("packforge.studio.compiles")
 
 
-class CompileWatcher(LeaseWatcher):
+class CompileWatcher(StudioWatcher):
     model = Compile
     name = "compile-watcher"
-
-    def enabled(self) -> bool:
-        # Tasks run inline (tests, a studio without a worker): no worker to keep a lease
-        # for, and a web process must not sweep.
-        return bool(setting("PACKFORGE_EVAL_WATCH")) and not app.conf.task_always_eager
+    cancel_flag = True
 
     def lease_for(self) -> timedelta:
         return lease()
 
-    def poll_s(self) -> float:
-        return float(setting("PACKFORGE_EVAL_POLL_S"))
-
-    def sweep_s(self) -> float:
-        return float(setting("PACKFORGE_EVAL_SWEEP_S"))
-
     def sweep(self, *, idle: bool) -> dict[str, int]:
         return sweep(idle=idle)
-
-    def check(self, held: list[Held]) -> None:
-        cancelled = set(
-            Compile.objects.filter(pk__in=[h.pk for h in held], cancel_requested=True).values_list("pk", flat=True)
-        )
-        for h in held:
-            if h.pk in cancelled:
-                h.cancel.set()
 
 
 _watcher = CompileWatcher()

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
+
+from studio.evals import settings as eval_settings
 
 DEFAULTS: dict[str, Any] = {
     "PACKFORGE_COMPILE_MAX_CLAIMS": 5,  # deliveries of one compile before it is closed as failed
@@ -22,21 +23,7 @@ DEFAULTS: dict[str, Any] = {
 
 
 def setting(name: str) -> Any:
-    default = DEFAULTS[name]
-    value = getattr(settings, name, None)
-    if value is None:
-        value = os.environ.get(name, "")
-        if value == "":
-            return default
-    try:
-        if isinstance(default, int):
-            number = int(value)
-            if number < 1:
-                raise ValueError("must be at least 1")
-            return number
-        return str(value)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{name}={value!r}: {exc}") from None
+    return eval_settings.read(name, DEFAULTS)
 
 
 def compile_root() -> Path:

@@ -20,7 +20,8 @@ from django.utils import timezone
 from studio.celery import app
 from studio.deployments.models import ServedRun
 from studio.deployments.settings import setting
-from studio.leases import QUEUED, RUNNING, Held, LeaseWatcher, take_lapsed
+from studio.leases import QUEUED, RUNNING, take_lapsed
+from studio.watching import StudioWatcher
 
 log = logging.getLogger("packforge.studio.deployments")
 
@@ -43,29 +44,13 @@ def send_on_commit(pk: int) -> None:
     transaction.on_commit(lambda: send([pk]))
 
 
-class ServeWatcher(LeaseWatcher):
+class ServeWatcher(StudioWatcher):
     model = ServedRun
     name = "serve-watcher"
-
-    def enabled(self) -> bool:
-        return bool(setting("PACKFORGE_EVAL_WATCH")) and not app.conf.task_always_eager
+    cancel_flag = True
 
     def lease_for(self) -> timedelta:
         return lease()
-
-    def poll_s(self) -> float:
-        return float(setting("PACKFORGE_EVAL_POLL_S"))
-
-    def sweep_s(self) -> float:
-        return float(setting("PACKFORGE_EVAL_SWEEP_S"))
-
-    def check(self, held: list[Held]) -> None:
-        cancelled = set(
-            ServedRun.objects.filter(pk__in=[h.pk for h in held], cancel_requested=True).values_list("pk", flat=True)
-        )
-        for h in held:
-            if h.pk in cancelled:
-                h.cancel.set()
 
     def sweep(self, *, idle: bool) -> dict[str, int]:
         return sweep(idle=idle)

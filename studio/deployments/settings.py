@@ -4,11 +4,7 @@ times are the evals' (PACKFORGE_EVAL_LEASE_S, ...), shared by every leased row."
 
 from __future__ import annotations
 
-import os
 from typing import Any
-
-from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
 
 from studio.evals import settings as eval_settings
 
@@ -24,26 +20,5 @@ DEFAULTS: dict[str, Any] = {
 
 
 def setting(name: str) -> Any:
-    if name not in DEFAULTS:
-        return eval_settings.setting(name)
-    default = DEFAULTS[name]
-    value = getattr(settings, name, None)
-    if value is None:
-        raw = os.environ.get(name, "")
-        if raw == "":
-            return default
-        value = raw
-    try:
-        if isinstance(default, int):
-            number = int(value)
-            if number < 1:
-                raise ValueError("must be at least 1")
-            return number
-        if isinstance(default, float):
-            seconds = float(value)
-            if not seconds > 0:
-                raise ValueError("must be more than 0")
-            return seconds
-        return str(value)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{name}={value!r}: {exc}") from None
+    """This app's settings, else the eval app's (leases, polls, sweeps), by one reader."""
+    return eval_settings.read(name, DEFAULTS) if name in DEFAULTS else eval_settings.setting(name)

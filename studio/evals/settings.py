@@ -5,6 +5,7 @@ use it before Django's apps are ready."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -30,7 +31,14 @@ def setting(name: str) -> Any:
     """A setting of this app: from settings.py when it defines it, else the environment
     variable of the same name, else the default above. Bad values raise
     ImproperlyConfigured naming the variable."""
-    default = DEFAULTS[name]
+    return read(name, DEFAULTS)
+
+
+def read(name: str, defaults: Mapping[str, Any]) -> Any:
+    """`name` from settings.py, else the environment, else `defaults[name]`, parsed as the
+    default's type (bool, whole number >= 1, seconds > 0, text). Every app's `setting`
+    reads through this one parser."""
+    default = defaults[name]
     value = getattr(settings, name, None)
     if value is None:
         raw = os.environ.get(name, "")

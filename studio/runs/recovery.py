@@ -21,8 +21,9 @@ from django.utils import timezone
 
 from studio.celery import app
 from studio.evals.settings import setting
-from studio.leases import QUEUED, RUNNING, LeaseWatcher, take_lapsed
+from studio.leases import QUEUED, RUNNING, take_lapsed
 from studio.runs.models import TryRun
+from studio.watching import StudioWatcher
 
 log = logging.getLogger("packforge.studio.runs")
 
@@ -42,23 +43,12 @@ def send(run_ids: list[int]) -> None:
             app.signature(RUN_TASK, args=(run_id,)).apply_async(queue=queue, producer=producer)
 
 
-class RunWatcher(LeaseWatcher):
+class RunWatcher(StudioWatcher):
     model = TryRun
     name = "run-watcher"
 
-    def enabled(self) -> bool:
-        # Tasks run inline (tests, a studio without a worker): no worker to keep a lease
-        # for, and a web process must not sweep.
-        return bool(setting("PACKFORGE_EVAL_WATCH")) and not app.conf.task_always_eager
-
     def lease_for(self) -> timedelta:
         return lease()
-
-    def poll_s(self) -> float:
-        return float(setting("PACKFORGE_EVAL_POLL_S"))
-
-    def sweep_s(self) -> float:
-        return float(setting("PACKFORGE_EVAL_SWEEP_S"))
 
     def sweep(self, *, idle: bool) -> dict[str, int]:
         return sweep(idle=idle)

@@ -23,7 +23,16 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from tests.support.celery_workers import ROOT, TOOL_LOG, TOOL_SLEEP, CeleryWorker, database_url, tool_log, wait_for
+from tests.support.celery_workers import (
+    ROOT,
+    TOOL_LOG,
+    TOOL_SLEEP,
+    CeleryWorker,
+    database_url,
+    tool_log,
+    wait_for,
+    worker_pool,
+)
 from tests.support.fault_server import FaultServer
 
 REFUND = json.loads((ROOT / "packs" / "refund_desk" / "evalset.jsonl").read_text().splitlines()[0])["input"]
@@ -33,8 +42,6 @@ PASSWORD = "correct horse battery staple"
 
 @pytest.fixture
 def workers(transactional_db: None, tmp_path: Path, settings: Any) -> Iterator[Callable[[str], CeleryWorker]]:
-    from studio.celery import app
-
     queue = f"it-serve-{uuid.uuid4().hex[:10]}"
     settings.GIT_ROOT = tmp_path / "git"
     settings.PACKFORGE_TOOLS = "tests.support.celery_workers:REFUND_TOOLS"
@@ -54,24 +61,8 @@ def workers(transactional_db: None, tmp_path: Path, settings: Any) -> Iterator[C
         "PACKFORGE_EVAL_POLL_S": "0.2",
         "PACKFORGE_EVAL_STALL_S": "3",  # a message the broker lost is sent again
     }
-    if getattr(settings, "REDIS_URL", ""):
-        env["REDIS_URL"] = settings.REDIS_URL
-    started: list[CeleryWorker] = []
-    saved_queue = app.conf.task_default_queue
-    app.conf.task_default_queue = queue
-
-    def start(name: str) -> CeleryWorker:
-        worker = CeleryWorker(name, queue, tmp_path / f"{name}.log", env)
-        started.append(worker)
-        worker.wait_ready()
-        return worker
-
-    try:
+    with worker_pool(queue, tmp_path, env, settings) as start:
         yield start
-    finally:
-        app.conf.task_default_queue = saved_queue
-        for worker in started:
-            worker.stop()
 
 
 def _people() -> tuple[Any, Any]:

@@ -8,13 +8,14 @@ and broker, listens on a private queue, and serves `PACKFORGE_TOOLS` =
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -148,3 +149,31 @@ def database_url() -> str:
             f"?{query}" if query else ""
         )
     raise RuntimeError(f"no DATABASE_URL for engine {db['ENGINE']}")
+
+
+@contextlib.contextmanager
+def worker_pool(queue: str, logs: Path, env: dict[str, str], settings: Any) -> Iterator[Callable[[str], CeleryWorker]]:
+    """`start(name)` starts a ready worker on `queue` (logs under `logs`) with `env` plus
+    the test's Redis, while the test process sends to `queue` by default; every worker
+    started is stopped on the way out."""
+    from studio.celery import app
+
+    env = dict(env)
+    if getattr(settings, "REDIS_URL", ""):
+        env["REDIS_URL"] = settings.REDIS_URL
+    started: list[CeleryWorker] = []
+    saved_queue = app.conf.task_default_queue
+    app.conf.task_default_queue = queue
+
+    def start(name: str) -> CeleryWorker:
+        worker = CeleryWorker(name, queue, logs / f"{name}.log", env)
+        started.append(worker)
+        worker.wait_ready()
+        return worker
+
+    try:
+        yield start
+    finally:
+        app.conf.task_default_queue = saved_queue
+        for worker in started:
+            worker.stop()

@@ -1,18 +1,18 @@
 """The review queue API (gathered into studio.api under /api/review): list, get, claim,
 release, decide, add to gold. The same rules as the pages (studio/review/access.py):
 members read, reviewers and authors work, strangers get 404. A token scoped to a
-deployment (it may only submit and read that deployment's runs) gets 403 here."""
+deployment (it may only submit and read that deployment's runs) gets 403 here, as on
+every route but those runs (studio.accounts.auth)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any, Literal
 
-from django.core.exceptions import PermissionDenied
 from ninja import Router, Schema
 from ninja.errors import HttpError
 
-from studio.accounts.models import ApiToken, Role
+from studio.accounts.models import Role
 from studio.errors import CONFLICT, ERRORS, INVALID
 from studio.http import StudioRequest
 from studio.review import claims, gold, present
@@ -93,15 +93,6 @@ class GoldIn(Schema):
     message: str = ""
 
 
-def _no_scoped_token(request: StudioRequest) -> None:
-    header = request.headers.get("Authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() == "bearer" and token.strip():
-        row = ApiToken.authenticate(token.strip())
-        if row is not None and getattr(row, "deployment_id", None) is not None:
-            raise PermissionDenied("this token is scoped to one deployment's runs; the review queue needs a user token")
-
-
 def _summary(item: ReviewItem) -> dict[str, Any]:
     return {
         "id": item.pk,
@@ -157,7 +148,6 @@ def list_items(
 ) -> ListOut:
     """Items of the caller's projects, oldest first; `status`: todo (open or claimed, the
     default), open, claimed, decided, all. `counts`: per deployment and node."""
-    _no_scoped_token(request)
     if offset < 0 or not 1 <= limit <= 500:
         raise HttpError(400, "offset must be >= 0 and limit from 1 to 500")
     filters = Filters.of({"deployment": deployment, "node": node, "reason": reason, "status": status})
@@ -172,7 +162,6 @@ def list_items(
 
 @router.get("/items/{item_id}", response={200: ItemDetailOut, **ERRORS, **INVALID}, summary="One review item")
 def get_item(request: StudioRequest, item_id: int) -> ItemDetailOut:
-    _no_scoped_token(request)
     item, role = item_for(request.user, item_id)
     return _detail(item, role)
 
@@ -180,7 +169,6 @@ def get_item(request: StudioRequest, item_id: int) -> ItemDetailOut:
 @router.post("/items/{item_id}/claim", response={200: ItemDetailOut, **ERRORS, **CONFLICT, **INVALID}, summary="Claim an item")
 def claim_item(request: StudioRequest, item_id: int) -> ItemDetailOut:
     """Take (or renew) the claim: 409 when another reviewer holds it or it is decided."""
-    _no_scoped_token(request)
     item, role = item_for(request.user, item_id, work=True)
     if not claims.claim(item, request.user):
         if item.is_decided:
@@ -191,7 +179,6 @@ def claim_item(request: StudioRequest, item_id: int) -> ItemDetailOut:
 
 @router.post("/items/{item_id}/release", response={200: ItemDetailOut, **ERRORS, **INVALID}, summary="Give a claim up")
 def release_item(request: StudioRequest, item_id: int) -> ItemDetailOut:
-    _no_scoped_token(request)
     item, role = item_for(request.user, item_id, work=True)
     claims.release(item, request.user)
     return _detail(item, role)
@@ -206,7 +193,6 @@ def decide_item(request: StudioRequest, item_id: int, payload: DecideIn) -> Any:
     """approve: the best candidate (or `answer`, which must equal it, else it is recorded
     as an edit); edit: `answer`; reject: `note` (the run ends failed with it). The answer
     is verified by the runtime: 400 with `reasons` when it may not be committed."""
-    _no_scoped_token(request)
     item, role = item_for(request.user, item_id, work=True)
     if payload.decision == "edit" and payload.answer is None:
         return 400, RefusedOut(detail="an edit needs an answer")
@@ -221,7 +207,6 @@ def decide_item(request: StudioRequest, item_id: int, payload: DecideIn) -> Any:
 def gold_item(request: StudioRequest, item_id: int, payload: GoldIn) -> ItemDetailOut:
     """Commit the item as an evalset case (input, decided output, path, the answer under
     `human`) by the caller, and start the eval that gives the delta (`eval_delta`)."""
-    _no_scoped_token(request)
     item, role = item_for(request.user, item_id, work=True)
     try:
         item = gold.add_to_gold(item, request.user, payload.message)

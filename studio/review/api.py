@@ -155,7 +155,10 @@ def list_items(
     groups = counts(items)
     return ListOut(
         total=sum(g.count for g in groups),
-        counts=[CountOut(deployment=g.deployment, node=g.node, count=g.count, oldest=g.oldest, age_s=g.age_s) for g in groups],
+        counts=[
+            CountOut(deployment=g.deployment, node=g.node, count=g.count, oldest=g.oldest, age_s=g.age_s)
+            for g in groups
+        ],
         items=[ItemOut(**_summary(i)) for i in page_of(items, offset, limit)],
     )
 
@@ -166,7 +169,9 @@ def get_item(request: StudioRequest, item_id: int) -> ItemDetailOut:
     return _detail(item, role)
 
 
-@router.post("/items/{item_id}/claim", response={200: ItemDetailOut, **ERRORS, **CONFLICT, **INVALID}, summary="Claim an item")
+@router.post(
+    "/items/{item_id}/claim", response={200: ItemDetailOut, **ERRORS, **CONFLICT, **INVALID}, summary="Claim an item"
+)
 def claim_item(request: StudioRequest, item_id: int) -> ItemDetailOut:
     """Take (or renew) the claim: 409 when another reviewer holds it or it is decided."""
     item, role = item_for(request.user, item_id, work=True)
@@ -186,7 +191,15 @@ def release_item(request: StudioRequest, item_id: int) -> ItemDetailOut:
 
 @router.post(
     "/items/{item_id}/decide",
-    response={200: DecidedOut, 400: RefusedOut, 401: RefusedOut, 403: RefusedOut, 404: RefusedOut, 409: RefusedOut, **INVALID},
+    response={
+        200: DecidedOut,
+        400: RefusedOut,
+        401: RefusedOut,
+        403: RefusedOut,
+        404: RefusedOut,
+        409: RefusedOut,
+        **INVALID,
+    },
     summary="Approve, edit or reject an item",
 )
 def decide_item(request: StudioRequest, item_id: int, payload: DecideIn) -> Any:
@@ -203,7 +216,11 @@ def decide_item(request: StudioRequest, item_id: int, payload: DecideIn) -> Any:
     return 200, DecidedOut(item=_detail(decided.item, role), decision=decided.decision)
 
 
-@router.post("/items/{item_id}/gold", response={200: ItemDetailOut, **ERRORS, **CONFLICT, **INVALID}, summary="Add a decided item to gold")
+@router.post(
+    "/items/{item_id}/gold",
+    response={200: ItemDetailOut, **ERRORS, **CONFLICT, **INVALID},
+    summary="Add a decided item to gold",
+)
 def gold_item(request: StudioRequest, item_id: int, payload: GoldIn) -> ItemDetailOut:
     """Commit the item as an evalset case (input, decided output, path, the answer under
     `human`) by the caller, and start the eval that gives the delta (`eval_delta`)."""

@@ -29,7 +29,6 @@ from django.utils import timezone
 
 from runtime import check_answer
 from studio import packs
-from studio.deployments.models import ServedRun
 from studio.deployments.service import reject_served_run, resume_served_run
 from studio.review import claims
 from studio.review.models import ReviewItem
@@ -125,4 +124,3 @@ def decide(item: ReviewItem, user: User, decision: str, *, answer: Any = None, n
 def _decided_text(item: ReviewItem) -> str:
     who = item.decided_by.username if item.decided_by is not None else "someone"
     return f"this item was already decided ({item.decision}) by {who}"
-

@@ -44,9 +44,7 @@ class JSONText(forms.CharField):
     """A textarea holding one JSON value."""
 
     def __init__(self, *, rows: int = 4, **kwargs: Any) -> None:
-        kwargs.setdefault(
-            "widget", forms.Textarea(attrs={"rows": rows, "class": "small-code", "spellcheck": "false"})
-        )
+        kwargs.setdefault("widget", forms.Textarea(attrs={"rows": rows, "class": "small-code", "spellcheck": "false"}))
         super().__init__(strip=True, **kwargs)
 
     def prepare_value(self, value: Any) -> Any:

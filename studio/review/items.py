@@ -109,7 +109,13 @@ def candidates_for(trace: dict[str, Any], step: dict[str, Any]) -> list[dict[str
         else:
             why = f"{a.get('category')}: {a.get('reason')}" if a.get("category") else str(a.get("reason") or "")
             out.append(
-                {"tier": a.get("tier") or "model", "answer": answer, "status": "rejected", "reason": why, "node": a["node"]}
+                {
+                    "tier": a.get("tier") or "model",
+                    "answer": answer,
+                    "status": "rejected",
+                    "reason": why,
+                    "node": a["node"],
+                }
             )
     return out
 
@@ -181,6 +187,14 @@ def open_item(run: ServedRun) -> ReviewItem | None:
     number = int(step["step"]) if step else len(trace.get("steps") or []) + 1
     existing = ReviewItem.objects.filter(run=run, step=number).first()
     if existing is not None:
+        if existing.is_decided and existing.decision != ReviewItem.Decision.REJECT:
+            # The resume refused the decided answer (the run's state moved since the
+            # check): the run waits again at the same step, so the item is open again.
+            note = f"reopened: {run.error}" if run.error else "reopened: the run waits again"
+            ReviewItem.objects.filter(pk=existing.pk, status=ReviewItem.Status.DECIDED).update(
+                status=ReviewItem.Status.OPEN, claimed_by=None, claim_until=None, decision="", answer=None, note=note
+            )
+            existing.refresh_from_db()
         return existing
     step = step or {"node": run.waiting_at, "step": number, "status": "wait"}
     state = run.state if isinstance(run.state, dict) else committed_state(trace, run.input)

@@ -15,6 +15,8 @@ guard that makes a decision, and the run's resume, happen once."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -84,7 +86,7 @@ class ReviewItem(models.Model):
     def is_decided(self) -> bool:
         return self.status == self.Status.DECIDED
 
-    def claim_live(self, now: object = None) -> bool:
+    def claim_live(self, now: datetime | None = None) -> bool:
         """Held by someone, and the hold has not lapsed."""
         when = now or timezone.now()
         return self.status == self.Status.CLAIMED and self.claim_until is not None and self.claim_until >= when

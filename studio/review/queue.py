@@ -93,7 +93,9 @@ def counts(items: QuerySet[ReviewItem]) -> list[QueueCount]:
 
 
 def page_of(items: QuerySet[ReviewItem], offset: int, limit: int = PAGE) -> list[ReviewItem]:
-    return list(items.select_related("run", "deployment", "project", "claimed_by", "decided_by")[offset : offset + limit])
+    return list(
+        items.select_related("run", "deployment", "project", "claimed_by", "decided_by")[offset : offset + limit]
+    )
 
 
 def age_text(seconds: float) -> str:

@@ -29,7 +29,9 @@ from studio.review.models import ReviewItem
 from studio.review.queue import PAGE, STATUSES, Filters, age_text, counts, items_for, page_of
 
 
-def _render(request: StudioRequest, template: str, context: dict[str, Any], fragment: str, status: int = 200) -> HttpResponse:
+def _render(
+    request: StudioRequest, template: str, context: dict[str, Any], fragment: str, status: int = 200
+) -> HttpResponse:
     if request.htmx and request.htmx.target == fragment:
         return render(request, f"{template}#{fragment}", context, status=status)
     return render(request, template, context, status=status)
@@ -69,7 +71,9 @@ def _workable(request: StudioRequest, roles: dict[int, Any], item: ReviewItem) -
     return bool(request.user.is_superuser or (role is not None and can_work(role)))
 
 
-def _item_context(request: StudioRequest, item: ReviewItem, role: Any, form: AnswerForm | None = None, **extra: Any) -> dict[str, Any]:
+def _item_context(
+    request: StudioRequest, item: ReviewItem, role: Any, form: AnswerForm | None = None, **extra: Any
+) -> dict[str, Any]:
     trace = present.trace_for(item, role)
     return {
         "item": item,
@@ -98,7 +102,11 @@ def item_page(request: StudioRequest, pk: int) -> HttpResponse:
     item, role = item_for(request.user, pk)
     if request.htmx and request.htmx.target == "item-status":
         context = _item_context(request, item, role)
-        stop = item.is_decided and item.run.is_final and (item.gold_eval is None or (context["delta"] and context["delta"].done))
+        stop = (
+            item.is_decided
+            and item.run.is_final
+            and (item.gold_eval is None or (context["delta"] and context["delta"].done))
+        )
         response = render(request, "review/item.html#item-status", context)
         if stop and request.GET.get("poll") == "1":
             response.status_code = HttpResponseStopPolling.status_code
@@ -154,7 +162,10 @@ def decide_view(request: StudioRequest, pk: int) -> HttpResponse:
             return _refused(request, item, role, form, decision_form, exc.status, reasons=exc.reasons)
         decision_form.add_error(None, str(exc))
         return _refused(request, item, role, form, decision_form, exc.status)
-    messages.success(request, f"Item {item.pk}: {decided.decision}; the run {'ends failed' if decided.decision == 'reject' else 'resumes'}.")
+    messages.success(
+        request,
+        f"Item {item.pk}: {decided.decision}; the run {'ends failed' if decided.decision == 'reject' else 'resumes'}.",
+    )
     nxt = request.POST.get("next", "")
     url = reverse("review-item", args=[item.pk]) if nxt != "queue" else reverse("review-queue")
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)

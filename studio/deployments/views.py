@@ -37,7 +37,9 @@ class DeploymentForm(forms.Form):
 
     def __init__(self, *args: Any, versions: list[Any], editing: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["version"].choices = [("", "the newest")] + [(v.sha, f"{v.sha[:10]} {v.message}") for v in versions]
+        version = self.fields["version"]
+        assert isinstance(version, forms.ChoiceField)
+        version.choices = [("", "the newest")] + [(v.sha, f"{v.sha[:10]} {v.message}") for v in versions]
         if editing:
             del self.fields["name"]
             self.fields["webhook_secret"].help_text = "leave empty to keep the current secret"

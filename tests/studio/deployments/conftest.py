@@ -4,21 +4,17 @@ scripted endpoints: `good` answers every ticket of the evalset, `broken` answers
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.conf import settings
 from django.contrib.auth.models import User
 
 from studio.deployments import service
 from studio.deployments.models import Deployment
 from studio.endpoints.models import Endpoint
 from studio.projects.models import Project
-
-SCRIPT = settings.EXAMPLE_PACKS / "support_triage" / "fakes" / "scripted.json"
-TICKET = json.loads(SCRIPT.read_text())["inputs"][0]["match"]
+from tests.support.serving import scripted_tier
 
 
 @pytest.fixture(autouse=True)
@@ -27,23 +23,14 @@ def no_watcher(settings: Any) -> None:
     settings.PACKFORGE_EVAL_WATCH = False
 
 
-def endpoint(tmp_path: Path, staff: User, name: str, change: dict[str, Any] | None = None) -> Endpoint:
-    script = json.loads(SCRIPT.read_text())
-    for entry in script["inputs"]:
-        entry["answers"].update(change or {})
-    path = tmp_path / f"{name}.json"
-    path.write_text(json.dumps(script))
-    return Endpoint.objects.create(name=name, spec=f"fake:{path}", created_by=staff)
-
-
 @pytest.fixture
 def good(tmp_path: Path, staff: User) -> Endpoint:
-    return endpoint(tmp_path, staff, "large")
+    return scripted_tier(tmp_path, staff, "large")
 
 
 @pytest.fixture
 def broken(tmp_path: Path, staff: User) -> Endpoint:
-    return endpoint(tmp_path, staff, "small", {"classify": "not json at all", "extract": "nor this"})
+    return scripted_tier(tmp_path, staff, "small", {"classify": "not json at all", "extract": "nor this"})
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from django.test import Client
 
 from studio.accounts.models import ApiToken
 from studio.deployments.models import Deployment, ServedRun
-from tests.studio.deployments.conftest import TICKET
+from tests.support.serving import TICKET
 from tests.support.studio import send
 
 NAME = "triage-prod"

@@ -70,7 +70,7 @@ def test_it_runs_new_submissions_on_the_version_the_deployment_has_then(
     as_owner: Client, deployment: Deployment, project: Project
 ) -> None:
     from studio.deployments.models import ServedRun
-    from tests.studio.deployments.conftest import TICKET
+    from tests.support.serving import TICKET
 
     send(as_owner, "post", f"/api/deployments/{deployment.name}/runs", {"run_id": "old", "input": TICKET})
     second = teammate_saves(PackRepo(project.repo_path), "README.md", "v2\n")

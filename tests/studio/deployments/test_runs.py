@@ -21,7 +21,7 @@ from studio.deployments.models import Deployment, RunEvent, ServedRun
 from studio.deployments.signals import run_waiting
 from studio.endpoints.models import Endpoint
 from studio.projects.models import Project
-from tests.studio.deployments.conftest import TICKET
+from tests.support.serving import TICKET, scripted_tier
 from tests.support.studio import send
 
 pytestmark = pytest.mark.usefixtures("eager")
@@ -154,9 +154,7 @@ def test_it_resumes_a_waiting_run_with_a_persons_answer_once(
     staff: User,
     django_capture_on_commit_callbacks: Any,
 ) -> None:
-    from tests.studio.deployments.conftest import endpoint
-
-    weak = endpoint(tmp_path, staff, "weak", {"extract": "not json"})
+    weak = scripted_tier(tmp_path, staff, "weak", {"extract": "not json"})
     service.create_deployment(project, user=owner, name="weak", version=None, tiers=[weak.pk])
     waited: list[ServedRun] = []
 
@@ -188,9 +186,7 @@ def test_it_resumes_a_waiting_run_with_a_persons_answer_once(
 def test_it_ends_a_rejected_waiting_run_failed(
     as_owner: Client, project: Project, owner: User, tmp_path: Any, staff: User, django_capture_on_commit_callbacks: Any
 ) -> None:
-    from tests.studio.deployments.conftest import endpoint
-
-    weak = endpoint(tmp_path, staff, "weak", {"extract": "not json"})
+    weak = scripted_tier(tmp_path, staff, "weak", {"extract": "not json"})
     service.create_deployment(project, user=owner, name="weak", version=None, tiers=[weak.pk])
     submit(as_owner, "weak", {"run_id": "r-1", "input": TICKET}, django_capture_on_commit_callbacks)
     run = ServedRun.objects.get(run_id="r-1")
@@ -254,9 +250,7 @@ def test_it_streams_a_runs_events_and_resumes_after_last_event_id(
 def test_it_ends_a_stream_of_a_waiting_run_after_its_timeout(
     as_owner: Client, project: Project, owner: User, tmp_path: Any, staff: User, django_capture_on_commit_callbacks: Any
 ) -> None:
-    from tests.studio.deployments.conftest import endpoint
-
-    weak = endpoint(tmp_path, staff, "weak", {"extract": "not json"})
+    weak = scripted_tier(tmp_path, staff, "weak", {"extract": "not json"})
     service.create_deployment(project, user=owner, name="weak", version=None, tiers=[weak.pk])
     submit(as_owner, "weak", {"run_id": "s-2", "input": TICKET}, django_capture_on_commit_callbacks)
     frames = _frames(as_owner.get("/api/deployments/weak/runs/s-2/events?timeout=0.3"))
@@ -299,3 +293,46 @@ def test_it_posts_a_signed_webhook_when_a_run_ends(
     assert headers["X-Packforge-Signature"] == expected
     sent = json.loads(body)
     assert sent["run_id"] == "h-1" and sent["status"] == "done" and sent["output"]["priority"] == "p1"
+
+
+class _Flaky(_Hook):
+    failures = 0
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        _Hook.got.append((dict(self.headers), body))
+        failing = _Flaky.failures > 0
+        _Flaky.failures -= 1
+        self.send_response(500 if failing else 204)
+        self.end_headers()
+
+
+def test_it_retries_a_failing_webhook_until_it_is_taken(
+    project: Project, owner: User, good: Endpoint, django_capture_on_commit_callbacks: Any
+) -> None:
+    from studio.celery import app
+    from studio.deployments.tasks import send_webhook
+
+    _Hook.got, _Flaky.failures = [], 2
+    server = HTTPServer(("127.0.0.1", 0), _Flaky)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        deployment = service.create_deployment(
+            project,
+            user=owner,
+            name="flaky",
+            version=None,
+            tiers=[good.pk],
+            webhook_url=f"http://127.0.0.1:{server.server_port}/hook",
+        )
+        run = service.submit(deployment, TICKET, run_id="flaky-1", user=owner).run
+        ServedRun.objects.filter(pk=run.pk).update(status="done")
+        app.conf.task_eager_propagates = False  # a retry is a Retry exception; the eager fixture restores it
+        send_webhook.apply(args=(run.pk,))  # eager: each retry runs at once
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(_Hook.got) == 3
+    assert len({body for _, body in _Hook.got}) == 1  # the same body each time
+    assert all("X-Packforge-Signature" not in h for h, _ in _Hook.got)  # no secret: no signature

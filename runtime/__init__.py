@@ -70,6 +70,7 @@ from runtime.paths import path_problem
 from runtime.paths import shown as shown_path
 from runtime.scoring import baseline_summary, case_score, field_matches, field_table, observed, set_f1
 from runtime.stats import mcnemar_exact, paired_outcomes, percentile, wilson_interval
+from runtime.tiers import PERSON, Tier, check_answer, node_schema
 from runtime.tools import Tool, load_tools
 from runtime.trace import TRACE_VERSION, Attempt, EdgeTaken, Step, ToolCall, Trace
 from runtime.walker import RunOptions, RunResult, resume_run, run_pack
@@ -84,6 +85,7 @@ __all__ = [
     "NODE_SHAPES",
     "PACK_ISSUE_KINDS",
     "PATH_PROBLEM_KINDS",
+    "PERSON",
     "PROBLEM_KINDS",
     "SCHEMA_CATEGORIES",
     "TRACE_VERSION",
@@ -132,6 +134,7 @@ __all__ = [
     "SimConfig",
     "SourceMap",
     "Step",
+    "Tier",
     "Tool",
     "ToolCall",
     "Trace",
@@ -139,6 +142,7 @@ __all__ = [
     "baseline_summary",
     "calibrate",
     "case_score",
+    "check_answer",
     "check_baseline",
     "check_endpoint",
     "comparable",
@@ -153,6 +157,7 @@ __all__ = [
     "load_yaml",
     "mcnemar_exact",
     "nearest_key",
+    "node_schema",
     "observed",
     "open_backend",
     "pack_file",

@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from runtime.backends import open_backend
 from runtime.checkpoint import CheckpointStore, MemoryStore, SQLiteStore
-from runtime.errors import PackforgeError, PackInvalid
+from runtime.errors import OutputRejected, PackforgeError, PackInvalid
 from runtime.logs import configure_logging
 from runtime.pack import Pack, load_pack
 from runtime.progress import EvalProgress
+from runtime.tiers import Tier
 from runtime.tools import load_tools
 from runtime.walker import RunResult, resume_run, run_pack
 
@@ -63,12 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("pack")
     p.add_argument("--input", help="the input as JSON, or @FILE")
     p.add_argument("--model", help="model spec (default: the manifest's model)")
+    _add_escalate_option(p)
     p.add_argument("--tools", help="MODULE:REGISTRY: a dict of tool name -> function")
     p.add_argument("--db", help="SQLite checkpoint file (default: in memory, not resumable)")
     p.add_argument("--sync", default="normal", choices=["normal", "full"], help="SQLite synchronous mode")
     p.add_argument("--run-id", help="id for a new run")
     p.add_argument("--resume", metavar="RUN_ID", help="continue a killed or waiting run (needs --db)")
-    p.add_argument("--answer", help="JSON (or @FILE) answering the human node a run waits at")
+    p.add_argument("--answer", help="JSON (or @FILE) answering the node a run waits at")
+    p.add_argument("--answered-by", metavar="WHO", help="who gave --answer (provenance, e.g. human:alice)")
     p.add_argument("--trace", help="write the run's trace as JSON to this file")
 
     p = add_command("eval", "score a pack against its evalset")
@@ -76,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("pack")
     p.add_argument("--model")
+    _add_escalate_option(p)
     p.add_argument("--tools")
     p.add_argument("--concurrency", type=int, default=4)
     p.add_argument("--tags", help="only cases with any of these comma-separated tags")
@@ -159,6 +163,45 @@ def _backend(pack: Pack, spec: str | None) -> Any:
     return open_backend(chosen, base_dir=pack.root, default=pack.model)
 
 
+def _add_escalate_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--escalate-to",
+        action="append",
+        default=[],
+        metavar="[NAME=]SPEC",
+        help="a larger model tier a node climbs to when it fails or is unsure (repeat, small to large; "
+        "docs/tiers.md); the tier is named NAME, or by its spec",
+    )
+
+
+def _tiers(pack: Pack, args: argparse.Namespace, backend: Any) -> list[Tier] | None:
+    """The model tiers of --model and each --escalate-to (None without --escalate-to);
+    their backends, tier 0's aside, are opened here and closed by the caller."""
+    if not args.escalate_to:
+        return None
+    tiers = [Tier(args.model or pack.model or backend.spec, backend)]
+    for raw in args.escalate_to:
+        name, _, spec = raw.partition("=") if _named(raw) else (raw, "", raw)
+        if not spec:
+            raise UsageError(f"--escalate-to {raw!r}: give a model spec, or NAME=SPEC")
+        if any(t.name == name for t in tiers) or name == "person":
+            raise UsageError(f"--escalate-to: tier name {name!r} is used twice (or is 'person'); use NAME=SPEC")
+        tiers.append(Tier(name, open_backend(spec, base_dir=pack.root, default=pack.model)))
+    return tiers
+
+
+def _named(raw: str) -> bool:
+    """Whether `raw` is NAME=SPEC: a plain name before the first '=' (a spec such as
+    openai:URL#m;key=v has ':' before it)."""
+    head, sep, _ = raw.partition("=")
+    return bool(sep) and bool(head) and all(ch.isalnum() or ch in "-_." for ch in head)
+
+
+def _close_tiers(tiers: list[Tier] | None) -> None:
+    for tier in (tiers or [])[1:]:
+        tier.backend.close()
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     tools = load_tools(args.tools)
     pack = load_pack(args.pack, tools=set(tools) if tools is not None else None)
@@ -184,7 +227,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     pack = load_pack(args.pack, tools=set(tools or {}))
     store: CheckpointStore = SQLiteStore(args.db, synchronous=args.sync) if args.db else MemoryStore()
     backend = _backend(pack, args.model)
+    tiers: list[Tier] | None = None
     try:
+        tiers = _tiers(pack, args, backend)
         if args.resume:
             if not args.db:
                 raise UsageError("--resume needs --db, the checkpoint file the run was started with")
@@ -193,16 +238,29 @@ def cmd_run(args: argparse.Namespace) -> int:
                 waiting_at = _waiting_node(store, args.resume)
                 answers[waiting_at] = _json_arg(args.answer, "--answer")
                 _check_answer(pack, waiting_at, answers[waiting_at])
-            result = resume_run(pack, args.resume, backend=backend, store=store, tools=tools, answers=answers)
+            try:
+                result = resume_run(
+                    pack,
+                    args.resume,
+                    backend=backend,
+                    store=store,
+                    tools=tools,
+                    answers=answers,
+                    tiers=tiers,
+                    answered_by=args.answered_by,
+                )
+            except OutputRejected as exc:
+                raise UsageError(f"--answer was refused (the run still waits): {'; '.join(exc.reasons)}") from None
         else:
             if args.input is None:
                 raise UsageError("run needs --input JSON (or @FILE), or --resume RUN_ID")
             value = _json_arg(args.input, "--input")
             if not isinstance(value, dict):
                 raise UsageError("--input must be a JSON object")
-            result = run_pack(pack, value, backend=backend, tools=tools, store=store, run_id=args.run_id)
+            result = run_pack(pack, value, backend=backend, tools=tools, store=store, run_id=args.run_id, tiers=tiers)
     finally:
         backend.close()
+        _close_tiers(tiers)
         store.close()
     if args.trace:
         Path(args.trace).write_text(json.dumps(result.trace.to_dict(), indent=2, default=str), encoding="utf-8")
@@ -234,11 +292,16 @@ def _report_run(result: RunResult, args: argparse.Namespace) -> int:
         return EXIT_OK
     if result.status == "waiting":
         tools = f" --tools {args.tools}" if args.tools else ""
-        question = result.trace.steps[-1].prompt if result.trace.steps else ""
+        last = result.trace.steps[-1] if result.trace.steps else None
+        question = last.prompt if last is not None else ""
         if question:
             print(f"question: {question.strip()}", file=sys.stderr)
+        where = "human node" if result.waiting_reason != "escalated" else "node"
+        if result.waiting_reason == "escalated" and last is not None:
+            for e in last.escalations:
+                print(f"escalated: {e['from']} -> {e['to']}: {e['reason']}", file=sys.stderr)
         print(
-            f"waiting at human node '{result.waiting_at}' (run {result.run_id}); resume with: "
+            f"waiting at {where} '{result.waiting_at}' (run {result.run_id}); resume with: "
             f"packforge run {args.pack}{tools} --db {args.db or 'FILE'} --resume {result.run_id} --answer JSON",
             file=sys.stderr,
         )
@@ -307,7 +370,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     backend = _backend(pack, args.model)
     tags = set(args.tags.split(",")) if args.tags else None
     progress = _eval_progress(args, len(select_cases(pack, tags)) * args.repeats)
+    tiers: list[Tier] | None = None
     try:
+        tiers = _tiers(pack, args, backend)
         report = evaluate(
             pack,
             backend,
@@ -317,9 +382,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
             model=args.model or pack.model,
             repeats=args.repeats,
             on_case=(lambda case: progress.update(case.passed)) if progress is not None else None,
+            tiers=tiers,
         )
     finally:
         backend.close()
+        _close_tiers(tiers)
         if progress is not None:
             progress.finish()
     gate = check_baseline(report.metrics(), baseline) if baseline is not None else None

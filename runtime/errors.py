@@ -50,11 +50,13 @@ class ExprError(PackforgeError):
 
 
 class OutputRejected(PackforgeError):
-    """A model answer failed verification. `category` is one of REJECTION_CATEGORIES."""
+    """A model answer failed verification. `category` is one of REJECTION_CATEGORIES,
+    or "answer" for a person's answer refused by `resume_run` (`reasons`: each reason)."""
 
-    def __init__(self, category: str, reason: str) -> None:
+    def __init__(self, category: str, reason: str, reasons: list[str] | None = None) -> None:
         self.category = category
         self.reason = reason
+        self.reasons = reasons if reasons is not None else [reason]
         super().__init__(f"{category}: {reason}")
 
 

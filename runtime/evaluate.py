@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -23,6 +23,7 @@ from runtime.pack.fields import FieldRule, rule_for, same
 from runtime.pack.model import Case, Edge, Pack
 from runtime.scoring import baseline_summary, case_score, field_table, observed, trivial_answers
 from runtime.stats import percentile, wilson_interval
+from runtime.tiers import PERSON, Tier
 from runtime.tools import Tool
 from runtime.trace import Trace
 from runtime.walker import RunOptions, RunResult, run_pack
@@ -95,6 +96,7 @@ class CaseResult:
     repeat: int = 1  # which of the eval's `repeats` runs of this case (1-based)
     score: float = 0.0  # partial credit: the share of expected fields that match by their rule
     expected: dict[str, Any] = field(default_factory=dict)  # the case's gold values, for the baseline
+    settled_by: str | None = None  # with model tiers: the tier (or "person") the case needed at most
 
     @property
     def schema_violations(self) -> int:
@@ -113,6 +115,7 @@ class EvalReport:
     gates: dict[str, float] = field(default_factory=dict)  # gated node -> its confidence `min`
     rules: dict[str, FieldRule] = field(default_factory=dict)  # the pack's `fields:`
     train_tag: str | None = None  # the pack's `train_tag`: its cases are the train split
+    ladder: list[str] = field(default_factory=list)  # the model tiers' names, small to large ([] without tiers)
 
     def rows(self) -> list[tuple[dict[str, Any], dict[str, Any]]]:
         """(expected, actual) per case, as runtime.scoring reads them."""
@@ -169,6 +172,48 @@ class EvalReport:
             "failed": counts["failed"],
             "auto_accuracy": (sum(c.passed for c in auto) / len(auto)) if auto else None,
         }
+
+    def tiers_by_model(self) -> dict[str, dict[str, Any]]:
+        """Per model tier (one row named by the model without tiers; "person" last with
+        them): the cases it settled (the highest tier each case needed) and how many of
+        those passed, the escalations out of it by kind (fail, unsure), and the model
+        calls, tokens and cost spent on it over every case."""
+        names = self.ladder or [self.model]
+        rows: dict[str, dict[str, Any]] = {
+            name: {
+                "cases": 0,
+                "passed": 0,
+                "escalations": {"fail": 0, "unsure": 0},
+                "model_calls": 0,
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+                "reasoning_tokens": 0,
+                "cost_usd": 0.0,
+            }
+            for name in names
+        }
+        if self.ladder:
+            rows[PERSON] = {"cases": 0, "passed": 0}
+        for c in self.cases:
+            row = rows.get(c.settled_by or names[0])
+            if row is not None:
+                row["cases"] += 1
+                row["passed"] += int(c.passed)
+            for a in c.trace.attempts:
+                spent = rows.get(a.tier or names[0])
+                if spent is None or "model_calls" not in spent:
+                    continue
+                spent["model_calls"] += 1
+                spent["prompt_tokens"] += a.prompt_tokens
+                spent["completion_tokens"] += a.completion_tokens
+                spent["reasoning_tokens"] += a.reasoning_tokens
+                spent["cost_usd"] += a.cost_usd
+            for e in c.trace.escalations:
+                out = rows.get(e["from"])
+                kind = str(e["reason"]).split(":", 1)[0]
+                if out is not None and kind in out["escalations"]:
+                    out["escalations"][kind] += 1
+        return rows
 
     def metrics(self) -> dict[str, float]:
         """The numbers a baseline gate compares."""
@@ -248,6 +293,7 @@ class EvalReport:
             "baseline": self.trivial_baseline(),
             "metrics": self.metrics(),
             "tiers": self.tiers(),
+            "tiers_by_model": self.tiers_by_model(),
             "coverage": self.coverage(),
             "failures_by_node": self.failures_by_node(),
             "per_case": self.per_case(),
@@ -275,6 +321,7 @@ def _case_dict(c: CaseResult, *, traces: bool = False, rejected_text: bool = Fal
         "score": c.score,
         "status": c.status,
         "tier": c.tier,
+        "settled_by": c.settled_by,
         "blamed": c.blamed,
         "output": c.output,
         "committed": c.committed,
@@ -319,10 +366,13 @@ def evaluate(
     run_prefix: str = "eval",
     on_case: Callable[[CaseResult], None] | None = None,
     repeats: int = 1,
+    tiers: Sequence[Tier] | None = None,
 ) -> EvalReport:
     """Run every case (those with any of `tags`, when given) `repeats` times with bounded
     concurrency. Run ids are `<run_prefix>-<case>`, or `<run_prefix>-<case>-r<k>` (k from
-    1) when `repeats` > 1. `on_case` is called once per finished run, one call at a time."""
+    1) when `repeats` > 1. `on_case` is called once per finished run, one call at a time.
+    `tiers`: model tiers for every run (docs/tiers.md; `backend` should be tier 0's);
+    the report's `tiers_by_model` splits cases and spend by tier."""
     if repeats < 1:
         raise ValueError("repeats must be at least 1")
     store = store if store is not None else MemoryStore()
@@ -335,6 +385,7 @@ def evaluate(
         repeats=repeats,
         rules=pack.fields,
         train_tag=pack.train_tag,
+        ladder=[t.name for t in tiers or []],
     )
     report.expected = {c.id: dict(c.expected) for c in select_cases(pack, tags)}
     report.gates = gate_minimums(pack)
@@ -352,6 +403,7 @@ def evaluate(
             case_id=case.id,
             answers=case.human,
             options=RunOptions(),
+            tiers=tiers,
         )
         scored = score_case(pack, case, result)
         scored.repeat = k
@@ -407,6 +459,7 @@ def score_case(pack: Pack, case: Case, result: RunResult) -> CaseResult:
         committed=committed,
         score=case_score({name: not any(d.field == name for d in diffs) for name in case.expected}, passed),
         expected=dict(case.expected),
+        settled_by=trace.settled_by,
     )
 
 

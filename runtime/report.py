@@ -41,6 +41,7 @@ def format_report(report: EvalReport, gate: list[dict[str, Any]] | None = None) 
     if t["auto_accuracy"] is not None:
         acc += f"; trivial baseline {_pct(report.trivial_baseline('auto')['pass_rate'])}"
     lines.append(f"  tiers: auto {t['auto']} (accuracy {acc}), escalated {t['escalated']}, failed {t['failed']}")
+    lines.extend(_tier_model_lines(report))
     pc = report.per_case()
     m = report.metrics()
     tokens = pc["prompt_tokens"]["mean"] + pc["completion_tokens"]["mean"] + pc["reasoning_tokens"]["mean"]
@@ -58,6 +59,24 @@ def format_report(report: EvalReport, gate: list[dict[str, Any]] | None = None) 
                 f"    {mark} {r['metric']}: {r['current']:.4g} (baseline {r['baseline']:.4g}, limit {r['limit']:.4g})"
             )
     return "\n".join(lines)
+
+
+def _tier_model_lines(report: EvalReport) -> list[str]:
+    """With model tiers: per tier, the cases it settled and what was spent on it."""
+    if not report.ladder:
+        return []
+    lines = ["  tiers by model (cases settled, passed; escalations out; spend):"]
+    for name, row in report.tiers_by_model().items():
+        line = f"    {name}: settled {row['cases']} ({row['passed']} passed)"
+        if "model_calls" in row:
+            up = row["escalations"]
+            tokens = row["prompt_tokens"] + row["completion_tokens"] + row["reasoning_tokens"]
+            line += (
+                f"; escalated {up['fail'] + up['unsure']} (fail {up['fail']}, unsure {up['unsure']}); "
+                f"{row['model_calls']} model calls, {tokens} tokens, ${row['cost_usd']:.6f}"
+            )
+        lines.append(line)
+    return lines
 
 
 def _pct(v: float) -> str:

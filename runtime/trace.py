@@ -16,7 +16,8 @@ TIERS = ("auto", "escalated", "failed")
 # (`Trace.from_dict`, SQL over a stored trace) name the version they understand.
 # Version 1: run_id, pack, case_id, steps, attempts, tool_calls, status, end_node, error,
 # path, tier, totals. A stored dict without "version" is version 1. Added since (compatible):
-# steps[].confidence.
+# steps[].confidence; model tiers (docs/tiers.md): steps[].tier, steps[].escalations,
+# steps[].candidates, steps[].provenance, attempts[].tier, ladder, escalations, settled_by.
 TRACE_VERSION = 1
 
 
@@ -37,6 +38,7 @@ class Attempt:
     ttft_s: float | None = None
     cost_usd: float = 0.0
     request_id: str = ""
+    tier: str | None = None  # the model tier that was asked (runs with tiers only)
 
 
 @dataclass
@@ -62,6 +64,17 @@ class Step:
     # p, margin, source), kept on unsure steps too; None on nodes without a gate.
     confidence: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)  # e.g. "input.ticket cut from 9120 to 4000 chars (keep head)"
+    # Model tiers (docs/tiers.md). `tier`: the tier that answered this node (its name, or
+    # "person"); None in runs without tiers and for nodes that ask no model.
+    tier: str | None = None
+    # Each move up the ladder at this node: {"from", "to" (a tier or "person"), "reason", "node"}.
+    escalations: list[dict[str, Any]] = field(default_factory=list)
+    # Every answer the models gave at this node, on every tier: {"tier", "answer" (the
+    # parsed JSON, None when it did not parse), "status" (rejected | unsure | ok), "reason"}.
+    candidates: list[dict[str, Any]] = field(default_factory=list)
+    # Who committed the writes when a person did ("human:<user>", or "human" when the
+    # answer came without a name, as a gold case's `human` answers do); None for models.
+    provenance: str | None = None
 
 
 @dataclass
@@ -86,10 +99,29 @@ class Trace:
     status: str = "running"  # running | waiting | done | failed | cancelled
     end_node: str | None = None
     error: str | None = None
+    ladder: list[str] = field(default_factory=list)  # the model tiers' names, small to large ([] without tiers)
 
     @property
     def path(self) -> list[str]:
         return [s.node for s in self.steps]
+
+    @property
+    def escalations(self) -> list[dict[str, Any]]:
+        """Every escalation of the run, in order (each step's `escalations`)."""
+        return [e for s in self.steps for e in s.escalations]
+
+    @property
+    def settled_by(self) -> str | None:
+        """The highest tier the run needed: "person" when a person answered or is
+        waited for, else the largest model tier any node was answered on; None in runs
+        without tiers."""
+        if not self.ladder:
+            return None
+        if self.status == "waiting" or any(s.tier == "person" or s.provenance for s in self.steps):
+            return "person"
+        rank = {name: i for i, name in enumerate(self.ladder)}
+        used = [rank[s.tier] for s in self.steps if s.tier in rank]
+        return self.ladder[max(used)] if used else self.ladder[0]
 
     @property
     def tier(self) -> str:
@@ -97,7 +129,7 @@ class Trace:
             return "failed"
         waits = _waiting_kinds()
         if self.status == "waiting" or any(
-            s.kind in waits or (s.edge and s.edge.kind == "on_unsure") for s in self.steps
+            s.kind in waits or s.provenance or (s.edge and s.edge.kind == "on_unsure") for s in self.steps
         ):
             return "escalated"
         return "auto"
@@ -125,6 +157,8 @@ class Trace:
         data: dict[str, Any] = {"version": TRACE_VERSION, **asdict(self)}
         data["path"] = self.path
         data["tier"] = self.tier
+        data["escalations"] = self.escalations
+        data["settled_by"] = self.settled_by
         data["totals"] = self.totals()
         if not include_rejected_text:
             for a in data["attempts"]:
@@ -135,7 +169,7 @@ class Trace:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Trace:
         """A trace from its dict form (`to_dict`, any version up to TRACE_VERSION).
-        Derived keys (path, tier, totals) are recomputed, not read."""
+        Derived keys (path, tier, totals, escalations, settled_by) are recomputed, not read."""
         version = int(data.get("version", 1))
         if version > TRACE_VERSION:
             raise ValueError(f"trace version {version} is newer than this runtime's ({TRACE_VERSION})")
@@ -154,6 +188,7 @@ class Trace:
             status=str(data.get("status", "running")),
             end_node=data.get("end_node"),
             error=data.get("error"),
+            ladder=list(data.get("ladder", [])),
         )
 
 

@@ -10,22 +10,24 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.backends.base import Backend, ModelCall, ModelReply
 from runtime.checkpoint import CheckpointStore, Entry, MemoryStore
-from runtime.errors import BackendError, Cancelled, ExprError, RunStateError
+from runtime.errors import BackendError, Cancelled, ExprError, OutputRejected, RunStateError
 from runtime.nodes import NODE_KINDS
 from runtime.nodes.base import Outcome
 from runtime.pack.model import Edge, Node, Pack
+from runtime.tiers import PERSON, Tier, candidates, check_answer, check_tiers, person_writes
 from runtime.tools import Tool
 from runtime.trace import Attempt, EdgeTaken, Step, ToolCall, Trace
 
 log = logging.getLogger("packforge.run")
 
 StepHook = Callable[[Step], None]
+EscalationHook = Callable[[dict[str, Any]], None]
 
 
 @dataclass
@@ -33,6 +35,7 @@ class RunOptions:
     max_steps: int | None = None  # overrides the manifest's max_steps
     verify: bool = True  # False only for measuring what verification buys (benchmarks)
     on_step: StepHook | None = None  # called after each step is checkpointed
+    on_escalate: EscalationHook | None = None  # called with each escalation as it is decided (docs/tiers.md)
 
 
 @dataclass
@@ -43,10 +46,16 @@ class RunResult:
     state: dict[str, Any]
     trace: Trace
     waiting_at: str | None = None
+    waiting_reason: str | None = None  # "human" (a human node) | "escalated" (past the last model tier)
 
     @property
     def tier(self) -> str:
         return self.trace.tier
+
+    @property
+    def settled_by(self) -> str | None:
+        """The model tier (or "person") the run needed at most; None without tiers."""
+        return self.trace.settled_by
 
 
 @dataclass
@@ -71,10 +80,20 @@ class Walk:
     pending_tools: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)  # model calls per node, for attempt numbers
     budget_left: int | None = None
+    tiers: list[Tier] = field(default_factory=list)  # [] : every model call goes to `backend`
+    tier_index: int = 0  # the tier the node being run asks
+    journaled: int = 0  # trace.attempts[:journaled] are in the journal
+    pending: dict[str, Any] | None = None  # an escalation journaled before a kill, for the node it was at
+    waiting: dict[str, Any] | None = None  # the wait the run was resumed from (its journal payload + node)
+    answered_by: str | None = None  # who gave `answers` ("human:<user>"): the provenance of their commits
 
     @property
     def verify(self) -> bool:
         return self.options.verify
+
+    @property
+    def tier_name(self) -> str | None:
+        return self.tiers[self.tier_index].name if self.tiers else None
 
     def view(self) -> dict[str, Any]:
         return {**self.state, "input": self.input}
@@ -110,7 +129,8 @@ class Walk:
             logprobs=logprobs,
         )
         started = time.perf_counter()
-        reply = self.backend.complete(call)
+        backend = self.tiers[self.tier_index].backend if self.tiers else self.backend
+        reply = backend.complete(call)
         if not reply.latency_s:
             reply.latency_s = time.perf_counter() - started
         if not reply.request_id:
@@ -126,6 +146,7 @@ class Walk:
                     "completion_tokens": reply.completion_tokens,
                     "reasoning_tokens": reply.reasoning_tokens,
                     "finish_reason": reply.finish_reason,
+                    "tier": self.tier_name,
                 }
             },
         )
@@ -158,6 +179,7 @@ class Walk:
                 ttft_s=reply.ttft_s,
                 cost_usd=reply.cost_usd,
                 request_id=reply.request_id,
+                tier=self.tier_name,
             )
         )
         if not ok:
@@ -190,12 +212,23 @@ def run_pack(
     answers: Mapping[str, dict[str, Any]] | None = None,
     options: RunOptions | None = None,
     cancel: threading.Event | None = None,
+    tiers: Sequence[Tier] | None = None,
+    answered_by: str | None = None,
 ) -> RunResult:
-    """Walk `pack` on `input` from its entry node. Checkpoints every step to `store`."""
+    """Walk `pack` on `input` from its entry node. Checkpoints every step to `store`.
+
+    `tiers`: model tiers, small to large (docs/tiers.md); tier 0 answers first and a
+    generate node that fails, is unsure, or keeps failing its assert climbs to the next.
+    Callers pass `backend=tiers[0].backend`. `answered_by`: who gave `answers`
+    ("human:<user>"), the provenance of what they commit."""
+    if tiers is not None:
+        check_tiers(list(tiers))
     store = store if store is not None else MemoryStore()
     run_id = run_id or uuid.uuid4().hex[:12]
     fence = store.begin(run_id, pack=pack.name, digest=pack.digest, input=input, case_id=case_id)
     walk = _new_walk(pack, backend, tools, store, run_id, fence, input, case_id, options, cancel, answers)
+    walk.tiers, walk.answered_by = list(tiers or []), answered_by
+    walk.trace.ladder = [t.name for t in walk.tiers]
     log.info("run.start", extra={"fields": {"run_id": run_id, "pack": pack.name, "entry": pack.entry}})
     return _walk(walk, pack.entry)
 
@@ -210,9 +243,20 @@ def resume_run(
     answers: Mapping[str, dict[str, Any]] | None = None,
     options: RunOptions | None = None,
     cancel: threading.Event | None = None,
+    tiers: Sequence[Tier] | None = None,
+    answered_by: str | None = None,
 ) -> RunResult:
     """Continue a killed, failed-on-backend or waiting run. Finished steps are replayed
-    from the journal, not re-run; a tool result journaled before the kill is reused."""
+    from the journal, not re-run; a tool result journaled before the kill is reused; a
+    node killed mid-escalation continues on the tier it had climbed to.
+
+    `answers`: for a run waiting at a node (a human node, or a generate node escalated
+    past the last tier), {node: answer}. The answer is checked first (schema with the
+    state's `choices`, the node's assert): a bad one raises OutputRejected (`reasons`)
+    and the run stays waiting, nothing journaled. A good one is committed with
+    provenance `answered_by` ("human:<user>"; "human" when None)."""
+    if tiers is not None:
+        check_tiers(list(tiers))
     record = store.get(run_id)
     if record.status == "done" or (record.status == "failed" and (record.result or {}).get("error_kind") != "backend"):
         raise RunStateError(f"run '{run_id}' already finished ({record.status}); nothing to resume")
@@ -220,7 +264,13 @@ def resume_run(
         raise RunStateError(f"run '{run_id}' was started with a different version of pack '{record.pack}'")
     fence, record, journal = store.take_over(run_id)
     walk = _new_walk(pack, backend, tools, store, run_id, fence, record.input, record.case_id, options, cancel, answers)
+    walk.tiers, walk.answered_by = list(tiers or []), answered_by
+    walk.trace.ladder = [t.name for t in walk.tiers]
     current = _replay(walk, journal)
+    if walk.waiting is not None and current == walk.waiting["node"] and current in walk.answers:
+        reasons = check_answer(pack, current, walk.view(), walk.answers[current])
+        if reasons:  # the run stays waiting: nothing journaled, its status untouched
+            raise OutputRejected("answer", "; ".join(reasons), reasons)
     if current is None:  # killed after its last step was journaled, before its status was
         last = walk.trace.steps[-1] if walk.trace.steps else None
         if last is not None and last.status == "end":
@@ -282,19 +332,30 @@ def _replay(walk: Walk, journal: list[Entry]) -> str | None:
             )
         elif entry.kind == "wait":
             current = entry.node
+            _replay_attempts(walk, payload)
+            walk.waiting, walk.pending = {**payload, "node": entry.node}, None
+        elif entry.kind == "escalate":
+            _replay_attempts(walk, payload)
+            walk.pending = {**payload, "node": entry.node, "step": entry.step}
         elif entry.kind == "step":
             step = _step_from(payload)
             walk.trace.steps.append(step)
-            for a in payload["attempts"]:
-                walk.trace.attempts.append(Attempt(**a))
-                if a["stage"] != "reasoning":
-                    walk.calls[a["node"]] = max(walk.calls.get(a["node"], 0), a["attempt"])
+            _replay_attempts(walk, payload)
             if step.status == "ok":
                 walk.state.update(step.writes)
             walk.step = entry.step
-            walk.budget_left = payload.get("budget_left", walk.budget_left)
+            walk.waiting = walk.pending = None
             current = step.edge.target if step.edge else None
+    walk.journaled = len(walk.trace.attempts)
     return current
+
+
+def _replay_attempts(walk: Walk, payload: dict[str, Any]) -> None:
+    for a in payload.get("attempts", []):
+        walk.trace.attempts.append(Attempt(**a))
+        if a["stage"] != "reasoning":
+            walk.calls[a["node"]] = max(walk.calls.get(a["node"], 0), a["attempt"])
+    walk.budget_left = payload.get("budget_left", walk.budget_left)
 
 
 def _step_from(payload: dict[str, Any]) -> Step:
@@ -314,13 +375,17 @@ def _walk(walk: Walk, current: str) -> RunResult:
                 return _finish(walk, "failed", f"step bound reached ({max_steps} steps); the graph may be looping")
             node = pack.nodes[current]
             walk.step += 1
-            first_attempt = len(walk.trace.attempts)
-            outcome = NODE_KINDS[node.kind].run(node, walk)
+            outcome, extra = _run_node(walk, node)
             if outcome.status == "wait":
-                walk.store.append(walk.run_id, walk.fence, "wait", node.id, walk.step, {"question": outcome.prompt})
-                walk.step -= 1  # the human node's step is taken when its answer arrives
-                walk.trace.steps.append(Step(node.id, walk.step + 1, node.kind, "wait", prompt=outcome.prompt))
-                return _finish(walk, "waiting", None, waiting_at=node.id, question=outcome.prompt)
+                why = outcome.reason or "human"
+                payload = {"question": outcome.prompt, "reason": why, **extra, "attempts": _unjournaled(walk)}
+                payload["budget_left"] = walk.budget_left
+                walk.store.append(walk.run_id, walk.fence, "wait", node.id, walk.step, payload)
+                walk.step -= 1  # the node's step is taken when its answer arrives
+                walk.trace.steps.append(
+                    Step(node.id, walk.step + 1, node.kind, "wait", prompt=outcome.prompt, reason=why, **extra)
+                )
+                return _finish(walk, "waiting", None, waiting_at=node.id, question=outcome.prompt, waiting_reason=why)
             edge = _route(pack, node, outcome, walk)
             step = Step(
                 node=node.id,
@@ -334,6 +399,7 @@ def _walk(walk: Walk, current: str) -> RunResult:
                 edge=EdgeTaken(edge.index, edge.kind, edge.target) if edge else None,
                 confidence=outcome.confidence,
                 notes=outcome.notes,
+                **extra,
             )
             if outcome.status == "ok":
                 walk.state.update(outcome.writes)
@@ -341,7 +407,7 @@ def _walk(walk: Walk, current: str) -> RunResult:
             # Shallow copies: asdict() deep-copies every value and was half the walker's time.
             payload = {**vars(step), "edge": vars(step.edge) if step.edge else None}
             payload.pop("replayed")
-            payload["attempts"] = [vars(a) for a in walk.trace.attempts[first_attempt:]]
+            payload["attempts"] = _unjournaled(walk)
             payload["budget_left"] = walk.budget_left
             walk.store.append(walk.run_id, walk.fence, "step", node.id, walk.step, payload)
             log.info(
@@ -361,6 +427,105 @@ def _walk(walk: Walk, current: str) -> RunResult:
         return _finish(walk, "cancelled", "run cancelled")
     except BackendError as exc:
         return _finish(walk, "failed", f"model backend: {exc}", error_kind="backend")
+
+
+def _unjournaled(walk: Walk) -> list[dict[str, Any]]:
+    """The attempts not yet journaled, as journal data; they count as journaled now."""
+    out = [vars(a) for a in walk.trace.attempts[walk.journaled :]]
+    walk.journaled = len(walk.trace.attempts)
+    return out
+
+
+def _run_node(walk: Walk, node: Node) -> tuple[Outcome, dict[str, Any]]:
+    """Run `node` (on the tiers, when the run has them and the node asks a model);
+    the outcome and the Step fields it adds (tier, escalations, candidates, provenance)."""
+    kind = NODE_KINDS[node.kind]
+    waited = walk.waiting if walk.waiting is not None and walk.waiting["node"] == node.id else None
+    walk.waiting = None
+    if waited is not None and waited.get("reason") == "escalated":
+        # Resumed at a node that waits for a person after the last model tier.
+        extra = {k: waited.get(k, []) for k in ("escalations", "candidates")}
+        if node.id not in walk.answers:
+            return Outcome("wait", reason="escalated", prompt=waited.get("question", "")), {
+                **extra,
+                "tier": waited.get("tier"),
+            }
+        return _person(walk, node, waited.get("question", "")), {**extra, "tier": PERSON, **_provenance(walk)}
+    if walk.tiers and kind.asks_model:
+        return _climb(walk, node)
+    outcome = kind.run(node, walk)
+    return outcome, (_provenance(walk) if kind.waits and outcome.status == "ok" else {})
+
+
+def _provenance(walk: Walk) -> dict[str, Any]:
+    return {"provenance": walk.answered_by or "human"}
+
+
+def _person(walk: Walk, node: Node, prompt: str) -> Outcome:
+    """Commit a person's answer at a model node (checked as a model's answer is)."""
+    answer = walk.answers.pop(node.id)
+    try:
+        writes = person_writes(walk.pack, node.id, walk.view(), answer)
+    except OutputRejected as exc:
+        return Outcome("fail", reason=f"human answer rejected: {exc.reason}", prompt=prompt)
+    return Outcome("ok", writes=writes, prompt=prompt)
+
+
+def _climb(walk: Walk, node: Node) -> tuple[Outcome, dict[str, Any]]:
+    """Run a model node on tier 0, then on each next tier while it fails or is unsure
+    (docs/tiers.md). Each climb is journaled before the next tier is asked, so a run
+    killed meanwhile resumes on the tier it had reached."""
+    kind = NODE_KINDS[node.kind]
+    start = 0
+    escalations: list[dict[str, Any]] = []
+    found: list[dict[str, Any]] = []
+    pending = walk.pending
+    walk.pending = None
+    if pending is not None and pending["node"] == node.id and pending["step"] == walk.step:
+        # A resumed run given fewer tiers than it climbed stays on the last one it has.
+        start = min(int(pending["tier_index"]), len(walk.tiers) - 1)
+        escalations, found = list(pending["escalations"]), list(pending["candidates"])
+    k = start
+    try:
+        while True:
+            walk.tier_index = k
+            tier = walk.tiers[k].name
+            before = len(walk.trace.attempts)
+            outcome = kind.run(node, walk)
+            new = walk.trace.attempts[before:]
+            found += candidates(new, node.id, tier, outcome.status, outcome.reason, outcome.writes)
+            extra: dict[str, Any] = {"tier": tier, "escalations": escalations, "candidates": found}
+            asked = any(a.node == node.id for a in new)  # a node that asked no model gains nothing higher up
+            if outcome.status not in ("fail", "unsure") or not asked:
+                return outcome, extra
+            last = k + 1 == len(walk.tiers)
+            if last and outcome.status == "fail" and walk.pack.edge_out(node.id, "on_fail") is not None:
+                return outcome, extra
+            to = PERSON if last else walk.tiers[k + 1].name
+            escalation = {"from": tier, "to": to, "reason": f"{outcome.status}: {outcome.reason}", "node": node.id}
+            escalations.append(escalation)
+            log.info("node.escalated", extra={"fields": escalation})
+            if last:
+                if node.id in walk.answers:  # a gold case's answer for the person (evals)
+                    return _person(walk, node, outcome.prompt), {**extra, "tier": PERSON, **_provenance(walk)}
+                waiting = Outcome("wait", reason="escalated", prompt=outcome.prompt, notes=outcome.notes)
+                if walk.options.on_escalate is not None:
+                    walk.options.on_escalate(escalation)
+                return waiting, extra
+            payload = {
+                **escalation,
+                "tier_index": k + 1,
+                "escalations": escalations,
+                "candidates": found,
+                "attempts": _unjournaled(walk),
+                "budget_left": walk.budget_left,
+            }
+            walk.store.append(walk.run_id, walk.fence, "escalate", node.id, walk.step, payload)
+            if walk.options.on_escalate is not None:
+                walk.options.on_escalate(escalation)
+            k += 1
+    finally:
+        walk.tier_index = 0
 
 
 def _route(pack: Pack, node: Node, outcome: Outcome, walk: Walk) -> Edge | None:
@@ -394,6 +559,7 @@ def _finish(
     waiting_at: str | None = None,
     error_kind: str | None = None,
     question: str = "",
+    waiting_reason: str | None = None,
 ) -> RunResult:
     walk.trace.status = status
     walk.trace.error = error
@@ -404,6 +570,9 @@ def _finish(
     if waiting_at:
         result["waiting_at"] = waiting_at
         result["question"] = question
+        result["waiting_reason"] = waiting_reason
+    if walk.tiers:
+        result["settled_by"] = walk.trace.settled_by
     walk.store.set_status(walk.run_id, walk.fence, status, result)
     log.info(
         "run.end",
@@ -417,7 +586,7 @@ def _finish(
             }
         },
     )
-    return RunResult(walk.run_id, status, output, dict(walk.state), walk.trace, waiting_at)
+    return RunResult(walk.run_id, status, output, dict(walk.state), walk.trace, waiting_at, waiting_reason)
 
 
 def _output(walk: Walk) -> dict[str, Any]:

@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "studio.endpoints",
     "studio.runs",
     "studio.evals",
+    "studio.deployments",
 ]
 
 MIDDLEWARE = [

@@ -49,11 +49,16 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked = models.BooleanField(default=False)
+    # A deployment-scoped token: it may submit runs to this deployment and read its runs,
+    # nothing else (studio.accounts.auth refuses it everywhere else with 403).
+    deployment = models.ForeignKey(
+        "deployments.Deployment", on_delete=models.CASCADE, null=True, blank=True, related_name="tokens"
+    )
 
     @classmethod
-    def issue(cls, user: object, name: str) -> tuple[ApiToken, str]:
+    def issue(cls, user: object, name: str, deployment: object | None = None) -> tuple[ApiToken, str]:
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-        row = cls.objects.create(user=user, name=name, prefix=token[:10], digest=_digest(token))
+        row = cls.objects.create(user=user, name=name, prefix=token[:10], digest=_digest(token), deployment=deployment)
         return row, token
 
     @classmethod

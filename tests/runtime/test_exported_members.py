@@ -106,6 +106,11 @@ PINNED = [
     "nearest_key",
     "parse_evalset",
     "SourceMap",
+    # model tiers and a person's answers (issue 12)
+    "Tier",
+    "PERSON",
+    "check_answer",
+    "node_schema",
 ]
 
 

@@ -29,6 +29,7 @@ urlpatterns = [
     path("metrics", metrics, name="ops-metrics"),
     path("api/", (_public(api.urls[0]), api.urls[1], api.urls[2])),
     path("endpoints/", include("studio.endpoints.urls")),
+    path("review/", include("studio.review.urls")),
     path("p/<slug:slug>/runs/", include("studio.runs.urls")),
     path("p/<slug:slug>/evals/", include("studio.evals.urls")),
     path("", include("studio.accounts.urls")),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 from ninja.errors import AuthenticationError
 from ninja.security import HttpBearer, SessionAuth
@@ -31,7 +32,11 @@ class TokenAuth(HttpBearer):
         row = ApiToken.authenticate(token)
         if row is None:
             raise AuthenticationError(message="invalid or revoked token")
+        if not row.allows(request.path_info):
+            # A deployment-scoped token submits and reads that deployment's runs, nothing else.
+            raise PermissionDenied(f"this token may only be used on the runs of deployment {row.deployment.name!r}")
         request.user = row.user
+        request.api_token = row  # type: ignore[attr-defined]
         return row.user
 
 

@@ -61,11 +61,19 @@ class ApiToken(models.Model):
         row = cls.objects.create(user=user, name=name, prefix=token[:10], digest=_digest(token), deployment=deployment)
         return row, token
 
+    def allows(self, path: str) -> bool:
+        """Whether this token may be used on `path`: any path for a user's token; for a
+        deployment-scoped one, only its deployment's runs (/api/deployments/NAME/runs...)."""
+        if self.deployment_id is None:
+            return True
+        base = f"/api/deployments/{self.deployment.name}/runs"
+        return path == base or path.startswith(base + "/")
+
     @classmethod
     def authenticate(cls, token: str) -> ApiToken | None:
         if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
             return None
-        row = cls.objects.select_related("user").filter(digest=_digest(token), revoked=False).first()
+        row = cls.objects.select_related("user", "deployment").filter(digest=_digest(token), revoked=False).first()
         if row is None or not row.user.is_active:
             return None
         cls.objects.filter(pk=row.pk).update(last_used_at=timezone.now())

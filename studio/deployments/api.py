@@ -1,0 +1,414 @@
+"""The deployments API (gathered into studio.api under /api/deployments): deployments
+(authors create and change them; members read them and their history), deployment
+tokens, and the runs API: submit (idempotent on run_id), read, list, cancel, and the
+event stream (server-sent events, resumable with Last-Event-ID). docs/serving.md."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+from django.apps import apps
+from django.db.models import QuerySet
+from django.http import StreamingHttpResponse
+from ninja import Field, Query, Router, Schema, Status
+from ninja.errors import HttpError
+
+from studio.accounts.access import project_for
+from studio.accounts.models import ApiToken, Role
+from studio.deployments import service
+from studio.deployments.access import deployment_for, served_run_for
+from studio.deployments.models import Deployment, DeploymentChange, RunEvent, ServedRun
+from studio.deployments.settings import setting
+from studio.errors import CONFLICT, ERRORS, INVALID
+from studio.http import StudioRequest
+from studio.redaction import visible_trace
+from studio.runs.execute import trace_steps
+
+router = Router(tags=["deployments"])
+
+
+# -- deployments ------------------------------------------------------------------------
+
+
+class TierOut(Schema):
+    endpoint: int
+    name: str
+
+
+class DeploymentIn(Schema):
+    project: str = Field(..., description="the project's slug")
+    name: str = Field(..., description="lowercase letters, digits and dashes; names the deployment in URLs")
+    version: str | None = Field(None, description="a commit of the pack (or a prefix); the newest when left out")
+    tiers: list[int] = Field(default_factory=list, description="endpoint ids, smallest model first")
+    webhook_url: str = ""
+    webhook_secret: str = Field("", description="signs the webhook's body (HMAC-SHA256); never shown again")
+
+
+class DeploymentPatch(Schema):
+    version: str | None = None
+    tiers: list[int] | None = None
+    webhook_url: str | None = None
+    webhook_secret: str | None = None
+
+
+class DeploymentOut(Schema):
+    name: str
+    project: str
+    version: str
+    tiers: list[TierOut]
+    webhook_url: str
+    has_webhook_secret: bool
+    created_by: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class ChangeOut(Schema):
+    at: datetime
+    user: str
+    field: str
+    old: Any
+    new: Any
+
+
+class DeploymentTokenIn(Schema):
+    name: str
+
+
+class DeploymentTokenOut(Schema):
+    id: int
+    name: str
+    prefix: str
+    deployment: str
+    created_at: datetime
+    token: str = Field(..., description="shown only now; send it as 'Authorization: Bearer <token>'")
+
+
+def _deployment_out(d: Deployment) -> DeploymentOut:
+    names = service.tier_names(d)
+    return DeploymentOut(
+        name=d.name,
+        project=d.project.slug,
+        version=d.version,
+        tiers=[TierOut(endpoint=pk, name=n) for pk, n in zip(d.tiers, names, strict=True)],
+        webhook_url=d.webhook_url,
+        has_webhook_secret=bool(d.webhook_secret),
+        created_by=d.created_by.username,
+        created_at=d.created_at,
+        updated_at=d.updated_at,
+    )
+
+
+def _refused(exc: Exception) -> HttpError:
+    return HttpError(400, str(exc))
+
+
+@router.get("", response={200: list[DeploymentOut], **ERRORS}, summary="Deployments of your projects")
+def list_deployments(request: StudioRequest) -> list[DeploymentOut]:
+    rows = Deployment.objects.select_related("project", "created_by")
+    if not request.user.is_superuser:
+        rows = rows.filter(project__memberships__user=request.user)
+    return [_deployment_out(d) for d in rows.order_by("name")]
+
+
+@router.post("", response={201: DeploymentOut, **ERRORS, **INVALID}, summary="Create a deployment (authors)")
+def create_deployment(request: StudioRequest, body: DeploymentIn) -> Status[DeploymentOut]:
+    project, _ = project_for(request.user, body.project, edit=True)
+    try:
+        made = service.create_deployment(
+            project,
+            user=request.user,
+            name=body.name,
+            version=body.version,
+            tiers=body.tiers,
+            webhook_url=body.webhook_url,
+            webhook_secret=body.webhook_secret,
+        )
+    except service.Refused as exc:
+        raise _refused(exc) from None
+    return Status(201, _deployment_out(made))
+
+
+@router.get("/{name}", response={200: DeploymentOut, **ERRORS}, summary="A deployment")
+def get_deployment(request: StudioRequest, name: str) -> DeploymentOut:
+    deployment, _ = deployment_for(request.user, name)
+    return _deployment_out(deployment)
+
+
+@router.patch(
+    "/{name}",
+    response={200: DeploymentOut, **ERRORS, **INVALID},
+    summary="Change a deployment's version, tiers or webhook (authors; written to its history)",
+)
+def change_deployment(request: StudioRequest, name: str, body: DeploymentPatch) -> DeploymentOut:
+    deployment, _ = deployment_for(request.user, name, edit=True)
+    try:
+        service.change_deployment(deployment, user=request.user, **body.model_dump())
+    except service.Refused as exc:
+        raise _refused(exc) from None
+    return _deployment_out(deployment)
+
+
+@router.delete("/{name}", response={204: None, **ERRORS}, summary="Delete a deployment and its runs (authors)")
+def delete_deployment(request: StudioRequest, name: str) -> Status[None]:
+    deployment, _ = deployment_for(request.user, name, edit=True)
+    deployment.delete()
+    return Status(204, None)
+
+
+@router.get("/{name}/changes", response={200: list[ChangeOut], **ERRORS}, summary="A deployment's history")
+def list_changes(request: StudioRequest, name: str) -> list[ChangeOut]:
+    deployment, _ = deployment_for(request.user, name)
+    rows = DeploymentChange.objects.filter(deployment=deployment).select_related("user")
+    return [ChangeOut(at=c.at, user=c.user.username, field=c.field, old=c.old, new=c.new) for c in rows]
+
+
+@router.post(
+    "/{name}/tokens",
+    response={201: DeploymentTokenOut, **ERRORS, **INVALID},
+    summary="Make a token that may only submit and read this deployment's runs (authors)",
+)
+def create_token(request: StudioRequest, name: str, body: DeploymentTokenIn) -> Status[DeploymentTokenOut]:
+    deployment, _ = deployment_for(request.user, name, edit=True)
+    label = body.name.strip()
+    if not label or len(label) > 100:
+        raise HttpError(400, "give the token a name of 1-100 characters")
+    row, token = ApiToken.issue(request.user, label, deployment=deployment)
+    return Status(
+        201,
+        DeploymentTokenOut(
+            id=row.pk, name=row.name, prefix=row.prefix, deployment=name, created_at=row.created_at, token=token
+        ),
+    )
+
+
+# -- runs -------------------------------------------------------------------------------
+
+
+class RunIn(Schema):
+    run_id: str | None = Field(None, description="yours, for idempotency (1-64 of A-Z a-z 0-9 . _ : -)")
+    input: dict[str, Any]
+
+
+class RunSummaryOut(Schema):
+    run_id: str
+    deployment: str
+    status: str
+    final: bool
+    version: str
+    tier: str = Field(..., description="the tier that settled it ('person' when a person answered)")
+    waiting_at: str
+    error: str
+    attempts: int
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class RunOut(RunSummaryOut):
+    input: dict[str, Any]
+    output: dict[str, Any] | None
+    waiting_reason: str
+    question: str
+    cancel_requested: bool
+    review_item: int | None = Field(None, description="the review item of a run that waited for a person")
+    steps: list[dict[str, Any]] = Field(
+        ..., description="the steps journaled so far: node, status, attempts, tier, latency, writes"
+    )
+
+
+def _summary(run: ServedRun, name: str) -> dict[str, Any]:
+    return {
+        "run_id": run.run_id,
+        "deployment": name,
+        "status": run.status,
+        "final": run.is_final,
+        "version": run.version,
+        "tier": run.tier,
+        "waiting_at": run.waiting_at,
+        "error": run.error,
+        "attempts": run.attempts,
+        "created_at": run.created_at,
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+    }
+
+
+def _review_item(run: ServedRun) -> int | None:
+    try:
+        model = apps.get_model("review", "ReviewItem")
+    except LookupError:
+        return None
+    return model._default_manager.filter(run_id=run.pk).order_by("-pk").values_list("pk", flat=True).first()
+
+
+def steps_of(trace: dict[str, Any]) -> list[dict[str, Any]]:
+    """trace_steps (studio.runs.execute) plus each step's tier, escalations and provenance."""
+    rows = trace_steps(trace)
+    extra = {(s.get("node"), s.get("step")): s for s in trace.get("steps") or []}
+    for row in rows:
+        s = extra.get((row.get("node"), row.get("step")), {})
+        row.update(
+            tier=s.get("tier"),
+            escalations=s.get("escalations") or [],
+            provenance=s.get("provenance"),
+            output=row.get("writes"),
+        )
+    return rows
+
+
+def run_out(run: ServedRun, name: str, role: Role) -> RunOut:
+    trace = visible_trace(run.trace or {}, role)
+    return RunOut(
+        **_summary(run, name),
+        input=run.input,
+        output=run.output,
+        waiting_reason=run.waiting_reason,
+        question=run.question,
+        cancel_requested=run.cancel_requested,
+        review_item=_review_item(run),
+        steps=steps_of(trace),
+    )
+
+
+def _settled(run: ServedRun) -> bool:
+    return run.is_final or run.status == ServedRun.Status.WAITING
+
+
+def _wait_for(run: ServedRun, seconds: float) -> ServedRun:
+    deadline = time.monotonic() + min(seconds, setting("PACKFORGE_SERVE_MAX_WAIT_S"))
+    delay = 0.01
+    while not _settled(run) and time.monotonic() < deadline:
+        time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+        delay = min(delay * 2, 0.2)
+        run.refresh_from_db()
+    return run
+
+
+@router.post(
+    "/{name}/runs",
+    response={200: RunOut, 202: RunOut, **ERRORS, **CONFLICT, **INVALID},
+    summary="Submit a run (idempotent on run_id); ?wait=N answers with the result if it ends in N seconds",
+)
+def submit_run(request: StudioRequest, name: str, body: RunIn, wait: float = 0) -> Status[RunOut]:
+    deployment, role = deployment_for(request.user, name, edit=True)
+    if wait < 0:
+        raise HttpError(400, "wait is a number of seconds, 0 or more")
+    try:
+        got = service.submit(deployment, body.input, run_id=body.run_id, user=request.user)
+    except service.Refused as exc:
+        raise _refused(exc) from None
+    except service.Conflict as exc:
+        raise HttpError(409, str(exc)) from None
+    run = _wait_for(got.run, wait) if wait else got.run
+    code = 200 if (not got.created or _settled(run)) else 202
+    return Status(code, run_out(run, name, role))
+
+
+class RunFilters(Schema):
+    status: str | None = None
+    tier: str | None = None
+    node: str | None = Field(None, description="runs that visited this node")
+    since: datetime | None = Field(None, description="submitted at or after")
+    until: datetime | None = Field(None, description="submitted before")
+    limit: int = Field(50, ge=1, le=500)
+    offset: int = Field(0, ge=0)
+
+
+def filtered(rows: QuerySet[ServedRun], f: RunFilters) -> QuerySet[ServedRun]:
+    if f.status:
+        rows = rows.filter(status=f.status)
+    if f.tier:
+        rows = rows.filter(tier=f.tier)
+    if f.node:
+        rows = rows.filter(path__contains=f" {f.node} ")
+    if f.since:
+        rows = rows.filter(created_at__gte=f.since)
+    if f.until:
+        rows = rows.filter(created_at__lt=f.until)
+    return rows
+
+
+@router.get(
+    "/{name}/runs",
+    response={200: list[RunSummaryOut], **ERRORS, **INVALID},
+    summary="A deployment's runs, newest first (filters: status, tier, node, since, until)",
+)
+def list_runs(request: StudioRequest, name: str, filters: Query[RunFilters]) -> list[RunSummaryOut]:
+    deployment, _ = deployment_for(request.user, name)
+    rows = filtered(ServedRun.objects.filter(deployment=deployment), filters)
+    page = rows.order_by("-created_at", "-pk")[filters.offset : filters.offset + filters.limit]
+    return [RunSummaryOut(**_summary(r, name)) for r in page]
+
+
+@router.get("/{name}/runs/{run_id}", response={200: RunOut, **ERRORS}, summary="A run: status, steps so far, output")
+def get_run(request: StudioRequest, name: str, run_id: str) -> RunOut:
+    deployment, role = deployment_for(request.user, name)
+    return run_out(served_run_for(deployment, run_id), name, role)
+
+
+@router.post(
+    "/{name}/runs/{run_id}/cancel",
+    response={200: RunOut, **ERRORS},
+    summary="Cancel a run (its in-flight model calls are dropped); a run that ended is unchanged",
+)
+def cancel_run(request: StudioRequest, name: str, run_id: str) -> RunOut:
+    deployment, role = deployment_for(request.user, name, edit=True)
+    run = served_run_for(deployment, run_id)
+    service.cancel(run)
+    run.refresh_from_db()
+    return run_out(run, name, role)
+
+
+def sse_frames(run_pk: int, after: int, timeout: float) -> Iterator[str]:
+    """The run's events after number `after`, as SSE frames, as they are written; ends
+    after run.end, or after `timeout` seconds (the client resumes with Last-Event-ID)."""
+    deadline = time.monotonic() + timeout
+    poll = setting("PACKFORGE_SSE_POLL_S")
+    quiet_since = time.monotonic()
+    yield "retry: 1000\n\n"
+    while True:
+        ended = False
+        for e in RunEvent.objects.filter(run_id=run_pk, seq__gt=after).order_by("seq")[:500]:
+            after = e.seq
+            body = {"seq": e.seq, "kind": e.kind, "at": e.at.isoformat(), "data": e.data}
+            yield f"id: {e.seq}\nevent: {e.kind}\ndata: {json.dumps(body)}\n\n"
+            quiet_since = time.monotonic()
+            ended = ended or e.kind == "run.end"
+        if ended or time.monotonic() >= deadline:
+            return
+        if time.monotonic() - quiet_since >= 15:
+            yield ": keep-alive\n\n"
+            quiet_since = time.monotonic()
+        time.sleep(poll)
+
+
+@router.get(
+    "/{name}/runs/{run_id}/events",
+    response={200: None, **ERRORS, **INVALID},
+    summary="The run's events as server-sent events (resume with Last-Event-ID)",
+)
+def run_events(
+    request: StudioRequest, name: str, run_id: str, last_event_id: int = 0, timeout: float = 0
+) -> StreamingHttpResponse:
+    deployment, _ = deployment_for(request.user, name)
+    run = served_run_for(deployment, run_id)
+    header = request.headers.get("Last-Event-ID", "").strip()
+    after = last_event_id
+    if header:
+        if not header.isdigit():
+            raise HttpError(400, "Last-Event-ID must be an event number")
+        after = int(header)
+    limit = setting("PACKFORGE_SSE_MAX_S")
+    seconds = min(timeout, limit) if timeout > 0 else limit
+    response = StreamingHttpResponse(sse_frames(run.pk, after, seconds), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+__all__ = ["router", "run_out", "steps_of"]

@@ -383,18 +383,19 @@ def _review_queue(review: Any, now: Any) -> Iterator[Metric]:
         "Age of the oldest undecided review item, by deployment and node.",
         labels=["deployment", "node"],
     )
-    first_of: dict[tuple[str, str], Any] = {}
-    stamp = "created_at" if any(f.name == "created_at" for f in review._meta.get_fields()) else "run__created_at"
-    for name, node, status, n, first in (
+    for name, node, status, n in (
         review.objects.exclude(status="decided")
-        .values_list("run__deployment__name", "node", "status")
-        .annotate(n=Count("pk"), first=Min(stamp))
+        .values_list("deployment__name", "node", "status")
+        .annotate(n=Count("pk"))
         .order_by()
     ):
         depth.add_metric([name, node, status], n)
-        if first is not None and ((name, node) not in first_of or first < first_of[(name, node)]):
-            first_of[(name, node)] = first
-    for (name, node), first in sorted(first_of.items()):
+    for name, node, first in (
+        review.objects.exclude(status="decided")
+        .values_list("deployment__name", "node")
+        .annotate(first=Min("created_at"))
+        .order_by()
+    ):
         oldest.add_metric([name, node], max(0.0, (now - first).total_seconds()))
     yield depth
     yield oldest

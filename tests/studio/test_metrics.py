@@ -210,3 +210,23 @@ def test_it_reads_the_database_in_a_bounded_number_of_queries(
         TryRun.objects.create(project=project, version="v", input={}, created_by=owner, status="done")
         EvalCase.objects.create(eval=evals, case_id=f"more{n}", status="passed")
     assert queries() == few <= 25
+
+
+def test_it_counts_the_review_queue_by_deployment_and_node(as_staff: Client, deployment: Deployment) -> None:
+    from studio.review.models import ReviewItem
+
+    def item(run_id: str, status: str, age_s: float) -> None:
+        run = served(deployment, run_id, "waiting")
+        ReviewItem.objects.create(run=run, deployment=deployment, project=deployment.project, node="approve", step=3,
+                                  reason="human", status=status,
+                                  created_at=timezone.now() - timedelta(seconds=age_s))  # fmt: skip
+
+    item("w1", "open", 120)
+    item("w2", "claimed", 10)
+    item("w3", "decided", 900)
+    got = scrape(as_staff)
+    assert value(got, "packforge_review_queue_depth", deployment="triage-prod", node="approve", status="open") == 1
+    assert value(got, "packforge_review_queue_depth", deployment="triage-prod", node="approve", status="claimed") == 1
+    assert value(got, "packforge_review_queue_depth", deployment="triage-prod", node="approve", status="decided") == 0
+    oldest = value(got, "packforge_review_queue_oldest_age_seconds", deployment="triage-prod", node="approve")
+    assert 120 <= oldest < 900

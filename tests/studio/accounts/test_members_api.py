@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from studio.accounts.models import Membership, Role
+from studio.accounts.models import ApiToken, Membership, Role
 from studio.projects.models import Project
 from tests.support.studio import bearer, client_for, make_user, send
 
@@ -161,3 +161,16 @@ def test_it_requires_authentication_for_members(project: Project) -> None:
     assert send(Client(), "put", f"{MEMBERS}/rita", {"role": "author"}).status_code == 401
     assert Client().delete(f"{MEMBERS}/rita").status_code == 401
     assert roles(project)["rita"] == "reviewer"
+
+
+def test_it_refuses_a_deployment_token(project: Project, staff: User) -> None:
+    from studio.deployments.models import Deployment
+
+    deployment = Deployment.objects.create(project=project, name="triage-prod", version="v", created_by=staff)
+    _, token = ApiToken.issue(staff, "deploy", deployment=deployment)
+    client = Client(headers={"Authorization": f"Bearer {token}"})
+    assert client.get("/api/users").status_code == 403
+    assert send(client, "post", "/api/users", {"username": "ivy"}).status_code == 403
+    assert client.get(MEMBERS).status_code == 403
+    assert send(client, "put", f"{MEMBERS}/rita", {"role": "author"}).status_code == 403
+    assert roles(project)["rita"] == "reviewer" and not User.objects.filter(username="ivy").exists()

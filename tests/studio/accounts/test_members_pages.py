@@ -52,9 +52,17 @@ def test_it_shows_the_users_page_to_staff_only(request: pytest.FixtureRequest, p
     assert not User.objects.filter(username="ivy").exists()
 
 
-def test_it_sends_anonymous_visitors_to_log_in(project: Project) -> None:
+def test_it_sends_anonymous_visitors_to_log_in(project: Project, owner: User) -> None:
     assert Client().get("/users/")["Location"].startswith("/login/")
     assert Client().get(PAGE)["Location"].startswith("/login/")
+    for url in ("/users/", f"/users/{owner.pk}/link", f"{PAGE}set", f"{PAGE}remove"):
+        assert Client().post(url, {"username": "rita", "role": "author"})["Location"].startswith("/login/")
+    assert roles(project)["rita"] == "reviewer" and not User.objects.filter(username="rita", is_staff=True).exists()
+
+
+def test_it_refuses_a_forged_or_stale_set_password_link(owner: User) -> None:
+    forged = Client().get(f"/invite/{owner.pk}/not-a-token/", follow=True)
+    assert forged.status_code == 200 and b'id="link-spent"' in forged.content
 
 
 def test_it_links_the_users_page_for_staff_only(as_staff: Client, as_owner: Client, project: Project) -> None:

@@ -506,12 +506,11 @@ def _climb(walk: Walk, node: Node) -> tuple[Outcome, dict[str, Any]]:
             escalations.append(escalation)
             log.info("node.escalated", extra={"fields": escalation})
             if last:
-                if node.id in walk.answers:  # a gold case's answer for the person (evals)
-                    return _person(walk, node, outcome.prompt), {**extra, "tier": PERSON, **_provenance(walk)}
-                waiting = Outcome("wait", reason="escalated", prompt=outcome.prompt, notes=outcome.notes)
                 if walk.options.on_escalate is not None:
                     walk.options.on_escalate(escalation)
-                return waiting, extra
+                if node.id in walk.answers:  # a gold case's answer for the person (evals)
+                    return _person(walk, node, outcome.prompt), {**extra, "tier": PERSON, **_provenance(walk)}
+                return Outcome("wait", reason="escalated", prompt=outcome.prompt, notes=outcome.notes), extra
             payload = {
                 **escalation,
                 "tier_index": k + 1,

@@ -32,6 +32,7 @@ urlpatterns = [
     path("review/", include("studio.review.urls")),
     path("p/<slug:slug>/runs/", include("studio.runs.urls")),
     path("p/<slug:slug>/evals/", include("studio.evals.urls")),
+    path("p/<slug:slug>/deployments/", include("studio.deployments.urls")),
     path("", include("studio.accounts.urls")),
     path("", include("studio.projects.urls")),
     # the URLs before every project page lived under /p/<slug>/: redirects (docs/studio.md)

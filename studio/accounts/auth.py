@@ -32,7 +32,7 @@ class TokenAuth(HttpBearer):
         row = ApiToken.authenticate(token)
         if row is None:
             raise AuthenticationError(message="invalid or revoked token")
-        if not row.allows(request.path_info):
+        if row.deployment is not None and not row.allows(request.path_info):
             # A deployment-scoped token submits and reads that deployment's runs, nothing else.
             raise PermissionDenied(f"this token may only be used on the runs of deployment {row.deployment.name!r}")
         request.user = row.user

@@ -64,7 +64,7 @@ class ApiToken(models.Model):
     def allows(self, path: str) -> bool:
         """Whether this token may be used on `path`: any path for a user's token; for a
         deployment-scoped one, only its deployment's runs (/api/deployments/NAME/runs...)."""
-        if self.deployment_id is None:
+        if self.deployment is None:
             return True
         base = f"/api/deployments/{self.deployment.name}/runs"
         return path == base or path.startswith(base + "/")

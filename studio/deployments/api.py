@@ -240,7 +240,8 @@ def _summary(run: ServedRun, name: str) -> dict[str, Any]:
 
 def _review_item(run: ServedRun) -> int | None:
     try:
-        model = apps.get_model("review", "ReviewItem")
+        label = "review.ReviewItem"  # the review queue's (studio/review/), when installed
+        model = apps.get_model(label)
     except LookupError:
         return None
     return model._default_manager.filter(run_id=run.pk).order_by("-pk").values_list("pk", flat=True).first()

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -65,6 +66,14 @@ def tier_names(deployment: Deployment) -> list[str]:
     return [names.get(pk, f"endpoint {pk} (deleted)") for pk in deployment.tiers]
 
 
+def _validate(deployment: Deployment) -> None:
+    try:
+        deployment.full_clean()
+    except ValidationError as exc:
+        problems = [f"{field}: {m}" for field, ms in exc.message_dict.items() for m in ms]
+        raise Refused("; ".join(problems)) from None
+
+
 def create_deployment(
     project: Project,
     *,
@@ -84,7 +93,7 @@ def create_deployment(
         webhook_secret=webhook_secret,
         created_by=user,
     )
-    deployment.full_clean()
+    _validate(deployment)
     with transaction.atomic():
         try:
             with transaction.atomic():
@@ -122,7 +131,7 @@ def change_deployment(deployment: Deployment, *, user: User, **changes: Any) -> 
             made.append(DeploymentChange(deployment=row, user=user, field=field, old=shown_old, new=shown_new))
         if made:
             row.updated_at = timezone.now()
-            row.full_clean()
+            _validate(row)
             row.save()
             DeploymentChange.objects.bulk_create(made)
     deployment.refresh_from_db()
@@ -209,7 +218,7 @@ def resume_served_run(run: ServedRun | int, node: str, answer: dict[str, Any], u
     by = f"human:{user.get_username()}"
     with transaction.atomic():
         won = ServedRun.objects.filter(pk=pk, status=S.WAITING, waiting_at=node).update(
-            status=S.QUEUED, answer=answer, answer_node=node, answered_by=by, error=""
+            status=S.QUEUED, answer=answer, answer_node=node, answered_by=by, error="", attempts=0
         )
         if not won:
             return False

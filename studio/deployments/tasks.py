@@ -14,6 +14,7 @@ from celery.signals import worker_ready
 
 from studio.celery import app
 from studio.deployments import execute, recovery, webhooks
+from studio.deployments.settings import setting
 
 
 @app.task(name=recovery.RUN_TASK, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
@@ -28,7 +29,7 @@ def send_webhook(self: Any, pk: int) -> None:
     try:
         webhooks.deliver(pk)
     except webhooks.WebhookFailed as exc:
-        if self.request.retries >= recovery.setting("PACKFORGE_WEBHOOK_RETRIES"):
+        if self.request.retries >= setting("PACKFORGE_WEBHOOK_RETRIES"):
             webhooks.log.warning(
                 "webhook of served run %s given up after %s retries: %s", pk, self.request.retries, exc
             )

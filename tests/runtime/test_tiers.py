@@ -181,6 +181,22 @@ def test_it_waits_for_a_person_when_the_last_tier_is_unsure(tmp_path: Path) -> N
     assert (result.tier, result.settled_by) == ("escalated", PERSON)
 
 
+def test_an_answer_given_up_front_answers_a_person_past_the_last_tier(tmp_path: Path) -> None:
+    root = tier_pack(tmp_path, GARBAGE, GARBAGE)
+    seen: list[dict[str, Any]] = []
+    result = run_on(
+        root,
+        tiers_for(root),
+        answers={"classify": {"category": "other"}},
+        answered_by="human:dan",
+        options=RunOptions(on_escalate=seen.append),
+    )
+    assert result.status == "done" and result.output == {"category": "other"}
+    step = result.trace.steps[0]
+    assert (step.tier, step.provenance) == (PERSON, "human:dan")
+    assert [(e["from"], e["to"]) for e in seen] == [("small", "large"), ("large", PERSON)]
+
+
 def test_it_takes_the_on_fail_edge_past_the_last_tier(tmp_path: Path) -> None:
     root = tier_pack(tmp_path, GARBAGE, GARBAGE, on_fail=True)
     result = run_on(root, tiers_for(root))

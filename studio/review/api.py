@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from ninja import Router, Schema
+from ninja import Router, Schema, Status
 from ninja.errors import HttpError
 
 from studio.accounts.models import Role
@@ -208,12 +208,12 @@ def decide_item(request: StudioRequest, item_id: int, payload: DecideIn) -> Any:
     is verified by the runtime: 400 with `reasons` when it may not be committed."""
     item, role = item_for(request.user, item_id, work=True)
     if payload.decision == "edit" and payload.answer is None:
-        return 400, RefusedOut(detail="an edit needs an answer")
+        return Status(400, RefusedOut(detail="an edit needs an answer"))
     try:
         decided = decide(item, request.user, payload.decision, answer=payload.answer, note=payload.note)
     except DecisionRefused as exc:
-        return exc.status, RefusedOut(detail=str(exc), reasons=exc.reasons)
-    return 200, DecidedOut(item=_detail(decided.item, role), decision=decided.decision)
+        return Status(exc.status, RefusedOut(detail=str(exc), reasons=exc.reasons))
+    return Status(200, DecidedOut(item=_detail(decided.item, role), decision=decided.decision))
 
 
 @router.post(

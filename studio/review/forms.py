@@ -2,7 +2,7 @@
 
 One field per property of an object schema: an `enum` is a select, a boolean a
 checkbox, a number or integer a number input, a string a text input (a textarea when
-it may be long), anything else (arrays, objects, a property with no type) a JSON
+it may be long: over 120 characters, or unbounded without a pattern or format), anything else (arrays, objects, a property with no type) a JSON
 textarea. A schema that is not an object with properties, or none at all, gives one
 JSON textarea for the whole answer. The form only turns what was typed into a JSON
 answer; whether that answer may be committed is the runtime's call (check_answer),
@@ -100,7 +100,9 @@ def field_for(name: str, spec: Any, *, required: bool) -> forms.Field:
         return field_class(widget=forms.NumberInput(attrs=attrs), **common)
     if kind == "string":
         most = spec.get("maxLength")
-        long = not isinstance(most, int) or most > LONG_TEXT
+        # No stated bound is long text, unless a pattern or format says it is one token.
+        bounded = isinstance(most, int) or "pattern" in spec or "format" in spec
+        long = most > LONG_TEXT if isinstance(most, int) else not bounded
         widget = forms.Textarea(attrs={"rows": 3}) if long else forms.TextInput()
         if isinstance(most, int):
             widget.attrs["maxlength"] = most

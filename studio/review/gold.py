@@ -1,9 +1,10 @@
 """Add to gold: a decided item becomes an evalset case, committed by the reviewer.
 
 The case is the run's input, the decided output (the run's output once it finished
-after the decision), the path it took (its nodes, in order), and the reviewer's
-answer under `human` (so an eval that reaches a person at that node is answered as the
-reviewer answered). It is appended to the project's pack/evalset.jsonl as one commit
+after the decision), the path it took (its nodes, in order), and, for a human node,
+the reviewer's answer under `human` (so an eval that reaches that node is answered as
+the reviewer answered; an evalset's `human` names human nodes only). A case that would
+make the pack fail to load is refused, nothing committed. It is appended to the project's pack/evalset.jsonl as one commit
 by the reviewer (shown in the project's history like any change).
 
 The eval delta: one eval of the new commit (the project's pack with the case added),
@@ -26,6 +27,7 @@ from studio.deployments.models import ServedRun
 from studio.evals.models import Eval, EvalCase
 from studio.evals.start import EvalRefused, start_eval
 from studio.projects.evalset import FILE, append_line, case_line, parse_rows
+from studio.projects.execute import validate_files
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo, StaleBase, StorageError
 from studio.review.models import ReviewItem
@@ -67,15 +69,20 @@ def case_for(item: ReviewItem, taken: set[str]) -> dict[str, Any]:
     note = f"from review item {item.pk} ({item.deployment.name}/{run.run_id} at {item.node}), {item.decision} by {who}"
     if item.note:
         note += f": {item.note}"
-    return {
+    case: dict[str, Any] = {
         "id": case_id,
         "input": run.input,
         "expected": run.output or {},
         "path": path_of(run.trace or {}),
         "tags": TAGS,
-        "human": {item.node: item.answer},
-        "note": note,
     }
+    if item.reason != ReviewItem.Reason.ESCALATED:
+        # A human node's answer (an evalset's `human` names human nodes only): an eval
+        # that reaches it is answered as the reviewer answered. An escalated model node's
+        # answer is in the expected output; the eval asks the model again.
+        case["human"] = {item.node: item.answer}
+    case["note"] = note
+    return case
 
 
 def add_to_gold(item: ReviewItem, user: User, message: str = "") -> ReviewItem:
@@ -106,12 +113,18 @@ def _commit(item: ReviewItem, user: User, message: str) -> tuple[str, str]:
     name = user.get_full_name() or user.username
     for _ in range(3):  # the evalset moved under us: re-read and append again
         head = repo.head()
-        text = repo.files(head, prefix="pack/").get(FILE, b"").decode("utf-8", errors="replace")
+        files = repo.files(head, prefix="pack/")
+        text = files.get(FILE, b"").decode("utf-8", errors="replace")
         case = case_for(item, {r.id for r in parse_rows(text)})
+        new_text = append_line(text, case_line(case))
+        before = {p.message for p in validate_files(files)[1]}
+        added = [p.message for p in validate_files({**files, FILE: new_text.encode()})[1] if p.message not in before]
+        if added:  # a gold case must never be what breaks the pack
+            raise GoldRefused(f"the case would not load: {'; '.join(added[:3])}", 400)
         subject = message.strip() or f"Add review item {item.pk} to gold ({item.deployment.name} at {item.node})"
         try:
             sha = repo.save(
-                {f"pack/{FILE}": append_line(text, case_line(case)).encode()},
+                {f"pack/{FILE}": new_text.encode()},
                 base=head,
                 author=name,
                 email=user.email,

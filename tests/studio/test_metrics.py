@@ -51,6 +51,12 @@ def value(samples: dict[str, Any], name: str, **labels: str) -> float:
     return samples.get(name, {}).get(tuple(sorted(labels.items())), 0.0)  # type: ignore[no-any-return]
 
 
+@pytest.fixture(autouse=True)
+def no_watcher(settings: Any) -> None:
+    # No lease-watcher thread: it would hold its own database connection past the test.
+    settings.PACKFORGE_EVAL_WATCH = False
+
+
 @pytest.fixture
 def as_staff_token(staff: User) -> Client:
     return bearer(staff)

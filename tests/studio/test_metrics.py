@@ -11,7 +11,6 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
-from prometheus_client.parser import text_string_to_metric_families
 
 from studio.accounts.models import ApiToken
 from studio.deployments.models import Deployment, ServedRun
@@ -20,6 +19,7 @@ from studio.evals.models import Eval, EvalCase
 from studio.projects.models import Project
 from studio.runs import execute
 from studio.runs.models import TryRun
+from tests.support.metrics import scrape, value
 from tests.support.studio import bearer, client_for
 
 
@@ -31,24 +31,6 @@ def attempt(node: str, step: int, n: int = 1, *, ok: bool = True, **extra: Any) 
 
 def step(node: str, n: int, status: str = "ok", **extra: Any) -> dict[str, Any]:
     return {"node": node, "step": n, "kind": "generate", "status": status, **extra}
-
-
-def scrape(client: Client) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
-    """name -> {sorted labels: value} for every sample of the answer."""
-    answer = client.get("/metrics")
-    assert answer.status_code == 200, answer.content
-    assert answer["Content-Type"].startswith("text/plain; version=")
-    types = [line.split()[2] for line in answer.content.decode().splitlines() if line.startswith("# TYPE ")]
-    assert len(types) == len(set(types)), "a family is written once"
-    samples: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
-    for family in text_string_to_metric_families(answer.content.decode()):
-        for s in family.samples:
-            samples.setdefault(s.name, {})[tuple(sorted(s.labels.items()))] = s.value
-    return samples
-
-
-def value(samples: dict[str, Any], name: str, **labels: str) -> float:
-    return samples.get(name, {}).get(tuple(sorted(labels.items())), 0.0)  # type: ignore[no-any-return]
 
 
 @pytest.fixture(autouse=True)

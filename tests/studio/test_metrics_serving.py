@@ -14,7 +14,7 @@ from django.test import Client
 from studio.deployments import service
 from studio.deployments.models import RunEvent, ServedRun
 from studio.projects.models import Project
-from tests.studio.test_metrics import scrape, value
+from tests.support.metrics import scrape, value
 from tests.support.serving import TICKET, scripted_tier
 from tests.support.studio import send
 

@@ -13,6 +13,7 @@ from django.db.models import QuerySet
 from django.http import Http404
 
 from studio.accounts.models import Membership, Role
+from studio.numbers import whole_number
 from studio.review.models import ReviewItem
 
 WORKERS = (Role.REVIEWER, Role.AUTHOR)
@@ -25,6 +26,8 @@ def can_work(role: Role) -> bool:
 def item_for(user: User, pk: int, *, work: bool = False) -> tuple[ReviewItem, Role]:
     """The item (run, deployment, project, claimer and decider joined) and the user's
     role on its project; `work` asks for a reviewer or author (403 otherwise)."""
+    if whole_number(pk) is None:
+        raise Http404("No such review item")
     item = (
         ReviewItem.objects.select_related("run", "deployment", "project", "claimed_by", "decided_by")
         .filter(pk=pk)

@@ -15,11 +15,12 @@ from ninja.errors import HttpError
 from studio.accounts.models import Role
 from studio.errors import CONFLICT, ERRORS, INVALID
 from studio.http import StudioRequest
+from studio.numbers import whole_number
 from studio.review import claims, gold, present
 from studio.review.access import can_work, item_for
 from studio.review.decide import DecisionRefused, decide
 from studio.review.models import ReviewItem
-from studio.review.queue import PAGE, Filters, counts, items_for, page_of
+from studio.review.queue import MAX_OFFSET, PAGE, Filters, counts, items_for, page_of
 
 router = Router(tags=["review"])
 
@@ -148,8 +149,8 @@ def list_items(
 ) -> ListOut:
     """Items of the caller's projects, oldest first; `status`: todo (open or claimed, the
     default), open, claimed, decided, all. `counts`: per deployment and node."""
-    if offset < 0 or not 1 <= limit <= 500:
-        raise HttpError(400, "offset must be >= 0 and limit from 1 to 500")
+    if whole_number(offset, maximum=MAX_OFFSET) is None or not 1 <= limit <= 500:
+        raise HttpError(400, f"offset must be from 0 to {MAX_OFFSET} and limit from 1 to 500")
     filters = Filters.of({"deployment": deployment, "node": node, "reason": reason, "status": status})
     items = items_for(request.user, filters)
     groups = counts(items)
@@ -191,15 +192,7 @@ def release_item(request: StudioRequest, item_id: int) -> ItemDetailOut:
 
 @router.post(
     "/items/{item_id}/decide",
-    response={
-        200: DecidedOut,
-        400: RefusedOut,
-        401: RefusedOut,
-        403: RefusedOut,
-        404: RefusedOut,
-        409: RefusedOut,
-        **INVALID,
-    },
+    response={**ERRORS, 200: DecidedOut, 400: RefusedOut, 409: RefusedOut, **INVALID},
     summary="Approve, edit or reject an item",
 )
 def decide_item(request: StudioRequest, item_id: int, payload: DecideIn) -> Any:

@@ -19,7 +19,6 @@ Reject means: the run ends `failed`, its error "rejected by human:<user> at <nod
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,7 +56,8 @@ class Decided:
 
 
 def _same(a: Any, b: Any) -> bool:
-    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    """The same JSON value: a number typed as 0.0 in the form is the candidate's 0."""
+    return bool(a == b)
 
 
 def verify(item: ReviewItem, answer: Any) -> list[str]:

@@ -17,6 +17,7 @@ from studio.review.models import ReviewItem
 S = ReviewItem.Status
 STATUSES = ("todo", "open", "claimed", "decided", "all")  # todo (the default): open or claimed
 PAGE = 50
+MAX_OFFSET = 10**12  # far past any queue; keeps offset + limit inside the databases' integers
 
 
 @dataclass

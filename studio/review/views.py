@@ -26,7 +26,7 @@ from studio.review.access import can_work, item_for, roles_of
 from studio.review.decide import DecisionRefused, decide
 from studio.review.forms import PREFIX, AnswerForm, DecisionForm
 from studio.review.models import ReviewItem
-from studio.review.queue import PAGE, STATUSES, Filters, age_text, counts, items_for, page_of
+from studio.review.queue import MAX_OFFSET, PAGE, STATUSES, Filters, age_text, counts, items_for, page_of
 
 
 def _render(
@@ -40,7 +40,7 @@ def _render(
 @require_GET
 def queue(request: StudioRequest) -> HttpResponse:
     filters = Filters.of(request.GET)
-    offset = max(whole_number(request.GET.get("offset")) or 0, 0)
+    offset = whole_number(request.GET.get("offset"), maximum=MAX_OFFSET) or 0
     items = items_for(request.user, filters)
     groups = counts(items)
     total = sum(g.count for g in groups)

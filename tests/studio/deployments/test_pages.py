@@ -3,10 +3,13 @@ history shown on the page) and make deployment tokens; members read; strangers g
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.test import Client
 
 from studio.accounts.models import ApiToken
 from studio.deployments.models import Deployment, DeploymentChange
+from studio.deployments.views import escalation_counts
 from studio.endpoints.models import Endpoint
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo
@@ -51,3 +54,29 @@ def test_it_shows_members_the_pages_and_lets_only_authors_change(
     assert as_stranger.get(url).status_code == 404
     assert as_stranger.get("/p/triage/deployments/").status_code == 404
     assert Deployment.objects.filter(pk=deployment.pk).exists()
+
+
+def test_it_counts_escalations_per_node_and_tier_on_the_deployment_page(
+    as_owner: Client,
+    project: Project,
+    broken: Endpoint,
+    good: Endpoint,
+    eager: None,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    from studio.deployments import service
+    from tests.support.serving import TICKET
+
+    made = service.create_deployment(
+        project, user=project.created_by, name="ladder", version=None, tiers=[broken.pk, good.pk]
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        for n in range(2):
+            service.submit(made, TICKET, run_id=f"e-{n}", user=None)
+    rows = escalation_counts(made)
+    assert {(r["node"], r["from"], r["to"], r["count"]) for r in rows} == {
+        ("classify", "small", "large", 2),
+        ("extract", "small", "large", 2),
+    }
+    page = as_owner.get("/p/triage/deployments/ladder").content.decode()
+    assert 'id="escalations"' in page and "classify" in page

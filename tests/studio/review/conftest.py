@@ -5,12 +5,10 @@ the small tier gave), built in plain sight, with its review item."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.conf import settings
 from django.contrib.auth.models import User
 
 from studio.deployments import service
@@ -19,10 +17,7 @@ from studio.endpoints.models import Endpoint
 from studio.projects.models import Project
 from studio.review.items import open_item
 from studio.review.models import ReviewItem
-
-SCRIPT = settings.EXAMPLE_PACKS / "support_triage" / "fakes" / "scripted.json"
-TICKET = json.loads(SCRIPT.read_text())["inputs"][0]["match"]["ticket"]
-GOOD = {"order_id": "ORD-48213", "amount_usd": 59.98}
+from tests.support.review import CANDIDATES, TICKET, waiting_trace
 
 
 @pytest.fixture(autouse=True)
@@ -33,61 +28,6 @@ def no_watcher(settings: Any) -> None:
 @pytest.fixture
 def deployment(project: Project, owner: User, scripted: Endpoint) -> Deployment:
     return service.create_deployment(project, user=owner, name="triage-prod", version=None, tiers=[scripted.pk])
-
-
-def waiting_trace(candidates: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "version": 3,
-        "run_id": "served1",
-        "pack": "support_triage",
-        "status": "waiting",
-        "ladder": ["small"],
-        "steps": [
-            {
-                "node": "classify",
-                "step": 1,
-                "kind": "generate",
-                "status": "ok",
-                "writes": {"category": "billing"},
-                "edge": {"index": 0, "kind": "next", "target": "extract"},
-                "tier": "small",
-                "candidates": [],
-                "escalations": [],
-            },
-            {
-                "node": "extract",
-                "step": 2,
-                "kind": "generate",
-                "status": "wait",
-                "reason": "escalated",
-                "prompt": "Copy two facts out of this support ticket.",
-                "edge": None,
-                "escalations": [
-                    {"from": "small", "to": "person", "reason": "fail: every answer rejected", "node": "extract"}
-                ],
-                "candidates": candidates,
-            },
-        ],
-        "attempts": [],
-        "tool_calls": [],
-    }
-
-
-CANDIDATES = [
-    {
-        "tier": "small",
-        "answer": {"order_id": "ORD-48213", "amount_usd": 5998},
-        "status": "unsure",
-        "reason": "draws disagreed",
-    },
-    {"tier": "small", "answer": GOOD, "status": "unsure", "reason": "draws disagreed"},
-    {
-        "tier": "small",
-        "answer": {"order_id": "<b>ORD-9</b>"},
-        "status": "rejected",
-        "reason": "schema: order_id does not match",
-    },
-]
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from studio.deployments.models import RunEvent, ServedRun
 from studio.review import claims
 from studio.review.decide import DecisionRefused, decide
 from studio.review.models import ReviewItem
-from tests.studio.review.conftest import GOOD
+from tests.support.review import GOOD
 
 
 def test_it_lets_one_of_two_reviewers_claim_an_item(item: ReviewItem, reviewer: User, owner: User) -> None:

@@ -116,3 +116,11 @@ def test_it_refuses_a_case_that_would_break_the_pack(decided: ReviewItem, review
     assert answer.status_code == 400 and "the case would not load" in answer.json()["detail"]
     assert len(PackRepo(decided.project.repo_path).log()) == 1
     assert ReviewItem.objects.get(pk=decided.pk).gold_commit == ""
+
+
+def test_it_answers_a_refused_htmx_add_with_the_gold_fragment(item: ReviewItem, reviewer: User) -> None:
+    headers = {"HX-Request": "true", "HX-Target": "review-gold"}
+    response = client_for(reviewer).post(f"/review/{item.pk}/gold", headers=headers)
+    body = response.content.decode().strip()
+    assert response.status_code == 409 and body.startswith('<div id="review-gold">')
+    assert "Not added to gold: decide the item first." in body

@@ -10,7 +10,7 @@ from studio.deployments.models import ServedRun
 from studio.deployments.signals import run_waiting
 from studio.review.items import best_candidate, reason_of
 from studio.review.models import ReviewItem
-from tests.studio.review.conftest import GOOD
+from tests.support.review import GOOD
 
 
 def test_it_makes_an_item_on_the_run_waiting_signal(waiting: ServedRun) -> None:

@@ -137,3 +137,13 @@ def test_it_stops_the_item_poller_once_the_run_ended(item: ReviewItem, reviewer:
     response = client.get(f"/review/{item.pk}?poll=1", headers=headers)
     assert response.status_code == 286
     assert "rejected by human:rita at extract: spam" in response.content.decode()
+
+
+def test_it_records_the_untouched_form_as_an_approve(make_waiting: Callable[..., ServedRun], reviewer: User) -> None:
+    best = {"order_id": "ORD-48213", "amount_usd": 60}
+    item = open_item(make_waiting(candidates=[{"tier": "small", "answer": best, "status": "unsure", "reason": ""}]))
+    assert item is not None
+    client_for(reviewer).post(
+        f"/review/{item.pk}/decide", {"decision": "approve", "a_order_id": "ORD-48213", "a_amount_usd": "60"}
+    )
+    assert ReviewItem.objects.get(pk=item.pk).decision == "approve"  # 60.0 from the number input is the candidate's 60

@@ -6,6 +6,7 @@ from django.urls import include, path
 
 from studio.api import api
 from studio.evals import urls as evals_urls
+from studio.ops.views import metrics
 from studio.runs import urls as runs_urls
 
 
@@ -25,6 +26,7 @@ handler404 = "studio.errors.page_not_found"
 urlpatterns = [
     path("login/", login_not_required(auth_views.LoginView.as_view(template_name="accounts/login.html")), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("metrics", metrics, name="ops-metrics"),
     path("api/", (_public(api.urls[0]), api.urls[1], api.urls[2])),
     path("endpoints/", include("studio.endpoints.urls")),
     path("review/", include("studio.review.urls")),

@@ -147,6 +147,7 @@ _ATTEMPT_KEYS = (
     "latency_s",
     "ttft_s",
     "cost_usd",
+    "request_id",  # the X-Request-ID the call sent (run.node.attempt), shown on the run page
 )
 
 

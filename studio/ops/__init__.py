@@ -1,0 +1,1 @@
+"""Operations: the /metrics endpoint (metrics.py, views.py)."""

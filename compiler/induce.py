@@ -558,7 +558,9 @@ def _detail_text(kind: str, d: dict[str, Any]) -> str:
     if kind == "type":
         return "|".join(d["types"] + (["null"] if d["nullable"] else []))
     if kind == "enum":
-        return f"{d['values']} (declared in the spec)" if d["rule"] == "declared" else f"{d['values']} ({d['rule']} rule)"
+        return (
+            f"{d['values']} (declared in the spec)" if d["rule"] == "declared" else f"{d['values']} ({d['rule']} rule)"
+        )
     if kind == "relation":
         return f"{d['left']} {d['op']} {d['right']}"
     if kind == "null_when":

@@ -300,7 +300,9 @@ class _Reader:
                 )
                 ok = False
             elif type_ is not None and not _is_type(item, type_):
-                self.error(f"{where}[{i}] is {_json_kind(item)}, but {key}.{name} is declared {type_}", key, name, "values", i)
+                self.error(
+                    f"{where}[{i}] is {_json_kind(item)}, but {key}.{name} is declared {type_}", key, name, "values", i
+                )
                 ok = False
             elif any(_same_json(item, other) for other in value[:i]):
                 self.error(f"{where}[{i}] {item!r} is listed twice; keep one", key, name, "values", i)
@@ -320,7 +322,9 @@ class _Reader:
         if compare is None:
             compare = "exact"
         if compare not in COMPARES:
-            self.error(f"{where}.compare: unknown compare {compare!r}; use one of: {', '.join(COMPARES)}", key, name, "compare")
+            self.error(
+                f"{where}.compare: unknown compare {compare!r}; use one of: {', '.join(COMPARES)}", key, name, "compare"
+            )
             return None
         if tolerance is not None:
             if compare != "number":
@@ -563,7 +567,12 @@ def _check_keys(
                 f"{part}.{key} is {value!r}, which is not in {section}.{key}.values; fix the value or add it there",
                 issues,
             )
-        elif value is not None and spec.compare is not None and spec.compare.compare == "set" and not isinstance(value, list):
+        elif (
+            value is not None
+            and spec.compare is not None
+            and spec.compare.compare == "set"
+            and not isinstance(value, list)
+        ):
             _bad(case, f"{part}.{key} must be an array ({section}.{key} is compare: set)", issues)
         elif (
             value is not None

@@ -241,9 +241,26 @@ def _manifest(plan: Plan, spec: Spec, fakes: Mapping[str, Any], model: str | Non
     doc["output"] = list(spec.outputs)
     if spec.train is not None:
         doc["train_tag"] = spec.train
-    if plan.fields:
-        doc["fields"] = {name: dict(rule) for name, rule in plan.fields.items()}
+    fields = _compare_rules(plan, spec)
+    if fields:
+        doc["fields"] = fields
     return f"# Compiled from the spec {spec.name!r} (packforge compiler); plan: {plan.name}.\n" + _yaml(doc)
+
+
+def _compare_rules(plan: Plan, spec: Spec) -> dict[str, dict[str, Any]]:
+    """The manifest's `fields:`: the spec's `compare` rules of the fields some node of the
+    plan writes (the runtime refuses a rule for a field no node writes), then the plan's
+    own `fields`, which win for a field both name."""
+    written = {w for n in plan.nodes for w in n.writes}
+    out: dict[str, dict[str, Any]] = {}
+    for name, rule in spec.compare_rules().items():
+        if name in written:
+            out[name] = {"compare": rule.compare}
+            if rule.compare == "number" and rule.tolerance:
+                out[name]["tolerance"] = rule.tolerance
+    for name, body in plan.fields.items():
+        out[name] = dict(body)
+    return out
 
 
 def _graph(plan: Plan, examples: Mapping[str, tuple[str, str]]) -> str:

@@ -194,12 +194,17 @@ class Induction:
 
 
 def induce(
-    cases: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]], outputs: Sequence[str] | None = None
+    cases: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
+    outputs: Sequence[str] | None = None,
+    *,
+    declared: Mapping[str, Sequence[Any]] | None = None,
 ) -> Induction:
     """Induce output schemas and cross-field facts from gold (input, expected) pairs.
 
     `outputs` names (and orders) the output fields; by default every key seen in an
     expected object, in first-seen order. A named field never seen gets no constraints.
+    `declared` maps fields to the values their spec declares (`Spec.declared_values()`):
+    such a field's enum is the declared set (rule `declared`), not an induced one.
     """
     names = list(outputs) if outputs is not None else _keys_in_order(exp for _, exp in cases)
     n = len(cases)
@@ -215,7 +220,30 @@ def induce(
         if c is not None:
             fields[name].constraints.append(c)
             copied[name] = c.detail["input"]
+    for name, values in (declared or {}).items():
+        if name in fields:
+            _declare(fields[name], list(values), [exp[name] for _, exp in cases if exp.get(name) is not None])
     return Induction(cases=n, fields=fields, relations=_relations(names, cases), copied=copied)
+
+
+# What a declared value set replaces: the induced closed choice and the string shape
+# facts an enum makes redundant (a declared value gold never shows may not fit them).
+_DECLARED_REPLACES = frozenset({"enum", "const", "pattern", "format", "non_empty"})
+
+
+def _declare(f: InducedField, values: list[Any], gold: list[Any]) -> None:
+    """Close `f`'s values to the declared set; the evidence counts the declared values
+    gold shows (the spec loader has checked that every gold value is declared)."""
+    seen = [v for v in values if any(v == g and type(v) is type(g) for g in gold)]
+    f.constraints = [c for c in f.constraints if c.kind not in _DECLARED_REPLACES]
+    f.constraints.append(
+        Constraint(
+            f.name,
+            "enum",
+            {"values": values, "rule": "declared"},
+            {"declared": len(values), "seen_in_gold": len(seen), "violations": 0},
+        )
+    )
 
 
 def _keys_in_order(objs: Any) -> list[str]:
@@ -530,7 +558,9 @@ def _detail_text(kind: str, d: dict[str, Any]) -> str:
     if kind == "type":
         return "|".join(d["types"] + (["null"] if d["nullable"] else []))
     if kind == "enum":
-        return f"{d['values']} ({d['rule']} rule)"
+        return (
+            f"{d['values']} (declared in the spec)" if d["rule"] == "declared" else f"{d['values']} ({d['rule']} rule)"
+        )
     if kind == "relation":
         return f"{d['left']} {d['op']} {d['right']}"
     if kind == "null_when":

@@ -229,7 +229,11 @@ class _Build:
             self.last_scores = (last.offline_score, last.target_score)
             self.progress(last.number, "induce", f"resuming after attempt {last.number}")
         self.progress(0, "induce", f"inducing schemas from {len(self.spec.gold)} gold cases")
-        self.induction = induce([(c.input, c.expected) for c in self.spec.gold], list(self.spec.outputs))
+        self.induction = induce(
+            [(c.input, c.expected) for c in self.spec.gold],
+            list(self.spec.outputs),
+            declared=self.spec.declared_values(),
+        )
         stopped = self.stop_reason()
         while stopped is None:
             record = self.attempt(len(self.records) + 1)

@@ -57,7 +57,7 @@ def offline_script(plan: Plan, spec: Spec) -> dict[str, Any]:
     sends off the happy path made to give way. `nodes` holds a default answer per
     generate node (for inputs that are not gold cases); `notes` says which cases the
     offline model cannot express and why (module docstring)."""
-    induction = induce([(c.input, c.expected) for c in spec.gold], list(spec.outputs))
+    induction = induce([(c.input, c.expected) for c in spec.gold], list(spec.outputs), declared=spec.declared_values())
     values = _gold_values(spec)
     filler = {f: _filler(f, plan, values) for n in plan.nodes if n.kind in _MODEL_KINDS for f in n.writes}
     cases: dict[str, dict[str, Any]] = {}

@@ -21,10 +21,12 @@ from typing import Any
 
 from compiler.errors import SpecInvalid
 from runtime import (
+    COMPARES,
     BadSpec,
     Case,
     ExprError,
     Expression,
+    FieldRule,
     PackIssue,
     SourceMap,
     compile_expr,
@@ -39,7 +41,7 @@ GOLD_FILE = "gold.jsonl"
 SPEC_KEYS = frozenset(
     {"name", "task", "inputs", "outputs", "tools", "rules", "unsure_end", "model", "budgets", "train"}
 )
-FIELD_KEYS = frozenset({"description", "type"})
+FIELD_KEYS = frozenset({"description", "type", "values", "compare", "tolerance"})
 RULE_KEYS = frozenset({"text", "expr"})
 BUDGET_KEYS = frozenset({"attempts", "planner_tokens", "cost_usd"})
 # A declared type names the JSON type of a field's non-null values (null is always
@@ -59,6 +61,11 @@ class FieldSpec:
     name: str
     description: str
     type: str | None = None
+    # `values`: the closed set of the field's allowed non-null values, as the author
+    # states it (gold may show only some); `compare`: how the evalset compares it (the
+    # pack manifest's `fields:` rule; outputs only).
+    values: tuple[Any, ...] | None = None
+    compare: FieldRule | None = None
 
 
 @dataclass(frozen=True)
@@ -111,6 +118,14 @@ class Spec:
     gold: tuple[GoldCase, ...]
     gold_bytes: bytes
     train: str | None = None  # gold cases with this tag are the train split (few-shot examples)
+
+    def declared_values(self) -> dict[str, list[Any]]:
+        """The outputs that declare `values`: name -> the allowed non-null values."""
+        return {name: list(f.values) for name, f in self.outputs.items() if f.values is not None}
+
+    def compare_rules(self) -> dict[str, FieldRule]:
+        """The outputs that declare `compare`: name -> their rule."""
+        return {name: f.compare for name, f in self.outputs.items() if f.compare is not None}
 
 
 def load_spec(root: str | Path) -> Spec:
@@ -260,9 +275,75 @@ class _Reader:
             if type_ is not None and type_ not in FIELD_TYPES:
                 self.error(f"{key}.{name}.type must be one of: {', '.join(FIELD_TYPES)}", *at, "type")
                 type_ = None
+            values = self.values(entry, type_, *at) if "values" in entry else None
+            compare = self.compare(entry, *at)
             if description is not None:
-                found[name] = FieldSpec(name, description, type_)
+                found[name] = FieldSpec(name, description, type_, values, compare)
         return found, {n for n in body if isinstance(n, str)}
+
+    def values(self, entry: dict[str, Any], type_: str | None, key: str, name: str) -> tuple[Any, ...] | None:
+        """A field's `values`: a non-empty list of distinct non-null values of its type."""
+        value = entry["values"]
+        where = f"{key}.{name}.values"
+        if not isinstance(value, list) or not value:
+            self.error(f"{where} must be a non-empty list of the field's allowed values", key, name, "values")
+            return None
+        ok = True
+        for i, item in enumerate(value):
+            if item is None:
+                self.error(
+                    f"{where}[{i}] is null; list the non-null values only (gold shows whether null is allowed)",
+                    key,
+                    name,
+                    "values",
+                    i,
+                )
+                ok = False
+            elif type_ is not None and not _is_type(item, type_):
+                self.error(
+                    f"{where}[{i}] is {_json_kind(item)}, but {key}.{name} is declared {type_}", key, name, "values", i
+                )
+                ok = False
+            elif any(_same_json(item, other) for other in value[:i]):
+                self.error(f"{where}[{i}] {item!r} is listed twice; keep one", key, name, "values", i)
+                ok = False
+        return tuple(value) if ok else None
+
+    def compare(self, entry: dict[str, Any], key: str, name: str) -> FieldRule | None:
+        """A field's `compare` (+ `tolerance`), checked like the manifest's `fields:` rules."""
+        compare, tolerance = entry.get("compare"), entry.get("tolerance")
+        if compare is None and tolerance is None:
+            return None
+        where = f"{key}.{name}"
+        if key == "inputs":
+            bad = "compare" if compare is not None else "tolerance"
+            self.error(f"{where}.{bad}: inputs are not compared (only outputs are); remove it", key, name, bad)
+            return None
+        if compare is None:
+            compare = "exact"
+        if compare not in COMPARES:
+            self.error(
+                f"{where}.compare: unknown compare {compare!r}; use one of: {', '.join(COMPARES)}", key, name, "compare"
+            )
+            return None
+        if tolerance is not None:
+            if compare != "number":
+                self.error(
+                    f"{where}.tolerance applies to compare: number only, not {compare!r}; remove it",
+                    key,
+                    name,
+                    "tolerance",
+                )
+                return None
+            if (
+                not isinstance(tolerance, int | float)
+                or isinstance(tolerance, bool)
+                or not math.isfinite(tolerance)
+                or tolerance < 0
+            ):
+                self.error(f"{where}.tolerance must be a number >= 0, got {tolerance!r}", key, name, "tolerance")
+                return None
+        return FieldRule(str(compare), float(tolerance or 0.0))
 
     def tools(self, doc: dict[str, Any] | None) -> tuple[str, ...]:
         value = (doc or {}).get("tools")
@@ -471,13 +552,35 @@ def _check_keys(
             _bad(case, f"{part}.{key} is not one of the declared {section}; declare it in {SPEC_FILE} ({hint})", issues)
             continue
         spec = declared.get(key)
-        if spec is not None and spec.type is not None and not _is_type(value, spec.type):
+        if spec is None:
+            continue
+        if spec.type is not None and not _is_type(value, spec.type):
             _bad(
                 case,
                 f"{part}.{key} is {_json_kind(value)}, but {section}.{key} is declared {spec.type}; "
                 "fix the value or the type",
                 issues,
             )
+        elif value is not None and spec.values is not None and not any(_same_json(value, v) for v in spec.values):
+            _bad(
+                case,
+                f"{part}.{key} is {value!r}, which is not in {section}.{key}.values; fix the value or add it there",
+                issues,
+            )
+        elif (
+            value is not None
+            and spec.compare is not None
+            and spec.compare.compare == "set"
+            and not isinstance(value, list)
+        ):
+            _bad(case, f"{part}.{key} must be an array ({section}.{key} is compare: set)", issues)
+        elif (
+            value is not None
+            and spec.compare is not None
+            and spec.compare.compare == "number"
+            and (not isinstance(value, int | float) or isinstance(value, bool))
+        ):
+            _bad(case, f"{part}.{key} must be a number ({section}.{key} is compare: number)", issues)
 
 
 def _is_type(value: Any, type_: str) -> bool:
@@ -492,6 +595,13 @@ def _is_type(value: Any, type_: str) -> bool:
         return isinstance(value, int | float) and not isinstance(value, bool)
     kinds: dict[str, type | tuple[type, ...]] = {"string": str, "boolean": bool, "array": list, "object": dict}
     return isinstance(value, kinds[type_])
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """JSON equality: 1 equals 1.0, a boolean never equals a number."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    return bool(a == b)
 
 
 def _json_kind(value: Any) -> str:

@@ -61,7 +61,9 @@ def check_spec(files: Mapping[str, bytes]) -> tuple[Spec | None, list[Problem]]:
 
 def induction_of(spec: Spec) -> Induction:
     """What the gold cases say about each declared output (compiler.induce)."""
-    return induce([(case.input, case.expected) for case in spec.gold], outputs=list(spec.outputs))
+    return induce(
+        [(case.input, case.expected) for case in spec.gold], outputs=list(spec.outputs), declared=spec.declared_values()
+    )
 
 
 def example_spec_files(name: str) -> dict[str, bytes]:

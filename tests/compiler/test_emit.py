@@ -34,7 +34,7 @@ class Entry:
 
 
 def induced(spec: Spec) -> Any:
-    return induce([(c.input, c.expected) for c in spec.gold], list(spec.outputs))
+    return induce([(c.input, c.expected) for c in spec.gold], list(spec.outputs), declared=spec.declared_values())
 
 
 def refund() -> tuple[Spec, dict[str, Any]]:
@@ -352,3 +352,30 @@ def test_it_emits_packs_that_load_for_generated_specs_and_plans(
         assert (out / "evalset.jsonl").read_bytes() == gold
         assert set(pack.nodes) == {n["id"] for n in plan_doc["nodes"]}
         assert len(pack.cases) == len(cases)
+
+
+def test_it_emits_the_specs_declared_values_and_compare_rules(tmp_path: Path) -> None:
+    """invoice_extract's spec declares currency's values (AUD is in no gold case) and its
+    compare rules: the grammar's enum is the declared set, the rules go to `fields:`, and a
+    rule the plan sets for a field wins over the spec's."""
+    from compiler.planners.rules import rules_plan
+
+    spec = load_spec(ROOT / "specs/invoice_extract")
+    doc = rules_plan(spec, induced(spec), {})
+    doc["fields"] = {"vendor": {"compare": "loose"}}
+    out = emit(parse_plan(doc, spec), spec, tmp_path / "pack", induction=induced(spec))
+    manifest = yaml.safe_load((out / "manifest.yaml").read_text())
+    assert manifest["fields"] == {
+        "vendor": {"compare": "loose"},
+        "invoice_number": {"compare": "loose"},
+        "subtotal": {"compare": "number", "tolerance": 0.005},
+        "tax": {"compare": "number", "tolerance": 0.005},
+        "total": {"compare": "number", "tolerance": 0.005},
+    }
+    enums = [
+        g["properties"]["currency"]["enum"]
+        for g in (json.loads(p.read_text()) for p in sorted((out / "grammars").glob("*.json")))
+        if "currency" in g["properties"]
+    ]
+    assert enums and all(e == ["USD", "EUR", "GBP", "CAD", "AUD"] for e in enums)
+    assert load_pack(out).fields["total"].tolerance == 0.005

@@ -350,3 +350,14 @@ def test_it_agrees_with_the_hand_written_grammars_of_the_example_packs() -> None
     ref = induce(pack_cases(ROOT / "packs" / "refund_desk"))
     assert ref.fields["order_id"].schema()["pattern"] == "^ORD-[0-9]{5}$"
     assert ref.copied == {"order_id": "message"}
+
+
+def test_it_closes_a_field_to_its_declared_values() -> None:
+    cases = gold(*({"cur": v, "fit": f} for v, f in zip(["USD", "EUR"] * 3, ["strong", None, "none"] * 2, strict=True)))
+    ind = induce(cases, declared={"cur": ["USD", "EUR", "AUD"], "fit": ["strong", "partial", "none"]})
+    assert ind.fields["cur"].schema() == {"type": "string", "enum": ["USD", "EUR", "AUD"]}
+    assert ind.fields["fit"].schema()["enum"] == ["strong", "partial", "none", None]
+    declared = kinds(ind, "fit")["enum"]
+    assert declared["rule"] == "declared"
+    assert "fit: enum ['strong', 'partial', 'none'] (declared in the spec)" in "\n".join(ind.report())
+    assert all(valid(ind.fields[n].schema(), e[n]) for _, e in cases for n in ("cur", "fit"))

@@ -27,7 +27,7 @@ BAD = {**GOOD, "edges": [*GOOD["edges"], {"from": "intent", "to": "nowhere"}]}
 def request_() -> PlanRequest:
     spec = load_spec(ROOT / "specs" / "refund_desk")
     registry = load_tools(f"{ROOT / 'packs' / 'refund_desk' / 'tools.py'}:registry")
-    induction = induce([(c.input, c.expected) for c in spec.gold], list(spec.outputs))
+    induction = induce([(c.input, c.expected) for c in spec.gold], list(spec.outputs), declared=spec.declared_values())
     return PlanRequest(spec, induction, catalogue(registry, spec.tools), attempt=1)
 
 

@@ -27,7 +27,7 @@ def emitted(name: str, out: Path) -> Path:
     spec = load_spec(ROOT / "specs" / name)
     plan = parse_plan(json.loads((ROOT / "specs" / name / "plans/1.json").read_text()), spec)
     script = json.loads((ROOT / "packs" / name / "fakes/scripted.json").read_text())
-    induction = induce([(c.input, c.expected) for c in spec.gold], list(spec.outputs))
+    induction = induce([(c.input, c.expected) for c in spec.gold], list(spec.outputs), declared=spec.declared_values())
     return emit(plan, spec, out, induction=induction, fakes={"scripted.json": script}, model="fake:fakes/scripted.json")
 
 

@@ -23,17 +23,6 @@ EXAMPLES = ["invoice_extract", "lead_qualifier", "moderation", "refund_desk", "s
 PLANNERS = ["rules", "recorded"]
 SCRIPTED = "fake:fakes/scripted.json"
 
-# Regenerations that do not (yet) pass the example pack's own scripted model, and why.
-SHORT_ON_SCRIPTED = {
-    ("invoice_extract", "rules"): (
-        "no `fields:` compare rules (the pack compares vendor case-insensitively) and no line-sum assert on extract"
-    ),
-    ("lead_qualifier", "rules"): (
-        "use_case_fit's grammar has no enum (gold shows too few values to close it), so the script's first "
-        "answer 'good', which the pack's grammar refuses, is accepted"
-    ),
-}
-
 _built: dict[tuple[str, str], tuple[BuildResult, Path]] = {}
 
 
@@ -81,11 +70,7 @@ def test_it_regenerates_an_example_pack_with_full_marks_offline(name: str, plann
 
 @pytest.mark.parametrize("planner", PLANNERS)
 @pytest.mark.parametrize("name", EXAMPLES)
-def test_it_passes_the_example_packs_own_scripted_model(
-    name: str, planner: str, regenerated: Any, request: pytest.FixtureRequest
-) -> None:
-    if (name, planner) in SHORT_ON_SCRIPTED:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=SHORT_ON_SCRIPTED[name, planner]))
+def test_it_passes_the_example_packs_own_scripted_model(name: str, planner: str, regenerated: Any) -> None:
     _, pack = regenerated(name, planner)
     script_file = ROOT / "packs" / name / "fakes" / "scripted.json"
     script = json.loads(script_file.read_text(encoding="utf-8"))

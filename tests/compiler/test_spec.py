@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from compiler import Budgets, FieldSpec, GoldCase, Rule, SpecInvalid, load_spec
-from runtime import load_pack
+from runtime import FieldRule, load_pack
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ["lookup_order", "issue_refund"]
@@ -286,6 +286,103 @@ MISTAKES = [
         "rules[0] (spec.yaml line 14) cannot be evaluated on it",
     ),
     (
+        "values that are not a list",
+        SPEC.replace(
+            "    description: billing or other.\n", "    description: billing or other.\n    values: billing\n"
+        ),
+        GOLD,
+        "spec.yaml",
+        10,
+        "outputs.category.values must be a non-empty list",
+    ),
+    (
+        "a value of the wrong type",
+        SPEC.replace("    type: number\n", "    type: number\n    values: [600, '600']\n"),
+        GOLD,
+        "spec.yaml",
+        13,
+        "outputs.amount_usd.values[1] is a string, but outputs.amount_usd is declared number",
+    ),
+    (
+        "a null value",
+        SPEC.replace(
+            "    description: billing or other.\n", "    description: billing or other.\n    values: [billing, null]\n"
+        ),
+        GOLD,
+        "spec.yaml",
+        10,
+        "outputs.category.values[1] is null; list the non-null values only",
+    ),
+    (
+        "a value listed twice",
+        SPEC.replace(
+            "    description: billing or other.\n",
+            "    description: billing or other.\n    values: [billing, billing]\n",
+        ),
+        GOLD,
+        "spec.yaml",
+        10,
+        "'billing' is listed twice",
+    ),
+    (
+        "gold value not in values",
+        SPEC.replace(
+            "    description: billing or other.\n", "    description: billing or other.\n    values: [billing]\n"
+        ),
+        GOLD,
+        "gold.jsonl",
+        2,
+        "expected.category is 'other', which is not in outputs.category.values",
+    ),
+    (
+        "unknown compare",
+        SPEC.replace(
+            "    description: billing or other.\n", "    description: billing or other.\n    compare: fuzzy\n"
+        ),
+        GOLD,
+        "spec.yaml",
+        10,
+        "outputs.category.compare: unknown compare 'fuzzy'; use one of: exact, loose, set, number, text",
+    ),
+    (
+        "tolerance without compare number",
+        SPEC.replace(
+            "    description: billing or other.\n",
+            "    description: billing or other.\n    compare: text\n    tolerance: 0.1\n",
+        ),
+        GOLD,
+        "spec.yaml",
+        11,
+        "outputs.category.tolerance applies to compare: number only, not 'text'",
+    ),
+    (
+        "negative tolerance",
+        SPEC.replace("    type: number\n", "    type: number\n    compare: number\n    tolerance: -1\n"),
+        GOLD,
+        "spec.yaml",
+        14,
+        "outputs.amount_usd.tolerance must be a number >= 0",
+    ),
+    (
+        "compare on an input",
+        SPEC.replace(
+            "    description: The ticket, as written.\n",
+            "    description: The ticket, as written.\n    compare: text\n",
+        ),
+        GOLD,
+        "spec.yaml",
+        6,
+        "inputs.ticket.compare: inputs are not compared",
+    ),
+    (
+        "gold value a set compare cannot compare",
+        SPEC.replace("    type: number\n", "    type: number\n    compare: set\n"),
+        GOLD,
+        "gold.jsonl",
+        1,
+        "expected.amount_usd must be an array (outputs.amount_usd is compare: set)",
+    ),
+    (
         "human answer at another node",
         SPEC,
         GOLD.replace('"id": "b"', '"id": "b", "human": {"lead": {}}'),
@@ -326,3 +423,17 @@ def test_it_refuses_a_folder_that_is_not_there(tmp_path: Path) -> None:
     with pytest.raises(SpecInvalid) as caught:
         load_spec(tmp_path / "nowhere")
     assert [i.file for i in caught.value.issues] == [str(tmp_path / "nowhere")]
+
+
+def test_it_reads_declared_values_and_compare_rules(tmp_path: Path) -> None:
+    spec = load_spec(
+        _write(
+            tmp_path,
+            SPEC.replace(
+                "    description: billing or other.\n",
+                "    description: billing or other.\n    values: [billing, other, refund]\n    compare: loose\n",
+            ).replace("    type: number\n", "    type: number\n    compare: number\n    tolerance: 0.5\n"),
+        )
+    )
+    assert spec.declared_values() == {"category": ["billing", "other", "refund"]}
+    assert spec.compare_rules() == {"category": FieldRule("loose"), "amount_usd": FieldRule("number", 0.5)}

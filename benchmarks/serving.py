@@ -21,6 +21,8 @@ HTTP (httpx) to the studio on 127.0.0.1. Then, with worker concurrency 1:
               `GET .../runs/<id>/events`; delivery latency = when the client read an event
               - the event's `at` (when the worker wrote it), for events written after the
               stream had started (earlier ones are backlog, read at once, not counted).
+              Measured again on the second start (below) with PACKFORGE_SSE_POLL_S=
+              --sse-poll (default 0.02 s; the setting's default is 0.2 s).
   throughput  --throughput-runs runs submitted at once (4 client threads, no wait), then
               waited for, after a warm-up of 2 runs per pool process; runs/s = runs /
               (last finished - first submitted), and runs / (last finished - first
@@ -31,7 +33,7 @@ and the throughput measure is repeated (ratio 2 vs 1 in one run of this script).
 p50/p95 by nearest rank. Raw rows (one per run measured, then a summary row):
 benchmarks/results/serving.jsonl.
 
-    .venv/bin/python benchmarks/serving.py [--runs 100] [--sse-runs 20] [--throughput-runs 60]
+    .venv/bin/python benchmarks/serving.py [--runs 100] [--sse-runs 20] [--throughput-runs 100]
         [--pack support_triage] [--json] [--rows FILE] [--keep]
 """
 
@@ -57,6 +59,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._rows import write_rows  # noqa: E402
+from benchmarks.eval_scale import machine_ticks  # noqa: E402
 from benchmarks.stress import Studio, free_port  # noqa: E402
 from runtime.stats import percentile  # noqa: E402
 
@@ -99,7 +102,7 @@ class Bare:
 # -- the studio ----------------------------------------------------------------------------
 
 
-def start_studio(tmp: Path, port: int, concurrency: int) -> Studio:
+def start_studio(tmp: Path, port: int, concurrency: int, extra: dict[str, str] | None = None) -> Studio:
     env = {k: v for k, v in os.environ.items() if k not in ("SECRET_KEY", "DEBUG", "CELERY_TASK_ALWAYS_EAGER")}
     for name in ("DATABASE_URL", "REDIS_URL"):
         env.pop(name, None)  # the embedded defaults, whatever the shell has
@@ -112,6 +115,7 @@ def start_studio(tmp: Path, port: int, concurrency: int) -> Studio:
         CELERY_CONCURRENCY=str(concurrency),
         DJANGO_SETTINGS_MODULE="studio.settings",
     )
+    env.update(extra or {})
     studio = Studio(tmp / "var", env)
     studio.wait_for(r"^Packforge studio: (http://\S+)", timeout=300)
     studio.wait_for(r"\bready\.", timeout=120)  # the Celery worker
@@ -193,7 +197,7 @@ def overhead(http: httpx.Client, bare: Bare, inputs: list[dict[str, Any]], n: in
     return rows
 
 
-def sse(http: httpx.Client, inputs: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+def sse(http: httpx.Client, inputs: list[dict[str, Any]], n: int, poll: float | None) -> list[dict[str, Any]]:
     rows = []
     for i in range(n):
         got = http.post(f"/api/deployments/{DEPLOYMENT}/runs", json={"input": inputs[i % len(inputs)]})
@@ -214,6 +218,7 @@ def sse(http: httpx.Client, inputs: list[dict[str, Any]], n: int) -> list[dict[s
                     {
                         "bench": "serving",
                         "kind": "sse",
+                        "sse_poll_s": poll,
                         "run": i,
                         "seq": event["seq"],
                         "event": event["kind"],
@@ -249,6 +254,7 @@ def throughput(http: httpx.Client, inputs: list[dict[str, Any]], n: int, concurr
                 if got.status_code != 202:
                     failures.append(f"{ids[i]}: {got.status_code} {got.text[:300]}")
 
+    busy_before, total_before = machine_ticks()
     threads = [threading.Thread(target=client, args=(k,)) for k in range(CLIENT_THREADS)]
     for t in threads:
         t.start()
@@ -265,6 +271,7 @@ def throughput(http: httpx.Client, inputs: list[dict[str, Any]], n: int, concurr
         if time.monotonic() > deadline:
             raise SystemExit(f"throughput runs not ended after 600 s: {[r['status'] for r in mine]}")
         time.sleep(0.25)
+    busy_after, total_after = machine_ticks()
     start = min(first_sent)
     end = max(ts(r["finished_at"]) for r in mine)
     first_claim = min(ts(r["started_at"]) for r in mine)
@@ -279,6 +286,7 @@ def throughput(http: httpx.Client, inputs: list[dict[str, Any]], n: int, concurr
         "runs_per_s": round(n / (end - start), 2),
         "worker_span_s": round(end - first_claim, 3),
         "worker_runs_per_s": round(n / (end - first_claim), 2),
+        "machine_busy": round((busy_after - busy_before) / max(1, total_after - total_before), 3),
         "load_average": os.getloadavg()[0],
     }
 
@@ -292,7 +300,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--runs", type=int, default=100, help="sequential runs for the overhead (default 100)")
     parser.add_argument("--sse-runs", type=int, default=20, help="runs whose event stream is read (default 20)")
-    parser.add_argument("--throughput-runs", type=int, default=60, help="runs per throughput measure (default 60)")
+    parser.add_argument("--throughput-runs", type=int, default=100, help="runs per throughput measure (default 100)")
+    parser.add_argument(
+        "--sse-poll",
+        type=float,
+        default=0.02,
+        help="the SSE measure again on the second start, with PACKFORGE_SSE_POLL_S set to this (0: skip; default 0.02)",
+    )
     parser.add_argument("--pack", default="support_triage", help="the example pack served (default support_triage)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("--rows", type=Path, default=RESULTS, help="where to write the raw rows (jsonl)")
@@ -323,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         print("  overhead ...", file=sys.stderr)
         rows.extend(overhead(http, bare, inputs, args.runs))
         print("  SSE ...", file=sys.stderr)
-        rows.extend(sse(http, inputs, args.sse_runs))
+        rows.extend(sse(http, inputs, args.sse_runs, None))
         print("  throughput, concurrency 1 ...", file=sys.stderr)
         runs.append(throughput(http, inputs, args.throughput_runs, 1))
         http.close()
@@ -331,11 +345,15 @@ def main(argv: list[str] | None = None) -> int:
         studio.stop()
     if studio.proc.returncode not in (0, None) and "Traceback" in studio.output:
         print(studio.output[-3000:], file=sys.stderr)
-    studio = start_studio(tmp, port, 2)
+    extra = {"PACKFORGE_SSE_POLL_S": str(args.sse_poll)} if args.sse_poll else {}
+    studio = start_studio(tmp, port, 2, extra)
     try:
         with httpx.Client(base_url=url, timeout=60, headers={"Authorization": f"Bearer {token}"}) as http:
             print("  throughput, concurrency 2 ...", file=sys.stderr)
             runs.append(throughput(http, inputs, args.throughput_runs, 2))
+            if args.sse_poll:
+                print(f"  SSE, PACKFORGE_SSE_POLL_S={args.sse_poll} ...", file=sys.stderr)
+                rows.extend(sse(http, inputs, args.sse_runs, args.sse_poll))
         broker = "embedded Redis" if re.search(r"^broker: Redis on unix://", studio.output, re.M) else "other broker"
     finally:
         studio.stop()
@@ -345,8 +363,9 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(tmp, ignore_errors=True)
 
     over = [r for r in rows if r["kind"] == "overhead"]
-    events = [r for r in rows if r["kind"] == "sse"]
+    events = [r for r in rows if r["kind"] == "sse" and r["sse_poll_s"] is None]
     live = [r["latency_ms"] for r in events if r["live"]]
+    fast = [r["latency_ms"] for r in rows if r["kind"] == "sse" and r["sse_poll_s"] is not None and r["live"]]
     parts = ("added_ms", "bare_ms", "api_ms", "accept_ms", "queue_ms", "walk_ms", "answer_ms")
     split = {k: {"p50": pct([r[k] for r in over], 50), "p95": pct([r[k] for r in over], 95)} for k in parts}
     walk_extra = [r["walk_ms"] - r["bare_ms"] for r in over]
@@ -372,6 +391,10 @@ def main(argv: list[str] | None = None) -> int:
         "sse_p50_ms": pct(live, 50),
         "sse_p95_ms": pct(live, 95),
         "sse_max_ms": round(max(live), 2) if live else None,
+        "sse_fast_poll_s": args.sse_poll or None,
+        "sse_fast_live_events": len(fast),
+        "sse_fast_p50_ms": pct(fast, 50),
+        "sse_fast_p95_ms": pct(fast, 95),
         "throughput": runs,
         "cpus": os.cpu_count(),
         "load_average": [load_before, os.getloadavg()[0]],
@@ -405,19 +428,26 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"goal met: {'yes' if summary['meets_goal'] else 'NO'}")
     print()
+    print(f"| SSE delivery, {args.sse_runs} runs: event written -> client read it | live events | p50 ms | p95 ms |")
+    print("|---|---:|---:|---:|")
     print(
-        f"SSE delivery ({args.sse_runs} runs, {len(live)} of {len(events)} events written after the stream started): "
-        f"p50 {summary['sse_p50_ms']} ms, p95 {summary['sse_p95_ms']} ms, max {summary['sse_max_ms']} ms"
+        f"| PACKFORGE_SSE_POLL_S default (0.2 s) | {len(live)} | {summary['sse_p50_ms']:.1f} | {summary['sse_p95_ms']:.1f} |"
     )
+    if args.sse_poll:
+        print(
+            f"| PACKFORGE_SSE_POLL_S={args.sse_poll} | {len(fast)} | {summary['sse_fast_p50_ms']:.1f} | "
+            f"{summary['sse_fast_p95_ms']:.1f} |"
+        )
     print()
     print(
-        "| worker concurrency | runs | runs/s (first submit -> last end) | runs/s (first claim -> last end) | ratio vs 1 |"
+        "| worker concurrency | runs | runs/s (first submit -> last end) | runs/s (first claim -> last end) "
+        "| ratio vs 1 | machine busy |"
     )
-    print("|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|")
     for r in runs:
         print(
             f"| {r['concurrency']} | {r['runs']} | {r['runs_per_s']:.1f} | {r['worker_runs_per_s']:.1f} | "
-            f"{r['ratio_vs_1']:.2f} |"
+            f"{r['ratio_vs_1']:.2f} | {100 * r['machine_busy']:.0f}% |"
         )
     shown = args.rows.relative_to(ROOT) if args.rows.is_relative_to(ROOT) else args.rows
     print(f"\nraw rows: {shown}; wall {summary['wall_s']} s")

@@ -16,7 +16,9 @@ HTTP (httpx) to the studio on 127.0.0.1. Then, with worker concurrency 1:
               created), queue (created -> a worker claimed it: commit, broker, worker
               pickup), walk (claimed -> finished: the walk with its database checkpoints
               and events), answer (finished -> the client has the answer: the ?wait poll
-              of the row and the response).
+              of the row and the response). Also the CPU the studio's processes (worker,
+              web server, broker; /proc/<pid>/stat) spent per run, which other load on
+              a shared machine does not inflate.
   SSE         --sse-runs runs submitted without waiting, each followed at once by
               `GET .../runs/<id>/events`; delivery latency = when the client read an event
               - the event's `at` (when the worker wrote it), for events written after the
@@ -59,9 +61,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._rows import write_rows  # noqa: E402
-from benchmarks.eval_scale import machine_ticks  # noqa: E402
+from benchmarks.eval_scale import cpu_seconds, machine_ticks  # noqa: E402
 from benchmarks.stress import Studio, free_port  # noqa: E402
 from runtime.stats import percentile  # noqa: E402
+from tests.support.started import group_processes  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "serving.jsonl"
 DEPLOYMENT = "bench"
@@ -157,12 +160,31 @@ def deploy(http: httpx.Client, pack: str, bare: Bare) -> tuple[str, str]:
     return "endpoint scripted", refused
 
 
+def cpu_by_part(studio: Studio) -> dict[str, float]:
+    """CPU seconds so far of the studio's processes: the Celery worker (main and pool),
+    the web server (gunicorn), the broker (redis-server)."""
+    parts = {"worker": 0.0, "web": 0.0, "broker": 0.0}
+    for pid, cmd in group_processes(studio.proc.pid).items():
+        part = "worker" if "celery" in cmd else "web" if "gunicorn" in cmd else "broker" if "redis" in cmd else ""
+        if part:
+            try:
+                parts[part] += cpu_seconds(pid)
+            except OSError:
+                continue
+    return parts
+
+
 # -- the measures ---------------------------------------------------------------------------
 
 
-def overhead(http: httpx.Client, bare: Bare, inputs: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+def overhead(
+    http: httpx.Client, bare: Bare, inputs: list[dict[str, Any]], n: int, studio: Studio
+) -> tuple[list[dict[str, Any]], dict[str, float]]:
     rows = []
+    cpu_before: dict[str, float] = {}
     for i in range(-WARMUP, n):
+        if i == 0:
+            cpu_before = cpu_by_part(studio)
         value = inputs[i % len(inputs)]
         bare_ms, bare_status = bare.run(value)
         sent = time.time()
@@ -194,7 +216,8 @@ def overhead(http: httpx.Client, bare: Bare, inputs: list[dict[str, Any]], n: in
                 "answer_ms": round((received - finished) * 1000, 3),
             }
         )
-    return rows
+    cpu_after = cpu_by_part(studio)
+    return rows, {part: round(1000 * (cpu_after[part] - cpu_before[part]) / n, 2) for part in cpu_after}
 
 
 def sse(http: httpx.Client, inputs: list[dict[str, Any]], n: int, poll: float | None) -> list[dict[str, Any]]:
@@ -335,7 +358,8 @@ def main(argv: list[str] | None = None) -> int:
         http = httpx.Client(base_url=url, timeout=60, headers={"Authorization": f"Bearer {token}"})
         tier, refused = deploy(http, args.pack, bare)
         print("  overhead ...", file=sys.stderr)
-        rows.extend(overhead(http, bare, inputs, args.runs))
+        over_rows, cpu_per_run = overhead(http, bare, inputs, args.runs, studio)
+        rows.extend(over_rows)
         print("  SSE ...", file=sys.stderr)
         rows.extend(sse(http, inputs, args.sse_runs, None))
         print("  throughput, concurrency 1 ...", file=sys.stderr)
@@ -384,6 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         "runs": len(over),
         "steps_per_run": sorted({r["steps"] for r in over}),
         "split": split,
+        "cpu_ms_per_run": cpu_per_run,
         "goal_p95_ms": GOAL_P95_MS,
         "meets_goal": split["added_ms"]["p95"] < GOAL_P95_MS,
         "sse_events": len(events),
@@ -426,6 +451,10 @@ def main(argv: list[str] | None = None) -> int:
     for key, name in names.items():
         print(f"| {name} | {split[key]['p50']:.1f} | {split[key]['p95']:.1f} |")
     print()
+    print(
+        "CPU per served run (ms; the studio's processes during the sequential runs): "
+        + ", ".join(f"{part} {ms:.1f}" for part, ms in cpu_per_run.items())
+    )
     print(f"goal met: {'yes' if summary['meets_goal'] else 'NO'}")
     print()
     print(f"| SSE delivery, {args.sse_runs} runs: event written -> client read it | live events | p50 ms | p95 ms |")

@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "studio.evals",
     "studio.compiles",
     "studio.deployments",
+    "studio.review",
 ]
 
 MIDDLEWARE = [
@@ -112,6 +113,8 @@ EXAMPLE_PACKS = BASE_DIR / "packs"
 # (as the CLI's --tools). Packs reach only these (invariant 5). Empty: packs that name
 # tools cannot be run from the studio, and say so.
 PACKFORGE_TOOLS = env_str("PACKFORGE_TOOLS", "")
+# How long a reviewer's claim on a review item holds without being renewed (studio/review/claims.py).
+PACKFORGE_REVIEW_CLAIM_S = env_int("PACKFORGE_REVIEW_CLAIM_S", 900, minimum=10)
 UPLOAD_MAX_BYTES = env_int("PACKFORGE_UPLOAD_MAX_BYTES", 5 * 1024 * 1024, minimum=1024)
 UPLOAD_MAX_FILE_BYTES = env_int("PACKFORGE_UPLOAD_MAX_FILE_BYTES", 1024 * 1024, minimum=1024)
 UPLOAD_MAX_FILES = env_int("PACKFORGE_UPLOAD_MAX_FILES", 500, minimum=1)

@@ -27,6 +27,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/", (_public(api.urls[0]), api.urls[1], api.urls[2])),
     path("endpoints/", include("studio.endpoints.urls")),
+    path("review/", include("studio.review.urls")),
     path("p/<slug:slug>/runs/", include("studio.runs.urls")),
     path("p/<slug:slug>/evals/", include("studio.evals.urls")),
     path("p/<slug:slug>/compiles/", include("studio.compiles.urls")),

@@ -314,6 +314,105 @@ def throughput(http: httpx.Client, inputs: list[dict[str, Any]], n: int, concurr
     }
 
 
+QUEUE_NODES = ("classify", "extract", "prioritise")
+QUEUE_GOAL_P95_MS = 200.0
+
+
+def queue_pages(tmp: Path, items: int, n: int) -> list[dict[str, Any]]:
+    """The review queue with `items` open items (two deployments, three nodes, ages
+    spread over a day): server time of its page, its htmx poll and the API list, through
+    Django's test Client in this process (as benchmarks/eval_scale.py times its pages)."""
+    from benchmarks._studio import configure
+
+    configure(tmp)
+    from datetime import timedelta
+
+    from django.contrib.auth.models import User
+    from django.test import Client
+    from django.utils import timezone
+
+    from studio.deployments.models import Deployment, ServedRun
+    from studio.projects.models import create_project
+    from studio.projects.views import example_files
+    from studio.review.models import ReviewItem
+
+    user = User.objects.create_user("bench", "bench@example.com", "unused-password-for-bench")
+    project = create_project(
+        slug="triage", name="Triage", owner=user, pack_files=example_files("support_triage"), message="Create"
+    )
+    version = project.head if hasattr(project, "head") else ""
+    deployments = [
+        Deployment.objects.create(
+            project=project, name=f"queue-{k}", version=version or "0" * 40, tiers=[1], created_by=user
+        )
+        for k in range(2)
+    ]
+    now = timezone.now()
+    runs = [
+        ServedRun(
+            deployment=deployments[i % 2],
+            run_id=f"q{i:05d}",
+            input={"ticket": f"ticket {i}"},
+            input_digest=f"{i:064d}",
+            status="waiting",
+            version=version or "0" * 40,
+            waiting_at=QUEUE_NODES[i % 3],
+            waiting_reason="escalated",
+            question="Which category?",
+        )
+        for i in range(items)
+    ]
+    ServedRun.objects.bulk_create(runs, batch_size=1000)
+    made = [
+        ReviewItem(
+            run=run,
+            deployment=run.deployment,
+            project=project,
+            node=run.waiting_at,
+            step=1,
+            reason="escalated",
+            question="Which category?",
+            candidates=[{"tier": "small", "answer": {"category": "billing"}, "status": "unsure", "reason": "draws"}],
+            schema={"type": "object", "properties": {"category": {"type": "string"}}},
+            state={"input": run.input},
+            best={"category": "billing"},
+            created_at=now - timedelta(seconds=8.64 * i),
+        )
+        for i, run in enumerate(ServedRun.objects.order_by("pk"))
+    ]
+    ReviewItem.objects.bulk_create(made, batch_size=1000)
+    client = Client()
+    client.force_login(user)
+    listed = client.get("/api/review/items").json()
+    if listed["total"] != items:
+        raise SystemExit(f"the queue lists {listed['total']} items, not {items}")
+    pages = {
+        "queue page": lambda: client.get("/review/"),
+        "queue poll (htmx)": lambda: client.get("/review/", headers={"HX-Request": "true"}),
+        "GET /api/review/items": lambda: client.get("/api/review/items"),
+    }
+    rows = []
+    for name, call in pages.items():
+        for i in range(-3, n):
+            begun = time.perf_counter()
+            response = call()
+            ms = (time.perf_counter() - begun) * 1000
+            if response.status_code != 200:
+                raise SystemExit(f"{name} answered {response.status_code}: {response.content[:500]!r}")
+            if i >= 0:
+                rows.append(
+                    {
+                        "bench": "serving",
+                        "kind": "queue",
+                        "page": name,
+                        "request": i,
+                        "ms": round(ms, 3),
+                        "items": items,
+                    }
+                )
+    return rows
+
+
 # -- main -----------------------------------------------------------------------------------
 
 
@@ -331,6 +430,8 @@ def main(argv: list[str] | None = None) -> int:
         help="the SSE measure again on the second start, with PACKFORGE_SSE_POLL_S set to this (0: skip; default 0.02)",
     )
     parser.add_argument("--pack", default="support_triage", help="the example pack served (default support_triage)")
+    parser.add_argument("--queue-items", type=int, default=10_000, help="open review items (0: skip; default 10000)")
+    parser.add_argument("--queue-requests", type=int, default=50, help="requests per queue page timed (default 50)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("--rows", type=Path, default=RESULTS, help="where to write the raw rows (jsonl)")
     parser.add_argument("--keep", action="store_true", help="keep the temp folder (var/, logs)")
@@ -386,6 +487,18 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(tmp, ignore_errors=True)
 
+    queue: dict[str, dict[str, float]] = {}
+    if args.queue_items:
+        print(f"  queue pages, {args.queue_items} items ...", file=sys.stderr)
+        qtmp = Path(tempfile.mkdtemp(prefix="pf-serving-queue-"))
+        try:
+            qrows = queue_pages(qtmp, args.queue_items, args.queue_requests)
+        finally:
+            shutil.rmtree(qtmp, ignore_errors=True)
+        rows.extend(qrows)
+        for name in dict.fromkeys(r["page"] for r in qrows):
+            times = [r["ms"] for r in qrows if r["page"] == name]
+            queue[name] = {"p50_ms": pct(times, 50), "p95_ms": pct(times, 95)}
     over = [r for r in rows if r["kind"] == "overhead"]
     events = [r for r in rows if r["kind"] == "sse" and r["sse_poll_s"] is None]
     live = [r["latency_ms"] for r in events if r["live"]]
@@ -421,6 +534,9 @@ def main(argv: list[str] | None = None) -> int:
         "sse_fast_p50_ms": pct(fast, 50),
         "sse_fast_p95_ms": pct(fast, 95),
         "throughput": runs,
+        "queue_items": args.queue_items,
+        "queue_pages": queue,
+        "queue_goal_p95_ms": QUEUE_GOAL_P95_MS,
         "cpus": os.cpu_count(),
         "load_average": [load_before, os.getloadavg()[0]],
         "commit": commit.stdout.strip(),
@@ -478,6 +594,14 @@ def main(argv: list[str] | None = None) -> int:
             f"| {r['concurrency']} | {r['runs']} | {r['runs_per_s']:.1f} | {r['worker_runs_per_s']:.1f} | "
             f"{r['ratio_vs_1']:.2f} | {100 * r['machine_busy']:.0f}% |"
         )
+    if queue:
+        print()
+        print(
+            f"| review queue, {args.queue_items} open items (in-process test Client) | p50 ms | p95 ms (goal < 200) |"
+        )
+        print("|---|---:|---:|")
+        for name, q in queue.items():
+            print(f"| {name} | {q['p50_ms']:.1f} | {q['p95_ms']:.1f} |")
     shown = args.rows.relative_to(ROOT) if args.rows.is_relative_to(ROOT) else args.rows
     print(f"\nraw rows: {shown}; wall {summary['wall_s']} s")
     return 0

@@ -32,11 +32,17 @@ HTTP (httpx) to the studio on 127.0.0.1. Then, with worker concurrency 1:
 The studio is then stopped and started again on the same var/ with CELERY_CONCURRENCY=2
 and the throughput measure is repeated (ratio 2 vs 1 in one run of this script).
 
+Last, in this process on a fresh SQLite database (Django's test Client, as
+benchmarks/eval_scale.py times the eval pages): the review queue with --queue-items open
+items (two deployments, three nodes, ages over a day): its page, its htmx poll and
+`GET /api/review/items`, --queue-requests each (goal p95 < 200 ms).
+
 p50/p95 by nearest rank. Raw rows (one per run measured, then a summary row):
 benchmarks/results/serving.jsonl.
 
     .venv/bin/python benchmarks/serving.py [--runs 100] [--sse-runs 20] [--throughput-runs 100]
-        [--pack support_triage] [--json] [--rows FILE] [--keep]
+        [--sse-poll 0.02] [--queue-items 10000] [--queue-requests 50] [--pack support_triage]
+        [--json] [--rows FILE] [--keep]
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -386,7 +393,7 @@ def queue_pages(tmp: Path, items: int, n: int) -> list[dict[str, Any]]:
     listed = client.get("/api/review/items").json()
     if listed["total"] != items:
         raise SystemExit(f"the queue lists {listed['total']} items, not {items}")
-    pages = {
+    pages: dict[str, Callable[[], Any]] = {
         "queue page": lambda: client.get("/review/"),
         "queue poll (htmx)": lambda: client.get("/review/", headers={"HX-Request": "true"}),
         "GET /api/review/items": lambda: client.get("/api/review/items"),

@@ -39,7 +39,7 @@ class Deployment(models.Model):
     name = models.CharField(max_length=63, unique=True, validators=[deployment_name])
     version = models.CharField(max_length=40)  # a commit of the project's pack
     # Endpoint ids, in order: tier 0 first (the smallest). A person is the implicit last tier.
-    tiers = models.JSONField(default=list)
+    tiers = models.JSONField(default=list, blank=True)  # [] = the pack's own model, one tier
     webhook_url = models.URLField(max_length=500, blank=True)
     # Stored as given; shown once, when set, never again (the form and the API only say
     # whether there is one).

@@ -27,6 +27,14 @@ def test_it_creates_a_deployment_on_the_newest_version(
     assert as_owner.get("/api/deployments").json()[0]["name"] == "triage-prod"
 
 
+def test_it_creates_a_deployment_with_no_tiers_on_the_packs_own_model(as_owner: Client, project: Project) -> None:
+    body = {"project": "triage", "name": "triage-own", "tiers": []}
+    response = send(as_owner, "post", "/api/deployments", body)
+    assert response.status_code == 201, response.content
+    assert response.json()["tiers"] == []
+    assert Deployment.objects.get(name="triage-own").tiers == []
+
+
 def test_it_refuses_a_bad_name_a_taken_name_an_unknown_endpoint_and_version(
     as_owner: Client, deployment: Deployment, good: Endpoint
 ) -> None:

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('deployments', '0002_waiting_details'),
+        ("deployments", "0002_waiting_details"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='deployment',
-            name='tiers',
+            model_name="deployment",
+            name="tiers",
             field=models.JSONField(blank=True, default=list),
         ),
     ]

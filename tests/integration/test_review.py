@@ -21,7 +21,7 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from tests.support.celery_workers import ROOT, CeleryWorker, database_url, wait_for
+from tests.support.celery_workers import ROOT, CeleryWorker, database_url, wait_for, worker_pool
 
 CASE = json.loads((ROOT / "packs" / "support_triage" / "evalset.jsonl").read_text().splitlines()[0])
 ANSWER = {"order_id": "ORD-48213", "amount_usd": 59.98}
@@ -30,8 +30,6 @@ PASSWORD = "correct horse battery staple"
 
 @pytest.fixture
 def workers(transactional_db: None, tmp_path: Path, settings: Any) -> Iterator[Callable[[str], CeleryWorker]]:
-    from studio.celery import app
-
     queue = f"it-review-{uuid.uuid4().hex[:10]}"
     settings.GIT_ROOT = tmp_path / "git"
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
@@ -42,24 +40,8 @@ def workers(transactional_db: None, tmp_path: Path, settings: Any) -> Iterator[C
         "PACKFORGE_GIT_ROOT": str(settings.GIT_ROOT),
         "PACKFORGE_SERVE_QUEUE": queue,
     }
-    if getattr(settings, "REDIS_URL", ""):
-        env["REDIS_URL"] = settings.REDIS_URL
-    started: list[CeleryWorker] = []
-    saved_queue = app.conf.task_default_queue
-    app.conf.task_default_queue = queue
-
-    def start(name: str) -> CeleryWorker:
-        worker = CeleryWorker(name, queue, tmp_path / f"{name}.log", env)
-        started.append(worker)
-        worker.wait_ready()
-        return worker
-
-    try:
+    with worker_pool(queue, tmp_path, env, settings) as start:
         yield start
-    finally:
-        app.conf.task_default_queue = saved_queue
-        for worker in started:
-            worker.stop()
 
 
 def test_it_takes_one_of_two_racing_decisions_and_resumes_the_run_once(

@@ -37,6 +37,7 @@ from django.conf import settings as django_settings
 from django.db import connections
 
 from tests.support.celery_workers import database_url
+from tests.support.db_teardown import end_stray_sessions  # noqa: F401 (a session fixture)
 from tests.support.eval_workers import TOOLS_REF, EvalWorker, Worker
 from tests.support.waiting import wait_until
 

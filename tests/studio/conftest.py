@@ -18,6 +18,7 @@ from studio.accounts.models import Membership, Role
 from studio.endpoints.models import Endpoint
 from studio.projects.models import Project, create_project
 from studio.projects.views import example_files
+from tests.support.db_teardown import end_stray_sessions  # noqa: F401 (a session fixture)
 from tests.support.fault_server import FaultServer
 from tests.support.studio import client_for, make_user
 
@@ -124,3 +125,10 @@ def eager() -> Iterator[None]:
     app.conf.update(task_always_eager=True, task_eager_propagates=True)
     yield
     app.conf.update(saved)
+
+
+@pytest.fixture(autouse=True)
+def no_watcher_thread(settings: Any) -> None:
+    """The test process never runs a lease watcher thread (tests drive watchers by hand);
+    a stray one would hold a database connection until the process exits."""
+    settings.PACKFORGE_EVAL_WATCH = False

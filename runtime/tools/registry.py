@@ -87,6 +87,23 @@ class ToolDef:
         """ "available", or "unavailable: install X, Y" (the missing modules)."""
         return "available" if self.available else f"unavailable: install {', '.join(self.missing)}"
 
+    @property
+    def effects(self) -> str:
+        """ "side effects" or "read-only", as the catalogue shows it."""
+        return "side effects" if self.side_effects else "read-only"
+
+    @property
+    def args_summary(self) -> str:
+        """The arguments in one line: `order_id: string, amount_usd?: number` (? optional)."""
+        props = self.args.get("properties") or {}
+        required = set(self.args.get("required") or [])
+        parts = []
+        for name, schema in props.items():
+            kind = schema.get("type") if isinstance(schema, Mapping) else None
+            shown = "|".join(kind) if isinstance(kind, list) else kind
+            parts.append(f"{name}{'' if name in required else '?'}" + (f": {shown}" if shown else ""))
+        return ", ".join(parts) or "(none)"
+
     def __call__(self, **kwargs: Any) -> Any:
         return self.function(**kwargs)
 
@@ -98,6 +115,7 @@ class ToolDef:
             "available": self.available,
             "side_effects": self.side_effects,
             "description": self.description,
+            "args_summary": self.args_summary,
             "args": self.args,
             "result": self.result,
             "requires": list(self.requires),

@@ -4,6 +4,7 @@ side-effecting tool gets an idempotency key that survives a kill."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 
 from runtime import BadSpec, MemoryStore, Registry, load_pack, load_tools, open_backend, resume_run, run_pack, tool
 from runtime.tools import ToolDef, idempotency_key, tool_def
-from tests.support.runtime_packs import write_pack
+from tests.support.runtime_packs import pf, write_pack
 
 REGISTRY = '''
 from runtime import tool
@@ -224,3 +225,28 @@ def test_it_loads_a_registry_without_importing_a_missing_dependency(registry_fil
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "unavailable: install numpy_not_installed_xyz"
+
+
+def test_it_lists_the_catalogue_with_each_tools_state(registry_file: Path) -> None:
+    done = pf("tools", "list", "--tools", f"{registry_file}:registry")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split() == ["tool", "state", "effects", "description"]
+    assert "unavailable: install numpy_not_installed_xyz" in next(line for line in lines if line.startswith("fit "))
+    assert "    args: a: number, b: number" in lines
+    assert lines[-1] == f"3 tools in {registry_file}:registry: 2 available, 1 unavailable"
+
+
+def test_it_lists_the_catalogue_as_json(registry_file: Path) -> None:
+    done = pf("tools", "list", "--tools", f"{registry_file}:registry", "--json")
+    assert done.returncode == 0, done.stderr
+    tools = {t["name"]: t for t in json.loads(done.stdout)["tools"]}
+    assert tools["fit"]["state"] == "unavailable: install numpy_not_installed_xyz"
+    assert tools["add"]["args"]["required"] == ["a", "b"]
+    assert (tools["shout"]["declared"], tools["shout"]["side_effects"]) == (False, False)
+
+
+def test_it_asks_for_a_registry_to_list() -> None:
+    done = pf("tools", "list", env={"PACKFORGE_TOOLS": ""})
+    assert done.returncode == 2
+    assert "--tools MODULE:REGISTRY" in done.stderr

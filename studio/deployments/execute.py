@@ -12,17 +12,27 @@ deployment's tiers, write its one outcome. The durability of an eval case
   replayed, a journaled tool result reused, never called again; a node killed while a
   larger tier was being asked continues on that tier. Taking over bumps the fencing
   token: a stalled former holder gets FencedOut and writes nothing.
+- **One transaction per step**: a step's journal entry (fence checked), the events
+  emitted while it ran (its model calls, its refused attempts) and the next node's
+  node.start commit together (ServedStore, events.Batch): a node's checkpoint is
+  durable before the next node starts, and its events are never ahead of it nor lost
+  with it. The run's row gets its trace once, when the run settles (GET of a running
+  run reads the steps from the journal: `journal_trace`).
 - **One outcome**: the checkpoint's final status and the run's row are written in one
   transaction, guarded by the lease token; the run's last events (waiting, run.end)
-  in the same transaction.
+  in the same transaction; once it commits, a request waiting on the run (`?wait`) is
+  woken (studio.deployments.settled).
 - **Tiers**: one runtime Tier per deployment endpoint, named by the endpoint, each call
   holding a slot of that endpoint's global cap (studio.evals.limits, the key evals use,
   so served runs and evals share one cap per endpoint). A deployment without tiers runs
   on the pack's own (scripted) model as its one tier, "pack".
-- **Events** (RunEvent): run.start, node.start (when the walk moves to a node),
+- **Events** (RunEvent; each one's `at` is when it happened, its number the order):
+  run.start, node.start (when the walk moves to a node),
   model.call (each call, after it), attempt.rejected (each refused attempt, as journaled),
   escalated (the runtime's on_escalate), tool.call / tool.result (around each real tool
-  call; a replayed tool result is not called, so has none), waiting, run.end."""
+  call; a replayed tool result is not called, so has none), waiting, run.end. tool.call
+  and escalated are written at once (a client sees a slow tool or a climb while it
+  happens), the others with their step."""
 
 from __future__ import annotations
 

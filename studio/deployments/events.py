@@ -63,7 +63,7 @@ class Batch:
 
     def add(self, kind: str, data: dict[str, Any]) -> None:
         _check(kind)
-        self.pending.append((kind, stored(data), timezone.now()))
+        self.pending.append((kind, data, timezone.now()))
 
     def write(self) -> int:
         """INSERT the pending events, in the caller's transaction; how many. Call `written`
@@ -72,10 +72,12 @@ class Batch:
             return 0
         if self.last is None:
             self.last = last_seq(self.run_pk)
+        # Redacted as one value: the secrets to redact are gathered once per batch.
+        payloads = stored([data for _, data, _ in self.pending])
         RunEvent.objects.bulk_create(
             [
                 RunEvent(run_id=self.run_pk, seq=self.last + i, kind=kind, data=data, at=at)
-                for i, (kind, data, at) in enumerate(self.pending, start=1)
+                for i, ((kind, _, at), data) in enumerate(zip(self.pending, payloads, strict=True), start=1)
             ]
         )
         return len(self.pending)

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from django.db import IntegrityError, InterfaceError, OperationalError, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import DateTimeField, F, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -441,9 +441,33 @@ def _end(pk: int, token: str, status: str, error: str, recorder: Recorder | None
     return status
 
 
+class _Counter:
+    """Counts the statements a delivery sends (connection.execute_wrapper)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
+        self.count += 1
+        return execute(sql, params, many, context)
+
+
 def run_served(pk: int) -> str | None:
     """Run served run `pk` to its end (or to a wait); the status written, or None when this
-    delivery had nothing to do or lost the run. Safe to deliver any number of times."""
+    delivery had nothing to do or lost the run. Safe to deliver any number of times.
+    Logs (INFO) the statements it sent and the CPU this process spent on it
+    (benchmarks/serving.py reads the line)."""
+    cpu = time.process_time()
+    counter = _Counter()
+    with connection.execute_wrapper(counter):
+        status = _run_served(pk)
+    if status is not None:
+        spent = 1000 * (time.process_time() - cpu)
+        log.info("served run %s %s: %d statements, %.2f ms CPU", pk, status, counter.count, spent)
+    return status
+
+
+def _run_served(pk: int) -> str | None:
     token = leases.new_token()
     now = timezone.now()
     if not leases.claim(

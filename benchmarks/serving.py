@@ -25,6 +25,8 @@ HTTP (httpx) to the studio on 127.0.0.1. Then, with worker concurrency 1:
               stream had started (earlier ones are backlog, read at once, not counted).
               Measured again on the second start (below) with PACKFORGE_SSE_POLL_S=
               --sse-poll (default 0.02 s; the setting's default is 0.2 s).
+              The worker logs, per delivery, the statements it sent and the CPU it spent
+              in run_served (studio.deployments.execute); the script reads those lines.
   throughput  --throughput-runs runs submitted at once (4 client threads, no wait), then
               waited for, after a warm-up of 2 runs per pool process; runs/s = runs /
               (last finished - first submitted), and runs / (last finished - first
@@ -104,8 +106,9 @@ class Bare:
     def run(self, value: dict[str, Any]) -> tuple[float, str]:
         from runtime import run_pack
 
-        begun = time.perf_counter()
+        begun, cpu = time.perf_counter(), time.process_time()
         result = run_pack(self.pack, value, backend=self.backend)
+        self.cpu_ms = (time.process_time() - cpu) * 1000
         return (time.perf_counter() - begun) * 1000, str(result.status)
 
 
@@ -215,6 +218,7 @@ def overhead(
                 "status": run["status"],
                 "steps": len(run["steps"]),
                 "bare_ms": round(bare_ms, 3),
+                "bare_cpu_ms": round(bare.cpu_ms, 3),
                 "api_ms": round(api_ms, 3),
                 "added_ms": round(api_ms - bare_ms, 3),
                 "accept_ms": round((created - sent) * 1000, 3),
@@ -225,6 +229,14 @@ def overhead(
         )
     cpu_after = cpu_by_part(studio)
     return rows, {part: round(1000 * (cpu_after[part] - cpu_before[part]) / n, 2) for part in cpu_after}
+
+
+WORKER_LINE = re.compile(r"served run (\d+) (\w+): (\d+) statements, ([\d.]+) ms CPU")
+
+
+def worker_lines(output: str) -> list[tuple[int, int, float]]:
+    """(run pk, statements, CPU ms) of each delivery the worker logged (execute.run_served)."""
+    return [(int(m[1]), int(m[3]), float(m[4])) for m in WORKER_LINE.finditer(output)]
 
 
 def sse(http: httpx.Client, inputs: list[dict[str, Any]], n: int, poll: float | None) -> list[dict[str, Any]]:
@@ -466,8 +478,10 @@ def main(argv: list[str] | None = None) -> int:
         http = httpx.Client(base_url=url, timeout=60, headers={"Authorization": f"Bearer {token}"})
         tier, refused = deploy(http, args.pack, bare)
         print("  overhead ...", file=sys.stderr)
+        logged_before = len(worker_lines(studio.output))
         over_rows, cpu_per_run = overhead(http, bare, inputs, args.runs, studio)
         rows.extend(over_rows)
+        delivered = worker_lines(studio.output)[logged_before + WARMUP :]  # the measured runs' deliveries
         print("  SSE ...", file=sys.stderr)
         rows.extend(sse(http, inputs, args.sse_runs, None))
         print("  throughput, concurrency 1 ...", file=sys.stderr)
@@ -512,6 +526,14 @@ def main(argv: list[str] | None = None) -> int:
     fast = [r["latency_ms"] for r in rows if r["kind"] == "sse" and r["sse_poll_s"] is not None and r["live"]]
     parts = ("added_ms", "bare_ms", "api_ms", "accept_ms", "queue_ms", "walk_ms", "answer_ms")
     split = {k: {"p50": pct([r[k] for r in over], 50), "p95": pct([r[k] for r in over], 95)} for k in parts}
+    bare_cpu = [r["bare_cpu_ms"] for r in over]
+    in_worker = {
+        "deliveries": len(delivered),
+        "statements_p50": pct([float(d[1]) for d in delivered], 50),
+        "statements_max": max((d[1] for d in delivered), default=None),
+        "cpu_ms_p50": pct([d[2] for d in delivered], 50),
+        "cpu_ms_p95": pct([d[2] for d in delivered], 95),
+    }
     walk_extra = [r["walk_ms"] - r["bare_ms"] for r in over]
     split["walk_minus_bare_ms"] = {"p50": pct(walk_extra, 50), "p95": pct(walk_extra, 95)}
     one = next(r for r in runs if r["concurrency"] == 1)
@@ -529,6 +551,8 @@ def main(argv: list[str] | None = None) -> int:
         "steps_per_run": sorted({r["steps"] for r in over}),
         "split": split,
         "cpu_ms_per_run": cpu_per_run,
+        "bare_cpu_ms_p50": pct(bare_cpu, 50),
+        "run_served": in_worker,
         "goal_p95_ms": GOAL_P95_MS,
         "meets_goal": split["added_ms"]["p95"] < GOAL_P95_MS,
         "sse_events": len(events),
@@ -577,6 +601,13 @@ def main(argv: list[str] | None = None) -> int:
     print(
         "CPU per served run (ms; the studio's processes during the sequential runs): "
         + ", ".join(f"{part} {ms:.1f}" for part, ms in cpu_per_run.items())
+        + f"; the bare run {summary['bare_cpu_ms_p50']:.1f} (p50)"
+    )
+    print(
+        f"In the worker, per delivery (its log line; {in_worker['deliveries']} deliveries): "
+        f"{in_worker['statements_p50']:.0f} statements (max {in_worker['statements_max']}), "
+        f"CPU p50 {in_worker['cpu_ms_p50']:.1f} ms, p95 {in_worker['cpu_ms_p95']:.1f} ms "
+        "(run_served: claim, walk, checkpoints, events, settle; the rest of the worker's CPU is Celery's)"
     )
     print(f"goal met: {'yes' if summary['meets_goal'] else 'NO'}")
     print()

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
 TOKEN_PREFIX = "pf_"
+LAST_USED_EVERY = timedelta(minutes=1)  # how stale a token's last_used_at may get
 
 
 class Role(models.TextChoices):
@@ -76,5 +78,10 @@ class ApiToken(models.Model):
         row = cls.objects.select_related("user", "deployment").filter(digest=_digest(token), revoked=False).first()
         if row is None or not row.user.is_active:
             return None
-        cls.objects.filter(pk=row.pk).update(last_used_at=timezone.now())
+        now = timezone.now()
+        # At most once a minute: a write on every request would take SQLite's write
+        # lock on every API call (docs/serving.md, "What a served run costs").
+        if row.last_used_at is None or now - row.last_used_at >= LAST_USED_EVERY:
+            cls.objects.filter(pk=row.pk).update(last_used_at=now)
+            row.last_used_at = now
         return row

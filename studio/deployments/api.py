@@ -19,8 +19,9 @@ from ninja.errors import HttpError
 
 from studio.accounts.access import project_for
 from studio.accounts.models import ApiToken, Role
-from studio.deployments import service
+from studio.deployments import service, settled
 from studio.deployments.access import deployment_for, served_run_for
+from studio.deployments.execute import journal_trace
 from studio.deployments.models import Deployment, DeploymentChange, RunEvent, ServedRun
 from studio.deployments.settings import setting
 from studio.errors import CONFLICT, ERRORS, INVALID
@@ -263,7 +264,9 @@ def steps_of(trace: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def run_out(run: ServedRun, name: str, role: Role) -> RunOut:
-    trace = visible_trace(run.trace or {}, role)
+    # A running run's trace is written when it settles; until then its steps are the journal's.
+    raw = journal_trace(run) if run.status == ServedRun.Status.RUNNING else None
+    trace = visible_trace(raw or run.trace or {}, role)
     return RunOut(
         **_summary(run, name),
         input=run.input,
@@ -281,12 +284,14 @@ def _settled(run: ServedRun) -> bool:
 
 
 def _wait_for(run: ServedRun, seconds: float) -> ServedRun:
+    """Read the run again each time its worker may have settled it (studio.deployments.settled)."""
     deadline = time.monotonic() + min(seconds, setting("PACKFORGE_SERVE_MAX_WAIT_S"))
-    delay = 0.01
-    while not _settled(run) and time.monotonic() < deadline:
-        time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-        delay = min(delay * 2, 0.2)
+    waiter = settled.Waiter(run.pk)
+    while not _settled(run) and (left := deadline - time.monotonic()) > 0:
+        waiter.wait(left)
         run.refresh_from_db()
+    if _settled(run):
+        waiter.pass_on()
     return run
 
 

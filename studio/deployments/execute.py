@@ -12,17 +12,27 @@ deployment's tiers, write its one outcome. The durability of an eval case
   replayed, a journaled tool result reused, never called again; a node killed while a
   larger tier was being asked continues on that tier. Taking over bumps the fencing
   token: a stalled former holder gets FencedOut and writes nothing.
+- **One transaction per step**: a step's journal entry (fence checked), the events
+  emitted while it ran (its model calls, its refused attempts) and the next node's
+  node.start commit together (ServedStore, events.Batch): a node's checkpoint is
+  durable before the next node starts, and its events are never ahead of it nor lost
+  with it. The run's row gets its trace once, when the run settles (GET of a running
+  run reads the steps from the journal: `journal_trace`).
 - **One outcome**: the checkpoint's final status and the run's row are written in one
   transaction, guarded by the lease token; the run's last events (waiting, run.end)
-  in the same transaction.
+  in the same transaction; once it commits, a request waiting on the run (`?wait`) is
+  woken (studio.deployments.settled).
 - **Tiers**: one runtime Tier per deployment endpoint, named by the endpoint, each call
   holding a slot of that endpoint's global cap (studio.evals.limits, the key evals use,
   so served runs and evals share one cap per endpoint). A deployment without tiers runs
   on the pack's own (scripted) model as its one tier, "pack".
-- **Events** (RunEvent): run.start, node.start (when the walk moves to a node),
+- **Events** (RunEvent; each one's `at` is when it happened, its number the order):
+  run.start, node.start (when the walk moves to a node),
   model.call (each call, after it), attempt.rejected (each refused attempt, as journaled),
   escalated (the runtime's on_escalate), tool.call / tool.result (around each real tool
-  call; a replayed tool result is not called, so has none), waiting, run.end."""
+  call; a replayed tool result is not called, so has none), waiting, run.end. tool.call
+  and escalated are written at once (a client sees a slow tool or a climb while it
+  happens), the others with their step."""
 
 from __future__ import annotations
 
@@ -33,11 +43,12 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from django.db import InterfaceError, OperationalError, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import DateTimeField, F, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -69,13 +80,14 @@ from runtime import (
     run_pack,
 )
 from studio import host_tools, leases, packs
-from studio.deployments import events
+from studio.deployments import events, settled
 from studio.deployments.models import Deployment, ServedRun
 from studio.deployments.recovery import lease, watcher
 from studio.deployments.settings import setting
 from studio.endpoints.execute import open_endpoint, spec_for
 from studio.endpoints.models import Endpoint
 from studio.evals.limits import CappedBackend, slots
+from studio.evals.models import JournalEntry, RunCheckpoint
 from studio.evals.store import EvalCaseStore
 from studio.redaction import stored
 
@@ -171,15 +183,22 @@ def forget_runners() -> None:
 
 
 class Recorder:
-    """Writes one run's events; knows the node the walk is at (for model and tool events)."""
+    """One run's events (an events.Batch): held until the transaction of the next
+    checkpoint write, which writes them with it (ServedStore); `now` ones (a tool about
+    to be called, an escalation) are written at once, in a transaction of their own that
+    checks the fence. Knows the node the walk is at (for model and tool events)."""
 
     def __init__(self, run_pk: int) -> None:
         self.run_pk = run_pk
         self.node: str | None = None
         self.step = 0
+        self.batch = events.Batch(run_pk)
+        self.store: ServedStore | None = None
 
-    def emit(self, kind: str, data: dict[str, Any]) -> None:
-        events.record(self.run_pk, kind, data)
+    def emit(self, kind: str, data: dict[str, Any], *, now: bool = False) -> None:
+        self.batch.add(kind, data)
+        if now and self.store is not None and self.store.fence is not None:
+            self.store.write_events()
 
     def node_start(self, node: str, step: int) -> None:
         self.node, self.step = node, step
@@ -228,7 +247,7 @@ class EventBackend:
 
 def _tool_with_events(name: str, fn: Tool, recorder: Recorder) -> Tool:
     def call(**kwargs: Any) -> Any:
-        recorder.emit("tool.call", {"node": recorder.node, "tool": name, "args": kwargs})
+        recorder.emit("tool.call", {"node": recorder.node, "tool": name, "args": kwargs}, now=True)
         started = time.monotonic()
         try:
             result = fn(**kwargs)
@@ -255,25 +274,68 @@ def _tool_with_events(name: str, fn: Tool, recorder: Recorder) -> Tool:
 
 class ServedStore(EvalCaseStore):
     """The run's database checkpoint (fenced writes; the final status held back until the
-    row's outcome is written in the same transaction) that also rebuilds the run's trace
-    as steps are journaled (a resumed run's from the journal it took over), writes an
-    attempt.rejected event for each refused attempt journaled, and knows the node a
-    taken-over run continues at."""
+    row's outcome is written in the same transaction) that also writes the run's events:
+    each journal write is one transaction holding the fence check, the journal entry and
+    the events emitted since the last write (the node's model calls, its refused attempts,
+    the next node's node.start), so a node's checkpoint and its events commit together,
+    in order, or not at all, and a fenced-out walker writes no event either. It rebuilds
+    the run's trace as steps are journaled (a resumed run's from the journal it took
+    over); the trace reaches the run's row once, when the run settles. It knows the node
+    a taken-over run continues at."""
 
     def __init__(self, run_id: str, pack: Pack, recorder: Recorder) -> None:
         super().__init__()
+        self.run_id = run_id
         self.trace = Trace(run_id=run_id, pack=pack.name)
         self.entry = pack.entry
         self.recorder = recorder
+        recorder.store = self
+        self.fence: int | None = None
         self.resume_at: tuple[str, int] = (pack.entry, 1)
         self.announce: dict[str, Any] | None = None  # run.start data to write on take-over
 
+    def _with_events(self, body: Callable[[], None]) -> None:
+        """`body`'s writes and the pending events, in one transaction. A clash of event
+        numbers (another writer numbered after this one read the run's highest) reads
+        the highest again and tries once more."""
+        batch = self.recorder.batch
+        for again in (False, True):
+            try:
+                with transaction.atomic():
+                    body()
+                    count = batch.write()
+            except IntegrityError:
+                if again:
+                    raise
+                batch.reread()
+                continue
+            batch.written(count)
+            return
+
+    def begin(self, run_id: str, *, pack: str, digest: str, input: dict[str, Any], case_id: str | None) -> int:
+        def create() -> None:
+            RunCheckpoint.objects.create(
+                run_id=run_id, pack=pack, digest=digest, input=input, case_id=case_id, status="running", fence=1
+            )
+
+        try:
+            self._with_events(create)
+        except IntegrityError:
+            # Begun by a delivery that lost its lease: this walk does not start at the
+            # entry (its run.start / node.start are dropped); it resumes (take_over).
+            self.recorder.batch.pending.clear()
+            raise RunStateError(f"run '{run_id}' already exists") from None
+        self._seq[run_id] = 0
+        self.fence = 1
+        return 1
+
     def take_over(self, run_id: str) -> tuple[int, RunRecord, list[Entry]]:
         fence, record, entries = super().take_over(run_id)
+        self.fence = fence
         self.trace = Trace(run_id=self.trace.run_id, pack=self.trace.pack)
         at, step = self.entry, 1
         for e in entries:
-            self._note(e.kind, e.node, e.step, e.payload)
+            note(self.trace, e.kind, e.node, e.step, e.payload)
             if e.kind == "step":
                 edge = e.payload.get("edge")
                 at, step = (edge["target"] if edge else e.node), e.step + 1
@@ -283,30 +345,70 @@ class ServedStore(EvalCaseStore):
         if self.announce is not None:
             self.recorder.emit("run.start", {**self.announce, "replayed_steps": len(self.trace.steps)})
             self.recorder.node_start(at, step)
+            self.write_events()
         return fence, record, entries
 
+    def write_events(self) -> None:
+        """Write the pending events now, if this walker's fence is still current."""
+        fence = self.fence
+        if fence is None:
+            return
+        self._with_events(lambda: self._fenced_update(self.run_id, fence, updated_at=timezone.now()))
+
     def append(self, run_id: str, fence: int, kind: str, node: str, step: int, payload: dict[str, Any]) -> None:
-        super().append(run_id, fence, kind, node, step, payload)
-        self._note(kind, node, step, payload)
+        seq = self._seq.get(run_id)
+        if seq is None:  # not begun or taken over through this store (never, in a worker)
+            super().append(run_id, fence, kind, node, step, payload)
+            self.write_events()
+            note(self.trace, kind, node, step, payload)
+            return
         for a in payload.get("attempts", []):
             if not a.get("ok") and a.get("stage") != "reasoning":
                 self.recorder.emit(
                     "attempt.rejected",
                     {k: a.get(k) for k in ("node", "step", "attempt", "tier", "stage", "category", "reason")},
                 )
+        edge = payload.get("edge")
+        if kind == "step" and payload.get("status") != "end" and edge is not None:
+            self.recorder.node_start(edge["target"], step + 1)
 
-    def _note(self, kind: str, node: str, step: int, payload: dict[str, Any]) -> None:
-        if kind == "step":
-            edge = payload.get("edge")
-            fields = {k: v for k, v in payload.items() if k not in ("attempts", "edge", "budget_left")}
-            self.trace.steps.append(Step(**fields, edge=EdgeTaken(**edge) if edge else None))
-            self.trace.attempts.extend(Attempt(**a) for a in payload.get("attempts", []))
-        elif kind in ("escalate", "wait"):
-            self.trace.attempts.extend(Attempt(**a) for a in payload.get("attempts", []))
-        elif kind == "tool":
-            self.trace.tool_calls.append(
-                ToolCall(node, step, payload["tool"], payload["args"], payload["result"], payload["latency_s"])
-            )
+        def journal() -> None:
+            self._fenced_update(run_id, fence, updated_at=timezone.now())
+            JournalEntry.objects.create(run_id=run_id, seq=seq + 1, kind=kind, node=node, step=step, payload=payload)
+
+        self._with_events(journal)
+        self._seq[run_id] = seq + 1
+        note(self.trace, kind, node, step, payload)
+
+
+def note(trace: Trace, kind: str, node: str, step: int, payload: dict[str, Any]) -> None:
+    """Add journal entry (kind, node, step, payload) to `trace`, as the walk did."""
+    if kind == "step":
+        edge = payload.get("edge")
+        fields = {k: v for k, v in payload.items() if k not in ("attempts", "edge", "budget_left")}
+        trace.steps.append(Step(**fields, edge=EdgeTaken(**edge) if edge else None))
+        trace.attempts.extend(Attempt(**a) for a in payload.get("attempts", []))
+    elif kind in ("escalate", "wait"):
+        trace.attempts.extend(Attempt(**a) for a in payload.get("attempts", []))
+    elif kind == "tool":
+        trace.tool_calls.append(
+            ToolCall(node, step, payload["tool"], payload["args"], payload["result"], payload["latency_s"])
+        )
+
+
+def journal_trace(run: ServedRun) -> dict[str, Any] | None:
+    """The trace of run `run` as its journal has it (a running run's row has the trace
+    only once it settles); None when nothing is journaled."""
+    cid = run.checkpoint_id
+    pack = RunCheckpoint.objects.filter(run_id=cid).values_list("pack", flat=True).first()
+    if pack is None:
+        return None
+    trace = Trace(run_id=cid, pack=pack)
+    for kind, node, step, payload in JournalEntry.objects.filter(run_id=cid).values_list(
+        "kind", "node", "step", "payload"
+    ):
+        note(trace, kind, node, step, payload)
+    return stored(trace.to_dict(include_rejected_text=True))
 
 
 # -- one delivery ---------------------------------------------------------------------
@@ -320,21 +422,53 @@ def _close(pk: int, token: str, status: str, error: str, **fields: Any) -> bool:
     return leases.close(ServedRun, pk, token, status=status, error=stored(error), finished_at=timezone.now(), **fields)
 
 
-def _end(pk: int, token: str, status: str, error: str, **fields: Any) -> str | None:
-    """Close the run as `status` with its run.end event and webhook (one transaction)."""
+def _last_events(recorder: Recorder, kind: str, data: dict[str, Any]) -> None:
+    """The run's last event after the pending ones, in the caller's (closing) transaction."""
+    recorder.emit(kind, data)
+    recorder.batch.write()  # nothing is written after it: no bookkeeping to keep
+    settled.announce(recorder.run_pk)
+
+
+def _end(pk: int, token: str, status: str, error: str, recorder: Recorder | None = None, **fields: Any) -> str | None:
+    """Close the run as `status` with its run.end event and webhook (one transaction);
+    the events the walk emitted and had not written yet go first."""
     from studio.deployments.webhooks import send_on_end
 
     with transaction.atomic():
         if not _close(pk, token, status, error, **fields):
             return None
-        events.record(pk, "run.end", {"status": status, "error": error})
+        _last_events(recorder or Recorder(pk), "run.end", {"status": status, "error": error})
         send_on_end(pk)
     return status
 
 
+class _Counter:
+    """Counts the statements a delivery sends (connection.execute_wrapper)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
+        self.count += 1
+        return execute(sql, params, many, context)
+
+
 def run_served(pk: int) -> str | None:
     """Run served run `pk` to its end (or to a wait); the status written, or None when this
-    delivery had nothing to do or lost the run. Safe to deliver any number of times."""
+    delivery had nothing to do or lost the run. Safe to deliver any number of times.
+    Logs (INFO) the statements it sent and the CPU this process spent on it
+    (benchmarks/serving.py reads the line)."""
+    cpu = time.process_time()
+    counter = _Counter()
+    with connection.execute_wrapper(counter):
+        status = _run_served(pk)
+    if status is not None:
+        spent = 1000 * (time.process_time() - cpu)
+        log.info("served run %s %s: %d statements, %.2f ms CPU", pk, status, counter.count, spent)
+    return status
+
+
+def _run_served(pk: int) -> str | None:
     token = leases.new_token()
     now = timezone.now()
     if not leases.claim(
@@ -355,14 +489,14 @@ def run_served(pk: int) -> str | None:
         return _end(pk, token, S.FAILED, reason)
     held = watcher().register(pk, token)
     store: ServedStore | None = None
+    recorder = Recorder(pk)
     try:
         runner = runner_for(run.deployment, run.version)
-        recorder = Recorder(pk)
         store = ServedStore(run.checkpoint_id, runner.pack, recorder)
         result = _walk(run, runner, store, recorder, token, held.cancel)
         if held.lost:
             raise LeaseLost(str(pk))
-        return _settle(run, token, result, store)
+        return _settle(run, token, result, store, recorder)
     except (FencedOut, LeaseLost) as exc:
         log.warning("served run %s was taken over by another delivery; dropping this one: %s", pk, exc)
         return None
@@ -375,15 +509,17 @@ def run_served(pk: int) -> str | None:
             refused = stored(f"the answer was refused: {reasons}")
             if not leases.close(ServedRun, pk, token, status=S.WAITING, error=refused, answer=None, answer_node=""):
                 return None
-            events.record(pk, "waiting", {"node": run.waiting_at, "reason": run.waiting_reason, "refused": reasons})
+            _last_events(
+                recorder, "waiting", {"node": run.waiting_at, "reason": run.waiting_reason, "refused": reasons}
+            )
             _signal_waiting(pk)
         return S.WAITING
     except (packs.PackUnrunnable, PackforgeError) as exc:
-        return _end(pk, token, S.FAILED, str(exc), trace=_stopped(store, str(exc)))
+        return _end(pk, token, S.FAILED, str(exc), recorder, trace=_stopped(store, str(exc)))
     except Exception as exc:  # the row must end whatever happened; the log has the rest
         log.exception("served run %s crashed", pk)
         error = f"internal error: {type(exc).__name__}: {exc}"
-        return _end(pk, token, S.FAILED, error, trace=_stopped(store, error))
+        return _end(pk, token, S.FAILED, error, recorder, trace=_stopped(store, error))
     finally:
         watcher().unregister(pk)
 
@@ -391,31 +527,24 @@ def run_served(pk: int) -> str | None:
 def _walk(
     run: ServedRun, runner: Runner, store: ServedStore, recorder: Recorder, token: str, cancel: threading.Event
 ) -> RunResult:
-    pk = run.pk
     tiers = [Tier(t.name, EventBackend(t.backend, t.name, recorder)) for t in runner.tiers]
     # Each ToolDef keeps its declaration (schemas, side effects, state); only its function is wrapped.
     tools = {
         name: replace(t, function=_tool_with_events(name, t.function, recorder))
         for name, t in (runner.tools or Registry()).items()
     }
-    live = store
 
-    def on_step(step: Step) -> None:
-        ServedRun.objects.filter(pk=pk, lease_owner=token).update(
-            trace=stored(live.trace.to_dict(include_rejected_text=True)), path=_path(live.trace)
-        )
-        if step.status != "end" and step.edge is not None:
-            recorder.node_start(step.edge.target, step.step + 1)
-
+    # Each step's checkpoint, with its events and the next node's node.start, is one
+    # transaction (ServedStore.append); the trace reaches the row when the run settles.
     def on_escalate(escalation: dict[str, Any]) -> None:
-        recorder.emit("escalated", dict(escalation))
+        recorder.emit("escalated", dict(escalation), now=True)
 
     common: dict[str, Any] = {
         "backend": tiers[0].backend,
         "tiers": tiers,
         "tools": tools,
         "store": store,
-        "options": RunOptions(on_step=on_step, on_escalate=on_escalate),
+        "options": RunOptions(on_escalate=on_escalate),
         "cancel": cancel,
     }
     answers = {run.answer_node: run.answer} if run.answer_node and run.answer is not None else None
@@ -448,7 +577,7 @@ def _resume(
     return resume_run(runner.pack, cid, **common)
 
 
-def _settle(run: ServedRun, token: str, result: RunResult, store: ServedStore) -> str | None:
+def _settle(run: ServedRun, token: str, result: RunResult, store: ServedStore, recorder: Recorder) -> str | None:
     from studio.deployments.webhooks import send_on_end
 
     trace = result.trace
@@ -474,10 +603,8 @@ def _settle(run: ServedRun, token: str, result: RunResult, store: ServedStore) -
             )
             if not leases.close(ServedRun, run.pk, token, status=S.WAITING, error="", **fields):
                 raise LeaseLost(str(run.pk))
-            events.record(
-                run.pk,
-                "waiting",
-                {"node": result.waiting_at, "reason": result.waiting_reason, "question": question},
+            _last_events(
+                recorder, "waiting", {"node": result.waiting_at, "reason": result.waiting_reason, "question": question}
             )
             _signal_waiting(run.pk)
             return S.WAITING
@@ -486,11 +613,7 @@ def _settle(run: ServedRun, token: str, result: RunResult, store: ServedStore) -
         fields.update(output=output, waiting_at="", waiting_reason="", question="", state=None)
         if not _close(run.pk, token, status, error, **fields):
             raise LeaseLost(str(run.pk))  # rolls the checkpoint's final status back too
-        events.record(
-            run.pk,
-            "run.end",
-            {"status": status, "output": output, "error": error, "tier": fields["tier"]},
-        )
+        _last_events(recorder, "run.end", {"status": status, "output": output, "error": error, "tier": fields["tier"]})
         send_on_end(run.pk)
     return status
 

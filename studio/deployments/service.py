@@ -19,7 +19,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from studio import packs
-from studio.deployments import events
+from studio.deployments import events, settled
 from studio.deployments.models import Deployment, DeploymentChange, ServedRun
 from studio.endpoints.models import Endpoint
 from studio.projects.models import Project
@@ -200,6 +200,7 @@ def cancel(run: ServedRun) -> bool:
     )
     if ended:
         events.record(run.pk, "run.end", {"status": S.CANCELLED, "error": "cancelled"})
+        settled.announce(run.pk)
         from studio.deployments.webhooks import send_on_end
 
         send_on_end(run.pk)
@@ -242,6 +243,7 @@ def reject_served_run(run: ServedRun | int, node: str, note: str, user: User) ->
             return False
         events.record(pk, "review.decided", {"node": node, "decision": "reject", "by": by, "note": note})
         events.record(pk, "run.end", {"status": S.FAILED, "error": f"rejected at {node}: {note}"})
+        settled.announce(pk)
         from studio.deployments.webhooks import send_on_end
 
         send_on_end(pk)

@@ -40,6 +40,8 @@ __all__ = ["baseline_panel", "eval_mark_baseline", "eval_summary", "eval_tiers",
 
 # -- summary ------------------------------------------------------------------------------
 
+MAX_FAILING = 20  # runs that did not pass, linked from the summary; the rest through the case table
+
 
 def baseline_panel(ev: Eval) -> dict[str, Any] | None:
     """The gate against the project's baseline; None for a cancelled eval, whose numbers
@@ -141,14 +143,16 @@ def eval_summary(request: StudioRequest, slug: str, eval_id: int) -> HttpRespons
         if ev.status == Eval.Status.CANCELLED
         else None
     )
-    failing = list(
-        ev.cases.exclude(status__in=["passed", "queued", "running", "cancelled"])
+    failing: list[dict[str, Any]] = [
+        {
+            **r,
+            "url": reverse("evals-case-trace", args=[ev.project.slug, ev.pk, r["case_id"], r["repeat"]]),
+            "tier": tier_word(r["tier"]),
+        }
+        for r in ev.cases.exclude(status__in=["passed", "queued", "running", "cancelled"])
         .order_by("case_id", "repeat")
-        .values("case_id", "repeat", "status", "blamed", "tier")[:20]
-    )
-    for r in failing:
-        r["url"] = reverse("evals-case-trace", args=[ev.project.slug, ev.pk, r["case_id"], r["repeat"]])
-        r["tier"] = tier_word(r["tier"])
+        .values("case_id", "repeat", "status", "blamed", "tier")[:MAX_FAILING]
+    ]
     context = context_for(
         ev,
         role,

@@ -2,7 +2,7 @@
 result page of the five example packs (summary, blame, coverage, tiers, cost, cases, a
 case, compare, the matrix), each saved as a screenshot (tests/support/screenshots.py);
 then a person filters the case table, downloads it, and adds a corrected case to the
-evalset from the drill-down; and the lists across projects."""
+evalset from the drill-down and from a try-it run; and the lists across projects."""
 
 from __future__ import annotations
 
@@ -91,6 +91,17 @@ def test_a_person_filters_cases_downloads_them_and_adds_a_corrected_case(page: A
     page.click("#add-to-evalset-button")
     page.wait_for_url(re.compile(rf".*/p/{slug}/evalset/$"))
     assert "from-the-browser" in page.locator("main").inner_text()
+
+    visit(page, f"{studio.url}/p/{slug}/runs/new")
+    page.click("main form button[type=submit]")
+    page.wait_for_url(re.compile(rf".*/p/{slug}/runs/\d+$"))
+    page.locator("#add-to-evalset").wait_for(timeout=120_000)  # shown once the run has ended
+    page.locator("#add-to-evalset summary").click()
+    page.fill("#add-to-evalset input[name=new_id]", "from-a-try-it-run")
+    save_screenshot(page, f"{slug}-try-it-add-to-evalset")
+    page.click("#add-to-evalset-button")
+    page.wait_for_url(re.compile(rf".*/p/{slug}/evalset/$"))
+    assert "from-a-try-it-run" in page.locator("main").inner_text()
 
     visit(page, f"{studio.url}/evals/?project={slug}")
     assert page.locator(f"#all-evals a[href='/p/{slug}/evals/{eval_id}/summary']").count() == 1

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.screenshots import save_screenshot
-from tests.support.started import Studio
+from tests.support.started import ROOT, Studio
 
+SCRIPT = ROOT / "packs" / "support_triage" / "fakes" / "scripted.json"
 PACKS = ("support_triage", "refund_desk", "invoice_extract", "lead_qualifier", "moderation")
 TABS = ("summary", "blame", "coverage", "tiers", "cost", "cases")
 
@@ -68,6 +69,31 @@ def test_a_person_filters_cases_downloads_them_and_adds_a_corrected_case(page: A
     visit(page, f"{studio.url}/p/{slug}/evals/{eval_id}/summary")
     assert page.locator("#tag-pass-rates tr[data-tag]").count() >= 1
     assert "unanswered" in page.locator("#eval-summary").inner_text()
+
+    # a model wrong 60% of the time: failures to blame, outcomes that change
+    visit(page, f"{studio.url}/endpoints/new")
+    page.fill("input[name=name]", "noisy-sim")
+    page.fill("input[name=spec]", f"sim:error=0.6,seed=5,invalid=0,base={SCRIPT}")
+    page.click("main form button[type=submit]")
+    page.wait_for_url(f"{studio.url}/endpoints/")
+    visit(page, f"{studio.url}/p/{slug}/evals/new")
+    page.locator("#eval-start input[type=checkbox]").first.uncheck()
+    page.locator("#eval-start label:has-text('noisy-sim') input").check()
+    page.click("#eval-start-button")
+    page.wait_for_url(re.compile(r".*/evals/\d+/$"))
+    noisy = re.search(r"/evals/(\d+)/", page.url).group(1)  # type: ignore[union-attr]
+    wait_until_ended(page, studio, slug, noisy)
+    visit(page, f"{studio.url}/p/{slug}/evals/{noisy}/blame")
+    blamed = page.locator("#node-blame .blamed-cases a").first
+    save_screenshot(page, f"{slug}-blame-noisy")
+    blamed.click()
+    page.wait_for_url(re.compile(r".*/cases/.+/\d+$"))
+    assert page.locator(".pill.failed").count() >= 1
+    visit(page, f"{studio.url}/p/{slug}/evals/compare?a={eval_id}&b={noisy}&changed=1")
+    assert page.locator("#case-pairs tr.differs").count() >= 1
+    save_screenshot(page, f"{slug}-compare-noisy")
+    visit(page, f"{studio.url}/p/{slug}/evals/matrix?evals={eval_id},{noisy}")
+    save_screenshot(page, f"{slug}-matrix-noisy")
 
     visit(page, f"{studio.url}/p/{slug}/evals/{eval_id}/cases")
     everything = page.locator("#cases tr[data-case]").count()

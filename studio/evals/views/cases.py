@@ -30,11 +30,11 @@ from studio.evals.results.cases import (
     export_response,
     matrix,
 )
-from studio.evals.views.common import context_for, dur, open_eval, pack_of, page, pct, usd
+from studio.evals.views.common import compact, context_for, dur, open_eval, pack_of, page, pct, usd
 from studio.http import StudioRequest
 from studio.numbers import whole_number
 
-__all__ = ["all_evals", "all_runs", "eval_add_case", "eval_cases", "eval_export", "eval_matrix", "pretty"]
+__all__ = ["all_evals", "all_runs", "eval_add_case", "eval_cases", "eval_export", "eval_matrix"]
 
 MAX_MATRIX = 8
 
@@ -42,14 +42,6 @@ MAX_MATRIX = 8
 def _ends_runs(kind: str) -> bool:
     found = NODE_KINDS.get(kind)
     return found is not None and (found.terminal or found.waits)
-
-
-def pretty(value: Any) -> str:
-    return "" if value is None else json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)
-
-
-def compact(value: Any) -> str:
-    return "" if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
 # -- the per-case table ---------------------------------------------------------------------------

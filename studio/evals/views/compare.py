@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.http import HttpResponse
@@ -16,6 +15,7 @@ from studio.evals.results.cases import compare_cases
 from studio.evals.results.compare import NotComparable, compare, history
 from studio.evals.views.common import (
     SHORT,
+    compact,
     delta_text,
     metric_text,
     open_eval,
@@ -32,10 +32,6 @@ __all__ = ["eval_compare", "eval_history"]
 # -- compare ------------------------------------------------------------------------------
 
 MAX_PAIRS = 500  # case rows side by side on the page; the API's /api/evals/compare has all
-
-
-def _compact(value: Any) -> str:
-    return "" if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
 def eval_compare(request: StudioRequest, slug: str) -> HttpResponse:
@@ -77,14 +73,14 @@ def eval_compare(request: StudioRequest, slug: str) -> HttpResponse:
     pairs = compare_cases(a, b, pack_of(a), pack_of(b), changed_only=changed_only)
     for row in pairs:
         row.update(
-            expected_text=_compact(row["expected"]),
-            input_text=_compact(row["input"]),
+            expected_text=compact(row["expected"]),
+            input_text=compact(row["input"]),
             a_url=reverse("evals-case-trace", args=[slug, a.pk, row["case_id"], row["repeat"]]) if row["a"] else "",
             b_url=reverse("evals-case-trace", args=[slug, b.pk, row["case_id"], row["repeat"]]) if row["b"] else "",
         )
         for side in ("a", "b"):
             if row[side] is not None:
-                row[side] = {**row[side], "output_text": _compact(row[side]["output"])}
+                row[side] = {**row[side], "output_text": compact(row[side]["output"])}
     context.update(
         pairs=pairs[:MAX_PAIRS],
         more_pairs=max(0, len(pairs) - MAX_PAIRS),

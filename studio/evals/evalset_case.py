@@ -12,6 +12,7 @@ where it came from."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,7 @@ from studio.projects.execute import validate_files
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo, StaleBase, StorageError
 
-__all__ = ["CaseRefused", "Saved", "add_case", "fresh_id"]
+__all__ = ["CaseRefused", "Saved", "add_case", "commit_case", "fresh_id"]
 
 CASE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$")
 
@@ -71,6 +72,31 @@ def add_case(
     case_id = case_id.strip()
     if case_id and not CASE_ID.match(case_id):
         raise CaseRefused(f"case id {case_id!r}: use letters, digits and - _ . : (at most 200)")
+
+    def make(taken: set[str]) -> dict[str, Any]:
+        if case_id and case_id in taken:
+            raise CaseRefused(f"the evalset already has a case {case_id!r}; choose another id", 409)
+        case: dict[str, Any] = {"id": case_id or fresh_id(default_id, taken), "input": input, "expected": expected}
+        if tags:
+            case["tags"] = [str(t) for t in tags if str(t).strip()]
+        if note:
+            case["note"] = note
+        return case
+
+    return commit_case(project, user, make, lambda case: message.strip() or f"Add case {case['id']} to the evalset")
+
+
+def commit_case(
+    project: Project,
+    user: User,
+    make: Callable[[set[str]], dict[str, Any]],
+    subject: Callable[[dict[str, Any]], str],
+) -> Saved:
+    """Append `make(ids already in the evalset)` to pack/evalset.jsonl on the head as one
+    commit by `user` with message `subject(case)`. Checked first: a case that would make
+    the pack fail to load is refused (CaseRefused 400) with nothing committed. When the
+    head moved under the save, the evalset is read again and the case made again (up to
+    three times). The review queue's add-to-gold commits through this too."""
     try:
         repo = PackRepo(project.repo_path)
     except StorageError as exc:
@@ -80,15 +106,7 @@ def add_case(
         head = repo.head()
         files = repo.files(head, prefix="pack/") if head else {}
         text = files.get(FILE, b"").decode("utf-8", errors="replace")
-        taken = {r.id for r in parse_rows(text)}
-        if case_id and case_id in taken:
-            raise CaseRefused(f"the evalset already has a case {case_id!r}; choose another id", 409)
-        new_id = case_id or fresh_id(default_id, taken)
-        case: dict[str, Any] = {"id": new_id, "input": input, "expected": expected}
-        if tags:
-            case["tags"] = [str(t) for t in tags if str(t).strip()]
-        if note:
-            case["note"] = note
+        case = make({r.id for r in parse_rows(text)})
         new_text = append_line(text, case_line(case))
         before = {p.message for p in validate_files(files)[1]}
         added = [p.message for p in validate_files({**files, FILE: new_text.encode()})[1] if p.message not in before]
@@ -100,12 +118,12 @@ def add_case(
                 base=head,
                 author=name,
                 email=user.email,
-                message=message.strip() or f"Add case {new_id} to the evalset",
+                message=subject(case),
             )
         except StaleBase:
             continue
         except StorageError as exc:
             raise CaseRefused(f"not saved: {exc}", 409) from None
         Project.objects.filter(pk=project.pk).update(head=repo.head() or "", updated_at=timezone.now())
-        return Saved(sha, new_id)
+        return Saved(sha, case["id"])
     raise CaseRefused("the evalset kept changing while it was being saved; try again", 409)

@@ -21,15 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.utils import timezone
 
 from studio.deployments.models import ServedRun
+from studio.evals.evalset_case import CaseRefused, commit_case
 from studio.evals.models import Eval, EvalCase
 from studio.evals.start import EvalRefused, start_eval
-from studio.projects.evalset import FILE, append_line, case_line, parse_rows
-from studio.projects.execute import validate_files
-from studio.projects.models import Project
-from studio.projects.storage import PackRepo, StaleBase, StorageError
 from studio.review.models import ReviewItem
 
 RESERVED = "pending"  # gold_commit while one request is committing: a second one is refused
@@ -105,38 +101,14 @@ def add_to_gold(item: ReviewItem, user: User, message: str = "") -> ReviewItem:
 
 
 def _commit(item: ReviewItem, user: User, message: str) -> tuple[str, str]:
-    project = item.project
+    def subject(case: dict[str, Any]) -> str:
+        return message.strip() or f"Add review item {item.pk} to gold ({item.deployment.name} at {item.node})"
+
     try:
-        repo = PackRepo(project.repo_path)
-    except StorageError as exc:
-        raise GoldRefused(str(exc)) from None
-    name = user.get_full_name() or user.username
-    for _ in range(3):  # the evalset moved under us: re-read and append again
-        head = repo.head()
-        files = repo.files(head, prefix="pack/")
-        text = files.get(FILE, b"").decode("utf-8", errors="replace")
-        case = case_for(item, {r.id for r in parse_rows(text)})
-        new_text = append_line(text, case_line(case))
-        before = {p.message for p in validate_files(files)[1]}
-        added = [p.message for p in validate_files({**files, FILE: new_text.encode()})[1] if p.message not in before]
-        if added:  # a gold case must never be what breaks the pack
-            raise GoldRefused(f"the case would not load: {'; '.join(added[:3])}", 400)
-        subject = message.strip() or f"Add review item {item.pk} to gold ({item.deployment.name} at {item.node})"
-        try:
-            sha = repo.save(
-                {f"pack/{FILE}": new_text.encode()},
-                base=head,
-                author=name,
-                email=user.email,
-                message=subject,
-            )
-        except StaleBase:
-            continue
-        except StorageError as exc:
-            raise GoldRefused(f"not saved: {exc}") from None
-        Project.objects.filter(pk=project.pk).update(head=repo.head() or "", updated_at=timezone.now())
-        return sha, case["id"]
-    raise GoldRefused("the evalset kept changing while it was being saved; try again")
+        saved = commit_case(item.project, user, lambda taken: case_for(item, taken), subject)
+    except CaseRefused as exc:
+        raise GoldRefused(str(exc), exc.status) from None
+    return saved.sha, saved.case_id
 
 
 def _start_eval(item: ReviewItem, user: User, sha: str) -> tuple[Eval | None, str]:

@@ -26,6 +26,14 @@ class Eval(models.Model):
     batch = models.CharField(max_length=32, blank=True)  # evals started together (one per endpoint)
     tags = models.JSONField(default=list)  # only cases with any of these tags; [] = all
     repeats = models.PositiveIntegerField(default=1)
+    # The tier ladder, small to large: endpoint ids (the first is `endpoint`); a case
+    # that fails its ladder on one tier climbs to the next, then to a person (docs/tiers.md).
+    # [] = no ladder: the one endpoint, as before.
+    tiers = models.JSONField(default=list, blank=True)
+    # The deployment whose version and tier ladder this eval runs ("Evaluate this deployment").
+    deployment = models.ForeignKey(
+        "deployments.Deployment", on_delete=models.SET_NULL, null=True, blank=True, related_name="evals"
+    )
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     total = models.PositiveIntegerField(default=0)  # case runs = cases x repeats
     is_baseline = models.BooleanField(default=False)
@@ -76,6 +84,7 @@ class EvalCase(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     attempts = models.PositiveIntegerField(default=0)  # task deliveries that started this case
     tier = models.CharField(max_length=16, blank=True)  # auto | escalated | failed
+    settled_by = models.CharField(max_length=100, blank=True)  # with tiers: the tier (or "person") that settled it
     blamed = models.CharField(max_length=100, blank=True)
     run_status = models.CharField(max_length=16, blank=True)  # the runtime's: done | failed | waiting ...
     path = models.JSONField(default=list)

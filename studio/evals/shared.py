@@ -21,7 +21,7 @@ from django.utils import timezone
 from studio.celery import app
 from studio.evals.models import Eval, EvalCase
 from studio.evals.results.nodes import node_stats
-from studio.evals.results.summary import metrics_of, summarize
+from studio.evals.results.summary import metrics_of, summarize, tiers_by_model
 from studio.evals.settings import setting
 
 log = logging.getLogger("packforge.studio.evals")
@@ -81,7 +81,7 @@ def summary_of(ev: Eval) -> dict[str, Any]:
     only those when summarizing fails."""
     base: dict[str, Any] = {"counts": counts_of(ev), "metrics": metrics_of(ev)}
     try:
-        return {**base, **summarize(ev), "node_stats": node_stats(ev)}
+        return {**base, **summarize(ev), "node_stats": node_stats(ev), "tiers_by_model": tiers_by_model(ev)}
     except Exception as exc:
         log.exception("summarize(eval %s) failed; storing the basic counts only", ev.pk)
         return {**base, "summary_error": f"{type(exc).__name__}: {exc}"}

@@ -19,7 +19,7 @@ from studio.evals.models import Eval
 from studio.evals.results.calibration import calibration
 from studio.evals.results.fields import field_scores
 from studio.evals.results.gate import baseline_for, gate
-from studio.evals.results.summary import case_pass_rates, tiers
+from studio.evals.results.summary import case_pass_rates, tiers, tiers_by_model
 from studio.evals.views.common import (
     RATES,
     context_for,
@@ -126,6 +126,7 @@ def eval_summary(request: StudioRequest, slug: str, eval_id: int) -> HttpRespons
         gate=baseline_panel(ev),
         per_case=per_case,
         fields=field_panel(ev),
+        ladder=model_tier_rows(ev) if ev.tiers else [],
         **shown,
     )
     return page(request, "evals/results_summary.html", context, fragments=("baseline-panel",))
@@ -204,8 +205,35 @@ def eval_tiers(request: StudioRequest, slug: str, eval_id: int) -> HttpResponse:
     target = whole_number(request.GET.get("target", "95"), minimum=1, maximum=100) or 95
     pack = pack_of(ev)
     gated = [_gated_node(cal, target / 100) for cal in (calibration(ev, pack) if pack is not None else {}).values()]
-    context = context_for(ev, role, "tiers", split=split, chart=chart, accuracy=accuracy, gated=gated, target=target)
+    context = context_for(
+        ev,
+        role,
+        "tiers",
+        split=split,
+        chart=chart,
+        accuracy=accuracy,
+        gated=gated,
+        target=target,
+        ladder=model_tier_rows(ev),
+    )
     return page(request, "evals/results_tiers.html", context)
+
+
+def model_tier_rows(ev: Eval) -> list[dict[str, Any]]:
+    """The per-model-tier table (results.summary.tiers_by_model) with its texts."""
+    rows = tiers_by_model(ev)
+    for r in rows:
+        r.update(
+            share_text=pct(r["share"]),
+            accuracy_text=pct(r["accuracy"]),
+            cost_text="—" if r["person"] else usd(r["cost_usd"]),
+            tokens_text="—" if r["person"] else f"{r['tokens']:,}",
+            calls_text="—" if r["person"] else str(r["model_calls"]),
+            escalations_text="—"
+            if r["person"]
+            else f"{r['escalations']['fail']} fail, {r['escalations']['unsure']} unsure",
+        )
+    return rows
 
 
 def _gated_node(cal: Calibration, target: float) -> dict[str, Any]:

@@ -116,6 +116,7 @@ PINNED = [
     "Registry",
     "ToolDef",
     "ToolOutcome",
+    "ToolTape",  # recorded tool results (runtime.recordings): evaluate(tape=), the studio's evals
     "tool",
     "tool_def",
 ]

@@ -8,7 +8,11 @@ for the pack's own model; one eval per endpoint is made, sharing a `batch`. `tie
 (endpoint ids or names, small to large) makes one eval whose cases climb that ladder;
 `deployment` (a deployment's name, instead of `project`) evaluates that deployment:
 its version over its tier ladder (docs/serving.md, "Evaluating a deployment"). A
-deployment-scoped token may not start evals (it reaches only its deployment's runs)."""
+deployment-scoped token may not start evals (it reaches only its deployment's runs).
+`record_tools` keeps every tool call's result on the eval (its tape, downloadable
+from /p/<slug>/evals/<id>/tools.jsonl once it ends); `replay_tools_from` (a finished
+recording eval's id) answers every tool call from that tape, calling no tool
+(docs/tools.md, "Recorded tool results")."""
 
 from __future__ import annotations
 
@@ -39,6 +43,8 @@ class EvalIn(Schema):
     deployment: str | None = None  # evaluate this deployment: its version over its tiers
     tags: list[str] = Field(default_factory=list)
     repeats: int = 1
+    record_tools: bool = False  # keep every tool call's result (the eval's tape)
+    replay_tools_from: int | None = None  # answer tool calls from this recording eval's tape
 
 
 class CountsOut(Schema):
@@ -51,6 +57,7 @@ class CountsOut(Schema):
     error: int
     cancelled: int
     escalated: int
+    diverged: int = 0
 
 
 class EvalOut(Schema):
@@ -60,6 +67,8 @@ class EvalOut(Schema):
     endpoint: str | None
     tiers: list[int]
     deployment: str | None
+    tools_mode: str  # "" (tools called live) | record | replay
+    tools_from: int | None  # the recording a replay replays
     model_spec: str
     batch: str
     tags: list[str]
@@ -128,6 +137,8 @@ def eval_out(ev: Eval, counts: dict[str, int] | None = None) -> EvalOut:
         endpoint=ev.endpoint.name if ev.endpoint else None,
         tiers=list(ev.tiers),
         deployment=ev.deployment.name if ev.deployment else None,
+        tools_mode=ev.tools_mode,
+        tools_from=ev.tools_from_id,
         model_spec=ev.model_spec,
         batch=ev.batch,
         tags=ev.tags,
@@ -165,6 +176,8 @@ def start(request: StudioRequest, payload: EvalIn) -> Status[StartOut]:
                 tiers=payload.tiers,
                 tags=payload.tags,
                 repeats=payload.repeats,
+                record_tools=payload.record_tools,
+                replay_tools_from=payload.replay_tools_from,
             )
     except EvalRefused as exc:
         raise HttpError(400, str(exc)) from None
@@ -181,7 +194,14 @@ def _start_deployment_eval(request: StudioRequest, payload: EvalIn) -> Eval:
         raise EvalRefused(f"deployment {deployment.name!r} is not of project {payload.project!r}")
     if payload.version is not None or payload.tiers or payload.endpoints not in ([None], []):
         raise EvalRefused("a deployment's eval runs its version over its tiers; leave version, endpoints and tiers out")
-    return start_deployment_eval(deployment, user=request.user, tags=payload.tags, repeats=payload.repeats)
+    return start_deployment_eval(
+        deployment,
+        user=request.user,
+        tags=payload.tags,
+        repeats=payload.repeats,
+        record_tools=payload.record_tools,
+        replay_tools_from=payload.replay_tools_from,
+    )
 
 
 @router.get("", response={200: list[EvalOut], **ERRORS, **INVALID}, summary="A project's evals, newest first")

@@ -17,7 +17,7 @@ from studio import packs
 from studio.deployments.models import Deployment
 from studio.endpoints.execute import spec_for
 from studio.endpoints.models import Endpoint
-from studio.evals import shared
+from studio.evals import recordings, shared
 from studio.evals.models import Eval, EvalCase
 from studio.evals.settings import setting
 from studio.evals.shared import S, finish_if_done
@@ -121,11 +121,17 @@ def start_eval(
     repeats: int = 1,
     tiers: Sequence[int | str] = (),
     deployment: Deployment | None = None,
+    record_tools: bool = False,
+    replay_tools_from: Eval | int | None = None,
 ) -> list[Eval]:
     """Write one Eval per endpoint (one `batch`) and its case rows, and enqueue one task
     per case once the rows are committed. With `tiers` (endpoint ids or names, small to
     large): one Eval whose cases climb that ladder (docs/tiers.md). `deployment`: the
-    deployment the eval is of (start_deployment_eval), for the record."""
+    deployment the eval is of (start_deployment_eval), for the record. `record_tools`:
+    keep every tool call's result (the Eval's tape once it ends); `replay_tools_from`:
+    a finished recording eval of this project whose tape answers every tool call, no
+    tool called (docs/tools.md, "Recorded tool results")."""
+    mode, source = _tools_mode(project, record_tools, replay_tools_from)
     plan = plan_eval(project, version=version, endpoints=endpoints, tags=tags, repeats=repeats, tiers=tiers)
     batch = uuid.uuid4().hex[:12]
     made: list[Eval] = []
@@ -139,6 +145,9 @@ def start_eval(
                 endpoint=endpoint,
                 tiers=[e.pk for e in plan.tiers],
                 deployment=deployment,
+                tools_mode=mode,
+                tools_from=source,
+                tape=source.tape if source is not None else "",
                 model_spec=_model_spec(plan, endpoint),
                 batch=batch,
                 tags=clean_tags,
@@ -155,13 +164,32 @@ def start_eval(
     return made
 
 
+def _tools_mode(project: Project, record: bool, replay_from: Eval | int | None) -> tuple[str, Eval | None]:
+    if replay_from is None:
+        return (recordings.RECORD if record else ""), None
+    if record:
+        raise EvalRefused("record tool results or replay them, not both (a replay calls no tool)")
+    try:
+        return recordings.REPLAY, recordings.replay_source(project.pk, replay_from)
+    except (recordings.RecordingRefused, ValueError) as exc:
+        raise EvalRefused(str(exc)) from None
+
+
 def _model_spec(plan: Plan, endpoint: Endpoint | None) -> str:
     if plan.tiers:
         return " > ".join(spec_for(e) for e in plan.tiers)[:500]
     return spec_for(endpoint) if endpoint is not None else (plan.pack.model or "")
 
 
-def start_deployment_eval(deployment: Deployment, *, user: User, tags: Sequence[str] = (), repeats: int = 1) -> Eval:
+def start_deployment_eval(
+    deployment: Deployment,
+    *,
+    user: User,
+    tags: Sequence[str] = (),
+    repeats: int = 1,
+    record_tools: bool = False,
+    replay_tools_from: Eval | int | None = None,
+) -> Eval:
     """Evaluate a deployment: its version over its tier ladder (a deployment without
     tiers runs on the pack's own model, as it serves)."""
     if not deployment.version:
@@ -174,6 +202,8 @@ def start_deployment_eval(deployment: Deployment, *, user: User, tags: Sequence[
         tags=tags,
         repeats=repeats,
         deployment=deployment,
+        record_tools=record_tools,
+        replay_tools_from=replay_tools_from,
     )
     return ev
 

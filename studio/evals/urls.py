@@ -16,6 +16,7 @@ urlpatterns = [
     path("<int:eval_id>/blame", blame.eval_blame, name="evals-blame"),
     path("<int:eval_id>/coverage", blame.eval_coverage, name="evals-coverage"),
     path("<int:eval_id>/tiers", summary.eval_tiers, name="evals-tiers"),
+    path("<int:eval_id>/tools.jsonl", summary.eval_tools_tape, name="evals-tools-tape"),
     path("<int:eval_id>/cost", cost.eval_cost, name="evals-cost"),
     path("<int:eval_id>/cases/<path:case_id>/<int:repeat>", cost.eval_case, name="evals-case-trace"),
     path("<int:eval_id>/baseline", summary.eval_mark_baseline, name="evals-mark-baseline"),

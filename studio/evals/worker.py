@@ -43,17 +43,21 @@ from runtime import (
     Case,
     FencedOut,
     Pack,
+    RunOptions,
     RunResult,
     RunStateError,
     Tier,
     Tool,
+    ToolTape,
     open_backend,
     resume_run,
     run_pack,
     score_case,
 )
+from runtime.recordings import RunTape
 from studio import host_tools, leases, packs
 from studio.endpoints.models import Endpoint
+from studio.evals import recordings
 from studio.evals.limits import capped_endpoint, endpoint_tiers
 from studio.evals.models import Eval, EvalCase
 from studio.evals.recovery import watcher
@@ -80,6 +84,7 @@ class Runner:
     backend: Backend
     tools: dict[str, Tool] | None
     tiers: list[Tier] | None = None  # the eval's tier ladder (backend is tier 0's); None: no ladder
+    replaying: ToolTape | None = None  # the tool recording a replaying eval answers from
 
     def close(self) -> None:
         for backend in [t.backend for t in self.tiers] if self.tiers else [self.backend]:
@@ -133,10 +138,11 @@ def open_tiers(ev: Eval, pack: Pack) -> list[Tier]:
 def open_runner(ev: Eval) -> Runner:
     got = packs.load_folder(_pack_dir(ev.project, ev.version), ev.version, own_model=False).ensure_runnable()
     cases = {c.id: c for c in got.pack.cases}
+    replaying = recordings.replay_tape(ev)
     if ev.tiers:
         tiers = open_tiers(ev, got.pack)
-        return Runner(got.pack, cases, tiers[0].backend, got.tools, tiers)
-    return Runner(got.pack, cases, open_model(ev, got.pack), got.tools)
+        return Runner(got.pack, cases, tiers[0].backend, got.tools, tiers, replaying)
+    return Runner(got.pack, cases, open_model(ev, got.pack), got.tools, None, replaying)
 
 
 def runner_for(ev: Eval) -> Runner:
@@ -217,11 +223,16 @@ def _run_claimed(case: EvalCase, ev: Eval, token: str) -> str | None:
                 else None
             )
         store = EvalCaseStore()
+        hook = recordings.hook_for(ev, runner.replaying)
         # The first claim of a case cannot find a checkpoint: only a claim can begin one.
-        result = _walk(runner, gold, case.run_id, store, active.cancel, maybe_begun=case.attempts > 1)
+        result = _walk(runner, gold, case.run_id, store, active.cancel, maybe_begun=case.attempts > 1, tape=hook)
         if active.lost:
             raise LeaseLost(case.run_id)
         fields = outcome_fields(runner.pack, gold, result, store)
+        fields.update(stored(recordings.case_fields(ev, hook, result)))
+        if fields.get("diverged") and fields["status"] != S.CANCELLED:
+            # its outcome needed a tool call the recording does not have: not scored
+            fields.update(status=S.DIVERGED, blamed="", error="; ".join(fields["diverged"])[:2000])
         with transaction.atomic():
             store.commit_final()
             if not EvalCase.objects.filter(pk=case.pk, lease_owner=token, status=S.RUNNING).update(**fields):
@@ -246,7 +257,13 @@ def _run_claimed(case: EvalCase, ev: Eval, token: str) -> str | None:
 
 
 def _walk(
-    runner: Runner, gold: Case, run_id: str, store: EvalCaseStore, cancel: threading.Event, maybe_begun: bool = True
+    runner: Runner,
+    gold: Case,
+    run_id: str,
+    store: EvalCaseStore,
+    cancel: threading.Event,
+    maybe_begun: bool = True,
+    tape: RunTape | None = None,
 ) -> RunResult:
     common: dict[str, Any] = {
         "backend": runner.backend,
@@ -255,6 +272,7 @@ def _walk(
         "answers": gold.human,
         "cancel": cancel,
         "tiers": runner.tiers,
+        "options": RunOptions(tape=tape),
     }
     if maybe_begun and store.exists(run_id):
         return resume_run(runner.pack, run_id, **common)

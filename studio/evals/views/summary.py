@@ -7,14 +7,14 @@ from typing import Any
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from runtime import DEFAULT_TOLERANCES, METRIC_DIRECTIONS, Calibration
 from studio.accounts.models import Role
-from studio.evals import charts
+from studio.evals import charts, recordings
 from studio.evals.models import Eval
 from studio.evals.results.calibration import calibration
 from studio.evals.results.fields import field_scores
@@ -34,7 +34,7 @@ from studio.evals.views.common import (
 from studio.http import StudioRequest
 from studio.numbers import whole_number
 
-__all__ = ["baseline_panel", "eval_mark_baseline", "eval_summary", "eval_tiers", "field_panel"]
+__all__ = ["baseline_panel", "eval_mark_baseline", "eval_summary", "eval_tiers", "eval_tools_tape", "field_panel"]
 
 # -- summary ------------------------------------------------------------------------------
 
@@ -127,6 +127,7 @@ def eval_summary(request: StudioRequest, slug: str, eval_id: int) -> HttpRespons
         per_case=per_case,
         fields=field_panel(ev),
         ladder=model_tier_rows(ev) if ev.tiers else [],
+        tools=recordings.tools_summary(ev) if ev.tools_mode else None,
         **shown,
     )
     return page(request, "evals/results_summary.html", context, fragments=("baseline-panel",))
@@ -170,6 +171,17 @@ def _after_baseline(request: StudioRequest, ev: Eval, role: Role, status: int = 
         return redirect("evals-summary", ev.project.slug, ev.pk)
     response = eval_summary(request, ev.project.slug, ev.pk)  # the page, with the message, under the error status
     response.status_code = status
+    return response
+
+
+def eval_tools_tape(request: StudioRequest, slug: str, eval_id: int) -> HttpResponse:
+    """The eval's tool recording (JSONL, one call a line): what `packforge eval
+    --replay-tools FILE` reads too. 404 until a recording eval has ended."""
+    ev, _ = open_eval(request, slug, eval_id)
+    if not ev.tape:
+        raise Http404("this eval has no tool recording (yet)")
+    response = HttpResponse(ev.tape, content_type="application/x-ndjson; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="eval-{ev.pk}-tools.jsonl"'
     return response
 
 

@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from django.conf import settings
 
 from runtime import Backend, Cancelled, ModelCall, ModelReply, Tier
-from studio.endpoints.execute import open_endpoint
 from studio.evals.settings import setting
 
 if TYPE_CHECKING:
@@ -240,6 +239,9 @@ def capped_endpoint(endpoint: Endpoint, *, base_dir: Path | None, default: str |
     """`endpoint`'s backend, each call holding a slot of the endpoint's global cap: the
     one construction evals, eval tier ladders and served runs share (one cap per endpoint
     whoever calls it)."""
+    # imported here: this module is imported without Django's apps (a slot-holding subprocess)
+    from studio.endpoints.execute import open_endpoint
+
     inner = open_endpoint(endpoint, base_dir=base_dir, default=default)
     return CappedBackend(inner, slots(), f"endpoint-{endpoint.pk}", endpoint.concurrency)
 

@@ -22,6 +22,7 @@ from typing import Any
 from django.db.models import Count, Q, QuerySet
 from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError
+from pydantic import model_validator
 
 from studio.accounts.access import eval_for, project_for
 from studio.deployments.access import deployment_for
@@ -45,6 +46,12 @@ class EvalIn(Schema):
     repeats: int = 1
     record_tools: bool = False  # keep every tool call's result (the eval's tape)
     replay_tools_from: int | None = None  # answer tool calls from this recording eval's tape
+
+    @model_validator(mode="after")
+    def _project_or_deployment(self) -> EvalIn:
+        if self.project is None and self.deployment is None:
+            raise ValueError("give the project (its slug), or a deployment to evaluate")
+        return self
 
 
 class CountsOut(Schema):
@@ -165,8 +172,7 @@ def start(request: StudioRequest, payload: EvalIn) -> Status[StartOut]:
         if payload.deployment is not None:
             evals = [_start_deployment_eval(request, payload)]
         else:
-            if payload.project is None:  # as a body without a required field: 422
-                raise HttpError(422, "give the project (its slug), or a deployment to evaluate")
+            assert payload.project is not None  # EvalIn checks: one of project and deployment
             project, _ = project_for(request.user, payload.project, edit=True)
             evals = start_eval(
                 project,

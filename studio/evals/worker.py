@@ -43,11 +43,11 @@ from runtime import (
     Case,
     FencedOut,
     Pack,
+    Registry,
     RunOptions,
     RunResult,
     RunStateError,
     Tier,
-    Tool,
     ToolTape,
     open_backend,
     resume_run,
@@ -82,7 +82,7 @@ class Runner:
     pack: Pack
     cases: dict[str, Case]
     backend: Backend
-    tools: dict[str, Tool] | None
+    tools: Registry | None
     tiers: list[Tier] | None = None  # the eval's tier ladder (backend is tier 0's); None: no ladder
     replaying: ToolTape | None = None  # the tool recording a replaying eval answers from
 

@@ -9,12 +9,12 @@ this module only chooses the tape, gathers counts and stores them."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.db.models import Count, Q, Sum
 
-from runtime import RunResult, ToolTape
-from runtime.recordings import RecordedCall, RunTape
+from runtime import RunResult, RunTape, ToolTape
 from studio.evals.models import Eval, EvalCase
 
 __all__ = [
@@ -89,18 +89,10 @@ def case_fields(ev: Eval, hook: RunTape | None, result: RunResult) -> dict[str, 
 
 def tape_of(ev: Eval) -> str:
     """A recording eval's whole tape, JSONL (from its cases' rows), when it ends."""
-    tape = ToolTape(RECORD)
     rows = EvalCase.objects.filter(eval=ev).order_by("repeat", "pk").values_list("tape", flat=True)
-    for calls in rows.iterator():
-        for data in calls or []:
-            call = RecordedCall.from_dict(data)
-            if call.error is not None:
-                tape.record_failure(
-                    call.case_id, call.node, call.index, call.tool, call.args, call.error["kind"], call.error["reason"]
-                )
-            else:
-                tape.record(call.case_id, call.node, call.index, call.tool, call.args, call.result)
-    return tape.to_jsonl()
+    lines = "".join(json.dumps(call) + "\n" for calls in rows.iterator() for call in calls or [])
+    # one tape: the first run of a case to make a call at an index keeps it (repeats)
+    return ToolTape.from_jsonl(lines, RECORD, name=f"eval {ev.pk}'s cases").to_jsonl()
 
 
 def tools_summary(ev: Eval) -> dict[str, Any]:

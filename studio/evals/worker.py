@@ -47,6 +47,7 @@ from runtime import (
     RunOptions,
     RunResult,
     RunStateError,
+    RunTape,
     Tier,
     ToolTape,
     open_backend,
@@ -54,7 +55,6 @@ from runtime import (
     run_pack,
     score_case,
 )
-from runtime.recordings import RunTape
 from studio import host_tools, leases, packs
 from studio.endpoints.models import Endpoint
 from studio.evals import recordings

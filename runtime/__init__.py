@@ -69,6 +69,7 @@ from runtime.pack.yamlsrc import nearest as nearest_key
 from runtime.paths import MAX_DEPTH as MAX_PATH_DEPTH
 from runtime.paths import path_problem
 from runtime.paths import shown as shown_path
+from runtime.recordings import RunTape, ToolTape
 from runtime.scoring import baseline_summary, case_score, field_matches, field_table, observed, set_f1
 from runtime.stats import mcnemar_exact, paired_outcomes, percentile, wilson_interval
 from runtime.tiers import PERSON, Tier, check_answer, node_schema
@@ -133,6 +134,7 @@ __all__ = [
     "RunRecord",
     "RunResult",
     "RunStateError",
+    "RunTape",
     "SQLiteStore",
     "SimConfig",
     "SourceMap",
@@ -142,6 +144,7 @@ __all__ = [
     "ToolCall",
     "ToolDef",
     "ToolOutcome",
+    "ToolTape",
     "Trace",
     "baseline_document",
     "baseline_summary",

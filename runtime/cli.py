@@ -22,13 +22,14 @@ from runtime.walker import RunResult, resume_run, run_pack
 
 if TYPE_CHECKING:
     from runtime.evaluate import EvalReport
+    from runtime.recordings import ToolTape
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING = 0, 1, 2, 3
 EXIT_GATE_FAILED = 4  # eval --baseline: a metric regressed beyond its tolerance
 
 EVAL_EPILOG = """exit status: 0 every case passed, or with --baseline the gate passed (even if some
-cases failed); 1 some cases failed (no --baseline); 4 the baseline gate failed;
-2 bad usage or a bad pack."""
+cases failed); 1 some cases failed or diverged from --replay-tools (no --baseline);
+4 the baseline gate failed; 2 bad usage or a bad pack."""
 
 
 class UsageError(PackforgeError):
@@ -87,6 +88,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the report as one JSON document")
     p.add_argument("--baseline", help="gate on this baseline file: exit 4 on a regression, else 0")
     p.add_argument("--write-baseline", metavar="FILE", help="write this run's metrics as a baseline")
+    p.add_argument(
+        "--record-tools", metavar="FILE", help="record every tool call's result to FILE (JSONL) for --replay-tools"
+    )
+    p.add_argument(
+        "--replay-tools",
+        metavar="FILE",
+        help="answer tool calls from a --record-tools FILE, calling no tool; a case that calls otherwise is 'diverged'",
+    )
     _add_long_eval_options(p)
     p.add_argument("--target-auto-accuracy", type=float, default=0.95, metavar="P", help="for calibration")
 
@@ -358,10 +367,25 @@ def _eval_progress(args: argparse.Namespace, total: int) -> EvalProgress | None:
 
 
 def _eval_exit_code(report: EvalReport, gate: list[dict[str, Any]] | None) -> int:
-    """With --baseline the gate decides (4 when it failed); else 1 when any case failed."""
+    """With --baseline the gate decides (4 when it failed); else 1 when any case failed
+    or diverged from a replayed tool recording."""
     if gate is not None:
         return EXIT_OK if all(r["ok"] for r in gate) else EXIT_GATE_FAILED
-    return EXIT_OK if report.passed == report.total else EXIT_FAILED
+    diverged = len(report.cases) - report.total
+    return EXIT_OK if report.passed == report.total and not diverged else EXIT_FAILED
+
+
+def _tape(args: argparse.Namespace) -> ToolTape | None:
+    """--record-tools FILE (a tape written when the eval ends) or --replay-tools FILE."""
+    from runtime.recordings import ToolTape
+
+    if args.record_tools and args.replay_tools:
+        raise UsageError("give --record-tools or --replay-tools, not both")
+    if args.replay_tools:
+        return ToolTape.load(args.replay_tools)
+    if args.record_tools:
+        return ToolTape("record")
+    return None
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -381,6 +405,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     tags = set(args.tags.split(",")) if args.tags else None
     progress = _eval_progress(args, len(select_cases(pack, tags)) * args.repeats)
     tiers: list[Tier] | None = None
+    tape = _tape(args)
     try:
         tiers = _tiers(pack, args, backend)
         report = evaluate(
@@ -393,7 +418,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
             repeats=args.repeats,
             on_case=(lambda case: progress.update(case.passed)) if progress is not None else None,
             tiers=tiers,
+            tape=tape,
         )
+        if tape is not None and tape.mode == "record":
+            tape.save(args.record_tools)
     finally:
         backend.close()
         _close_tiers(tiers)

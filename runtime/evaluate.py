@@ -21,6 +21,7 @@ from runtime.checkpoint import CheckpointStore, MemoryStore
 from runtime.logs import redact_data
 from runtime.pack.fields import FieldRule, rule_for, same
 from runtime.pack.model import Case, Edge, Pack
+from runtime.recordings import ToolTape
 from runtime.scoring import baseline_summary, case_score, field_table, observed, trivial_answers
 from runtime.stats import percentile, wilson_interval
 from runtime.tiers import PERSON, Tier
@@ -29,6 +30,7 @@ from runtime.trace import Trace
 from runtime.walker import RunOptions, RunResult, run_pack
 
 SCHEMA_CATEGORIES = ("parse", "schema", "truncated")
+DIVERGED = "diverged"  # a case's status when its tool calls left the replayed recording
 
 # What a case problem is about: the end node the case names ("end"), the run's status
 # when the case names no end ("status"), the path the case names ("path").
@@ -97,6 +99,15 @@ class CaseResult:
     score: float = 0.0  # partial credit: the share of expected fields that match by their rule
     expected: dict[str, Any] = field(default_factory=dict)  # the case's gold values, for the baseline
     settled_by: str | None = None  # with model tiers: the tier (or "person") the case needed at most
+    # Replaying a tool recording (evaluate(tape=)): why this run's calls left it. A
+    # diverged case has status "diverged": neither passed nor a model failure.
+    diverged: list[str] = field(default_factory=list)
+
+    @property
+    def tool_counts(self) -> dict[str, int]:
+        """Tool calls made live and answered without calling (a recording, the journal)."""
+        replayed = sum(1 for t in self.trace.tool_calls if t.replayed)
+        return {"live": len(self.trace.tool_calls) - replayed, "replayed": replayed}
 
     @property
     def schema_violations(self) -> int:
@@ -116,6 +127,21 @@ class EvalReport:
     rules: dict[str, FieldRule] = field(default_factory=dict)  # the pack's `fields:`
     train_tag: str | None = None  # the pack's `train_tag`: its cases are the train split
     ladder: list[str] = field(default_factory=list)  # the model tiers' names, small to large ([] without tiers)
+    tape: str | None = None  # "record" | "replay" when evaluated with a tool recording
+
+    def tool_recording(self) -> dict[str, Any]:
+        """Tool calls made live and replayed over every run, and the diverged runs
+        (docs/tools.md, "Recorded tool results")."""
+        counts = [c.tool_counts for c in self.cases]
+        return {
+            "mode": self.tape,
+            "live": sum(c["live"] for c in counts),
+            "replayed": sum(c["replayed"] for c in counts),
+            "diverged": sum(1 for c in self.cases if c.diverged),
+            "diverged_cases": [
+                {"id": c.case_id, "repeat": c.repeat, "reasons": c.diverged} for c in self.cases if c.diverged
+            ],
+        }
 
     def rows(self) -> list[tuple[dict[str, Any], dict[str, Any]]]:
         """(expected, actual) per case, as runtime.scoring reads them."""
@@ -137,7 +163,9 @@ class EvalReport:
 
     @property
     def total(self) -> int:
-        return len(self.cases)
+        """Runs scored: every run but the diverged ones (a replayed tool recording could
+        not answer them), which are neither passes nor failures."""
+        return sum(1 for c in self.cases if not c.diverged)
 
     @property
     def passed(self) -> int:
@@ -152,7 +180,8 @@ class EvalReport:
         return sum(c.passed for c in rest), len(rest)
 
     def failures_by_node(self) -> dict[str, int]:
-        return dict(Counter(c.blamed or "(none)" for c in self.cases if not c.passed).most_common())
+        failed = [c for c in self.cases if not c.passed and not c.diverged]
+        return dict(Counter(c.blamed or "(none)" for c in failed).most_common())
 
     def coverage(self) -> dict[str, Any]:
         taken = Counter(i for c in self.cases for i in set(c.edges))
@@ -301,6 +330,7 @@ class EvalReport:
             "repeats": self.repeats,
             "consistency": self.consistency(),
             "calibration": self.calibration(target_auto_accuracy),
+            "tool_recording": self.tool_recording(),
             "cases": [_case_dict(c, traces=traces, rejected_text=rejected_text) for c in self.cases],
         }
 
@@ -323,6 +353,8 @@ def _case_dict(c: CaseResult, *, traces: bool = False, rejected_text: bool = Fal
         "tier": c.tier,
         "settled_by": c.settled_by,
         "blamed": c.blamed,
+        "tool_calls": c.tool_counts,
+        "diverged": c.diverged,
         "output": c.output,
         "committed": c.committed,
         "path": c.path,
@@ -367,12 +399,16 @@ def evaluate(
     on_case: Callable[[CaseResult], None] | None = None,
     repeats: int = 1,
     tiers: Sequence[Tier] | None = None,
+    tape: ToolTape | None = None,
 ) -> EvalReport:
     """Run every case (those with any of `tags`, when given) `repeats` times with bounded
     concurrency. Run ids are `<run_prefix>-<case>`, or `<run_prefix>-<case>-r<k>` (k from
     1) when `repeats` > 1. `on_case` is called once per finished run, one call at a time.
     `tiers`: model tiers for every run (docs/tiers.md; `backend` should be tier 0's);
-    the report's `tiers_by_model` splits cases and spend by tier."""
+    the report's `tiers_by_model` splits cases and spend by tier. `tape`: a tool
+    recording (runtime.recordings) that every run records its tool calls into (mode
+    "record") or takes their results from, calling no tool (mode "replay"); a run whose
+    calls diverge from it is reported `diverged`, never passed or blamed."""
     if repeats < 1:
         raise ValueError("repeats must be at least 1")
     store = store if store is not None else MemoryStore()
@@ -386,6 +422,7 @@ def evaluate(
         rules=pack.fields,
         train_tag=pack.train_tag,
         ladder=[t.name for t in tiers or []],
+        tape=tape.mode if tape is not None else None,
     )
     report.expected = {c.id: dict(c.expected) for c in select_cases(pack, tags)}
     report.gates = gate_minimums(pack)
@@ -393,6 +430,7 @@ def evaluate(
 
     def one(planned: tuple[Case, int]) -> CaseResult:
         case, k = planned
+        hook = tape.for_run() if tape is not None else None
         result = run_pack(
             pack,
             case.input,
@@ -402,11 +440,13 @@ def evaluate(
             run_id=f"{run_prefix}-{case.id}" + (f"-r{k}" if repeats > 1 else ""),
             case_id=case.id,
             answers=case.human,
-            options=RunOptions(),
+            options=RunOptions(tape=hook),
             tiers=tiers,
         )
         scored = score_case(pack, case, result)
         scored.repeat = k
+        if hook is not None and hook.diverged:
+            mark_diverged(scored, hook.divergences)
         if on_case is not None:
             with lock:
                 on_case(scored)
@@ -415,6 +455,15 @@ def evaluate(
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         report.cases = list(pool.map(one, runs))
     return report
+
+
+def mark_diverged(scored: CaseResult, reasons: list[str]) -> None:
+    """A run whose tool calls left the replayed recording: not a pass, not a failure
+    of the pack or its model (its outcome would have needed a live tool call)."""
+    scored.diverged = list(reasons)
+    scored.passed = False
+    scored.status = DIVERGED
+    scored.blamed = None
 
 
 def score_case(pack: Pack, case: Case, result: RunResult) -> CaseResult:

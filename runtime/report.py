@@ -20,6 +20,11 @@ def format_report(report: EvalReport, gate: list[dict[str, Any]] | None = None) 
     for case in report.cases:
         if case.passed:
             continue
+        if case.diverged:
+            run = f" run {case.repeat}" if report.repeats > 1 else ""
+            lines.append(f"  DIVERGED {case.case_id}{run}: not scored; its tool calls left the recording")
+            lines.extend(f"    {reason}" for reason in case.diverged)
+            continue
         run = f" run {case.repeat}" if report.repeats > 1 else ""
         tier = TIER_WORDS.get(case.tier, case.tier)
         lines.append(f"  FAIL {case.case_id}{run} [{case.blamed or '?'}] (run {case.status}, tier {tier})")
@@ -46,6 +51,12 @@ def format_report(report: EvalReport, gate: list[dict[str, Any]] | None = None) 
         f"  tiers: auto {t['auto']} (accuracy {acc}), escalated {t['escalated']}, {TIER_WORDS['failed']} {t['failed']}"
     )
     lines.extend(_tier_model_lines(report))
+    if report.tape is not None:
+        rec = report.tool_recording()
+        lines.append(
+            f"  tool recording ({rec['mode']}): {rec['live']} live tool calls, {rec['replayed']} replayed, "
+            f"{rec['diverged']} diverged run{'s' if rec['diverged'] != 1 else ''}"
+        )
     pc = report.per_case()
     m = report.metrics()
     tokens = pc["prompt_tokens"]["mean"] + pc["completion_tokens"]["mean"] + pc["reasoning_tokens"]["mean"]

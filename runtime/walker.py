@@ -21,7 +21,16 @@ from runtime.nodes import NODE_KINDS
 from runtime.nodes.base import Outcome
 from runtime.pack.model import Edge, Node, Pack
 from runtime.tiers import PERSON, Tier, candidates, check_answer, check_tiers, person_writes
-from runtime.tools import Divergence, Registry, TapeHook, Tool, ToolOutcome, idempotency_key, result_problem
+from runtime.tools import (
+    Divergence,
+    RecordedFailure,
+    Registry,
+    TapeHook,
+    Tool,
+    ToolOutcome,
+    idempotency_key,
+    result_problem,
+)
 from runtime.tools.calls import args_problem, same_call
 from runtime.trace import Attempt, EdgeTaken, Step, ToolCall, Trace
 
@@ -228,11 +237,18 @@ class Walk:
             key = idempotency_key(self.run_id, node.id, self._visit(node.id), len(made) + 1)
         tape = self.options.tape
         if tape is not None and tape.mode == "replay":
+            # Arguments a registered tool refuses fail as they would live (the pack's
+            # fault, not a divergence); an unregistered or unavailable tool is replayed.
+            problem = args_problem(found, args) if found is not None and found.available else None
+            if problem is not None:
+                return ToolOutcome.failed("bad_args", problem)
             recorded = tape.lookup(self.case_id, node.id, len(self.trace.tool_calls), tool_name, args)
             if isinstance(recorded, Divergence):
                 return ToolOutcome.failed(
                     "diverged", f"tool '{tool_name}' diverged from the recording: {recorded.reason}"
                 )
+            if isinstance(recorded, RecordedFailure):
+                return ToolOutcome(False, None, recorded.reason, True, recorded.kind, key)
             self.record_tool(node, tool_name, args, recorded, 0.0, key=key, replayed=True)
             return ToolOutcome(True, recorded, None, True, "ok", key)
         if found is None:  # load_pack(tools=...) refuses this; a host that skipped it lands here
@@ -248,15 +264,25 @@ class Walk:
         try:
             result = found.function(**kwargs)
         except Exception as exc:  # a tool's failure is the node's failure, not the runtime's
-            return ToolOutcome.failed("raised", f"tool '{tool_name}' raised {type(exc).__name__}: {exc}")
+            return self._tool_failed(
+                tape, node, index, tool_name, args, "raised", f"tool '{tool_name}' raised {type(exc).__name__}: {exc}"
+            )
         latency_s = time.perf_counter() - started
         problem = result_problem(found, result)
         if problem is not None:
-            return ToolOutcome.failed("bad_result", problem)
+            return self._tool_failed(tape, node, index, tool_name, args, "bad_result", problem)
         self.record_tool(node, tool_name, args, result, latency_s, key=key)
         if tape is not None and tape.mode == "record":
             tape.record(self.case_id, node.id, index, tool_name, args, result)
         return ToolOutcome(True, result, None, False, "ok", key)
+
+    def _tool_failed(
+        self, tape: TapeHook | None, node: Node, index: int, tool: str, args: dict[str, Any], kind: str, reason: str
+    ) -> ToolOutcome:
+        """A live call that failed; a recording tape keeps the failure for its replays."""
+        if tape is not None and tape.mode == "record":
+            tape.record_failure(self.case_id, node.id, index, tool, args, kind, reason)
+        return ToolOutcome.failed(kind, reason)
 
     def _visit(self, node_id: str) -> int:
         """How many times this run has entered `node_id`, this time included (1-based).

@@ -5,6 +5,7 @@ every tool call in a run takes (docs/tools.md)."""
 from runtime.tools.calls import (
     OUTCOME_KINDS,
     Divergence,
+    RecordedFailure,
     TapeHook,
     ToolOutcome,
     args_problem,
@@ -18,6 +19,7 @@ __all__ = [
     "DECLARATION",
     "OUTCOME_KINDS",
     "Divergence",
+    "RecordedFailure",
     "Registry",
     "TapeHook",
     "Tool",

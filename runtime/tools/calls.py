@@ -21,6 +21,7 @@ from runtime.verify import describe_schema_error
 __all__ = [
     "OUTCOME_KINDS",
     "Divergence",
+    "RecordedFailure",
     "TapeHook",
     "ToolOutcome",
     "args_problem",
@@ -63,12 +64,23 @@ class Divergence:
     reason: str
 
 
+@dataclass(frozen=True)
+class RecordedFailure:
+    """A recording replay's answer for a call that failed when it was recorded (the tool
+    raised, or its result broke the schema): the same failure again, the tool not called."""
+
+    kind: str  # raised | bad_result
+    reason: str
+
+
 class TapeHook(Protocol):
     """The recordings hook on RunOptions.tape (runtime.recordings.ToolTape meets it).
     `mode` "record": every call made live is passed to `record` after it is journaled.
     `mode` "replay": `lookup` answers every call instead of the tool: the recorded
-    result, or a Divergence. `index` is the call's position among the run's tool calls
-    (0-based)."""
+    result, a RecordedFailure, or a Divergence. `index` is the call's position among the
+    run's journaled tool calls (0-based; a failed call is not journaled, so it shares
+    its index with the next call). `record_failure`: a call made live that failed
+    (raised, bad_result), so a replay fails it the same way."""
 
     mode: str
 
@@ -76,6 +88,10 @@ class TapeHook(Protocol):
 
     def record(
         self, case_id: str | None, node: str, index: int, tool: str, args: dict[str, Any], result: Any
+    ) -> None: ...
+
+    def record_failure(
+        self, case_id: str | None, node: str, index: int, tool: str, args: dict[str, Any], kind: str, reason: str
     ) -> None: ...
 
 

@@ -84,9 +84,9 @@ from studio.deployments import events, settled
 from studio.deployments.models import Deployment, ServedRun
 from studio.deployments.recovery import lease, watcher
 from studio.deployments.settings import setting
-from studio.endpoints.execute import open_endpoint, spec_for
+from studio.endpoints.execute import spec_for
 from studio.endpoints.models import Endpoint
-from studio.evals.limits import CappedBackend, slots
+from studio.evals.limits import endpoint_tiers
 from studio.evals.models import JournalEntry, RunCheckpoint
 from studio.evals.store import EvalCaseStore
 from studio.redaction import stored
@@ -158,9 +158,7 @@ def runner_for(deployment: Deployment, version: str) -> Runner:
         tiers: list[Tier] = []
         if not endpoints:
             tiers.append(Tier(OWN_TIER, open_backend(pack.model or "", base_dir=pack.root, default=pack.model)))
-        for e in endpoints:
-            inner = open_endpoint(e, base_dir=pack.root, default=pack.model)
-            tiers.append(Tier(e.name, CappedBackend(inner, slots(), f"endpoint-{e.pk}", e.concurrency)))
+        tiers.extend(endpoint_tiers(endpoints, base_dir=pack.root, default=pack.model))
         runner = Runner(pack, got.tools, tiers)
         _runners[key] = runner
         while len(_runners) > _RUNNERS_KEPT:

@@ -10,6 +10,7 @@ from collections import Counter
 from typing import Any
 
 from django import forms
+from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
@@ -21,6 +22,8 @@ from studio.deployments import service
 from studio.deployments.access import deployment_for
 from studio.deployments.models import Deployment, DeploymentChange, RunEvent, ServedRun
 from studio.endpoints.models import Endpoint
+from studio.evals.models import Eval
+from studio.evals.start import EvalRefused, start_deployment_eval
 from studio.http import StudioRequest
 from studio.projects.storage import PackRepo
 
@@ -115,6 +118,8 @@ def deployment_detail(request: StudioRequest, slug: str, name: str) -> HttpRespo
         if action == "delete":
             deployment.delete()
             return redirect("deployments-list", slug=slug)
+        if action == "evaluate":
+            return _evaluate(request, deployment)
         if action == "token":
             label = (request.POST.get("token_name") or "").strip()[:100] or "deployment"
             _, new_token = ApiToken.issue(request.user, label, deployment=deployment)
@@ -148,5 +153,16 @@ def deployment_detail(request: StudioRequest, slug: str, name: str) -> HttpRespo
         if role.can_edit
         else [],
         "new_token": new_token,
+        "evals": Eval.objects.filter(deployment=deployment).order_by("-created_at")[:10],
     }
     return render(request, "deployments/detail.html", context)
+
+
+def _evaluate(request: StudioRequest, deployment: Deployment) -> HttpResponse:
+    """ "Evaluate this deployment": an eval of its version over its tier ladder."""
+    try:
+        ev = start_deployment_eval(deployment, user=request.user)
+    except EvalRefused as exc:
+        messages.error(request, f"Could not evaluate {deployment.name}: {exc}")
+        return redirect("deployments-detail", slug=deployment.project.slug, name=deployment.name)
+    return redirect("evals-detail", slug=deployment.project.slug, eval_id=ev.pk)

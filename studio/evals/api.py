@@ -4,7 +4,15 @@ baseline gate (for CI).
 
 Same rules as the pages: any member reads; only authors start, cancel or mark a
 baseline (403); a stranger gets 404. `endpoints` lists endpoint ids or names, `null`
-for the pack's own model; one eval per endpoint is made, sharing a `batch`."""
+for the pack's own model; one eval per endpoint is made, sharing a `batch`. `tiers`
+(endpoint ids or names, small to large) makes one eval whose cases climb that ladder;
+`deployment` (a deployment's name, instead of `project`) evaluates that deployment:
+its version over its tier ladder (docs/serving.md, "Evaluating a deployment"). A
+deployment-scoped token may not start evals (it reaches only its deployment's runs).
+`record_tools` keeps every tool call's result on the eval (its tape, downloadable
+from /p/<slug>/evals/<id>/tools.jsonl once it ends); `replay_tools_from` (a finished
+recording eval's id) answers every tool call from that tape, calling no tool
+(docs/tools.md, "Recorded tool results")."""
 
 from __future__ import annotations
 
@@ -14,25 +22,37 @@ from typing import Any
 from django.db.models import Count, Q, QuerySet
 from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError
+from pydantic import model_validator
 
 from studio.accounts.access import eval_for, project_for
+from studio.deployments.access import deployment_for
 from studio.errors import CONFLICT, ERRORS, INVALID
 from studio.evals import shared
 from studio.evals.lists import visible_evals
 from studio.evals.models import Eval, EvalCase
 from studio.evals.results.gate import baseline_gate, mark_baseline
-from studio.evals.start import EvalRefused, cancel_eval, start_eval
+from studio.evals.start import EvalRefused, cancel_eval, start_deployment_eval, start_eval
 from studio.http import StudioRequest
 
 router = Router(tags=["evals"])
 
 
 class EvalIn(Schema):
-    project: str
+    project: str | None = None  # required unless `deployment` is given
     version: str | None = None
     endpoints: list[int | str | None] = Field(default_factory=lambda: list[int | str | None]([None]))
+    tiers: list[int | str] = Field(default_factory=list)
+    deployment: str | None = None  # evaluate this deployment: its version over its tiers
     tags: list[str] = Field(default_factory=list)
     repeats: int = 1
+    record_tools: bool = False  # keep every tool call's result (the eval's tape)
+    replay_tools_from: int | None = None  # answer tool calls from this recording eval's tape
+
+    @model_validator(mode="after")
+    def _project_or_deployment(self) -> EvalIn:
+        if self.project is None and self.deployment is None:
+            raise ValueError("give the project (its slug), or a deployment to evaluate")
+        return self
 
 
 class CountsOut(Schema):
@@ -45,6 +65,7 @@ class CountsOut(Schema):
     error: int
     cancelled: int
     escalated: int
+    diverged: int = 0
 
 
 class EvalOut(Schema):
@@ -52,6 +73,10 @@ class EvalOut(Schema):
     project: str
     version: str
     endpoint: str | None
+    tiers: list[int]
+    deployment: str | None
+    tools_mode: str  # "" (tools called live) | record | replay
+    tools_from: int | None  # the recording a replay replays
     model_spec: str
     batch: str
     tags: list[str]
@@ -121,6 +146,10 @@ def eval_out(ev: Eval, counts: dict[str, int] | None = None) -> EvalOut:
         project=ev.project.slug,
         version=ev.version,
         endpoint=ev.endpoint.name if ev.endpoint else None,
+        tiers=list(ev.tiers),
+        deployment=ev.deployment.name if ev.deployment else None,
+        tools_mode=ev.tools_mode,
+        tools_from=ev.tools_from_id,
         model_spec=ev.model_spec,
         batch=ev.batch,
         tags=ev.tags,
@@ -145,20 +174,46 @@ def _eval(request: StudioRequest, eval_id: int, *, edit: bool = False) -> Eval:
 
 @router.post("", response={201: StartOut, **ERRORS_409}, summary="Start an eval (one per endpoint)")
 def start(request: StudioRequest, payload: EvalIn) -> Status[StartOut]:
-    project, _ = project_for(request.user, payload.project, edit=True)
     try:
-        evals = start_eval(
-            project,
-            user=request.user,
-            version=payload.version,
-            endpoints=payload.endpoints,
-            tags=payload.tags,
-            repeats=payload.repeats,
-        )
+        if payload.deployment is not None:
+            evals = [_start_deployment_eval(request, payload)]
+        else:
+            assert payload.project is not None  # EvalIn checks: one of project and deployment
+            project, _ = project_for(request.user, payload.project, edit=True)
+            evals = start_eval(
+                project,
+                user=request.user,
+                version=payload.version,
+                endpoints=payload.endpoints,
+                tiers=payload.tiers,
+                tags=payload.tags,
+                repeats=payload.repeats,
+                record_tools=payload.record_tools,
+                replay_tools_from=payload.replay_tools_from,
+            )
     except EvalRefused as exc:
         raise HttpError(400, str(exc)) from None
-    fresh = Eval.objects.select_related("project", "endpoint", "created_by").filter(pk__in=[e.pk for e in evals])
+    fresh = Eval.objects.select_related("project", "endpoint", "deployment", "created_by").filter(
+        pk__in=[e.pk for e in evals]
+    )
     return Status(201, StartOut(batch=evals[0].batch, evals=[eval_out(ev) for ev in fresh.order_by("pk")]))
+
+
+def _start_deployment_eval(request: StudioRequest, payload: EvalIn) -> Eval:
+    assert payload.deployment is not None
+    deployment, _ = deployment_for(request.user, payload.deployment, edit=True)
+    if payload.project is not None and payload.project != deployment.project.slug:
+        raise EvalRefused(f"deployment {deployment.name!r} is not of project {payload.project!r}")
+    if payload.version is not None or payload.tiers or payload.endpoints not in ([None], []):
+        raise EvalRefused("a deployment's eval runs its version over its tiers; leave version, endpoints and tiers out")
+    return start_deployment_eval(
+        deployment,
+        user=request.user,
+        tags=payload.tags,
+        repeats=payload.repeats,
+        record_tools=payload.record_tools,
+        replay_tools_from=payload.replay_tools_from,
+    )
 
 
 @router.get(
@@ -172,7 +227,7 @@ def list_evals(request: StudioRequest, project: str = "", limit: int = 50) -> li
         rows = Eval.objects.filter(project=found)
     else:
         rows = visible_evals(request.user)
-    rows = with_counts(rows.select_related("project", "endpoint", "created_by"))
+    rows = with_counts(rows.select_related("project", "endpoint", "deployment", "created_by"))
     return [eval_out(ev, counts_annotated(ev)) for ev in rows[: max(1, min(limit, 200))]]
 
 

@@ -30,14 +30,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from django.conf import settings
 
-from runtime import Backend, Cancelled, ModelCall, ModelReply
+from runtime import Backend, Cancelled, ModelCall, ModelReply, Tier
 from studio.evals.settings import setting
 
-__all__ = ["CappedBackend", "FileSlots", "RedisSlots", "Slots", "slots"]
+if TYPE_CHECKING:
+    from studio.endpoints.models import Endpoint
+
+__all__ = ["CappedBackend", "FileSlots", "RedisSlots", "Slots", "capped_endpoint", "endpoint_tiers", "slots"]
 
 _POLL_FIRST = 0.002
 _POLL_MAX = 0.025
@@ -230,3 +233,20 @@ def slots() -> Slots:
             else:
                 _slots = FileSlots(Path(settings.VAR_DIR) / "slots")
         return _slots
+
+
+def capped_endpoint(endpoint: Endpoint, *, base_dir: Path | None, default: str | None) -> CappedBackend:
+    """`endpoint`'s backend, each call holding a slot of the endpoint's global cap: the
+    one construction evals, eval tier ladders and served runs share (one cap per endpoint
+    whoever calls it)."""
+    # imported here: this module is imported without Django's apps (a slot-holding subprocess)
+    from studio.endpoints.execute import open_endpoint
+
+    inner = open_endpoint(endpoint, base_dir=base_dir, default=default)
+    return CappedBackend(inner, slots(), f"endpoint-{endpoint.pk}", endpoint.concurrency)
+
+
+def endpoint_tiers(endpoints: list[Endpoint], *, base_dir: Path | None, default: str | None) -> list[Tier]:
+    """A tier ladder over `endpoints` (small to large): one runtime Tier per endpoint,
+    named by the endpoint, behind its global cap (a deployment's tiers, an eval's)."""
+    return [Tier(e.name, capped_endpoint(e, base_dir=base_dir, default=default)) for e in endpoints]

@@ -26,6 +26,23 @@ class Eval(models.Model):
     batch = models.CharField(max_length=32, blank=True)  # evals started together (one per endpoint)
     tags = models.JSONField(default=list)  # only cases with any of these tags; [] = all
     repeats = models.PositiveIntegerField(default=1)
+    # The tier ladder, small to large: endpoint ids (the first is `endpoint`); a case
+    # that fails its ladder on one tier climbs to the next, then to a person (docs/tiers.md).
+    # [] = no ladder: the one endpoint, as before.
+    tiers = models.JSONField(default=list, blank=True)
+    # The deployment whose version and tier ladder this eval runs ("Evaluate this deployment").
+    deployment = models.ForeignKey(
+        "deployments.Deployment", on_delete=models.SET_NULL, null=True, blank=True, related_name="evals"
+    )
+    # Recorded tool results (docs/tools.md, "Recorded tool results"): "" calls tools live;
+    # "record" calls them live and keeps every call (the tape, once the eval ends);
+    # "replay" answers every call from `tape` (copied from `tools_from` at the start)
+    # and calls no tool; a case whose calls leave it is `diverged`.
+    tools_mode = models.CharField(max_length=8, blank=True)
+    tools_from = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="replays"
+    )  # the recording eval a replay replays
+    tape = models.TextField(blank=True)  # JSONL, one tool call a line (runtime.recordings.ToolTape)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     total = models.PositiveIntegerField(default=0)  # case runs = cases x repeats
     is_baseline = models.BooleanField(default=False)
@@ -67,8 +84,11 @@ class EvalCase(models.Model):
         FAILED = "failed"
         ERROR = "error"  # the case could not be run to an outcome (e.g. kept killing workers)
         CANCELLED = "cancelled"
+        # Replaying recorded tool results, the run called a tool otherwise than recorded:
+        # not scored (neither a pass nor a failure of the pack or its model).
+        DIVERGED = "diverged"
 
-    FINAL = {Status.PASSED, Status.FAILED, Status.ERROR, Status.CANCELLED}
+    FINAL = {Status.PASSED, Status.FAILED, Status.ERROR, Status.CANCELLED, Status.DIVERGED}
 
     eval = models.ForeignKey(Eval, on_delete=models.CASCADE, related_name="cases")
     case_id = models.CharField(max_length=200)
@@ -76,6 +96,11 @@ class EvalCase(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     attempts = models.PositiveIntegerField(default=0)  # task deliveries that started this case
     tier = models.CharField(max_length=16, blank=True)  # auto | escalated | failed
+    settled_by = models.CharField(max_length=100, blank=True)  # with tiers: the tier (or "person") that settled it
+    tool_live = models.PositiveIntegerField(default=0)  # tool calls made (returned) live
+    tool_replayed = models.PositiveIntegerField(default=0)  # answered from the recording (or the journal)
+    diverged = models.JSONField(default=list)  # why its calls left the replayed recording
+    tape = models.JSONField(default=list)  # recording: the calls it made (RecordedCall dicts)
     blamed = models.CharField(max_length=100, blank=True)
     run_status = models.CharField(max_length=16, blank=True)  # the runtime's: done | failed | waiting ...
     path = models.JSONField(default=list)

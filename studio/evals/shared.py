@@ -19,9 +19,10 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from studio.celery import app
+from studio.evals import recordings
 from studio.evals.models import Eval, EvalCase
 from studio.evals.results.nodes import node_stats
-from studio.evals.results.summary import metrics_of, summarize
+from studio.evals.results.summary import metrics_of, summarize, tiers_by_model
 from studio.evals.settings import setting
 
 log = logging.getLogger("packforge.studio.evals")
@@ -62,15 +63,18 @@ def finalize_eval(eval_pk: int) -> bool:
         return False
     if EvalCase.objects.filter(eval_id=eval_pk, status__in=OPEN).exists():
         return False
+    ended_with: dict[str, Any] = {}
+    if ev.tools_mode == recordings.RECORD:  # the recording: every case's calls, one tape
+        ev.tape = ended_with["tape"] = recordings.tape_of(ev)
     summary = summary_of(ev)
     now = timezone.now()
     if ev.status == Eval.Status.CANCELLED:
         ended = Eval.objects.filter(pk=eval_pk, status=Eval.Status.CANCELLED, finished_at__isnull=True).update(
-            summary=summary, finished_at=now
+            summary=summary, finished_at=now, **ended_with
         )
     else:
         ended = Eval.objects.filter(pk=eval_pk, status__in=[Eval.Status.QUEUED, Eval.Status.RUNNING]).update(
-            status=Eval.Status.DONE, summary=summary, finished_at=now
+            status=Eval.Status.DONE, summary=summary, finished_at=now, **ended_with
         )
     return bool(ended)
 
@@ -81,7 +85,13 @@ def summary_of(ev: Eval) -> dict[str, Any]:
     only those when summarizing fails."""
     base: dict[str, Any] = {"counts": counts_of(ev), "metrics": metrics_of(ev)}
     try:
-        return {**base, **summarize(ev), "node_stats": node_stats(ev)}
+        return {
+            **base,
+            **summarize(ev),
+            "node_stats": node_stats(ev),
+            "tiers_by_model": tiers_by_model(ev),
+            "tools": recordings.tools_summary(ev),
+        }
     except Exception as exc:
         log.exception("summarize(eval %s) failed; storing the basic counts only", ev.pk)
         return {**base, "summary_error": f"{type(exc).__name__}: {exc}"}

@@ -14,9 +14,10 @@ from django.utils import timezone
 
 from runtime import Case, Pack
 from studio import packs
+from studio.deployments.models import Deployment
 from studio.endpoints.execute import spec_for
 from studio.endpoints.models import Endpoint
-from studio.evals import shared
+from studio.evals import recordings, shared
 from studio.evals.models import Eval, EvalCase
 from studio.evals.settings import setting
 from studio.evals.shared import S, finish_if_done
@@ -34,6 +35,7 @@ class Plan:
     pack: Pack
     cases: list[Case]
     endpoints: list[Endpoint | None]
+    tiers: list[Endpoint]  # the one eval's tier ladder, small to large; [] = no ladder
 
 
 def _endpoint(ref: int | str | None) -> Endpoint | None:
@@ -57,15 +59,23 @@ def plan_eval(
     endpoints: Sequence[int | str | None],
     tags: Sequence[str] = (),
     repeats: int = 1,
+    tiers: Sequence[int | str] = (),
 ) -> Plan:
-    """Check everything that can be known before rows are written; EvalRefused if not."""
+    """Check everything that can be known before rows are written; EvalRefused if not.
+    `tiers`: a tier ladder (endpoint ids or names, small to large) for one eval; the
+    endpoints must then be left out (or be the ladder's first)."""
     if not 1 <= repeats <= 100:
         raise EvalRefused(f"repeats must be from 1 to 100, not {repeats}")
+    ladder = _ladder(tiers)
     chosen: list[Endpoint | None] = []
     for ref in endpoints or [None]:
         endpoint = _endpoint(ref)
         if endpoint not in chosen:
             chosen.append(endpoint)
+    if ladder:
+        if chosen not in ([None], [ladder[0]]):
+            raise EvalRefused("give either endpoints (one eval each) or tiers (one eval over the ladder), not both")
+        chosen = [ladder[0]]
     try:
         with packs.loaded(project, version, own_model=None in chosen) as got:
             sha, pack = got.ensure_runnable().sha, got.pack
@@ -84,7 +94,21 @@ def plan_eval(
     total = len(cases) * repeats * len(chosen)
     if total > setting("PACKFORGE_EVAL_MAX_CASES"):
         raise EvalRefused(f"{total} case runs in one start; the limit is {setting('PACKFORGE_EVAL_MAX_CASES')}")
-    return Plan(sha, pack, cases, chosen)
+    return Plan(sha, pack, cases, chosen, ladder)
+
+
+def _ladder(tiers: Sequence[int | str]) -> list[Endpoint]:
+    if isinstance(tiers, str):
+        raise EvalRefused("tiers must be a list of endpoint ids or names, small to large")
+    ladder: list[Endpoint] = []
+    for ref in tiers:
+        endpoint = _endpoint(ref)
+        if endpoint is None:
+            raise EvalRefused("every tier must be an endpoint (id or name); the pack's own model is not a tier")
+        if endpoint in ladder:
+            raise EvalRefused(f"endpoint {endpoint.name!r} is twice in the tiers; each tier is a different endpoint")
+        ladder.append(endpoint)
+    return ladder
 
 
 def start_eval(
@@ -95,10 +119,20 @@ def start_eval(
     endpoints: Sequence[int | str | None] = (None,),
     tags: Sequence[str] = (),
     repeats: int = 1,
+    tiers: Sequence[int | str] = (),
+    deployment: Deployment | None = None,
+    record_tools: bool = False,
+    replay_tools_from: Eval | int | None = None,
 ) -> list[Eval]:
     """Write one Eval per endpoint (one `batch`) and its case rows, and enqueue one task
-    per case once the rows are committed."""
-    plan = plan_eval(project, version=version, endpoints=endpoints, tags=tags, repeats=repeats)
+    per case once the rows are committed. With `tiers` (endpoint ids or names, small to
+    large): one Eval whose cases climb that ladder (docs/tiers.md). `deployment`: the
+    deployment the eval is of (start_deployment_eval), for the record. `record_tools`:
+    keep every tool call's result (the Eval's tape once it ends); `replay_tools_from`:
+    a finished recording eval of this project whose tape answers every tool call, no
+    tool called (docs/tools.md, "Recorded tool results")."""
+    mode, source = _tools_mode(project, record_tools, replay_tools_from)
+    plan = plan_eval(project, version=version, endpoints=endpoints, tags=tags, repeats=repeats, tiers=tiers)
     batch = uuid.uuid4().hex[:12]
     made: list[Eval] = []
     case_ids: list[int] = []
@@ -109,7 +143,12 @@ def start_eval(
                 project=project,
                 version=plan.sha,
                 endpoint=endpoint,
-                model_spec=spec_for(endpoint) if endpoint is not None else (plan.pack.model or ""),
+                tiers=[e.pk for e in plan.tiers],
+                deployment=deployment,
+                tools_mode=mode,
+                tools_from=source,
+                tape=source.tape if source is not None else "",
+                model_spec=_model_spec(plan, endpoint),
                 batch=batch,
                 tags=clean_tags,
                 repeats=repeats,
@@ -123,6 +162,50 @@ def start_eval(
             made.append(ev)
         transaction.on_commit(lambda: shared.enqueue_cases(case_ids))
     return made
+
+
+def _tools_mode(project: Project, record: bool, replay_from: Eval | int | None) -> tuple[str, Eval | None]:
+    if replay_from is None:
+        return (recordings.RECORD if record else ""), None
+    if record:
+        raise EvalRefused("record tool results or replay them, not both (a replay calls no tool)")
+    try:
+        return recordings.REPLAY, recordings.replay_source(project.pk, replay_from)
+    except (recordings.RecordingRefused, ValueError) as exc:
+        raise EvalRefused(str(exc)) from None
+
+
+def _model_spec(plan: Plan, endpoint: Endpoint | None) -> str:
+    if plan.tiers:
+        return " > ".join(spec_for(e) for e in plan.tiers)[:500]
+    return spec_for(endpoint) if endpoint is not None else (plan.pack.model or "")
+
+
+def start_deployment_eval(
+    deployment: Deployment,
+    *,
+    user: User,
+    tags: Sequence[str] = (),
+    repeats: int = 1,
+    record_tools: bool = False,
+    replay_tools_from: Eval | int | None = None,
+) -> Eval:
+    """Evaluate a deployment: its version over its tier ladder (a deployment without
+    tiers runs on the pack's own model, as it serves)."""
+    if not deployment.version:
+        raise EvalRefused(f"deployment {deployment.name!r} has no version to evaluate")
+    (ev,) = start_eval(
+        deployment.project,
+        user=user,
+        version=deployment.version,
+        tiers=list(deployment.tiers),
+        tags=tags,
+        repeats=repeats,
+        deployment=deployment,
+        record_tools=record_tools,
+        replay_tools_from=replay_tools_from,
+    )
+    return ev
 
 
 def cancel_eval(ev: Eval) -> bool:

@@ -19,6 +19,7 @@ urlpatterns = [
     path("<int:eval_id>/blame", blame.eval_blame, name="evals-blame"),
     path("<int:eval_id>/coverage", blame.eval_coverage, name="evals-coverage"),
     path("<int:eval_id>/tiers", summary.eval_tiers, name="evals-tiers"),
+    path("<int:eval_id>/tools.jsonl", summary.eval_tools_tape, name="evals-tools-tape"),
     path("<int:eval_id>/cost", cost.eval_cost, name="evals-cost"),
     path("<int:eval_id>/cases", cases.eval_cases, name="evals-cases"),
     path("<int:eval_id>/export", cases.eval_export, name="evals-export"),

@@ -44,16 +44,21 @@ from runtime import (
     FencedOut,
     Pack,
     Registry,
+    RunOptions,
     RunResult,
     RunStateError,
+    RunTape,
+    Tier,
+    ToolTape,
     open_backend,
     resume_run,
     run_pack,
     score_case,
 )
 from studio import host_tools, leases, packs
-from studio.endpoints.execute import open_endpoint
-from studio.evals.limits import CappedBackend, slots
+from studio.endpoints.models import Endpoint
+from studio.evals import recordings
+from studio.evals.limits import capped_endpoint, endpoint_tiers
 from studio.evals.models import Eval, EvalCase
 from studio.evals.recovery import watcher
 from studio.evals.settings import setting
@@ -78,6 +83,12 @@ class Runner:
     cases: dict[str, Case]
     backend: Backend
     tools: Registry | None
+    tiers: list[Tier] | None = None  # the eval's tier ladder (backend is tier 0's); None: no ladder
+    replaying: ToolTape | None = None  # the tool recording a replaying eval answers from
+
+    def close(self) -> None:
+        for backend in [t.backend for t in self.tiers] if self.tiers else [self.backend]:
+            backend.close()
 
 
 _cache_lock = threading.RLock()  # guards the runner and pack-folder caches
@@ -111,13 +122,27 @@ def open_model(ev: Eval, pack: Pack) -> Backend:
         return open_backend(ev.model_spec or pack.model or "", base_dir=pack.root, default=pack.model)
     endpoint = ev.endpoint
     assert endpoint is not None
-    inner = open_endpoint(endpoint, base_dir=pack.root, default=pack.model)
-    return CappedBackend(inner, slots(), f"endpoint-{endpoint.pk}", endpoint.concurrency)
+    return capped_endpoint(endpoint, base_dir=pack.root, default=pack.model)
+
+
+def open_tiers(ev: Eval, pack: Pack) -> list[Tier]:
+    """The eval's tier ladder: one Tier per endpoint of `ev.tiers`, in order, each behind
+    its endpoint's global cap (studio.evals.limits.endpoint_tiers, as served runs)."""
+    found = {e.pk: e for e in Endpoint.objects.filter(pk__in=ev.tiers)}
+    missing = [pk for pk in ev.tiers if pk not in found]
+    if missing:
+        raise PackUnrunnable([f"the eval's tier endpoint {missing[0]} was deleted"])
+    return endpoint_tiers([found[pk] for pk in ev.tiers], base_dir=pack.root, default=pack.model)
 
 
 def open_runner(ev: Eval) -> Runner:
     got = packs.load_folder(_pack_dir(ev.project, ev.version), ev.version, own_model=False).ensure_runnable()
-    return Runner(got.pack, {c.id: c for c in got.pack.cases}, open_model(ev, got.pack), got.tools)
+    cases = {c.id: c for c in got.pack.cases}
+    replaying = recordings.replay_tape(ev)
+    if ev.tiers:
+        tiers = open_tiers(ev, got.pack)
+        return Runner(got.pack, cases, tiers[0].backend, got.tools, tiers, replaying)
+    return Runner(got.pack, cases, open_model(ev, got.pack), got.tools, None, replaying)
 
 
 def runner_for(ev: Eval) -> Runner:
@@ -129,7 +154,7 @@ def runner_for(ev: Eval) -> Runner:
             _runners[key] = runner
             while len(_runners) > _RUNNERS_KEPT:
                 _, old = _runners.popitem(last=False)
-                old.backend.close()
+                old.close()
         else:
             _runners.move_to_end(key)
         return runner
@@ -139,7 +164,7 @@ def forget_runners() -> None:
     """Close and drop this process's opened evals (tests; a worker keeps them)."""
     with _cache_lock:
         for runner in _runners.values():
-            runner.backend.close()
+            runner.close()
         _runners.clear()
         _pack_dirs.clear()
         host_tools.forget()
@@ -198,11 +223,16 @@ def _run_claimed(case: EvalCase, ev: Eval, token: str) -> str | None:
                 else None
             )
         store = EvalCaseStore()
+        hook = recordings.hook_for(ev, runner.replaying)
         # The first claim of a case cannot find a checkpoint: only a claim can begin one.
-        result = _walk(runner, gold, case.run_id, store, active.cancel, maybe_begun=case.attempts > 1)
+        result = _walk(runner, gold, case.run_id, store, active.cancel, maybe_begun=case.attempts > 1, tape=hook)
         if active.lost:
             raise LeaseLost(case.run_id)
         fields = outcome_fields(runner.pack, gold, result, store)
+        fields.update(stored(recordings.case_fields(ev, hook, result)))
+        if fields.get("diverged") and fields["status"] != S.CANCELLED:
+            # its outcome needed a tool call the recording does not have: not scored
+            fields.update(status=S.DIVERGED, blamed="", error="; ".join(fields["diverged"])[:2000])
         with transaction.atomic():
             store.commit_final()
             if not EvalCase.objects.filter(pk=case.pk, lease_owner=token, status=S.RUNNING).update(**fields):
@@ -227,7 +257,13 @@ def _run_claimed(case: EvalCase, ev: Eval, token: str) -> str | None:
 
 
 def _walk(
-    runner: Runner, gold: Case, run_id: str, store: EvalCaseStore, cancel: threading.Event, maybe_begun: bool = True
+    runner: Runner,
+    gold: Case,
+    run_id: str,
+    store: EvalCaseStore,
+    cancel: threading.Event,
+    maybe_begun: bool = True,
+    tape: RunTape | None = None,
 ) -> RunResult:
     common: dict[str, Any] = {
         "backend": runner.backend,
@@ -235,6 +271,8 @@ def _walk(
         "store": store,
         "answers": gold.human,
         "cancel": cancel,
+        "tiers": runner.tiers,
+        "options": RunOptions(tape=tape),
     }
     if maybe_begun and store.exists(run_id):
         return resume_run(runner.pack, run_id, **common)
@@ -266,6 +304,7 @@ def outcome_fields(pack: Pack, gold: Case, result: RunResult, store: EvalCaseSto
         cost_usd=float(totals["cost_usd"]),
         path=trace.path,
         tier=trace.tier,
+        settled_by=trace.settled_by or "",
         edges=[s.edge.index for s in trace.steps if s.edge is not None],
     )
     if result.status == "cancelled":

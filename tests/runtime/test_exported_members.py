@@ -117,6 +117,8 @@ PINNED = [
     "Registry",
     "ToolDef",
     "ToolOutcome",
+    "ToolTape",  # recorded tool results (runtime.recordings): evaluate(tape=), the studio's evals
+    "RunTape",  # one run's hook on a ToolTape (RunOptions.tape), with its counts
     "tool",
     "tool_def",
 ]

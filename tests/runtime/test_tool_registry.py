@@ -280,6 +280,11 @@ class Tape:
     def record(self, case_id: str | None, node: str, index: int, tool: str, args: dict[str, Any], result: Any) -> None:
         self.recorded.append((case_id, node, index, tool, args, result))
 
+    def record_failure(
+        self, case_id: str | None, node: str, index: int, tool: str, args: dict[str, Any], kind: str, reason: str
+    ) -> None:
+        self.recorded.append((case_id, node, index, tool, args, kind, reason))
+
 
 def test_it_answers_from_a_replaying_tape_without_calling_the_tool(tmp_path: Path) -> None:
     calls: list[float] = []

@@ -10,11 +10,12 @@ from django.db.models import Count, F, IntegerField, Q, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
-from runtime import SCHEMA_CATEGORIES, TIER_WORDS, wilson_interval
+from runtime import PERSON, SCHEMA_CATEGORIES, TIER_WORDS, CaseResult, EvalReport, Trace, wilson_interval
+from studio.endpoints.models import Endpoint
 from studio.evals.models import Eval, EvalCase
 from studio.evals.results.common import TIERS, Status, ratio, scored, spread
 
-__all__ = ["case_pass_rates", "metrics_of", "summarize", "tiers"]
+__all__ = ["case_pass_rates", "metrics_of", "summarize", "tiers", "tiers_by_model"]
 
 
 # -- summary and the gate metrics ---------------------------------------------------------
@@ -131,6 +132,61 @@ def tiers(ev: Eval) -> dict[str, Any]:
         "unanswered": by[TIER_WORDS["failed"]]["count"],
         "auto_accuracy": by["auto"]["accuracy"],
     }
+
+
+def tiers_by_model(ev: Eval) -> list[dict[str, Any]]:
+    """Per model tier of the eval's ladder (one row named by the model without a ladder;
+    "person" last with one): the cases it settled (the highest tier each needed) and how
+    many passed, escalations out of it, model calls, tokens and cost spent on it. The
+    runtime's own EvalReport.tiers_by_model over the stored traces, so `packforge eval
+    --tiers` and this page count alike."""
+    cases = [
+        CaseResult(
+            case_id=case_id,
+            passed=status == Status.PASSED,
+            status=status,
+            tier="",
+            output={},
+            diffs=[],
+            problems=[],
+            blamed=None,
+            path=[],
+            edges=[],
+            totals={},
+            rejections={},
+            trace=Trace.from_dict(trace) if trace else Trace(run_id="", pack=""),
+            settled_by=settled_by or None,
+        )
+        for case_id, status, settled_by, trace in scored(ev).values_list("case_id", "status", "settled_by", "trace")
+    ]
+    report = EvalReport(pack="", version=ev.version, model=ev.model_spec or "pack's model", edges=[], cases=cases)
+    report.ladder = _ladder_names(ev, cases)
+    rows = []
+    for name, row in report.tiers_by_model().items():
+        tokens = row.get("prompt_tokens", 0) + row.get("completion_tokens", 0) + row.get("reasoning_tokens", 0)
+        rows.append(
+            {
+                "tier": name,
+                "person": name == PERSON,
+                **row,
+                "tokens": tokens,
+                "accuracy": ratio(row["passed"], row["cases"]),
+                "share": ratio(row["cases"], len(cases)),
+            }
+        )
+    return rows
+
+
+def _ladder_names(ev: Eval, cases: list[CaseResult]) -> list[str]:
+    """The ladder's tier names as the runs recorded them (endpoint names when they ran);
+    before any case finished, the endpoints' names now."""
+    for c in cases:
+        if c.trace.ladder:
+            return list(c.trace.ladder)
+    if not ev.tiers:
+        return []
+    names = dict(Endpoint.objects.filter(pk__in=ev.tiers).values_list("pk", "name"))
+    return [names.get(pk, f"endpoint {pk}") for pk in ev.tiers]
 
 
 def case_pass_rates(ev: Eval, limit: int = 200) -> list[dict[str, Any]]:

@@ -8,6 +8,7 @@ and the poller stops with 286 once the eval has ended."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, cast
 
@@ -53,9 +54,26 @@ class EvalStartForm(forms.Form):
         initial=1,
         help_text="run each case this many times (small models are noisy)",
     )
+    tools = forms.ChoiceField(
+        label="Tool results",
+        required=False,
+        help_text="record them to replay later; a replay calls no tool (a refund is not issued again)",
+    )
 
-    def __init__(self, *args: Any, versions: list[tuple[str, str]], default_model: str | None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        versions: list[tuple[str, str]],
+        default_model: str | None,
+        recordings: Sequence[Eval] = (),
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
+        cast(forms.ChoiceField, self.fields["tools"]).choices = [
+            ("", "call the tools"),
+            ("record", "record tool results"),
+            *((f"replay:{r.pk}", f"replay tools from eval #{r.pk} ({r.version[:7]})") for r in recordings),
+        ]
         # both declared above as choice fields; `fields` is typed as holding any Field
         cast(forms.ChoiceField, self.fields["version"]).choices = versions
         choices = [(OWN_MODEL, f"the pack's own model ({default_model})")] if default_model else []
@@ -66,6 +84,13 @@ class EvalStartForm(forms.Form):
 
     def endpoint_refs(self) -> list[int | None]:
         return [None if v == OWN_MODEL else int(v) for v in self.cleaned_data["endpoints"]]
+
+    def tool_options(self) -> dict[str, Any]:
+        """start_eval's record_tools / replay_tools_from from the "Tool results" choice."""
+        chosen = self.cleaned_data.get("tools") or ""
+        if chosen.startswith("replay:"):
+            return {"replay_tools_from": int(chosen.removeprefix("replay:"))}
+        return {"record_tools": chosen == "record"}
 
     def tag_list(self) -> list[str]:
         return [t.strip() for t in self.cleaned_data.get("tags", "").split(",") if t.strip()]
@@ -96,7 +121,10 @@ def eval_new(request: StudioRequest, slug: str) -> HttpResponse:
         log = []
     versions = [(v.sha, f"{v.sha[:10]} {v.message.splitlines()[0][:60] if v.message else ''}") for v in log]
     pack, problem = _head_pack(project)
-    form = EvalStartForm(request.POST or None, versions=versions, default_model=pack.model if pack else None)
+    recorded = Eval.objects.filter(project=project, tools_mode="record", status=Eval.Status.DONE)[:20]
+    form = EvalStartForm(
+        request.POST or None, versions=versions, default_model=pack.model if pack else None, recordings=list(recorded)
+    )
     if request.method == "POST" and form.is_valid():
         try:
             evals = start.start_eval(
@@ -106,6 +134,7 @@ def eval_new(request: StudioRequest, slug: str) -> HttpResponse:
                 endpoints=form.endpoint_refs(),
                 tags=form.tag_list(),
                 repeats=form.cleaned_data["repeats"],
+                **form.tool_options(),
             )
         except start.EvalRefused as exc:
             form.add_error(None, str(exc))

@@ -8,20 +8,20 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from runtime import DEFAULT_TOLERANCES, METRIC_DIRECTIONS, Calibration
 from studio.accounts.models import Role
-from studio.evals import charts
+from studio.evals import charts, recordings
 from studio.evals.models import Eval
 from studio.evals.results.calibration import calibration
 from studio.evals.results.cases import tag_breakdown, tier_word
 from studio.evals.results.fields import field_scores
 from studio.evals.results.gate import baseline_for, gate
-from studio.evals.results.summary import case_pass_rates, tiers
+from studio.evals.results.summary import case_pass_rates, tiers, tiers_by_model
 from studio.evals.views.common import (
     RATES,
     context_for,
@@ -36,7 +36,7 @@ from studio.evals.views.common import (
 from studio.http import StudioRequest
 from studio.numbers import whole_number
 
-__all__ = ["baseline_panel", "eval_mark_baseline", "eval_summary", "eval_tiers", "field_panel"]
+__all__ = ["baseline_panel", "eval_mark_baseline", "eval_summary", "eval_tiers", "eval_tools_tape", "field_panel"]
 
 # -- summary ------------------------------------------------------------------------------
 
@@ -166,6 +166,8 @@ def eval_summary(request: StudioRequest, slug: str, eval_id: int) -> HttpRespons
         failing=failing,
         cases_url=cases_url,
         fields=field_panel(ev),
+        ladder=model_tier_rows(ev) if ev.tiers else [],
+        tools=recordings.tools_summary(ev) if ev.tools_mode else None,
         **shown,
     )
     return page(request, "evals/results_summary.html", context, fragments=("baseline-panel",))
@@ -212,6 +214,17 @@ def _after_baseline(request: StudioRequest, ev: Eval, role: Role, status: int = 
     return response
 
 
+def eval_tools_tape(request: StudioRequest, slug: str, eval_id: int) -> HttpResponse:
+    """The eval's tool recording (JSONL, one call a line): what `packforge eval
+    --replay-tools FILE` reads too. 404 until a recording eval has ended."""
+    ev, _ = open_eval(request, slug, eval_id)
+    if not ev.tape:
+        raise Http404("this eval has no tool recording (yet)")
+    response = HttpResponse(ev.tape, content_type="application/x-ndjson; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="eval-{ev.pk}-tools.jsonl"'
+    return response
+
+
 # -- tiers --------------------------------------------------------------------------------
 
 
@@ -244,8 +257,35 @@ def eval_tiers(request: StudioRequest, slug: str, eval_id: int) -> HttpResponse:
     target = whole_number(request.GET.get("target", "95"), minimum=1, maximum=100) or 95
     pack = pack_of(ev)
     gated = [_gated_node(cal, target / 100) for cal in (calibration(ev, pack) if pack is not None else {}).values()]
-    context = context_for(ev, role, "tiers", split=split, chart=chart, accuracy=accuracy, gated=gated, target=target)
+    context = context_for(
+        ev,
+        role,
+        "tiers",
+        split=split,
+        chart=chart,
+        accuracy=accuracy,
+        gated=gated,
+        target=target,
+        ladder=model_tier_rows(ev),
+    )
     return page(request, "evals/results_tiers.html", context)
+
+
+def model_tier_rows(ev: Eval) -> list[dict[str, Any]]:
+    """The per-model-tier table (results.summary.tiers_by_model) with its texts."""
+    rows = tiers_by_model(ev)
+    for r in rows:
+        r.update(
+            share_text=pct(r["share"]),
+            accuracy_text=pct(r["accuracy"]),
+            cost_text="—" if r["person"] else usd(r["cost_usd"]),
+            tokens_text="—" if r["person"] else f"{r['tokens']:,}",
+            calls_text="—" if r["person"] else str(r["model_calls"]),
+            escalations_text="—"
+            if r["person"]
+            else f"{r['escalations']['fail']} fail, {r['escalations']['unsure']} unsure",
+        )
+    return rows
 
 
 def _gated_node(cal: Calibration, target: float) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from studio.evals.models import Eval
 from studio.evals.results.calibration import calibration
 from studio.evals.results.fields import field_scores
 from studio.evals.results.gate import baseline_for, gate
-from studio.evals.results.summary import case_pass_rates, tiers
+from studio.evals.results.summary import case_pass_rates, tiers, tool_use
 from studio.evals.views.common import (
     RATES,
     context_for,
@@ -126,6 +126,7 @@ def eval_summary(request: StudioRequest, slug: str, eval_id: int) -> HttpRespons
         gate=baseline_panel(ev),
         per_case=per_case,
         fields=field_panel(ev),
+        tools=tool_use(ev, pack_of(ev)),
         **shown,
     )
     return page(request, "evals/results_summary.html", context, fragments=("baseline-panel",))

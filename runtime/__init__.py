@@ -72,7 +72,7 @@ from runtime.paths import shown as shown_path
 from runtime.scoring import baseline_summary, case_score, field_matches, field_table, observed, set_f1
 from runtime.stats import mcnemar_exact, paired_outcomes, percentile, wilson_interval
 from runtime.tiers import PERSON, Tier, check_answer, node_schema
-from runtime.tools import Tool, load_tools
+from runtime.tools import Registry, Tool, ToolDef, ToolOutcome, load_tools, tool, tool_def
 from runtime.trace import TRACE_VERSION, Attempt, EdgeTaken, Step, ToolCall, Trace
 from runtime.walker import RunOptions, RunResult, resume_run, run_pack
 
@@ -126,6 +126,7 @@ __all__ = [
     "PackInvalid",
     "PackIssue",
     "PackforgeError",
+    "Registry",
     "RunNotFound",
     "RunOptions",
     "RunRecord",
@@ -138,6 +139,8 @@ __all__ = [
     "Tier",
     "Tool",
     "ToolCall",
+    "ToolDef",
+    "ToolOutcome",
     "Trace",
     "baseline_document",
     "baseline_summary",
@@ -176,5 +179,7 @@ __all__ = [
     "score_case",
     "set_f1",
     "shown_path",
+    "tool",
+    "tool_def",
     "wilson_interval",
 ]

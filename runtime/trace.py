@@ -18,7 +18,7 @@ TIERS = ("auto", "escalated", "failed")
 # path, tier, totals. A stored dict without "version" is version 1. Added since (compatible):
 # steps[].confidence; model tiers (docs/tiers.md): steps[].tier, steps[].escalations,
 # steps[].candidates, steps[].provenance, attempts[].tier, ladder, escalations, settled_by;
-# tools (docs/tools.md): steps[].tool_stats, tool_stats.
+# tools (docs/tools.md): tool_calls[].key, steps[].tool_stats, tool_stats.
 TRACE_VERSION = 1
 
 
@@ -90,7 +90,8 @@ class ToolCall:
     args: dict[str, Any]
     result: Any
     latency_s: float = 0.0
-    replayed: bool = False
+    replayed: bool = False  # from the run's journal (a resumed run) or a recording, not called
+    key: str | None = None  # the idempotency key it was called with (side-effecting tools)
 
 
 @dataclass

@@ -112,6 +112,12 @@ PINNED = [
     "PERSON",
     "check_answer",
     "node_schema",
+    # the host tool registry and its one call path (issue 14)
+    "Registry",
+    "ToolDef",
+    "ToolOutcome",
+    "tool",
+    "tool_def",
 ]
 
 

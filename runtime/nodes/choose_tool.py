@@ -81,7 +81,7 @@ class Counters:
 class ChooseToolKind:
     name = "choose_tool"
     keys = frozenset({"tools", "prompt", "max_calls", "to", "max_tokens", "temperature", "retry", "system"})
-    drawing = NodeDrawing(shape="barred", css_class="node-tool", label="choose tool", mermaid=('{{"', '"}}'))
+    drawing = NodeDrawing(shape="barred", css_class="node-choose-tool", label="choose_tool", mermaid=('{{"', '"}}'))
     terminal = False
     can_fail = True
     waits = False

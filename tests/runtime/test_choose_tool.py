@@ -11,8 +11,8 @@ import pytest
 
 from runtime import PackInvalid, load_pack, open_backend, resume_run, run_pack
 from runtime.checkpoint import SQLiteStore
-from runtime.evaluate import evaluate
-from tests.support.runtime_packs import Killed, Recorder, write_pack
+from runtime.evaluate import evaluate, gold_tools
+from tests.support.runtime_packs import Killed, Recorder, pf, write_pack
 
 PICK_PROMPT = "Question: {{ input.question }}\nTools:\n{{ tools }}\nCalls so far:\n{{ calls }}\n"
 TWO = {
@@ -283,3 +283,22 @@ def test_it_refuses_an_evalset_tools_key_naming_an_unlisted_tool(tmp_path: Path)
     (root / "evalset.jsonl").write_text(json.dumps(case) + "\n")
     with pytest.raises(PackInvalid, match="'tools' names 'sqrt', which the manifest's 'tools' does not list"):
         load_pack(root)
+
+
+def test_it_takes_the_gold_calls_from_the_tool_nodes_on_a_case_path_without_tools() -> None:
+    pack = load_pack(Path(__file__).resolve().parents[2] / "packs" / "refund_desk")
+    cases = {c.id: c for c in pack.cases}
+    assert gold_tools(pack, cases["rd-01"]) == ("lookup_order", "issue_refund")  # path: ... lookup ... refund
+    assert gold_tools(pack, cases["rd-02"]) is None  # neither `tools` nor `path`: not scored
+
+
+def test_it_prints_tool_metrics_in_packforge_eval_and_its_json() -> None:
+    calculator = Path(__file__).resolve().parents[2] / "packs" / "calculator"
+    tools = f"{calculator / 'tools.py'}:registry"
+    out = pf("eval", str(calculator), "--tools", tools)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "tool precision 0.96 (27/28 calls expected by the gold path, 22 cases)" in out.stdout
+    assert "    divide        2       1.00        8        0" in out.stdout
+    data = json.loads(pf("eval", str(calculator), "--tools", tools, "--json").stdout)
+    assert data["tools"]["per_tool"]["multiply"]["precision"] == 7 / 8  # c-18's extra multiply
+    assert data["tools"]["repeats"] == 1 and data["tools"]["invalid_choices"] == 10

@@ -12,11 +12,12 @@ Arms, on the same cases:
   (a) pack      packs/calculator run by the runtime's evaluator (`runtime.evaluate`):
                 a choose_tool loop (grammar built from the tools' schemas, verified
                 choices, at most 3 calls, repeat guard) then a generate node for the
-                final number, also under its grammar
+                final number, also under its grammar (grammar=gbnf: llama-server's
+                compact grammar, as benchmarks/real_models.py sends it)
   (b) one call  one call of the same model, no grammar, with the same tool descriptions
                 and argument schemas in the prompt, asked for one tool call as JSON
-                {"tool": NAME, "args": {...}}. The reply's first {...} that parses is the
-                call; it is made (when the tool accepts the arguments) and its result is
+                {"tool": NAME, "args": {...}}, at most 96 tokens. The reply's first {...}
+                that parses is the call; it is made (when the tool accepts the arguments) and its result is
                 the answer.
 
 Per arm: pass rate (the answer equals the gold within the pack's tolerance, and a pack
@@ -51,6 +52,10 @@ HERE = Path(__file__).resolve().parent
 PACK = HERE.parent / "packs" / "calculator"
 RESULTS = HERE / "results" / "tools.jsonl"
 ARMS = ("pack", "one_call")
+# A tool call is about 30 tokens of JSON; an unconstrained small model often writes prose
+# or code instead, and this bounds what a case can cost. A call cut off past it is looked
+# for in what was written.
+ONE_CALL_MAX_TOKENS = 96
 ONE_CALL_PROMPT = """Question: {question}
 
 You can call one of these tools:
@@ -137,7 +142,7 @@ def run_one_call_arm(pack: Pack, cases: list[Case], backend: Backend, tools: Reg
             attempt=1,
             messages=[{"role": "user", "content": prompt}],
             schema=None,
-            max_tokens=256,
+            max_tokens=ONE_CALL_MAX_TOKENS,
             temperature=0.0,
             case_id=case.id,
             input=case.input,
@@ -237,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
 
         server = model_servers.start_smollm2_server(Path(tempfile.mkdtemp(prefix="tools-bench-")))
         url = server.base_url
-    grammar = open_backend(f"openai:{url}#smollm2;concurrency=2;attempts=2;timeout=600;deadline=900")
+    grammar = open_backend(f"openai:{url}#smollm2;grammar=gbnf;concurrency=2;attempts=2;timeout=600;deadline=900")
     free = open_backend(f"openai:{url}#smollm2;grammar=none;attempts=2;timeout=600;deadline=900")
     rows: list[dict[str, Any]] = []
     summaries = []

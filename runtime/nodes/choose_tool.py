@@ -50,6 +50,7 @@ class ChooseConfig:
 
     tools: tuple[str, ...]  # the subset offered, in the order the prompt lists them
     max_calls: int
+    min_calls: int  # "done" is not offered before this many calls were made
     to: str  # the forced final-answer node (a generate node); the graph's edge goes there
 
 
@@ -80,7 +81,9 @@ class Counters:
 
 class ChooseToolKind:
     name = "choose_tool"
-    keys = frozenset({"tools", "prompt", "max_calls", "to", "max_tokens", "temperature", "retry", "system"})
+    keys = frozenset(
+        {"tools", "prompt", "max_calls", "min_calls", "to", "max_tokens", "temperature", "retry", "system"}
+    )
     drawing = NodeDrawing(shape="barred", css_class="node-choose-tool", label="choose_tool", mermaid=('{{"', '"}}'))
     terminal = False
     can_fail = True
@@ -107,11 +110,15 @@ class ChooseToolKind:
         if not isinstance(max_calls, int) or isinstance(max_calls, bool) or not 1 <= max_calls <= MAX_MAX_CALLS:
             loader.error(f"max_calls must be a whole number from 1 to {MAX_MAX_CALLS}", *at, "max_calls")
             max_calls = DEFAULT_MAX_CALLS
+        min_calls = spec.get("min_calls", 0)
+        if not isinstance(min_calls, int) or isinstance(min_calls, bool) or not 0 <= min_calls <= max_calls:
+            loader.error("min_calls must be a whole number from 0 to max_calls", *at, "min_calls")
+            min_calls = 0
         to = spec.get("to")
         if not isinstance(to, str) or not to:
             loader.error(f"choose_tool node '{node.id}' needs 'to', the generate node that gives the final answer", *at)
             to = ""
-        node.config = ChooseConfig(tuple(tools), max_calls, to)
+        node.config = ChooseConfig(tuple(tools), max_calls, min_calls, to)
         allowed = node.reads + PLACEHOLDERS
         rel = spec.get("prompt", f"prompts/{node.id}.txt")
         node.prompt = loader.template(rel, allowed, *at, "prompt")
@@ -135,7 +142,6 @@ class ChooseToolKind:
             return Outcome(
                 "fail", reason=f"none of the offered tools can be called: {why}", tool_stats=counters.as_dict()
             )
-        grammar = choice_grammar(offered)
         # Calls already journaled at this step (a run resumed after a kill mid-loop, or
         # a tier climb) are where the loop continues from: their choices are not asked
         # again and the tools are not called again (invariant 4).
@@ -148,8 +154,9 @@ class ChooseToolKind:
             if len(calls) >= config.max_calls:
                 counters.stop = "budget"  # the forced final answer: the model is not asked again
                 break
-            messages, prompt = _messages(walk, node, offered, calls)
-            choice = self._choose(node, walk, messages, grammar, offered, counters)
+            may_stop = len(calls) >= config.min_calls
+            messages, prompt = _messages(walk, node, offered, calls, may_stop)
+            choice = self._choose(node, walk, messages, choice_grammar(offered, may_stop), offered, may_stop, counters)
             if isinstance(choice, Outcome):
                 choice.prompt, choice.tool_stats = prompt, counters.as_dict()
                 return choice
@@ -176,6 +183,7 @@ class ChooseToolKind:
         messages: list[dict[str, str]],
         grammar: dict[str, Any],
         offered: dict[str, ToolDef],
+        may_stop: bool,
         counters: Counters,
     ) -> tuple[str, dict[str, Any]] | Outcome:
         """One verified choice, re-asked (told what was wrong) up to the retry ladder;
@@ -196,7 +204,7 @@ class ChooseToolKind:
             named: str | None = None
             try:
                 answer = parse_answer(reply.text, reply.finish_reason)
-                named, args = verify_choice(answer, offered)
+                named, args = verify_choice(answer, offered, may_stop)
             except OutputRejected as exc:
                 walk.record(node, reply, attempt, stage, ok=False, category=exc.category, reason=exc.reason)
                 counters.invalid_choices += 1
@@ -218,9 +226,9 @@ class ChoiceRejected(OutputRejected):
         self.tool = tool
 
 
-def choice_grammar(offered: dict[str, ToolDef]) -> dict[str, Any]:
+def choice_grammar(offered: dict[str, ToolDef], may_stop: bool = True) -> dict[str, Any]:
     """The grammar of one choice: `oneOf` one object per offered tool ({tool: its name,
-    args: its argument schema}) and {tool: "done"}."""
+    args: its argument schema}) and, when the loop may stop here, {tool: "done"}."""
     options: list[dict[str, Any]] = [
         {
             "type": "object",
@@ -230,29 +238,30 @@ def choice_grammar(offered: dict[str, ToolDef]) -> dict[str, Any]:
         }
         for name, tool in offered.items()
     ]
-    options.append(
-        {
-            "type": "object",
-            "properties": {"tool": {"const": DONE}},
-            "required": ["tool"],
-            "additionalProperties": False,
-        }
-    )
+    if may_stop:
+        options.append(
+            {
+                "type": "object",
+                "properties": {"tool": {"const": DONE}},
+                "required": ["tool"],
+                "additionalProperties": False,
+            }
+        )
     return {"type": "object", "oneOf": options}
 
 
-def verify_choice(answer: Any, offered: dict[str, ToolDef]) -> tuple[str, dict[str, Any]]:
+def verify_choice(answer: Any, offered: dict[str, ToolDef], may_stop: bool = True) -> tuple[str, dict[str, Any]]:
     """The (tool, args) an answer chooses, or ChoiceRejected saying what was wrong in
     the pack's and the tools' own words (never the answer's text: invariant 2). The
     same rules as `choice_grammar`, checked one part at a time so the reason is precise;
     then the tool's own argument check."""
-    names = [*offered, DONE]
+    names = [*offered, DONE] if may_stop else list(offered)
     if not isinstance(answer, dict) or not isinstance(answer.get("tool"), str):
         raise ChoiceRejected(
             "schema", f'the answer must be an object {{"tool": NAME, "args": {{...}}}}; NAME one of: {", ".join(names)}'
         )
     name = answer["tool"]
-    if name == DONE:
+    if name == DONE and may_stop:
         if set(answer) != {"tool"}:
             raise ChoiceRejected("schema", f'"{DONE}" takes no other fields: answer {{"tool": "{DONE}"}}')
         return DONE, {}
@@ -274,14 +283,15 @@ def verify_choice(answer: Any, offered: dict[str, ToolDef]) -> tuple[str, dict[s
     return name, args
 
 
-def catalogue_text(offered: dict[str, ToolDef]) -> str:
+def catalogue_text(offered: dict[str, ToolDef], may_stop: bool = True) -> str:
     """The offered tools as the prompt's {{ tools }}: one line each, name, description,
-    argument schema; and how to stop."""
+    argument schema; and how to stop, when the loop may stop here."""
     lines = [
         f"- {name}: {tool.description} Arguments: {json.dumps(tool.args, sort_keys=True, separators=(',', ':'))}"
         for name, tool in offered.items()
     ]
-    lines.append(f'- {DONE}: no more tools; the results so far are enough to answer. Answer {{"tool": "{DONE}"}}.')
+    if may_stop:
+        lines.append(f'- {DONE}: no more tools; the results so far are enough to answer. Answer {{"tool": "{DONE}"}}.')
     return "\n".join(lines)
 
 
@@ -311,13 +321,13 @@ def _offered(walk: RunContext, names: tuple[str, ...]) -> tuple[dict[str, ToolDe
 
 
 def _messages(
-    walk: RunContext, node: Node, offered: dict[str, ToolDef], calls: list[dict[str, Any]]
+    walk: RunContext, node: Node, offered: dict[str, ToolDef], calls: list[dict[str, Any]], may_stop: bool
 ) -> tuple[list[dict[str, str]], str]:
     assert node.prompt is not None
     shown, _ = truncate_input(walk.input, walk.pack.truncate)
     view = {**walk.state, "input": shown}
     system = node.system or walk.pack.system
-    prompt = node.prompt.render({**view, "tools": catalogue_text(offered), "calls": calls_text(calls)})
+    prompt = node.prompt.render({**view, "tools": catalogue_text(offered, may_stop), "calls": calls_text(calls)})
     return [
         {"role": "system", "content": system.render(view) if system is not None else SYSTEM},
         {"role": "user", "content": prompt},

@@ -297,8 +297,21 @@ def test_it_prints_tool_metrics_in_packforge_eval_and_its_json() -> None:
     tools = f"{calculator / 'tools.py'}:registry"
     out = pf("eval", str(calculator), "--tools", tools)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "tool precision 0.96 (27/28 calls expected by the gold path, 22 cases)" in out.stdout
+    assert "tool precision 0.96 (27/28 calls expected by the gold path, 21 cases)" in out.stdout
     assert "    divide        2       1.00        8        0" in out.stdout
     data = json.loads(pf("eval", str(calculator), "--tools", tools, "--json").stdout)
     assert data["tools"]["per_tool"]["multiply"]["precision"] == 7 / 8  # c-18's extra multiply
     assert data["tools"]["repeats"] == 1 and data["tools"]["invalid_choices"] == 10
+
+
+def test_it_offers_done_only_after_min_calls(tmp_path: Path) -> None:
+    tools = Calculator()
+    result, backend = run(calc_pack(tmp_path, [DONE, call("add", a=1, b=1), DONE], min_calls=1), tools)
+    first, second = pick_calls(backend)[0], pick_calls(backend)[1]
+    assert first.schema is not None and {"const": "done"} not in [
+        o["properties"]["tool"] for o in first.schema["oneOf"]
+    ]
+    assert '"done"' not in first.messages[-1]["content"]
+    assert "tool must be one of: add, divide" in second.messages[-1]["content"]  # "done" was an invalid choice
+    assert result.status == "done" and tools.calls == [("add", {"a": 1, "b": 1})]
+    assert result.trace.tool_stats["invalid_choices"] == 1

@@ -218,7 +218,7 @@ def test_it_resumes_a_killed_loop_without_calling_a_tool_twice(tmp_path: Path, s
             {"question": "q"},
             backend=open_backend(pack.model or "", base_dir=pack.root),
             tools=tools.registry(),
-            store=KillAfterTools(store, 1),  # type: ignore[arg-type]
+            store=KillAfterTools(store, 1),
             run_id="r1",
         )
     assert tools.calls == [("add", {"a": 1, "b": 2})]

@@ -162,5 +162,5 @@ def tool_use(ev: Eval, pack: Pack | None) -> dict[str, Any] | None:
         return None
     gold = {c.id: gold_tools(pack, c) for c in pack.cases}
     rows = scored(ev).filter(trace__isnull=False).values_list("case_id", "trace")
-    used = tool_metrics((Trace.from_dict(trace), gold.get(case_id)) for case_id, trace in rows.iterator())
+    used = tool_metrics((Trace.from_dict(trace or {}), gold.get(case_id)) for case_id, trace in rows.iterator())
     return used if used["tool_calls"] or used["model_calls"] else None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -102,6 +102,9 @@ class CaseResult:
     # Replaying a tool recording (evaluate(tape=)): why this run's calls left it. A
     # diverged case has status "diverged": neither passed nor a model failure.
     diverged: list[str] = field(default_factory=list)
+    # The tool calls the gold path makes (the case's `tools`, else the tool nodes on its
+    # `path`), by name in order; None when the case says neither (not in tool precision).
+    gold_tools: tuple[str, ...] | None = None
 
     @property
     def tool_counts(self) -> dict[str, int]:
@@ -278,6 +281,10 @@ class EvalReport:
                 row["cost_usd"] += a.cost_usd
         return nodes
 
+    def tool_metrics(self) -> dict[str, Any]:
+        """Tool use over every run (`tool_metrics`)."""
+        return tool_metrics((c.trace, c.gold_tools) for c in self.cases)
+
     def consistency(self) -> dict[str, Any]:
         """Per case, how many of its `repeats` runs passed; and how many cases passed
         every run (`always`), none (`never`) or some (`sometimes`)."""
@@ -331,8 +338,58 @@ class EvalReport:
             "consistency": self.consistency(),
             "calibration": self.calibration(target_auto_accuracy),
             "tool_recording": self.tool_recording(),
+            "tools": self.tool_metrics(),
             "cases": [_case_dict(c, traces=traces, rejected_text=rejected_text) for c in self.cases],
         }
+
+
+def tool_metrics(runs: Iterable[tuple[Trace, Sequence[str] | None]]) -> dict[str, Any]:
+    """Tool use over runs, each (its trace, its gold calls or None) (docs/eval-report.md):
+    calls made, the choose_tool nodes' model calls, invalid choices and repeats, and tool
+    precision: of the calls made in runs whose gold calls are known, the share the gold
+    path expected (a call counts as expected up to the number of times the gold path
+    makes it). Per tool the same, with its own precision (None: no scored call)."""
+    per_tool: dict[str, dict[str, Any]] = {}
+    totals = {"model_calls": 0, "tool_calls": 0, "invalid_choices": 0, "repeats": 0}
+    scored = matched = expected_total = cases_scored = 0
+
+    def row(name: str) -> dict[str, Any]:
+        return per_tool.setdefault(
+            name, {"calls": 0, "scored_calls": 0, "expected": 0, "matched": 0, "invalid": 0, "repeats": 0}
+        )
+
+    for trace, gold in runs:
+        stats = trace.tool_stats
+        for key in totals:
+            totals[key] += stats[key]
+        for name, counts in stats["per_tool"].items():
+            r = row(name)
+            for key in ("calls", "invalid", "repeats"):
+                r[key] += counts[key]
+        if gold is None:
+            continue
+        cases_scored += 1
+        made = Counter(call.tool for call in trace.tool_calls)
+        want = Counter(gold)
+        for name in made.keys() | want.keys():
+            r = row(name)
+            r["scored_calls"] += made[name]
+            r["expected"] += want[name]
+            r["matched"] += min(made[name], want[name])
+        scored += sum(made.values())
+        matched += sum(min(made[n], want[n]) for n in made)
+        expected_total += sum(want.values())
+    for r in per_tool.values():
+        r["precision"] = r["matched"] / r["scored_calls"] if r["scored_calls"] else None
+    return {
+        **totals,
+        "cases_scored": cases_scored,
+        "scored_calls": scored,
+        "expected_calls": expected_total,
+        "matched_calls": matched,
+        "precision": matched / scored if scored else None,
+        "per_tool": dict(sorted(per_tool.items())),
+    }
 
 
 def case_trace(c: CaseResult, *, rejected_text: bool = False) -> dict[str, Any]:
@@ -366,6 +423,8 @@ def _case_dict(c: CaseResult, *, traces: bool = False, rejected_text: bool = Fal
         ],
         "totals": c.totals,
         "rejections": c.rejections,
+        "tool_stats": c.trace.tool_stats,
+        "gold_tools": list(c.gold_tools) if c.gold_tools is not None else None,
     }
     if traces:
         out["trace"] = case_trace(c, rejected_text=rejected_text)
@@ -509,7 +568,18 @@ def score_case(pack: Pack, case: Case, result: RunResult) -> CaseResult:
         score=case_score({name: not any(d.field == name for d in diffs) for name in case.expected}, passed),
         expected=dict(case.expected),
         settled_by=trace.settled_by,
+        gold_tools=gold_tools(pack, case),
     )
+
+
+def gold_tools(pack: Pack, case: Case) -> tuple[str, ...] | None:
+    """The tool calls `case`'s gold path makes: its `tools`, else the tools of the `tool`
+    nodes on its `path`; None when it names neither."""
+    if case.tools is not None:
+        return case.tools
+    if case.path is None:
+        return None
+    return tuple(t for t in (getattr(pack.nodes.get(n), "tool", None) for n in case.path) if t)
 
 
 def _missed_path(expected: tuple[str, ...] | None, actual: list[str]) -> str | None:

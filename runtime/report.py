@@ -57,6 +57,7 @@ def format_report(report: EvalReport, gate: list[dict[str, Any]] | None = None) 
             f"  tool recording ({rec['mode']}): {rec['live']} live tool calls, {rec['replayed']} replayed, "
             f"{rec['diverged']} diverged run{'s' if rec['diverged'] != 1 else ''}"
         )
+    lines.extend(tool_lines(report))
     pc = report.per_case()
     m = report.metrics()
     tokens = pc["prompt_tokens"]["mean"] + pc["completion_tokens"]["mean"] + pc["reasoning_tokens"]["mean"]
@@ -91,6 +92,26 @@ def _tier_model_lines(report: EvalReport) -> list[str]:
                 f"{row['model_calls']} model calls, {tokens} tokens, ${row['cost_usd']:.6f}"
             )
         lines.append(line)
+    return lines
+
+
+def tool_lines(report: EvalReport) -> list[str]:
+    """Tool use (docs/eval-report.md): totals, then one row per tool. Nothing when the
+    runs called no tool and chose none."""
+    t = report.tool_metrics()
+    if not t["tool_calls"] and not t["model_calls"]:
+        return []
+    precision = "n/a" if t["precision"] is None else f"{t['precision']:.2f}"
+    lines = [
+        f"  tools: {t['tool_calls']} calls, {t['model_calls']} model calls to choose, "
+        f"{t['invalid_choices']} invalid choices, {t['repeats']} repeats; tool precision {precision} "
+        f"({t['matched_calls']}/{t['scored_calls']} calls expected by the gold path, {t['cases_scored']} cases)"
+    ]
+    width = max(4, *(len(name) for name in t["per_tool"]))
+    lines.append(f"    {'tool':<{width}}  calls  precision  invalid  repeats")
+    for name, row in t["per_tool"].items():
+        p = "n/a" if row["precision"] is None else f"{row['precision']:.2f}"
+        lines.append(f"    {name:<{width}}  {row['calls']:>5}  {p:>9}  {row['invalid']:>7}  {row['repeats']:>7}")
     return lines
 
 

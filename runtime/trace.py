@@ -23,7 +23,7 @@ TIER_WORDS = {"auto": "auto", "escalated": "escalated", "failed": "unanswered"}
 # path, tier, totals. A stored dict without "version" is version 1. Added since (compatible):
 # steps[].confidence; model tiers (docs/tiers.md): steps[].tier, steps[].escalations,
 # steps[].candidates, steps[].provenance, attempts[].tier, ladder, escalations, settled_by;
-# tool_calls[].key (docs/tools.md#idempotency).
+# tools (docs/tools.md): tool_calls[].key, steps[].tool_stats, tool_stats.
 TRACE_VERSION = 1
 
 
@@ -81,6 +81,10 @@ class Step:
     # Who committed the writes when a person did ("human:<user>", or "human" when the
     # answer came without a name, as a gold case's `human` answers do); None for models.
     provenance: str | None = None
+    # A choose_tool visit's counters: {"model_calls", "invalid_choices", "repeats", "stop"
+    # (done | budget | repeat | failed), "per_tool": {tool: {"invalid", "repeats"}}};
+    # None for other kinds. Journaled with the step, so a resumed run keeps them.
+    tool_stats: dict[str, Any] | None = None
 
 
 @dataclass
@@ -142,6 +146,36 @@ class Trace:
         return "auto"
 
     @property
+    def tool_stats(self) -> dict[str, Any]:
+        """The run's tool counters: "model_calls" (the choose_tool nodes' calls to choose),
+        "tool_calls" (every tool call of the run, replayed ones included), "invalid_choices",
+        "repeats", and per tool {"calls", "invalid", "repeats"}. Summed from the steps'
+        `tool_stats` and `tool_calls`, both journaled, so a resumed run counts the same."""
+        totals: dict[str, Any] = {
+            "model_calls": 0,
+            "tool_calls": len(self.tool_calls),
+            "invalid_choices": 0,
+            "repeats": 0,
+        }
+        per_tool: dict[str, dict[str, int]] = {}
+
+        def row(name: str) -> dict[str, int]:
+            return per_tool.setdefault(name, {"calls": 0, "invalid": 0, "repeats": 0})
+
+        for call in self.tool_calls:
+            row(call.tool)["calls"] += 1
+        for s in self.steps:
+            if not s.tool_stats:
+                continue
+            for key in ("model_calls", "invalid_choices", "repeats"):
+                totals[key] += int(s.tool_stats.get(key, 0))
+            for name, counts in s.tool_stats.get("per_tool", {}).items():
+                for key in ("invalid", "repeats"):
+                    row(name)[key] += int(counts.get(key, 0))
+        totals["per_tool"] = dict(sorted(per_tool.items()))
+        return totals
+
+    @property
     def generations(self) -> int:
         return sum(1 for a in self.attempts if a.stage != "reasoning")
 
@@ -167,6 +201,7 @@ class Trace:
         data["escalations"] = self.escalations
         data["settled_by"] = self.settled_by
         data["totals"] = self.totals()
+        data["tool_stats"] = self.tool_stats
         if not include_rejected_text:
             for a in data["attempts"]:
                 if not a["ok"]:
@@ -176,7 +211,7 @@ class Trace:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Trace:
         """A trace from its dict form (`to_dict`, any version up to TRACE_VERSION).
-        Derived keys (path, tier, totals, escalations, settled_by) are recomputed, not read."""
+        Derived keys (path, tier, totals, escalations, settled_by, tool_stats) are recomputed, not read."""
         version = int(data.get("version", 1))
         if version > TRACE_VERSION:
             raise ValueError(f"trace version {version} is newer than this runtime's ({TRACE_VERSION})")

@@ -490,6 +490,7 @@ def _walk(walk: Walk, current: str) -> RunResult:
                 edge=EdgeTaken(edge.index, edge.kind, edge.target) if edge else None,
                 confidence=outcome.confidence,
                 notes=outcome.notes,
+                tool_stats=outcome.tool_stats,
                 **extra,
             )
             if outcome.status == "ok":

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from runtime.nodes.assert_ import AssertKind
 from runtime.nodes.base import OTHER_DRAWING, NodeDrawing, NodeKind
+from runtime.nodes.choose_tool import ChooseToolKind
 from runtime.nodes.end import EndKind
 from runtime.nodes.generate import GenerateKind
 from runtime.nodes.human import HumanKind
 from runtime.nodes.tool import ToolKind
 
 NODE_KINDS: dict[str, NodeKind] = {
-    kind.name: kind for kind in (GenerateKind(), AssertKind(), ToolKind(), HumanKind(), EndKind())
+    kind.name: kind for kind in (GenerateKind(), AssertKind(), ToolKind(), ChooseToolKind(), HumanKind(), EndKind())
 }
 
 

@@ -37,6 +37,7 @@ class Outcome:
     prompt: str = ""  # the rendered prompt, for the trace
     confidence: dict[str, Any] | None = None  # runtime.confidence.Confidence as a dict (confidence gates)
     notes: list[str] = field(default_factory=list)  # short facts for the trace (e.g. input fields cut)
+    tool_stats: dict[str, Any] | None = None  # a choose_tool visit's counters (Step.tool_stats)
 
 
 @dataclass(frozen=True)

@@ -41,19 +41,57 @@ def _check_graph(pack: Pack, graph: SourceMap, manifest: SourceMap, issues: list
     _check_cycles(pack, graph, issues)
     _check_dataflow(pack, graph, reachable, issues)
     for node in nodes.values():
-        if node.tool is not None and node.tool not in pack.tools:
-            issues.append(
-                graph.issue(
-                    f"node '{node.id}' uses tool '{node.tool}', which the manifest's 'tools' does not list; add it there",
-                    "nodes",
-                    node.id,
-                    "tool",
-                    kind="reference",
+        offered = tuple(getattr(node.config, "tools", ()))  # a choose_tool node's subset
+        for name, key in [(node.tool, "tool")] + [(t, "tools") for t in offered]:
+            if name is not None and name not in pack.tools:
+                issues.append(
+                    graph.issue(
+                        f"node '{node.id}' uses tool '{name}', which the manifest's 'tools' does not list; add it there",
+                        "nodes",
+                        node.id,
+                        key,
+                        kind="reference",
+                    )
                 )
-            )
+        _check_answer_node(pack, node, graph, issues)
     for name in pack.output or ():
         if not any(name in n.writes for n in nodes.values()):
             issues.append(manifest.issue(f"output field '{name}' is written by no node", "output", kind="reference"))
+
+
+def _check_answer_node(pack: Pack, node: Node, graph: SourceMap, issues: list[PackIssue]) -> None:
+    """A node whose config names `to` (choose_tool: the forced final-answer node) routes
+    there by the graph's one unconditional edge, and that node is a generate node."""
+    to = getattr(node.config, "to", None)
+    if not isinstance(to, str) or not to:
+        return
+    target = pack.nodes.get(to)
+    if target is None:
+        issues.append(
+            graph.issue(f"node '{node.id}': 'to' names unknown node '{to}'", "nodes", node.id, "to", kind="reference")
+        )
+        return
+    if not NODE_KINDS[target.kind].asks_model or target.id == node.id:
+        issues.append(
+            graph.issue(
+                f"node '{node.id}': 'to' must be a generate node (it gives the final answer); "
+                f"'{to}' is a {target.kind} node",
+                "nodes",
+                node.id,
+                "to",
+            )
+        )
+    nexts = pack.outgoing(node.id)
+    if [(e.target, e.when) for e in nexts] != [(to, None)]:
+        issues.append(
+            graph.issue(
+                f"node '{node.id}' ends its loop at '{to}': its one 'to' edge must be {{from: {node.id}, to: {to}}} "
+                "(no 'when'); on_fail may go elsewhere",
+                "nodes",
+                node.id,
+                "to",
+            )
+        )
 
 
 def _check_routing(pack: Pack, graph: SourceMap, issues: list[PackIssue]) -> None:

@@ -12,7 +12,7 @@ from runtime.pack.model import Case, Node, Pack
 from runtime.pack.yamlsrc import nearest
 from runtime.verify import describe_schema_error
 
-CASE_KEYS = frozenset({"id", "input", "expected", "path", "end", "tags", "human", "note"})
+CASE_KEYS = frozenset({"id", "input", "expected", "path", "end", "tags", "human", "note", "tools"})
 FILE = "evalset.jsonl"
 
 
@@ -27,7 +27,7 @@ def parse_evalset(text: str, pack: Pack | None, issues: list[PackIssue], *, file
         if not raw.strip():
             continue
         found = len(issues)
-        case = _parse_line(raw, lineno, nodes, issues, file)
+        case = _parse_line(raw, lineno, nodes, issues, file, pack.tools if pack is not None else None)
         if case is None or len(issues) > found:
             continue
         if case.id in seen:
@@ -40,7 +40,14 @@ def parse_evalset(text: str, pack: Pack | None, issues: list[PackIssue], *, file
     return cases
 
 
-def _parse_line(raw: str, lineno: int, nodes: Mapping[str, Node], issues: list[PackIssue], file: str) -> Case | None:
+def _parse_line(
+    raw: str,
+    lineno: int,
+    nodes: Mapping[str, Node],
+    issues: list[PackIssue],
+    file: str,
+    manifest_tools: tuple[str, ...] | None,
+) -> Case | None:
     def bad(message: str) -> None:
         issues.append(PackIssue(file, message, lineno, "evalset"))
 
@@ -86,6 +93,15 @@ def _parse_line(raw: str, lineno: int, nodes: Mapping[str, Node], issues: list[P
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         bad("'tags' must be a list of strings")
         tags = []
+    tools = body.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list) or not all(isinstance(t, str) and t for t in tools):
+            bad("'tools' must be a list of tool names, the calls the gold path makes in order")
+            tools = None
+        elif manifest_tools is not None:
+            for name in tools:
+                if name not in manifest_tools:
+                    bad(f"'tools' names '{name}', which the manifest's 'tools' does not list")
     human = body.get("human", {})
     if not isinstance(human, dict):
         bad("'human' must map human node ids to their answers")
@@ -111,6 +127,7 @@ def _parse_line(raw: str, lineno: int, nodes: Mapping[str, Node], issues: list[P
         tags=tuple(tags),
         human=human,
         line=lineno,
+        tools=tuple(tools) if tools is not None else None,
     )
 
 

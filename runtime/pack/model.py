@@ -104,6 +104,9 @@ class Case:
     tags: tuple[str, ...] = ()
     human: dict[str, dict[str, Any]] = field(default_factory=dict)
     line: int = 0
+    # The tool calls the gold path makes, by tool name in order (tool precision in the
+    # eval report); None: the `tool` nodes on `path` are the gold calls.
+    tools: tuple[str, ...] | None = None
 
 
 @dataclass

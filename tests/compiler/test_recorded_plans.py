@@ -16,7 +16,13 @@ from compiler.emit import emit
 from runtime import Pack, Tool, evaluate, load_pack, load_tools, open_backend
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted(p.name for p in (ROOT / "packs").iterdir() if (p / "manifest.yaml").is_file())
+# Every example pack with a recorded plan (packs/calculator has none: the planners do not
+# emit its choose_tool node).
+EXAMPLES = sorted(
+    p.name
+    for p in (ROOT / "packs").iterdir()
+    if (p / "manifest.yaml").is_file() and (ROOT / "specs" / p.name / "plans" / "1.json").is_file()
+)
 
 
 def tools_for(name: str) -> dict[str, Tool] | None:

@@ -11,7 +11,7 @@ from compiler import Budgets, FieldSpec, GoldCase, Rule, SpecInvalid, load_spec
 from runtime import FieldRule, load_pack
 
 ROOT = Path(__file__).resolve().parents[2]
-TOOLS = ["lookup_order", "issue_refund"]
+TOOLS = ["lookup_order", "issue_refund", "add", "subtract", "multiply", "divide", "convert"]  # refund_desk, calculator
 EXAMPLES = sorted(p.name for p in (ROOT / "packs").iterdir() if (p / "manifest.yaml").is_file())
 
 SPEC = """\

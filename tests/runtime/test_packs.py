@@ -36,7 +36,7 @@ def test_together_they_use_every_node_kind_and_edge_type() -> None:
         pack = load_pack(PACKS / name, tools=set(registry or {}))
         kinds |= {n.kind for n in pack.nodes.values()}
         edges |= {("when" if e.when else e.kind) for e in pack.edges}
-    assert kinds == {"generate", "assert", "tool", "human", "end"}
+    assert kinds == {"generate", "assert", "tool", "choose_tool", "human", "end"}
     assert edges == {"next", "when", "on_fail", "on_unsure"}
     assert {"support_triage", "refund_desk"} <= set(NAMES) and len(NAMES) >= 5
 

@@ -10,12 +10,13 @@ from django.db.models import Count, F, IntegerField, Q, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
-from runtime import PERSON, SCHEMA_CATEGORIES, TIER_WORDS, CaseResult, EvalReport, Trace, wilson_interval
+from runtime import PERSON, SCHEMA_CATEGORIES, TIER_WORDS, CaseResult, EvalReport, Pack, Trace, wilson_interval
+from runtime.evaluate import gold_tools, tool_metrics
 from studio.endpoints.models import Endpoint
 from studio.evals.models import Eval, EvalCase
 from studio.evals.results.common import TIERS, Status, ratio, scored, spread
 
-__all__ = ["case_pass_rates", "metrics_of", "summarize", "tiers", "tiers_by_model"]
+__all__ = ["case_pass_rates", "metrics_of", "summarize", "tiers", "tiers_by_model", "tool_use"]
 
 
 # -- summary and the gate metrics ---------------------------------------------------------
@@ -208,3 +209,16 @@ def case_pass_rates(ev: Eval, limit: int = 200) -> list[dict[str, Any]]:
     ]
     out.sort(key=lambda r: (r["rate"], r["case_id"]))
     return out[:limit]
+
+
+def tool_use(ev: Eval, pack: Pack | None) -> dict[str, Any] | None:
+    """Tool use over the scored runs, as the runtime's eval report counts it
+    (runtime.evaluate.tool_metrics over the stored traces; gold calls from the pack at
+    the eval's version). None when that pack names no tools or does not load, and when
+    no run called or chose a tool."""
+    if pack is None or not pack.tools:
+        return None
+    gold = {c.id: gold_tools(pack, c) for c in pack.cases}
+    rows = scored(ev).filter(trace__isnull=False).values_list("case_id", "trace")
+    used = tool_metrics((Trace.from_dict(trace or {}), gold.get(case_id)) for case_id, trace in rows.iterator())
+    return used if used["tool_calls"] or used["model_calls"] else None

@@ -21,7 +21,7 @@ from studio.evals.results.calibration import calibration
 from studio.evals.results.cases import tag_breakdown, tier_word
 from studio.evals.results.fields import field_scores
 from studio.evals.results.gate import baseline_for, gate
-from studio.evals.results.summary import case_pass_rates, tiers, tiers_by_model
+from studio.evals.results.summary import case_pass_rates, tiers, tiers_by_model, tool_use
 from studio.evals.views.common import (
     RATES,
     context_for,
@@ -168,6 +168,7 @@ def eval_summary(request: StudioRequest, slug: str, eval_id: int) -> HttpRespons
         fields=field_panel(ev),
         ladder=model_tier_rows(ev) if ev.tiers else [],
         tools=recordings.tools_summary(ev) if ev.tools_mode else None,
+        tool_use=tool_use(ev, pack_of(ev)),
         **shown,
     )
     return page(request, "evals/results_summary.html", context, fragments=("baseline-panel",))

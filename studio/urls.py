@@ -5,6 +5,7 @@ from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 
 from studio.api import api
+from studio.deployments.mcp import deployment_mcp
 from studio.evals import urls as evals_urls
 from studio.ops.views import metrics
 from studio.runs import urls as runs_urls
@@ -28,6 +29,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("metrics", metrics, name="ops-metrics"),
     path("api/", (_public(api.urls[0]), api.urls[1], api.urls[2])),
+    path("mcp/deployments/<slug:name>", deployment_mcp, name="deployments-mcp"),  # docs/tools.md, MCP
     path("endpoints/", include("studio.endpoints.urls")),
     path("review/", include("studio.review.urls")),
     path("p/<slug:slug>/runs/", include("studio.runs.urls")),

@@ -1,0 +1,326 @@
+"""Packs (and host tools) served as MCP tools with the official `mcp` SDK: over stdio
+(`packforge mcp`) and, for the studio, one stateless streamable-HTTP request at a time
+(`answer_http`). The SDK is an optional extra (`pip install packforge[mcp]`): it is
+imported inside these functions only, so loading the runtime never loads it
+(tests/test_layering.py checks that no module imports it at import time).
+
+A tool call runs in a worker thread (`anyio.to_thread`), so the server keeps answering
+pings and cancellations while a pack runs, and a caller's call may use blocking code
+(the studio's ORM refuses to run inside an event loop's thread)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import jsonschema
+
+from runtime.backends import open_backend
+from runtime.checkpoint import SQLiteStore
+from runtime.errors import PackforgeError
+from runtime.mcp_tools import McpTool, pack_tool, payload_text, run_payload, tool_name
+from runtime.pack.model import Pack
+from runtime.walker import RunResult, run_pack
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel import Server
+
+__all__ = [
+    "HttpAnswer",
+    "McpEntry",
+    "McpUnavailable",
+    "ToolAnswer",
+    "answer_http",
+    "build_server",
+    "pack_entry",
+    "registry_entries",
+    "serve_stdio",
+]
+
+INSTALL_HINT = "the MCP SDK is not installed: pip install 'packforge[mcp]' (mcp==2.3.0)"
+
+
+class McpUnavailable(PackforgeError):
+    """The `mcp` SDK is not installed."""
+
+
+@dataclass(frozen=True)
+class ToolAnswer:
+    """What one tool call answers: `payload` is the structured content (and, as JSON,
+    the text); `is_error` marks a call that failed (the client's model sees why)."""
+
+    payload: dict[str, Any]
+    is_error: bool = False
+
+
+@dataclass(frozen=True)
+class McpEntry:
+    """One MCP tool and the blocking function that answers its calls."""
+
+    tool: McpTool
+    call: Callable[[dict[str, Any]], ToolAnswer]
+
+
+def _require_sdk() -> None:
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        raise McpUnavailable(INSTALL_HINT) from None
+
+
+# -- packs ------------------------------------------------------------------------------
+
+
+def _settled_by(result: RunResult, tier0: str) -> str:
+    """The tier that settled the run, as the studio's runs API names it: a tier's name,
+    or "person" when a person answered or is waited for."""
+    if result.status == "waiting" or any(s.provenance for s in result.trace.steps):
+        return "person"
+    return result.settled_by or tier0
+
+
+def pack_entry(pack: Pack, *, model: str | None, checkpoints: Path, tools: Mapping[str, Any] | None) -> McpEntry:
+    """The MCP tool that runs `pack`: each call is an ordinary run (run_pack) with its
+    checkpoint in `checkpoints/runs.sqlite` (resumable with `packforge run --db ...
+    --resume RUN_ID`) and its trace in `checkpoints/traces/RUN_ID.json`."""
+    spec = model or pack.model
+    if not spec:
+        raise PackforgeError(f"pack {pack.name}: no model; pass --model SPEC or set 'model' in its manifest")
+    tier0 = "pack" if model is None or model == pack.model else spec
+    checkpoints.mkdir(parents=True, exist_ok=True)
+    (checkpoints / "traces").mkdir(exist_ok=True)
+    db = checkpoints / "runs.sqlite"
+
+    def call(arguments: dict[str, Any]) -> ToolAnswer:
+        run_id = f"mcp-{uuid.uuid4().hex[:12]}"
+        backend = open_backend(spec, base_dir=pack.root, default=pack.model)
+        store = SQLiteStore(db)
+        try:
+            result = run_pack(pack, dict(arguments), backend=backend, tools=tools, store=store, run_id=run_id)
+        except PackforgeError as exc:
+            return ToolAnswer(
+                run_payload(run_id=run_id, status="failed", output=None, tier="", error=str(exc)), is_error=True
+            )
+        finally:
+            backend.close()
+            store.close()
+        trace = json.dumps(result.trace.to_dict(), indent=2, default=str)
+        (checkpoints / "traces" / f"{run_id}.json").write_text(trace, encoding="utf-8")
+        payload = run_payload(
+            run_id=result.run_id,
+            status=result.status,
+            output=result.output,
+            tier=_settled_by(result, tier0),
+            waiting_at=result.waiting_at,
+            error=result.trace.error if result.status in ("failed", "cancelled") else None,
+        )
+        return ToolAnswer(payload, is_error=result.status in ("failed", "cancelled"))
+
+    return McpEntry(pack_tool(pack), call)
+
+
+# -- host tools -------------------------------------------------------------------------
+
+
+def _declared(function: Any) -> dict[str, Any]:
+    found = getattr(function, "__packforge_tool__", None)
+    return found if isinstance(found, dict) else {}
+
+
+def _schema(value: Any, default: dict[str, Any]) -> dict[str, Any]:
+    return value if isinstance(value, dict) and value.get("type") == "object" else default
+
+
+def registry_entries(registry: Mapping[str, Any]) -> list[McpEntry]:
+    """One MCP tool per available tool of the host registry, with its declared
+    description and argument and result schemas (a tool whose optional dependency is
+    missing is left out). A call validates its arguments and result against them; a
+    side-effecting tool gets a fresh `idempotency_key` per MCP call."""
+    entries = []
+    for name, item in registry.items():
+        if getattr(item, "available", True) is False:
+            continue
+        function = getattr(item, "function", item)
+        declared = _declared(function)
+        description = getattr(item, "description", None) or declared.get("description") or ""
+        args = _schema(getattr(item, "args", None) or declared.get("args"), {"type": "object"})
+        result = _schema(getattr(item, "result", None) or declared.get("result"), {"type": "object"})
+        side_effects = bool(getattr(item, "side_effects", declared.get("side_effects", False)))
+        check = getattr(item, "check", None) or declared.get("check")
+        tool = McpTool(tool_name(name), description or f"The host tool {name}.", args, result)
+        entries.append(McpEntry(tool, _tool_call(name, function, args, result, side_effects, check)))
+    return entries
+
+
+def _problem(schema: dict[str, Any], value: Any) -> str | None:
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(value))
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path)
+    return f"{where}: {error.message}" if where else error.message
+
+
+def _tool_call(
+    name: str,
+    function: Callable[..., Any],
+    args: dict[str, Any],
+    result: dict[str, Any],
+    side_effects: bool,
+    check: Any,
+) -> Callable[[dict[str, Any]], ToolAnswer]:
+    def call(arguments: dict[str, Any]) -> ToolAnswer:
+        problem = _problem(args, arguments) or (check(arguments) if callable(check) else None)
+        if problem:
+            return ToolAnswer({"error": f"tool '{name}': bad arguments: {problem}"}, is_error=True)
+        extra = {"idempotency_key": f"mcp:{uuid.uuid4().hex}"} if side_effects else {}
+        try:
+            value = function(**arguments, **extra)
+        except Exception as exc:  # the tool's own failure: the caller's model sees it
+            return ToolAnswer({"error": f"tool '{name}' raised {type(exc).__name__}: {exc}"}, is_error=True)
+        if not isinstance(value, dict):
+            value = {"result": value}
+        problem = _problem(result, value)
+        if problem:
+            return ToolAnswer({"error": f"tool '{name}': its result does not match its schema: {problem}"}, True)
+        return ToolAnswer(value)
+
+    return call
+
+
+# -- the SDK server ---------------------------------------------------------------------
+
+
+def build_server(entries: Sequence[McpEntry], *, name: str, version: str = "") -> Server[Any]:
+    """An SDK low-level server listing `entries` and answering their calls."""
+    _require_sdk()
+    import anyio.to_thread
+    import mcp.types as types
+    from mcp.server.context import ServerRequestContext
+    from mcp.server.lowlevel import Server
+
+    by_name: dict[str, McpEntry] = {}
+    for entry in entries:
+        if entry.tool.name in by_name:
+            raise PackforgeError(f"two MCP tools are named {entry.tool.name!r}; serve one of them")
+        by_name[entry.tool.name] = entry
+
+    listed = [
+        types.Tool(
+            name=e.tool.name,
+            description=e.tool.description,
+            input_schema=e.tool.input_schema,
+            output_schema=e.tool.output_schema,
+        )
+        for e in entries
+    ]
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=listed)
+
+    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        entry = by_name.get(params.name)
+        if entry is None:
+            answer = ToolAnswer({"error": f"no tool named {params.name!r}"}, is_error=True)
+        else:
+            answer = await anyio.to_thread.run_sync(entry.call, dict(params.arguments or {}))
+        return types.CallToolResult(
+            content=[types.TextContent(text=payload_text(answer.payload))],
+            structured_content=answer.payload,
+            is_error=answer.is_error,
+        )
+
+    return Server(name, version=version, on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def serve_stdio(entries: Sequence[McpEntry], *, name: str = "packforge") -> None:
+    """Serve `entries` over stdin/stdout until the client closes the connection."""
+    server = build_server(entries, name=name)
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    async def main() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    anyio.run(main)
+
+
+@dataclass(frozen=True)
+class HttpAnswer:
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+
+def answer_http(
+    entries: Sequence[McpEntry],
+    *,
+    name: str,
+    method: str,
+    path: str,
+    headers: Sequence[tuple[str, str]],
+    body: bytes,
+) -> HttpAnswer:
+    """One HTTP request to a stateless streamable-HTTP MCP endpoint serving `entries`,
+    answered by the SDK's own transport (JSON responses, no sessions, no server-sent
+    stream): the request is handed to its ASGI app in a fresh event loop and the
+    response collected. For a WSGI host (the studio under gunicorn); the caller
+    authenticates first."""
+    server = build_server(entries, name=name)
+    import anyio
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    scope: dict[str, Any] = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method.upper(),
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers],
+        "client": ("127.0.0.1", 0),
+        "server": ("127.0.0.1", 80),
+    }
+    status: list[int] = []
+    out_headers: list[tuple[str, str]] = []
+    chunks: list[bytes] = []
+    delivered = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await anyio.sleep_forever()  # the client stays connected until the answer is sent
+        raise AssertionError("unreachable")
+
+    async def send(message: Mapping[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            status.append(int(message["status"]))
+            out_headers.extend((k.decode("latin-1"), v.decode("latin-1")) for k, v in message.get("headers", []))
+        elif message["type"] == "http.response.body":
+            chunks.append(bytes(message.get("body", b"")))
+
+    async def main() -> None:
+        manager = StreamableHTTPSessionManager(
+            app=server,
+            json_response=True,
+            stateless=True,
+            # The host (Django's ALLOWED_HOSTS) checks Host; the bearer token is the guard.
+            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        async with manager.run():
+            await manager.handle_request(scope, receive, send)
+
+    anyio.run(main)
+    return HttpAnswer(status[0] if status else 500, out_headers, b"".join(chunks))

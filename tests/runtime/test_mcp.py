@@ -1,0 +1,180 @@
+"""`packforge mcp`: packs (and host tools) as MCP tools over stdio, driven by the SDK's
+own client (`mcp.stdio_client` + `mcp.ClientSession`) against a real subprocess; and the
+pack's tool as data (runtime.mcp_tools). docs/tools.md, "MCP"."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+from runtime import SQLiteStore, load_pack, load_tools
+from runtime.mcp_tools import RUN_RESULT_SCHEMA, pack_input_schema, pack_tool, tool_name
+
+REPO = Path(__file__).resolve().parents[2]
+TRIAGE = REPO / "packs" / "support_triage"
+REFUND = REPO / "packs" / "refund_desk"
+REFUND_TOOLS = f"{REFUND / 'tools.py'}:registry"
+
+
+def _session(*args: str, cwd: Path) -> Callable[[Callable[[ClientSession], Awaitable[Any]]], Any]:
+    """Run `body(session)` against `packforge mcp ARGS` spawned by the SDK's stdio client."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "runtime", "mcp", *args],
+        cwd=str(cwd),
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+    )
+
+    def run(body: Callable[[ClientSession], Awaitable[Any]]) -> Any:
+        async def main() -> Any:
+            async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                return await body(session)
+
+        return anyio.run(main)
+
+    return run
+
+
+def test_it_lists_and_calls_a_pack_over_stdio(tmp_path: Path) -> None:
+    session = _session("--pack", str(TRIAGE), "--checkpoints", "cp", cwd=tmp_path)
+
+    async def body(s: ClientSession) -> Any:
+        return await s.list_tools(), await s.call_tool("support_triage", {"ticket": "Where is my parcel ORD-1?"})
+
+    listed, called = session(body)
+    (tool,) = listed.tools
+    assert tool.name == "support_triage"
+    assert tool.description.startswith("Triage one customer-support ticket")
+    assert tool.input_schema["required"] == ["ticket"]
+    assert tool.input_schema["properties"]["ticket"]["type"] == "string"
+    assert tool.output_schema == RUN_RESULT_SCHEMA
+    assert called.is_error is False
+    result = called.structured_content
+    assert result["status"] == "done" and result["tier"] == "pack"
+    assert result["output"] == {
+        "category": "other",
+        "order_id": None,
+        "amount_usd": None,
+        "sentiment": "neutral",
+        "priority": "p3",
+    }
+    assert json.loads(called.content[0].text) == result
+    # an ordinary run: checkpointed and traced under --checkpoints
+    run_id = result["run_id"]
+    store = SQLiteStore(tmp_path / "cp" / "runs.sqlite")
+    try:
+        assert store.get(run_id).status == "done"
+    finally:
+        store.close()
+    trace = json.loads((tmp_path / "cp" / "traces" / f"{run_id}.json").read_text())
+    assert [s["node"] for s in trace["steps"]][:2] == ["classify", "extract"]
+
+
+def test_it_answers_waiting_with_the_node_a_run_waits_at(tmp_path: Path) -> None:
+    case = json.loads((REFUND / "evalset.jsonl").read_text().splitlines()[7])  # rd-08: a person decides
+    script = json.loads((REFUND / "fakes" / "scripted.json").read_text())
+    model = tmp_path / "unsure.json"
+    model.write_text(json.dumps({"inputs": [{"match": case["input"], "answers": script["cases"][case["id"]]}]}))
+    session = _session(
+        "--pack", str(REFUND), "--tools", REFUND_TOOLS, "--model", f"fake:{model}", "--checkpoints", "cp", cwd=tmp_path
+    )
+
+    async def body(s: ClientSession) -> Any:
+        return await s.call_tool("refund_desk", case["input"])
+
+    called = session(body)
+    result = called.structured_content
+    assert called.is_error is False
+    assert result["status"] == "waiting" and result["waiting_at"] == "review" and result["output"] is None
+    assert result["tier"] == "person"
+    store = SQLiteStore(tmp_path / "cp" / "runs.sqlite")
+    try:
+        assert store.get(result["run_id"]).status == "waiting"  # resumable with packforge run --resume
+    finally:
+        store.close()
+
+
+def test_it_exposes_the_registrys_tools_with_expose_tools(tmp_path: Path) -> None:
+    session = _session("--pack", str(REFUND), "--tools", REFUND_TOOLS, "--expose-tools", cwd=tmp_path)
+
+    async def body(s: ClientSession) -> Any:
+        listed = await s.list_tools()
+        found = await s.call_tool("lookup_order", {"order_id": "ORD-10001"})
+        bad = await s.call_tool("lookup_order", {"order": "ORD-10001"})
+        return listed, found, bad
+
+    listed, found, bad = session(body)
+    tools = {t.name: t for t in listed.tools}
+    assert set(tools) == {"refund_desk", "lookup_order", "issue_refund"}
+    declared = load_tools(REFUND_TOOLS)["lookup_order"].__packforge_tool__  # type: ignore[index]
+    assert tools["lookup_order"].input_schema == declared["args"]
+    assert tools["lookup_order"].output_schema == declared["result"]
+    assert found.is_error is False and found.structured_content["order"]["item"] == "Ceramic pour-over set"
+    assert bad.is_error is True and "lookup_order" in bad.structured_content["error"]
+
+
+def test_it_refuses_expose_tools_without_a_registry(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "runtime", "mcp", "--pack", str(TRIAGE), "--expose-tools"],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2 and "--expose-tools needs --tools" in out.stderr
+
+
+BLOCK_MCP = """
+import importlib.abc, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in ("mcp", "mcp_types"):
+            raise ImportError("blocked: " + name)
+        return None
+sys.meta_path.insert(0, Block())
+import pkgutil, importlib, runtime
+for mod in pkgutil.walk_packages(runtime.__path__, "runtime."):
+    if mod.name != "runtime.__main__":
+        importlib.import_module(mod.name)
+print("LOADED", sorted(m for m in sys.modules if m.split(".")[0] in ("mcp", "mcp_types")))
+from runtime.cli import main
+sys.exit(main(["mcp", "--pack", "packs/support_triage"]))
+"""
+
+
+def test_it_runs_without_the_sdk_and_says_how_to_install_it() -> None:
+    out = subprocess.run([sys.executable, "-c", BLOCK_MCP], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert "LOADED []" in out.stdout  # every runtime module loads without the SDK
+    assert out.returncode == 2 and "pip install 'packforge[mcp]'" in out.stderr
+
+
+# -- the tool as data -----------------------------------------------------------------------
+
+
+def test_it_types_each_declared_input_from_the_evalset() -> None:
+    schema = pack_input_schema(load_pack(REFUND, tools={"lookup_order", "issue_refund"}))
+    assert schema["type"] == "object" and schema["required"] == ["message"]
+    assert schema["properties"]["message"]["type"] == "string"
+
+
+def test_it_describes_a_pack_without_a_description_by_its_readme(tmp_path: Path) -> None:
+    pack = load_pack(TRIAGE)
+    pack.description = ""
+    assert pack_tool(pack).description.startswith("Triages one customer-support ticket")
+    pack.root = tmp_path  # no README either
+    assert pack_tool(pack).description.startswith("Run the pack support_triage.")
+
+
+@pytest.mark.parametrize(("name", "expected"), [("triage", "triage"), ("my pack/v2", "my_pack_v2"), ("", "pack")])
+def test_it_makes_a_valid_tool_name(name: str, expected: str) -> None:
+    assert tool_name(name) == expected

@@ -428,8 +428,9 @@ def cmd_endpoints(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from runtime.mcp_server import pack_entry, registry_entries, serve_stdio
+    from runtime.mcp_server import pack_entry, registry_entries, require_sdk, serve_stdio
 
+    require_sdk()
     if args.expose_tools and not args.tools:
         raise UsageError("--expose-tools needs --tools MODULE:REGISTRY")
     tools = load_tools(args.tools)

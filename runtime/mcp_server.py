@@ -38,6 +38,7 @@ __all__ = [
     "build_server",
     "pack_entry",
     "registry_entries",
+    "require_sdk",
     "serve_stdio",
 ]
 
@@ -65,7 +66,8 @@ class McpEntry:
     call: Callable[[dict[str, Any]], ToolAnswer]
 
 
-def _require_sdk() -> None:
+def require_sdk() -> None:
+    """Raise McpUnavailable (one line: how to install it) when the SDK is missing."""
     try:
         import mcp  # noqa: F401
     except ImportError:
@@ -196,7 +198,7 @@ def _tool_call(
 
 def build_server(entries: Sequence[McpEntry], *, name: str, version: str = "") -> Server[Any]:
     """An SDK low-level server listing `entries` and answering their calls."""
-    _require_sdk()
+    require_sdk()
     import anyio.to_thread
     import mcp.types as types
     from mcp.server.context import ServerRequestContext

@@ -15,20 +15,19 @@ lookup_order.__packforge_tool__ = {
 
 Without a declaration the arguments come from the function's signature (each parameter
 a property, required when it has no default, untyped) and the result is `{"type":
-"object"}`. Issue 14 grows this into the runtime's registry; it stays small here."""
+"object"}`. The declaration is parsed once, by the runtime's registry
+(runtime.tools.ToolDef); a ToolSpec is the part of it a planner reads."""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from compiler.errors import CompilerError
-from runtime import Tool
+from runtime import BadSpec, Tool, ToolDef, tool_def
 
-DECLARATION = "__packforge_tool__"
-_DECLARATION_KEYS = frozenset({"description", "args", "result"})
+__all__ = ["ToolSpec", "catalogue", "tool_spec"]
 
 
 @dataclass(frozen=True)
@@ -54,24 +53,22 @@ class ToolSpec:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "args": self.args, "result": self.result}
 
-
-def tool_spec(name: str, function: Tool) -> ToolSpec:
-    """The ToolSpec of one registered function: its declaration, else its signature."""
-    declared = getattr(function, DECLARATION, None)
-    if declared is not None:
-        if not isinstance(declared, Mapping) or not set(declared) <= _DECLARATION_KEYS:
-            raise CompilerError(f"tool {name!r}: {DECLARATION} must be a dict with keys description, args, result")
-        args = declared.get("args") or _signature_args(function)
-        result = declared.get("result") or {"type": "object"}
-        for key, schema in (("args", args), ("result", result)):
-            if not isinstance(schema, Mapping) or schema.get("type") != "object":
-                raise CompilerError(f"tool {name!r}: {DECLARATION}['{key}'] must be a JSON schema of an object")
-        description = declared.get("description") or _first_line(function)
-        return ToolSpec(name, str(description), dict(args), dict(result))
-    return ToolSpec(name, _first_line(function), _signature_args(function), {"type": "object"})
+    @classmethod
+    def of(cls, tool: ToolDef) -> ToolSpec:
+        """The planner's view of a registered tool."""
+        return cls(tool.name, tool.description, dict(tool.args), dict(tool.result))
 
 
-def catalogue(registry: Mapping[str, Tool] | None, names: Sequence[str]) -> dict[str, ToolSpec]:
+def tool_spec(name: str, function: Tool | ToolDef) -> ToolSpec:
+    """The ToolSpec of one registered function (or ToolDef): its declaration, else its
+    signature, as the runtime's registry reads them."""
+    try:
+        return ToolSpec.of(tool_def(name, function))
+    except BadSpec as exc:
+        raise CompilerError(str(exc)) from None
+
+
+def catalogue(registry: Mapping[str, Tool | ToolDef] | None, names: Sequence[str]) -> dict[str, ToolSpec]:
     """The ToolSpecs of the tools `names` (a spec's `tools`), in that order. A name the
     registry lacks is a CompilerError naming every missing one. With no registry at all,
     the names get signature-less specs (no arguments known, result an object): a plan can
@@ -87,21 +84,3 @@ def catalogue(registry: Mapping[str, Tool] | None, names: Sequence[str]) -> dict
             f"that the host registry does not have (it has: {known})"
         )
     return {name: tool_spec(name, registry[name]) for name in names}
-
-
-def _signature_args(function: Tool) -> dict[str, Any]:
-    try:
-        params = inspect.signature(function).parameters.values()
-    except (TypeError, ValueError):
-        return {"type": "object", "properties": {}}
-    named = [p for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    return {
-        "type": "object",
-        "properties": {p.name: {} for p in named},
-        "required": [p.name for p in named if p.default is inspect.Parameter.empty],
-    }
-
-
-def _first_line(function: Tool) -> str:
-    doc = inspect.getdoc(function) or ""
-    return doc.strip().splitlines()[0] if doc.strip() else ""

@@ -75,7 +75,7 @@ from runtime.paths import shown as shown_path
 from runtime.scoring import baseline_summary, case_score, field_matches, field_table, observed, set_f1
 from runtime.stats import mcnemar_exact, paired_outcomes, percentile, wilson_interval
 from runtime.tiers import PERSON, Tier, check_answer, node_schema
-from runtime.tools import Tool, load_tools
+from runtime.tools import Registry, Tool, ToolDef, ToolOutcome, load_tools, tool, tool_def
 from runtime.trace import TRACE_VERSION, Attempt, EdgeTaken, Step, ToolCall, Trace
 from runtime.walker import RunOptions, RunResult, resume_run, run_pack
 
@@ -131,6 +131,7 @@ __all__ = [
     "PackInvalid",
     "PackIssue",
     "PackforgeError",
+    "Registry",
     "RunNotFound",
     "RunOptions",
     "RunRecord",
@@ -144,6 +145,8 @@ __all__ = [
     "Tool",
     "ToolAnswer",
     "ToolCall",
+    "ToolDef",
+    "ToolOutcome",
     "Trace",
     "baseline_document",
     "baseline_summary",
@@ -185,5 +188,7 @@ __all__ = [
     "score_case",
     "set_f1",
     "shown_path",
+    "tool",
+    "tool_def",
     "wilson_interval",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -111,6 +112,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="var/mcp",
         help="where runs are checkpointed (DIR/runs.sqlite) and traced (DIR/traces/RUN_ID.json); default var/mcp",
     )
+    p = add_command("tools", "show the host's tool registry")
+    tools = p.add_subparsers(dest="tools_command", metavar="list", required=True, parser_class=_Parser)
+    c = tools.add_parser(
+        "list", parents=[common], help="each tool: state, side effects, description, arguments (docs/tools.md)"
+    )
+    c.add_argument("--tools", help="MODULE:REGISTRY (default: $PACKFORGE_TOOLS)")
+    c.add_argument("--json", action="store_true", help="print the catalogue as one JSON document")
 
     p = add_command("pull", "download a pack version from a studio (docs/api.md)")
     p.add_argument("target", metavar="STUDIO_URL/PROJECT", help="e.g. http://localhost:8000/triage")
@@ -136,6 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "endpoints": cmd_endpoints,
             "pull": cmd_pull,
             "mcp": cmd_mcp,
+            "tools": cmd_tools,
         }[args.command]
         return handler(args)
     except PackInvalid as exc:
@@ -442,6 +451,29 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     if args.expose_tools and tools:
         entries += registry_entries(tools)
     serve_stdio(entries)  # stdout is the protocol's: nothing else may print there
+    return EXIT_OK
+
+
+def cmd_tools(args: argparse.Namespace) -> int:
+    """`packforge tools list`: the registry's catalogue. A tool whose dependency is
+    missing is listed as unavailable, not an error (exit 0)."""
+    ref = args.tools or os.environ.get("PACKFORGE_TOOLS", "").strip() or None
+    if ref is None:
+        raise UsageError("packforge tools list: name a registry with --tools MODULE:REGISTRY (or set PACKFORGE_TOOLS)")
+    registry = load_tools(ref)
+    assert registry is not None
+    if args.json:
+        print(json.dumps({"registry": ref, "tools": registry.catalogue()}, indent=2))
+        return EXIT_OK
+    rows = [(t["name"], t["state"], "side effects" if t["side_effects"] else "read-only") for t in registry.catalogue()]
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(("tool", "state", "effects"))]
+    print("  ".join(h.ljust(w) for h, w in zip(("tool", "state", "effects"), widths, strict=True)) + "  description")
+    for row, entry in zip(rows, registry.catalogue(), strict=True):
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) + "  " + entry["description"])
+        print(" " * 4 + "args: " + entry["args_summary"])
+    unavailable = sum(1 for t in registry.values() if not t.available)
+    n = len(registry)
+    print(f"{n} tool{'s' if n != 1 else ''} in {ref}: {n - unavailable} available, {unavailable} unavailable")
     return EXIT_OK
 
 

@@ -17,13 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import jsonschema
-
 from runtime.backends import open_backend
 from runtime.checkpoint import SQLiteStore
 from runtime.errors import PackforgeError
 from runtime.mcp_tools import McpTool, pack_tool, payload_text, run_payload, tool_name
 from runtime.pack.model import Pack
+from runtime.tools import Registry, ToolDef, args_problem, result_problem
 from runtime.walker import RunResult, run_pack
 
 if TYPE_CHECKING:
@@ -85,7 +84,7 @@ def _settled_by(result: RunResult, tier0: str) -> str:
     return result.settled_by or tier0
 
 
-def pack_entry(pack: Pack, *, model: str | None, checkpoints: Path, tools: Mapping[str, Any] | None) -> McpEntry:
+def pack_entry(pack: Pack, *, model: str | None, checkpoints: Path, tools: Registry | None) -> McpEntry:
     """The MCP tool that runs `pack`: each call is an ordinary run (run_pack) with its
     checkpoint in `checkpoints/runs.sqlite` (resumable with `packforge run --db ...
     --resume RUN_ID`) and its trace in `checkpoints/traces/RUN_ID.json`."""
@@ -128,67 +127,36 @@ def pack_entry(pack: Pack, *, model: str | None, checkpoints: Path, tools: Mappi
 # -- host tools -------------------------------------------------------------------------
 
 
-def _declared(function: Any) -> dict[str, Any]:
-    found = getattr(function, "__packforge_tool__", None)
-    return found if isinstance(found, dict) else {}
-
-
-def _schema(value: Any, default: dict[str, Any]) -> dict[str, Any]:
-    return value if isinstance(value, dict) and value.get("type") == "object" else default
-
-
-def registry_entries(registry: Mapping[str, Any]) -> list[McpEntry]:
+def registry_entries(registry: Registry) -> list[McpEntry]:
     """One MCP tool per available tool of the host registry, with its declared
-    description and argument and result schemas (a tool whose optional dependency is
-    missing is left out). A call validates its arguments and result against them; a
-    side-effecting tool gets a fresh `idempotency_key` per MCP call."""
-    entries = []
-    for name, item in registry.items():
-        if getattr(item, "available", True) is False:
-            continue
-        function = getattr(item, "function", item)
-        declared = _declared(function)
-        description = getattr(item, "description", None) or declared.get("description") or ""
-        args = _schema(getattr(item, "args", None) or declared.get("args"), {"type": "object"})
-        result = _schema(getattr(item, "result", None) or declared.get("result"), {"type": "object"})
-        side_effects = bool(getattr(item, "side_effects", declared.get("side_effects", False)))
-        check = getattr(item, "check", None) or declared.get("check")
-        tool = McpTool(tool_name(name), description or f"The host tool {name}.", args, result)
-        entries.append(McpEntry(tool, _tool_call(name, function, args, result, side_effects, check)))
-    return entries
+    description and `args` / `result` schemas as input / output schema (a tool whose
+    optional dependency is missing is left out). A call is checked as a run's tool call
+    is (runtime.tools: the args schema, the tool's own check, then the result schema);
+    a side-effecting tool gets a fresh `idempotency_key` per MCP call."""
+    return [
+        McpEntry(
+            McpTool(tool_name(t.name), t.description or f"The host tool {t.name}.", t.args, t.result),
+            _tool_call(t),
+        )
+        for t in registry.values()
+        if t.available
+    ]
 
 
-def _problem(schema: dict[str, Any], value: Any) -> str | None:
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(value))
-    if error is None:
-        return None
-    where = "/".join(str(p) for p in error.absolute_path)
-    return f"{where}: {error.message}" if where else error.message
-
-
-def _tool_call(
-    name: str,
-    function: Callable[..., Any],
-    args: dict[str, Any],
-    result: dict[str, Any],
-    side_effects: bool,
-    check: Any,
-) -> Callable[[dict[str, Any]], ToolAnswer]:
+def _tool_call(tool: ToolDef) -> Callable[[dict[str, Any]], ToolAnswer]:
     def call(arguments: dict[str, Any]) -> ToolAnswer:
-        problem = _problem(args, arguments) or (check(arguments) if callable(check) else None)
+        problem = args_problem(tool, arguments)
         if problem:
-            return ToolAnswer({"error": f"tool '{name}': bad arguments: {problem}"}, is_error=True)
-        extra = {"idempotency_key": f"mcp:{uuid.uuid4().hex}"} if side_effects else {}
+            return ToolAnswer({"error": problem}, is_error=True)
+        extra = {"idempotency_key": f"mcp:{uuid.uuid4().hex}"} if tool.side_effects else {}
         try:
-            value = function(**arguments, **extra)
+            value = tool(**arguments, **extra)
         except Exception as exc:  # the tool's own failure: the caller's model sees it
-            return ToolAnswer({"error": f"tool '{name}' raised {type(exc).__name__}: {exc}"}, is_error=True)
-        if not isinstance(value, dict):
-            value = {"result": value}
-        problem = _problem(result, value)
+            return ToolAnswer({"error": f"tool '{tool.name}' raised {type(exc).__name__}: {exc}"}, is_error=True)
+        problem = result_problem(tool, value)
         if problem:
-            return ToolAnswer({"error": f"tool '{name}': its result does not match its schema: {problem}"}, True)
-        return ToolAnswer(value)
+            return ToolAnswer({"error": problem}, is_error=True)
+        return ToolAnswer(value if isinstance(value, dict) else {"result": value})
 
     return call
 

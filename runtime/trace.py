@@ -17,7 +17,8 @@ TIERS = ("auto", "escalated", "failed")
 # Version 1: run_id, pack, case_id, steps, attempts, tool_calls, status, end_node, error,
 # path, tier, totals. A stored dict without "version" is version 1. Added since (compatible):
 # steps[].confidence; model tiers (docs/tiers.md): steps[].tier, steps[].escalations,
-# steps[].candidates, steps[].provenance, attempts[].tier, ladder, escalations, settled_by.
+# steps[].candidates, steps[].provenance, attempts[].tier, ladder, escalations, settled_by;
+# tool_calls[].key (docs/tools.md#idempotency).
 TRACE_VERSION = 1
 
 
@@ -85,7 +86,8 @@ class ToolCall:
     args: dict[str, Any]
     result: Any
     latency_s: float = 0.0
-    replayed: bool = False
+    replayed: bool = False  # from the run's journal (a resumed run) or a recording, not called
+    key: str | None = None  # the idempotency key it was called with (side-effecting tools)
 
 
 @dataclass

@@ -21,7 +21,8 @@ from runtime.nodes import NODE_KINDS
 from runtime.nodes.base import Outcome
 from runtime.pack.model import Edge, Node, Pack
 from runtime.tiers import PERSON, Tier, candidates, check_answer, check_tiers, person_writes
-from runtime.tools import Tool
+from runtime.tools import Divergence, Registry, TapeHook, Tool, ToolOutcome, idempotency_key, result_problem
+from runtime.tools.calls import args_problem, same_call
 from runtime.trace import Attempt, EdgeTaken, Step, ToolCall, Trace
 
 log = logging.getLogger("packforge.run")
@@ -36,6 +37,7 @@ class RunOptions:
     verify: bool = True  # False only for measuring what verification buys (benchmarks)
     on_step: StepHook | None = None  # called after each step is checkpointed
     on_escalate: EscalationHook | None = None  # called with each escalation as it is decided (docs/tiers.md)
+    tape: TapeHook | None = None  # records or replays tool results (runtime.recordings, docs/tools.md)
 
 
 @dataclass
@@ -65,7 +67,7 @@ class Walk:
 
     pack: Pack
     backend: Backend
-    tools: Mapping[str, Tool]
+    tools: Registry
     store: CheckpointStore
     run_id: str
     fence: int
@@ -77,7 +79,9 @@ class Walk:
     state: dict[str, Any] = field(default_factory=dict)
     step: int = 0
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)  # human node answers
-    pending_tools: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+    # Tool calls journaled at (node, step): replayed on resume, and when a node re-runs
+    # within its step (a tier climb), instead of calling the tool again (invariant 4).
+    pending_tools: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)  # model calls per node, for attempt numbers
     budget_left: int | None = None
     tiers: list[Tier] = field(default_factory=list)  # [] : every model call goes to `backend`
@@ -186,18 +190,78 @@ class Walk:
             log.info("node.rejected", extra={"fields": {"node": node.id, "attempt": attempt, "category": category}})
             log.debug("node.rejected.text", extra={"fields": {"node": node.id, "attempt": attempt, "text": reply.text}})
 
-    def record_tool(self, node: Node, tool: str, args: dict[str, Any], result: Any, latency_s: float) -> None:
+    def record_tool(
+        self,
+        node: Node,
+        tool: str,
+        args: dict[str, Any],
+        result: Any,
+        latency_s: float,
+        *,
+        key: str | None = None,
+        replayed: bool = False,
+    ) -> None:
         """Journal a tool's result the moment it returns, before anything is committed,
         so a resumed run replays it instead of calling the tool again (invariant 4)."""
-        self.store.append(
-            self.run_id,
-            self.fence,
-            "tool",
-            node.id,
-            self.step,
-            {"tool": tool, "args": args, "result": result, "latency_s": latency_s},
-        )
-        self.trace.tool_calls.append(ToolCall(node.id, self.step, tool, args, result, latency_s))
+        payload = {"tool": tool, "args": args, "result": result, "latency_s": latency_s, "key": key}
+        self.store.append(self.run_id, self.fence, "tool", node.id, self.step, payload)
+        self.pending_tools.setdefault((node.id, self.step), []).append(payload)
+        self.trace.tool_calls.append(ToolCall(node.id, self.step, tool, args, result, latency_s, replayed, key))
+
+    def call_tool(self, node: Node, tool_name: str, args: dict[str, Any]) -> ToolOutcome:
+        """Call the host tool `tool_name` with `args` for `node`: the one path every tool
+        call in a run takes (docs/tools.md). In order: a call already journaled at this
+        node and step is replayed, never made again (invariant 4); a replaying tape
+        answers instead of the tool; an unknown or unavailable tool, arguments that break
+        its schema or its own check, a raise, and a result that breaks its schema are
+        failed outcomes (the node's on_fail); a side-effecting tool gets
+        `idempotency_key=`; the result is journaled before this returns, then taped."""
+        if self.cancel is not None and self.cancel.is_set():
+            raise Cancelled("run cancelled")
+        made = self.pending_tools.get((node.id, self.step), [])
+        for entry in made:
+            if same_call(entry["tool"], entry["args"], tool_name, args):
+                return ToolOutcome(True, entry["result"], None, True, "ok", entry.get("key"))
+        found = self.tools.get(tool_name)
+        key = None
+        if found is not None and found.side_effects:
+            key = idempotency_key(self.run_id, node.id, self._visit(node.id), len(made) + 1)
+        tape = self.options.tape
+        if tape is not None and tape.mode == "replay":
+            recorded = tape.lookup(self.case_id, node.id, len(self.trace.tool_calls), tool_name, args)
+            if isinstance(recorded, Divergence):
+                return ToolOutcome.failed(
+                    "diverged", f"tool '{tool_name}' diverged from the recording: {recorded.reason}"
+                )
+            self.record_tool(node, tool_name, args, recorded, 0.0, key=key, replayed=True)
+            return ToolOutcome(True, recorded, None, True, "ok", key)
+        if found is None:  # load_pack(tools=...) refuses this; a host that skipped it lands here
+            return ToolOutcome.failed("unknown", f"tool '{tool_name}' is not registered")
+        if not found.available:
+            return ToolOutcome.failed("unavailable", f"tool '{tool_name}' is {found.state}")
+        problem = args_problem(found, args)
+        if problem is not None:
+            return ToolOutcome.failed("bad_args", problem)
+        kwargs = dict(args) if key is None else {**args, "idempotency_key": key}
+        index = len(self.trace.tool_calls)
+        started = time.perf_counter()
+        try:
+            result = found.function(**kwargs)
+        except Exception as exc:  # a tool's failure is the node's failure, not the runtime's
+            return ToolOutcome.failed("raised", f"tool '{tool_name}' raised {type(exc).__name__}: {exc}")
+        latency_s = time.perf_counter() - started
+        problem = result_problem(found, result)
+        if problem is not None:
+            return ToolOutcome.failed("bad_result", problem)
+        self.record_tool(node, tool_name, args, result, latency_s, key=key)
+        if tape is not None and tape.mode == "record":
+            tape.record(self.case_id, node.id, index, tool_name, args, result)
+        return ToolOutcome(True, result, None, False, "ok", key)
+
+    def _visit(self, node_id: str) -> int:
+        """How many times this run has entered `node_id`, this time included (1-based).
+        Counted from the journaled steps, so a resumed run counts as the killed one did."""
+        return 1 + sum(1 for s in self.trace.steps if s.node == node_id and s.status != "wait" and s.step < self.step)
 
 
 def run_pack(
@@ -298,7 +362,7 @@ def _new_walk(
     walk = Walk(
         pack=pack,
         backend=backend,
-        tools=tools or {},
+        tools=Registry.of(tools),
         store=store,
         run_id=run_id,
         fence=fence,
@@ -318,7 +382,7 @@ def _replay(walk: Walk, journal: list[Entry]) -> str | None:
     for entry in journal:
         payload = entry.payload
         if entry.kind == "tool":
-            walk.pending_tools[(entry.node, entry.step)] = payload
+            walk.pending_tools.setdefault((entry.node, entry.step), []).append(payload)
             walk.trace.tool_calls.append(
                 ToolCall(
                     entry.node,
@@ -328,6 +392,7 @@ def _replay(walk: Walk, journal: list[Entry]) -> str | None:
                     payload["result"],
                     payload["latency_s"],
                     replayed=True,
+                    key=payload.get("key"),
                 )
             )
         elif entry.kind == "wait":

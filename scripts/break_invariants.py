@@ -19,14 +19,14 @@ BREAKS = {
         '    view = {**walk.state, **outcome.writes, "input": walk.input}\n    if outcome.writes.get("goto") in pack.nodes:\n        return Edge(node.id, outcome.writes["goto"])\n',
     ),
     4: (
-        "runtime/nodes/tool.py",
-        "        recorded = walk.pending_tools.pop((node.id, walk.step), None)",
-        "        recorded = None",
+        "runtime/walker.py",
+        "        made = self.pending_tools.get((node.id, self.step), [])\n        for entry in made:",
+        "        made = self.pending_tools.get((node.id, self.step), [])\n        for entry in []:",
     ),
     5: (
-        "runtime/nodes/tool.py",
-        "            fn = walk.tools.get(node.tool)",
-        "            import importlib\n            fn = walk.tools.get(node.tool) or getattr(importlib.import_module(node.tool.rpartition('.')[0]), node.tool.rpartition('.')[2])",
+        "runtime/walker.py",
+        "        found = self.tools.get(tool_name)\n",
+        "        import importlib\n        from runtime.tools import tool_def\n        found = self.tools.get(tool_name) or tool_def(tool_name, getattr(importlib.import_module(tool_name.rpartition('.')[0]), tool_name.rpartition('.')[2]))\n",
     ),
     6: (
         "runtime/cli.py",

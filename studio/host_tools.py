@@ -4,17 +4,18 @@ as the CLI's --tools). Packs reach only these (invariant 5)."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 
 from django.conf import settings
 
-from runtime import Pack, Tool, load_tools
+from runtime import Pack, Registry, load_tools
 
-_cache: dict[str, dict[str, Tool]] = {}
+_cache: dict[str, Registry] = {}
 _lock = threading.Lock()
 
 
-def tool_registry() -> dict[str, Tool] | None:
-    """The registered tools, or None when no registry is configured. Loaded once per
+def tool_registry() -> Registry | None:
+    """The registered tools (name -> runtime ToolDef), or None when no registry is configured. Loaded once per
     process: a worker imports the registry module once, not per case. Raises BadSpec when
     one is configured but cannot be imported."""
     ref = str(settings.PACKFORGE_TOOLS).strip()
@@ -22,7 +23,7 @@ def tool_registry() -> dict[str, Tool] | None:
         return None
     with _lock:
         if ref not in _cache:
-            _cache[ref] = load_tools(ref) or {}
+            _cache[ref] = load_tools(ref) or Registry(ref=ref)
         return _cache[ref]
 
 
@@ -36,7 +37,7 @@ def registry_broken(exc: Exception) -> str:
     return f"the studio's tool registry (PACKFORGE_TOOLS) does not load: {exc}"
 
 
-def tools_problem(pack: Pack, tools: dict[str, Tool] | None) -> str | None:
+def tools_problem(pack: Pack, tools: Mapping[str, object] | None) -> str | None:
     """Why `pack` cannot run in the studio for want of tools, or None."""
     if not pack.tools or tools is not None:
         return None

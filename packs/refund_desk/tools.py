@@ -157,8 +157,12 @@ def lookup_order(order_id: str) -> dict[str, Any]:
     return {"order": {"order_id": order_id, **order}}
 
 
-def issue_refund(order_id: str, amount_usd: float) -> dict[str, Any]:
-    """Refund `amount_usd` on `order_id`. Refuses more than is left to refund."""
+def issue_refund(order_id: str, amount_usd: float, *, idempotency_key: str | None = None) -> dict[str, Any]:
+    """Refund `amount_usd` on `order_id`. Refuses more than is left to refund.
+
+    A side effect: the runtime passes `idempotency_key` (the same on a re-execution after
+    a kill); a real payment provider takes it as its idempotency key, so the refund is
+    made once however often it is asked for (docs/tools.md#idempotency)."""
     order = ORDERS.get(order_id)
     if order is None:
         raise LookupError(f"no order {order_id}")
@@ -168,11 +172,14 @@ def issue_refund(order_id: str, amount_usd: float) -> dict[str, Any]:
     return {"refund_id": f"R-{order_id}", "refunded": True}
 
 
-# What a compiler's planner sees of these tools (compiler/tools.py): a description, the
-# JSON schema of the keyword arguments and of the object returned. The result schemas
-# are the pack's grammars/lookup.json and grammars/refund.json (a test keeps them equal).
+# The declarations the host registry reads (runtime.tools, docs/tools.md): a description,
+# the JSON schema of the keyword arguments and of the object returned (both checked on
+# every call), and whether the tool has side effects. A compiler's planner sees the same.
+# The result schemas are the pack's grammars/lookup.json and grammars/refund.json (a test
+# keeps them equal).
 lookup_order.__packforge_tool__ = {  # type: ignore[attr-defined]
     "description": "Fetch an order by its id (like ORD-10001). An unknown id raises, which takes the node's on_fail.",
+    "side_effects": False,
     "args": {
         "type": "object",
         "properties": {"order_id": {"type": "string", "description": "The order number, as the customer wrote it."}},
@@ -204,6 +211,7 @@ lookup_order.__packforge_tool__ = {  # type: ignore[attr-defined]
 
 issue_refund.__packforge_tool__ = {  # type: ignore[attr-defined]
     "description": "Refund an amount in dollars on an order. Refuses more than is left to refund on it.",
+    "side_effects": True,
     "args": {
         "type": "object",
         "properties": {

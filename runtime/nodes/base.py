@@ -7,7 +7,6 @@ walker or the loader: what it needs of a run in progress is `RunContext` (the wa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -17,7 +16,7 @@ if TYPE_CHECKING:
     from runtime.expr import Expression
     from runtime.pack.model import Node, Pack, RetryPolicy
     from runtime.prompt import Template
-    from runtime.tools import Tool
+    from runtime.tools import Registry, ToolOutcome
 
 COMMON_KEYS = frozenset({"kind", "reads", "writes", "description"})
 
@@ -65,12 +64,12 @@ class RunContext(Protocol):
     """What a node kind may use of a run in progress (runtime.walker.Walk)."""
 
     pack: Pack
-    tools: Mapping[str, Tool]
+    tools: Registry  # the host's tools by name (runtime.tools.ToolDef)
     input: dict[str, Any]
     state: dict[str, Any]
     step: int
     answers: dict[str, dict[str, Any]]  # human answers by node id, popped when used
-    pending_tools: dict[tuple[str, int], dict[str, Any]]  # journaled tool results, by (node, step)
+    pending_tools: dict[tuple[str, int], list[dict[str, Any]]]  # journaled tool calls, by (node, step)
     budget_left: int | None
 
     @property
@@ -109,8 +108,25 @@ class RunContext(Protocol):
         """Write one model attempt into the trace."""
         ...
 
-    def record_tool(self, node: Node, tool: str, args: dict[str, Any], result: Any, latency_s: float) -> None:
+    def record_tool(
+        self,
+        node: Node,
+        tool: str,
+        args: dict[str, Any],
+        result: Any,
+        latency_s: float,
+        *,
+        key: str | None = None,
+        replayed: bool = False,
+    ) -> None:
         """Journal a tool's result before anything is committed (invariant 4)."""
+        ...
+
+    def call_tool(self, node: Node, tool_name: str, args: dict[str, Any]) -> ToolOutcome:
+        """Call a host tool through the run's one call path (docs/tools.md): journal
+        replay, recording replay, registry lookup, argument schema and check, the call
+        (with `idempotency_key=` for side effects), result schema, journal, recording.
+        A failed outcome is the node's failure (its on_fail)."""
         ...
 
 

@@ -1,12 +1,11 @@
-"""`tool`: call a function the host registered. No retry ladder: a repeated call is a
-side effect done twice. The result is journaled the moment the call returns, so a
-resumed run replays it (invariant 4). A pack can only name tools; the host decides
-which exist (invariant 5)."""
+"""`tool`: call a function the host registered, through the run's one call path
+(Walk.call_tool: schemas, availability, idempotency key, journal). No retry ladder: a
+repeated call is a side effect done twice. The result is journaled the moment the call
+returns, so a resumed run replays it (invariant 4). A pack can only name tools; the host
+decides which exist (invariant 5)."""
 
 from __future__ import annotations
 
-import json
-import time
 from typing import TYPE_CHECKING, Any
 
 from runtime.errors import OutputRejected
@@ -52,22 +51,11 @@ class ToolKind:
     def run(self, node: Node, walk: RunContext) -> Outcome:
         assert node.tool is not None
         args = {name: lookup(walk.view(), tuple(path.split("."))) for name, path in node.args.items()}
-        recorded = walk.pending_tools.pop((node.id, walk.step), None)
-        if recorded is not None:
-            result = recorded["result"]
-        else:
-            fn = walk.tools.get(node.tool)
-            if fn is None:  # load_pack(tools=...) refuses this; a host that skipped it lands here
-                return Outcome("fail", reason=f"tool '{node.tool}' is not registered")
-            started = time.perf_counter()
-            try:
-                result = fn(**args)
-                json.dumps(result)
-            except Exception as exc:  # a tool's failure is the node's failure, not the runtime's
-                return Outcome("fail", reason=f"tool '{node.tool}' raised {type(exc).__name__}: {exc}")
-            walk.record_tool(node, node.tool, args, result, time.perf_counter() - started)
+        called = walk.call_tool(node, node.tool, args)
+        if not called.ok:
+            return Outcome("fail", reason=called.reason or f"tool '{node.tool}' failed ({called.kind})")
         try:
-            writes = verify_answer(node, result, walk.state, walk.input)
+            writes = verify_answer(node, called.result, walk.state, walk.input)
         except OutputRejected as exc:
             return Outcome("fail", reason=f"tool '{node.tool}' returned a bad result: {exc.reason}")
         return Outcome("ok", writes=writes)

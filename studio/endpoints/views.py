@@ -4,9 +4,11 @@ a check spends a model call. Function views that return early; htmx gets fragmen
 
 from __future__ import annotations
 
+import json
 import os
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
@@ -14,10 +16,12 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
+from runtime import PackforgeError
 from studio.accounts.access import can_manage_endpoints, endpoint_for, require_endpoint_manager
 from studio.endpoints.execute import plain_number
 from studio.endpoints.forms import EndpointForm
 from studio.endpoints.models import Endpoint
+from studio.host_tools import registry_broken, tool_registry
 from studio.http import StudioRequest
 
 # A check still queued after this long is reported (is a worker running?) and the
@@ -49,6 +53,25 @@ def endpoints_list(request: StudioRequest) -> HttpResponse:
     if request.htmx:
         return render(request, "endpoints/list.html#endpoints-table", context)
     return render(request, "endpoints/list.html", context)
+
+
+def tools_list(request: StudioRequest) -> HttpResponse:
+    """The studio's host tool registry (PACKFORGE_TOOLS): every tool with its state
+    (available, or unavailable for a missing dependency), side effects and schemas."""
+    ref = str(settings.PACKFORGE_TOOLS).strip()
+    tools: list[dict[str, object]] = []
+    problem = None
+    try:
+        registry = tool_registry()
+    except PackforgeError as exc:
+        problem = registry_broken(exc)
+    else:
+        for entry in registry.catalogue() if registry is not None else []:
+            schemas = {"args": entry["args"], "result": entry["result"]}
+            tools.append({**entry, "schemas": json.dumps(schemas, indent=2)})
+    unavailable = sum(1 for t in tools if not t["available"])
+    context = {"ref": ref, "tools": tools, "problem": problem, "unavailable": unavailable}
+    return render(request, "endpoints/tools.html", context)
 
 
 def endpoint_create(request: StudioRequest) -> HttpResponse:

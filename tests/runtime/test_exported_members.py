@@ -119,6 +119,12 @@ PINNED = [
     "mcp_answer_http",
     "pack_tool",
     "run_payload",
+    # the host tool registry and its one call path (issue 14)
+    "Registry",
+    "ToolDef",
+    "ToolOutcome",
+    "tool",
+    "tool_def",
 ]
 
 

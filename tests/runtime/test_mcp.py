@@ -115,11 +115,47 @@ def test_it_exposes_the_registrys_tools_with_expose_tools(tmp_path: Path) -> Non
     listed, found, bad = session(body)
     tools = {t.name: t for t in listed.tools}
     assert set(tools) == {"refund_desk", "lookup_order", "issue_refund"}
-    declared = load_tools(REFUND_TOOLS)["lookup_order"].__packforge_tool__  # type: ignore[index]
-    assert tools["lookup_order"].input_schema == declared["args"]
-    assert tools["lookup_order"].output_schema == declared["result"]
+    registry = load_tools(REFUND_TOOLS)
+    assert registry is not None
+    assert tools["lookup_order"].input_schema == registry["lookup_order"].args
+    assert tools["lookup_order"].output_schema == registry["lookup_order"].result
+    assert tools["issue_refund"].description == registry["issue_refund"].description
     assert found.is_error is False and found.structured_content["order"]["item"] == "Ceramic pour-over set"
     assert bad.is_error is True and "lookup_order" in bad.structured_content["error"]
+
+
+HOST_TOOLS = """
+from runtime import tool
+
+@tool(
+    description="Stamp a text.",
+    args={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+    result={"type": "object", "properties": {"text": {"type": "string"}, "key": {"type": "string"}}},
+    side_effects=True,
+)
+def stamp(text, *, idempotency_key):
+    return {"text": text, "key": idempotency_key}
+
+@tool(description="Needs a module this host lacks.", requires=("no_such_module_pf14",))
+def fancy():
+    return {}
+
+registry = {"stamp": stamp, "fancy": fancy}
+"""
+
+
+def test_it_leaves_unavailable_tools_out_and_keys_each_side_effecting_call(tmp_path: Path) -> None:
+    (tmp_path / "host.py").write_text(HOST_TOOLS)
+    session = _session("--pack", str(TRIAGE), "--tools", "host.py:registry", "--expose-tools", cwd=tmp_path)
+
+    async def body(s: ClientSession) -> Any:
+        listed = await s.list_tools()
+        return listed, await s.call_tool("stamp", {"text": "a"}), await s.call_tool("stamp", {"text": "a"})
+
+    listed, first, second = session(body)
+    assert {t.name for t in listed.tools} == {"support_triage", "stamp"}  # fancy is unavailable
+    keys = {first.structured_content["key"], second.structured_content["key"]}
+    assert len(keys) == 2 and all(k.startswith("mcp:") for k in keys)
 
 
 def test_it_refuses_expose_tools_without_a_registry(tmp_path: Path) -> None:

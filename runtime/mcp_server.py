@@ -241,7 +241,11 @@ def answer_http(
     answered by the SDK's own transport (JSON responses, no sessions, no server-sent
     stream): the request is handed to its ASGI app in a fresh event loop and the
     response collected. For a WSGI host (the studio under gunicorn); the caller
-    authenticates first."""
+    authenticates first. Only POST reaches the SDK: a GET (the server-sent stream a
+    stateless server does not have) would be held open for ever, so any other method
+    answers 405, as the spec has a server without a stream answer."""
+    if method.upper() != "POST":
+        return HttpAnswer(405, [("allow", "POST"), ("content-type", "application/json")], b'{"detail": "POST only"}')
     server = build_server(entries, name=name)
     import anyio
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager

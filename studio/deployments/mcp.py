@@ -7,8 +7,8 @@ or `waiting` with the node and the review item. docs/tools.md, "MCP".
 Gunicorn serves the studio over WSGI, so the SDK's ASGI app cannot be mounted as is:
 this view authenticates the request, then hands it to the SDK's own stateless
 transport in a fresh event loop (runtime.mcp_answer_http) and returns what it
-answered. Stateless means no session and no server-sent stream (GET answers 405),
-which the SDK's client handles; every request carries its bearer token.
+answered. Stateless means no session and no server-sent stream: GET and DELETE answer
+405, which the SDK's client handles; every request carries its bearer token.
 
 Who may call: a deployment-scoped API token of this deployment, or a user's token
 whose user may submit runs to it (an author of its project). No token, a bad one or
@@ -153,6 +153,13 @@ def deployment_mcp(request: HttpRequest, name: str) -> HttpResponse:
         tool = tool_for(deployment)
     except packs.PackUnrunnable as exc:
         return _refused(409, f"the deployment's pack does not load: {exc}")
+    if request.method != "POST":
+        # Stateless: no server-sent stream to GET and no session to DELETE. The SDK's
+        # transport would hold a GET open for ever (a gunicorn worker lost); the spec's
+        # answer for a server without a stream is 405, which the SDK's client expects.
+        response = _refused(405, "this endpoint is stateless: POST JSON-RPC messages to it")
+        response["Allow"] = "POST"
+        return response
     user = row.user
 
     def call(arguments: dict[str, Any]) -> ToolAnswer:

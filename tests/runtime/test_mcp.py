@@ -214,3 +214,25 @@ def test_it_describes_a_pack_without_a_description_by_its_readme(tmp_path: Path)
 @pytest.mark.parametrize(("name", "expected"), [("triage", "triage"), ("my pack/v2", "my_pack_v2"), ("", "pack")])
 def test_it_makes_a_valid_tool_name(name: str, expected: str) -> None:
     assert tool_name(name) == expected
+
+
+# -- the stateless HTTP bridge (what the studio's view hands a request to) ------------------
+
+
+def test_it_answers_one_http_request_with_the_sdks_transport(tmp_path: Path) -> None:
+    from runtime.mcp_server import answer_http, pack_entry
+
+    entry = pack_entry(load_pack(TRIAGE), model=None, checkpoints=tmp_path, tools=None)
+    headers = [("content-type", "application/json"), ("accept", "application/json, text/event-stream")]
+
+    def post(message: dict[str, Any]) -> Any:
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, **message}).encode()
+        answer = answer_http([entry], name="t", method="POST", path="/mcp", headers=headers, body=body)
+        assert answer.status == 200 and ("content-type", "application/json") in answer.headers
+        return json.loads(answer.body)
+
+    assert [t["name"] for t in post({"method": "tools/list"})["result"]["tools"]] == ["support_triage"]
+    called = post({"method": "tools/call", "params": {"name": "support_triage", "arguments": {"ticket": "hi"}}})
+    assert called["result"]["structuredContent"]["status"] == "done"
+    refused = answer_http([entry], name="t", method="GET", path="/mcp", headers=headers, body=b"")
+    assert refused.status == 405  # no server-sent stream to hold open

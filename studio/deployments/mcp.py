@@ -149,17 +149,17 @@ def deployment_mcp(request: HttpRequest, name: str) -> HttpResponse:
         return _refused(404, "No such deployment")
     except PermissionDenied as exc:
         return _refused(403, str(exc))
-    try:
-        tool = tool_for(deployment)
-    except packs.PackUnrunnable as exc:
-        return _refused(409, f"the deployment's pack does not load: {exc}")
     if request.method != "POST":
         # Stateless: no server-sent stream to GET and no session to DELETE. The SDK's
         # transport would hold a GET open for ever (a gunicorn worker lost); the spec's
         # answer for a server without a stream is 405, which the SDK's client expects.
-        response = _refused(405, "this endpoint is stateless: POST JSON-RPC messages to it")
-        response["Allow"] = "POST"
-        return response
+        refused = _refused(405, "this endpoint is stateless: POST JSON-RPC messages to it")
+        refused["Allow"] = "POST"
+        return refused
+    try:
+        tool = tool_for(deployment)
+    except packs.PackUnrunnable as exc:
+        return _refused(409, f"the deployment's pack does not load: {exc}")
     user = row.user
 
     def call(arguments: dict[str, Any]) -> ToolAnswer:
@@ -174,8 +174,8 @@ def deployment_mcp(request: HttpRequest, name: str) -> HttpResponse:
         headers=headers,
         body=request.body,
     )
-    response = HttpResponse(answer.body, status=answer.status)
+    out = HttpResponse(answer.body, status=answer.status)
     for key, value in answer.headers:
         if key.lower() not in ("content-length", "connection", "transfer-encoding"):
-            response[key] = value
-    return response
+            out[key] = value
+    return out

@@ -76,3 +76,8 @@ def test_it_refuses_a_caller_without_the_right_token(
     if status == 401:
         assert answer["WWW-Authenticate"].startswith("Bearer")
     assert not ServedRun.objects.exists()
+
+
+def test_it_shows_the_mcp_endpoint_on_the_deployment_page(deployment: Deployment, as_owner: Client) -> None:
+    page = as_owner.get("/p/triage/deployments/triage-prod").content.decode()
+    assert f'<dd class="mono" id="deployment-mcp">{URL}</dd>' in page

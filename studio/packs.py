@@ -21,8 +21,8 @@ from runtime import (
     FakeConfig,
     Pack,
     PackInvalid,
+    Registry,
     SimConfig,
-    Tool,
     load_pack,
     pack_file,
     parse_backend_spec,
@@ -53,7 +53,7 @@ class LoadedPack:
 
     sha: str
     pack: Pack
-    tools: dict[str, Tool] | None
+    tools: Registry | None
     problems: list[str]
 
     def ensure_runnable(self) -> LoadedPack:
@@ -84,7 +84,7 @@ def read_version(project: Project, version: str | None) -> tuple[str, dict[str, 
         raise PackUnrunnable([str(exc)]) from None
 
 
-def host_tools() -> dict[str, Tool] | None:
+def host_tools() -> Registry | None:
     """The host's tools (None: no registry); PackUnrunnable when the registry is broken."""
     try:
         return tool_registry()
@@ -119,7 +119,7 @@ def loaded(project: Project, version: str | None, *, own_model: bool) -> Iterato
         yield load_version(project, version, Path(tmp), own_model=own_model)
 
 
-def run_problems(pack: Pack, tools: dict[str, Tool] | None, *, own_model: bool) -> list[str]:
+def run_problems(pack: Pack, tools: Registry | None, *, own_model: bool) -> list[str]:
     """Why a loaded pack cannot run in the studio (empty: it can)."""
     problems = []
     if (missing := tools_problem(pack, tools)) is not None:

@@ -33,7 +33,7 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,7 @@ from runtime import (
     OutputRejected,
     Pack,
     PackforgeError,
+    Registry,
     RunOptions,
     RunRecord,
     RunResult,
@@ -94,7 +95,7 @@ class LeaseLost(Exception):
 @dataclass
 class Runner:
     pack: Pack
-    tools: dict[str, Tool] | None
+    tools: Registry | None
     tiers: list[Tier]
 
     def close(self) -> None:
@@ -392,7 +393,11 @@ def _walk(
 ) -> RunResult:
     pk = run.pk
     tiers = [Tier(t.name, EventBackend(t.backend, t.name, recorder)) for t in runner.tiers]
-    tools = {name: _tool_with_events(name, fn, recorder) for name, fn in (runner.tools or {}).items()}
+    # Each ToolDef keeps its declaration (schemas, side effects, state); only its function is wrapped.
+    tools = {
+        name: replace(t, function=_tool_with_events(name, t.function, recorder))
+        for name, t in (runner.tools or Registry()).items()
+    }
     live = store
 
     def on_step(step: Step) -> None:

@@ -43,9 +43,9 @@ from runtime import (
     Case,
     FencedOut,
     Pack,
+    Registry,
     RunResult,
     RunStateError,
-    Tool,
     open_backend,
     resume_run,
     run_pack,
@@ -77,7 +77,7 @@ class Runner:
     pack: Pack
     cases: dict[str, Case]
     backend: Backend
-    tools: dict[str, Tool] | None
+    tools: Registry | None
 
 
 _cache_lock = threading.RLock()  # guards the runner and pack-folder caches

@@ -12,8 +12,20 @@ from typing import Any
 
 import pytest
 
-from runtime import BadSpec, MemoryStore, Registry, load_pack, load_tools, open_backend, resume_run, run_pack, tool
-from runtime.tools import ToolDef, idempotency_key, tool_def
+from runtime import (
+    BadSpec,
+    MemoryStore,
+    Registry,
+    RunOptions,
+    load_pack,
+    load_tools,
+    open_backend,
+    resume_run,
+    run_pack,
+    tool,
+)
+from runtime.tools import Divergence, ToolDef, idempotency_key, tool_def
+from runtime.walker import Walk, _new_walk, _replay
 from tests.support.runtime_packs import pf, write_pack
 
 REGISTRY = '''
@@ -250,3 +262,90 @@ def test_it_asks_for_a_registry_to_list() -> None:
     done = pf("tools", "list", env={"PACKFORGE_TOOLS": ""})
     assert done.returncode == 2
     assert "--tools MODULE:REGISTRY" in done.stderr
+
+
+class Tape:
+    """A stand-in for runtime.recordings.ToolTape: the hook contract Walk.call_tool uses."""
+
+    def __init__(self, mode: str, answers: dict[str, Any] | None = None) -> None:
+        self.mode = mode
+        self.answers = answers or {}
+        self.recorded: list[tuple[Any, ...]] = []
+
+    def lookup(self, case_id: str | None, node: str, index: int, tool: str, args: dict[str, Any]) -> Any:
+        if tool not in self.answers:
+            return Divergence(f"no recorded call of {tool} at {index}")
+        return self.answers[tool]
+
+    def record(self, case_id: str | None, node: str, index: int, tool: str, args: dict[str, Any], result: Any) -> None:
+        self.recorded.append((case_id, node, index, tool, args, result))
+
+
+def test_it_answers_from_a_replaying_tape_without_calling_the_tool(tmp_path: Path) -> None:
+    calls: list[float] = []
+
+    @tool(side_effects=True)
+    def pay(amount: float, *, idempotency_key: str) -> dict[str, Any]:
+        calls.append(amount)
+        return {"paid": amount}
+
+    root = one_tool_pack(tmp_path / "p", "pay", {"amount": "input.amount"}, ["paid"])
+    replayed = run_one(root, {"pay": pay}, {"amount": 3}, options=RunOptions(tape=Tape("replay", {"pay": {"paid": 9}})))
+    assert replayed.output == {"paid": 9} and calls == []
+    assert replayed.trace.tool_calls[0].replayed
+    diverged = run_one(root, {"pay": pay}, {"amount": 3}, options=RunOptions(tape=Tape("replay")))
+    assert diverged.trace.end_node == "failed" and calls == []
+    assert diverged.trace.steps[0].reason == "tool 'pay' diverged from the recording: no recorded call of pay at 0"
+
+
+def test_it_records_each_live_call_on_a_recording_tape(tmp_path: Path) -> None:
+    def double(n: int) -> dict[str, Any]:
+        return {"twice": 2 * n}
+
+    tape = Tape("record")
+    root = one_tool_pack(tmp_path / "p", "double", {"n": "input.n"}, ["twice"])
+    run_one(root, {"double": double}, {"n": 4}, options=RunOptions(tape=tape), case_id="c1")
+    assert tape.recorded == [("c1", "call", 0, "double", {"n": 4}, {"twice": 8})]
+
+
+def test_it_keys_several_calls_in_one_visit_apart_and_replays_them_on_resume(tmp_path: Path) -> None:
+    keys: list[str] = []
+
+    @tool(side_effects=True)
+    def send(to: str, *, idempotency_key: str) -> dict[str, Any]:
+        keys.append(idempotency_key)
+        return {"sent": to}
+
+    root = one_tool_pack(tmp_path / "p", "send", {"to": "input.to"}, ["sent"])
+    pack = load_pack(root, tools={"send"})
+    store = MemoryStore()
+    store.begin("r", pack=pack.name, digest=pack.digest, input={}, case_id=None)
+    node = pack.nodes["call"]
+
+    def walk() -> Walk:
+        fence, _, journal = store.take_over("r")
+        w = _new_walk(
+            pack,
+            open_backend(pack.model or "", base_dir=root),
+            {"send": send},
+            store,
+            "r",
+            fence,
+            {},
+            None,
+            None,
+            None,
+            None,
+        )
+        _replay(w, journal)
+        w.step = 1
+        return w
+
+    first = walk()
+    assert [first.call_tool(node, "send", {"to": to}).key for to in ("a", "b")] == ["r:call:1", "r:call:1:2"]
+    again = first.call_tool(node, "send", {"to": "a"})  # the same call in the same step: replayed
+    assert (again.replayed, again.key, keys) == (True, "r:call:1", ["r:call:1", "r:call:1:2"])
+    resumed = walk()  # a new process, from the journal
+    assert [resumed.call_tool(node, "send", {"to": to}).replayed for to in ("a", "b")] == [True, True]
+    assert resumed.call_tool(node, "send", {"to": "c"}).key == "r:call:1:3"
+    assert keys == ["r:call:1", "r:call:1:2", "r:call:1:3"]

@@ -92,6 +92,7 @@ def pack_entry(pack: Pack, *, model: str | None, checkpoints: Path, tools: Regis
     if not spec:
         raise PackforgeError(f"pack {pack.name}: no model; pass --model SPEC or set 'model' in its manifest")
     tier0 = "pack" if model is None or model == pack.model else spec
+    open_backend(spec, base_dir=pack.root, default=pack.model).close()  # a bad spec fails at start, not per call
     checkpoints.mkdir(parents=True, exist_ok=True)
     (checkpoints / "traces").mkdir(exist_ok=True)
     db = checkpoints / "runs.sqlite"

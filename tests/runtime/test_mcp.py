@@ -158,16 +158,24 @@ def test_it_leaves_unavailable_tools_out_and_keys_each_side_effecting_call(tmp_p
     assert len(keys) == 2 and all(k.startswith("mcp:") for k in keys)
 
 
-def test_it_refuses_expose_tools_without_a_registry(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--expose-tools"], "--expose-tools needs --tools"),
+        (["--model", "fake:no-such-file.json"], "no-such-file.json"),
+    ],
+)
+def test_it_refuses_bad_usage_at_start_in_one_line(tmp_path: Path, args: list[str], says: str) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "runtime", "mcp", "--pack", str(TRIAGE), "--expose-tools"],
+        [sys.executable, "-m", "runtime", "mcp", "--pack", str(TRIAGE), *args],
         cwd=tmp_path,
         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert out.returncode == 2 and "--expose-tools needs --tools" in out.stderr
+    assert out.returncode == 2 and says in out.stderr and len(out.stderr.splitlines()) == 1, out.stderr
+    assert out.stdout == ""  # stdout is the protocol's
 
 
 BLOCK_MCP = """

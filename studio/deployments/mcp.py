@@ -38,7 +38,9 @@ from studio.deployments.models import Deployment, ServedRun
 from studio.deployments.settings import setting
 
 REVIEW_ITEM_GRACE_S = 5.0  # a waiting run's review item is made just after it commits
-_FORWARDED = ("content-type", "accept", "mcp-protocol-version", "mcp-session-id", "last-event-id", "origin")
+# Every header reaches the SDK (the protocol routes on Mcp-* headers, more in newer
+# revisions) except the credentials, which the view has used and the SDK must not see.
+_WITHHELD = ("authorization", "cookie", "proxy-authorization")
 _tools: dict[tuple[int, str], McpTool] = {}  # (project, version) -> its tool: a version never changes
 _tools_lock = threading.Lock()
 
@@ -165,7 +167,7 @@ def deployment_mcp(request: HttpRequest, name: str) -> HttpResponse:
     def call(arguments: dict[str, Any]) -> ToolAnswer:
         return call_deployment(deployment, user, arguments)
 
-    headers = [(k, v) for k, v in request.headers.items() if k.lower() in _FORWARDED]
+    headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _WITHHELD]
     answer = mcp_answer_http(
         [McpEntry(tool, call)],
         name=f"packforge-{deployment.name}",

@@ -20,7 +20,7 @@ import anyio
 import httpx
 import httpx2
 import pytest
-from mcp import ClientSession
+from mcp import Client, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.support.celery_workers import ROOT, CeleryWorker, database_url, worker_pool
@@ -125,12 +125,18 @@ def test_it_lists_and_calls_a_deployment_with_its_token(studio: dict[str, Any]) 
 
 
 def test_it_answers_waiting_with_the_review_item(studio: dict[str, Any]) -> None:
+    """Through the SDK's high-level `Client`, which negotiates the newer per-request
+    protocol era (2026-07-28) where the server offers it: the studio's endpoint does."""
     from studio.review.models import ReviewItem
 
-    async def body(s: ClientSession) -> Any:
-        return await s.call_tool("support_triage", CASE["input"])
+    async def main() -> tuple[str, Any]:
+        url = f"{studio['url']}/mcp/deployments/triage-unsure"
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {studio['owner']}"}, timeout=120)  # a user's token
+        async with http, Client(streamable_http_client(url, http_client=http)) as client:
+            return client.protocol_version, await client.call_tool("support_triage", CASE["input"])
 
-    called = _mcp(f"{studio['url']}/mcp/deployments/triage-unsure", studio["owner"], body)  # a user's token
+    protocol, called = anyio.run(main)
+    assert protocol == "2026-07-28"
     result = called.structured_content
     assert called.is_error is False
     assert (result["status"], result["waiting_at"], result["output"]) == ("waiting", "extract", None)

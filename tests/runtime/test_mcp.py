@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 
 from runtime import SQLiteStore, load_pack, load_tools
 from runtime.mcp_tools import RUN_RESULT_SCHEMA, pack_input_schema, pack_tool, tool_name
@@ -77,6 +77,23 @@ def test_it_lists_and_calls_a_pack_over_stdio(tmp_path: Path) -> None:
         store.close()
     trace = json.loads((tmp_path / "cp" / "traces" / f"{run_id}.json").read_text())
     assert [s["node"] for s in trace["steps"]][:2] == ["classify", "extract"]
+
+
+def test_it_serves_the_newer_protocol_to_the_sdks_high_level_client(tmp_path: Path) -> None:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "runtime", "mcp", "--pack", str(TRIAGE)],
+        cwd=str(tmp_path),
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+    )
+
+    async def main() -> tuple[str, Any]:
+        async with Client(params) as client:  # mode "auto": discover first, then the handshake
+            return client.protocol_version, await client.call_tool("support_triage", {"ticket": "hi"})
+
+    protocol, called = anyio.run(main)
+    assert protocol == "2026-07-28"
+    assert called.structured_content["status"] == "done"
 
 
 def test_it_answers_waiting_with_the_node_a_run_waits_at(tmp_path: Path) -> None:

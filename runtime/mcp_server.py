@@ -10,9 +10,11 @@ pings and cancellations while a pack runs, and a caller's call may use blocking 
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -71,6 +73,31 @@ def require_sdk() -> None:
         import mcp  # noqa: F401
     except ImportError:
         raise McpUnavailable(INSTALL_HINT) from None
+
+
+def _run_loop(main: Callable[[], Awaitable[None]]) -> None:
+    """anyio.run(main) here, or in a thread of its own when an event loop already runs in
+    this thread (an async host, a test harness): a second loop cannot start in it."""
+    import anyio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        anyio.run(main)
+        return
+    failed: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            anyio.run(main)
+        except BaseException as exc:  # raised again in the caller's thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=target, name="packforge-mcp")
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
 
 
 # -- packs ------------------------------------------------------------------------------
@@ -212,14 +239,13 @@ def build_server(entries: Sequence[McpEntry], *, name: str, version: str = "") -
 def serve_stdio(entries: Sequence[McpEntry], *, name: str = "packforge") -> None:
     """Serve `entries` over stdin/stdout until the client closes the connection."""
     server = build_server(entries, name=name)
-    import anyio
     from mcp.server.stdio import stdio_server
 
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
-    anyio.run(main)
+    _run_loop(main)
 
 
 @dataclass(frozen=True)
@@ -297,5 +323,5 @@ def answer_http(
         async with manager.run():
             await manager.handle_request(scope, receive, send)
 
-    anyio.run(main)
+    _run_loop(main)
     return HttpAnswer(status[0] if status else 500, out_headers, b"".join(chunks))

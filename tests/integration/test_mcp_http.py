@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import httpx2
 import pytest
@@ -24,6 +23,7 @@ from mcp import Client, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.support.celery_workers import ROOT, CeleryWorker, database_url, worker_pool
+from tests.support.mcp import run_async
 
 CASE = json.loads((ROOT / "packs" / "support_triage" / "evalset.jsonl").read_text().splitlines()[0])
 INITIALIZE = {
@@ -102,7 +102,7 @@ def _mcp(url: str, token: str, body: Callable[[ClientSession], Any]) -> Any:
             await session.initialize()
             return await body(session)
 
-    return anyio.run(main)
+    return run_async(main)
 
 
 def test_it_lists_and_calls_a_deployment_with_its_token(studio: dict[str, Any]) -> None:
@@ -135,7 +135,7 @@ def test_it_answers_waiting_with_the_review_item(studio: dict[str, Any]) -> None
         async with http, Client(streamable_http_client(url, http_client=http)) as client:
             return client.protocol_version, await client.call_tool("support_triage", CASE["input"])
 
-    protocol, called = anyio.run(main)
+    protocol, called = run_async(main)
     assert protocol == "2026-07-28"
     result = called.structured_content
     assert called.is_error is False

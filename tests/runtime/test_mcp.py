@@ -11,12 +11,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 
 from runtime import SQLiteStore, load_pack, load_tools
 from runtime.mcp_tools import RUN_RESULT_SCHEMA, pack_input_schema, pack_tool, tool_name
+from tests.support.mcp import run_async
 
 REPO = Path(__file__).resolve().parents[2]
 TRIAGE = REPO / "packs" / "support_triage"
@@ -39,7 +39,7 @@ def _session(*args: str, cwd: Path) -> Callable[[Callable[[ClientSession], Await
                 await session.initialize()
                 return await body(session)
 
-        return anyio.run(main)
+        return run_async(main)
 
     return run
 
@@ -91,7 +91,7 @@ def test_it_serves_the_newer_protocol_to_the_sdks_high_level_client(tmp_path: Pa
         async with Client(params) as client:  # mode "auto": discover first, then the handshake
             return client.protocol_version, await client.call_tool("support_triage", {"ticket": "hi"})
 
-    protocol, called = anyio.run(main)
+    protocol, called = run_async(main)
     assert protocol == "2026-07-28"
     assert called.structured_content["status"] == "done"
 
@@ -261,3 +261,18 @@ def test_it_answers_one_http_request_with_the_sdks_transport(tmp_path: Path) -> 
     assert called["result"]["structuredContent"]["status"] == "done"
     refused = answer_http([entry], name="t", method="GET", path="/mcp", headers=headers, body=b"")
     assert refused.status == 405  # no server-sent stream to hold open
+
+
+def test_it_answers_http_from_a_thread_where_an_event_loop_runs(tmp_path: Path) -> None:
+    import asyncio
+
+    from runtime.mcp_server import answer_http, pack_entry
+
+    entry = pack_entry(load_pack(TRIAGE), model=None, checkpoints=tmp_path, tools=None)
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
+    headers = [("content-type", "application/json"), ("accept", "application/json, text/event-stream")]
+
+    async def inside_a_loop() -> int:  # an async host calling the (blocking) bridge
+        return answer_http([entry], name="t", method="POST", path="/mcp", headers=headers, body=body).status
+
+    assert asyncio.run(inside_a_loop()) == 200

@@ -58,6 +58,9 @@ from runtime.evaluate import (
 )
 from runtime.expr import Expression, compile_expr
 from runtime.logs import redact_data
+from runtime.mcp_server import McpEntry, ToolAnswer
+from runtime.mcp_server import answer_http as mcp_answer_http
+from runtime.mcp_tools import McpTool, pack_tool, run_payload
 from runtime.nodes import NODE_KINDS, drawing_for
 from runtime.nodes.base import NODE_SHAPES, NodeDrawing, NodeKind
 from runtime.pack import Pack, load_pack
@@ -116,6 +119,8 @@ __all__ = [
     "FencedOut",
     "FieldDiff",
     "FieldRule",
+    "McpEntry",
+    "McpTool",
     "MemoryStore",
     "ModelCall",
     "ModelReply",
@@ -141,6 +146,7 @@ __all__ = [
     "Step",
     "Tier",
     "Tool",
+    "ToolAnswer",
     "ToolCall",
     "ToolDef",
     "ToolOutcome",
@@ -165,11 +171,13 @@ __all__ = [
     "load_tools",
     "load_yaml",
     "mcnemar_exact",
+    "mcp_answer_http",
     "nearest_key",
     "node_schema",
     "observed",
     "open_backend",
     "pack_file",
+    "pack_tool",
     "paired_outcomes",
     "parse_backend_spec",
     "parse_evalset",
@@ -179,6 +187,7 @@ __all__ = [
     "resume_run",
     "rule_for",
     "run_pack",
+    "run_payload",
     "same",
     "score_case",
     "set_f1",

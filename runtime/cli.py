@@ -110,6 +110,17 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("spec", help="openai:BASE_URL#MODEL[;key=value...] (docs/endpoints.md)")
     c.add_argument("--json", action="store_true", help="print the result as one JSON document")
 
+    p = add_command("mcp", "serve packs as MCP tools over stdio (docs/tools.md, MCP)")
+    p.add_argument("--pack", action="append", required=True, metavar="DIR", help="a pack to serve (repeat for more)")
+    p.add_argument("--model", help="model spec for every pack (default: each manifest's model)")
+    p.add_argument("--tools", help="MODULE:REGISTRY of host tools the packs call")
+    p.add_argument("--expose-tools", action="store_true", help="also serve the registry's available tools")
+    p.add_argument(
+        "--checkpoints",
+        metavar="DIR",
+        default="var/mcp",
+        help="where runs are checkpointed (DIR/runs.sqlite) and traced (DIR/traces/RUN_ID.json); default var/mcp",
+    )
     p = add_command("tools", "show the host's tool registry")
     tools = p.add_subparsers(dest="tools_command", metavar="list", required=True, parser_class=_Parser)
     c = tools.add_parser(
@@ -141,6 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "graph": cmd_graph,
             "endpoints": cmd_endpoints,
             "pull": cmd_pull,
+            "mcp": cmd_mcp,
             "tools": cmd_tools,
         }[args.command]
         return handler(args)
@@ -450,6 +462,24 @@ def cmd_endpoints(args: argparse.Namespace) -> int:
     result = check_endpoint(args.spec)
     print(json.dumps(result.to_dict(), indent=2) if args.json else "\n".join(result.lines()))
     return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from runtime.mcp_server import pack_entry, registry_entries, require_sdk, serve_stdio
+
+    require_sdk()
+    if args.expose_tools and not args.tools:
+        raise UsageError("--expose-tools needs --tools MODULE:REGISTRY")
+    tools = load_tools(args.tools)
+    checkpoints = Path(args.checkpoints)
+    entries = [
+        pack_entry(load_pack(d, tools=set(tools or {})), model=args.model, checkpoints=checkpoints, tools=tools)
+        for d in args.pack
+    ]
+    if args.expose_tools and tools:
+        entries += registry_entries(tools)
+    serve_stdio(entries)  # stdout is the protocol's: nothing else may print there
+    return EXIT_OK
 
 
 def cmd_tools(args: argparse.Namespace) -> int:

@@ -5,6 +5,7 @@ from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 
 from studio.api import api
+from studio.deployments.mcp import deployment_mcp
 from studio.evals import urls as evals_urls
 from studio.evals.views.cases import all_evals, all_runs
 from studio.ops.views import metrics
@@ -29,6 +30,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("metrics", metrics, name="ops-metrics"),
     path("api/", (_public(api.urls[0]), api.urls[1], api.urls[2])),
+    path("mcp/deployments/<slug:name>", deployment_mcp, name="deployments-mcp"),  # docs/tools.md, MCP
     path("endpoints/", include("studio.endpoints.urls")),
     path("review/", include("studio.review.urls")),
     path("evals/", all_evals, name="evals-all"),  # across projects

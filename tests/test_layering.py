@@ -148,6 +148,19 @@ def test_it_keeps_the_studio_and_the_compiler_on_the_runtimes_public_api() -> No
     assert reaching_in == []
 
 
+# The MCP SDK is an optional extra (docs/tools.md, "MCP"): only the modules that serve
+# MCP import it, and only inside the functions that serve, so nothing loads it at start-up.
+MCP_SDK = ("mcp", "mcp_types")
+MCP_MODULES = {"runtime.mcp_server"}  # the studio reaches it through runtime.mcp_answer_http
+
+
+def test_it_imports_the_mcp_sdk_lazily_and_only_where_mcp_is_served() -> None:
+    found = [imp for imp in IMPORTS if _top(imp.target) in MCP_SDK]
+    assert "runtime.mcp_server" in {imp.module for imp in found}  # the walk sees them
+    assert {imp.module for imp in found} <= MCP_MODULES
+    assert [f"{imp.module}:{imp.line} imports {imp.target}" for imp in found if imp.at_import_time] == []
+
+
 def _cycles(only_at_import_time: bool = False) -> list[frozenset[str]]:
     """Strongly connected components of the import graph with more than one module (or a
     module importing itself); Tarjan's algorithm, iterative."""

@@ -113,6 +113,13 @@ PINNED = [
     "PERSON",
     "check_answer",
     "node_schema",
+    # packs as MCP tools (issue 14): what the studio's MCP endpoint shares with `packforge mcp`
+    "McpEntry",
+    "McpTool",
+    "ToolAnswer",
+    "mcp_answer_http",
+    "pack_tool",
+    "run_payload",
     # the host tool registry and its one call path (issue 14)
     "Registry",
     "ToolDef",

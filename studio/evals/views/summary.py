@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
@@ -17,6 +18,7 @@ from studio.accounts.models import Role
 from studio.evals import charts
 from studio.evals.models import Eval
 from studio.evals.results.calibration import calibration
+from studio.evals.results.cases import tag_breakdown, tier_word
 from studio.evals.results.fields import field_scores
 from studio.evals.results.gate import baseline_for, gate
 from studio.evals.results.summary import case_pass_rates, tiers
@@ -40,6 +42,10 @@ __all__ = ["baseline_panel", "eval_mark_baseline", "eval_summary", "eval_tiers",
 
 
 def baseline_panel(ev: Eval) -> dict[str, Any] | None:
+    """The gate against the project's baseline; None for a cancelled eval, whose numbers
+    are over the cases that ran and must never read as a complete eval's."""
+    if ev.status == Eval.Status.CANCELLED:
+        return None
     base = baseline_for(ev)
     if base is None:
         return None
@@ -101,7 +107,7 @@ def eval_summary(request: StudioRequest, slug: str, eval_id: int) -> HttpRespons
     ev, role = open_eval(request, slug, eval_id)
     shown = summary_context(ev)
     tier_rows = shown["summary"]["tiers"]["rows"]
-    colours = {"auto": "#067647", "escalated": "#dc6803", "failed": "#b42318"}
+    colours = {"auto": "#067647", "escalated": "#dc6803", "unanswered": "#b42318"}
     tier_chart = charts.hbars(
         [
             charts.Bar(
@@ -117,6 +123,32 @@ def eval_summary(request: StudioRequest, slug: str, eval_id: int) -> HttpRespons
     )
     others = list(Eval.objects.filter(project=ev.project).exclude(pk=ev.pk).order_by("-created_at")[:50])
     per_case = case_pass_rates(ev) if ev.repeats > 1 else []
+    cases_url = reverse("evals-cases", args=[ev.project.slug, ev.pk])
+    for r in per_case:
+        r["url"] = reverse("evals-case-trace", args=[ev.project.slug, ev.pk, r["case_id"], 0])
+    tags = tag_breakdown(ev, pack_of(ev))
+    for r in tags:
+        r.update(
+            pass_text=pct(r["pass_rate"]),
+            url=f"{cases_url}?{urlencode({'tag': r['tag']})}" if r["tag"] != "(untagged)" else cases_url,
+            failed_url=f"{cases_url}?{urlencode({'tag': r['tag'], 'status': 'failed'})}"
+            if r["tag"] != "(untagged)"
+            else f"{cases_url}?status=failed",
+        )
+    counts = shown["summary"]["counts"]
+    cancelled = (
+        {"ran": counts["passed"] + counts["failed"] + counts["error"], "cancelled": counts["cancelled"]}
+        if ev.status == Eval.Status.CANCELLED
+        else None
+    )
+    failing = list(
+        ev.cases.exclude(status__in=["passed", "queued", "running", "cancelled"])
+        .order_by("case_id", "repeat")
+        .values("case_id", "repeat", "status", "blamed", "tier")[:20]
+    )
+    for r in failing:
+        r["url"] = reverse("evals-case-trace", args=[ev.project.slug, ev.pk, r["case_id"], r["repeat"]])
+        r["tier"] = tier_word(r["tier"])
     context = context_for(
         ev,
         role,
@@ -125,6 +157,10 @@ def eval_summary(request: StudioRequest, slug: str, eval_id: int) -> HttpRespons
         others=others,
         gate=baseline_panel(ev),
         per_case=per_case,
+        tags=tags,
+        cancelled=cancelled,
+        failing=failing,
+        cases_url=cases_url,
         fields=field_panel(ev),
         **shown,
     )
@@ -185,7 +221,7 @@ def eval_tiers(request: StudioRequest, slug: str, eval_id: int) -> HttpResponse:
             cost_per_case_text=usd(r["cost_per_case"]),
             cost_total_text=usd(r["cost_total"]),
         )
-    colours = {"auto": "#067647", "escalated": "#dc6803", "failed": "#b42318"}
+    colours = {"auto": "#067647", "escalated": "#dc6803", "unanswered": "#b42318"}
     chart = charts.hbars(
         [
             charts.Bar(r["tier"], r["count"], f"{r['count']} ({pct(r['share'])})", colours.get(r["tier"], "#475467"))

@@ -155,6 +155,7 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     return _page(
         request,
         403,
+        csrf=True,
         reason="the form came without a valid security token (a page left open across a log-out, "
         "or cookies refused); reload the page and send it again",
     )

@@ -20,24 +20,56 @@ find_python() {
 }
 
 # Create .venv (recreating it if it was made by a too-old Python) and install the
-# project with the given extras spec, e.g. '.[test]'.
+# project with the given extras spec, e.g. '.[test]'. pip's own output goes to a log
+# (shown in full only when it fails); what reaches the terminal is a line per stage, so
+# a first install that takes minutes is seen to move.
 ensure_venv() {
-  local spec=$1
+  local spec=$1 py
   if [ -x .venv/bin/python ] && ! .venv/bin/python -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then
+    echo "  .venv was made by a Python older than 3.12: making it again"
     rm -rf .venv
   fi
   if [ ! -x .venv/bin/python ]; then
-    "$(find_python)" -m venv .venv
+    py=$(find_python)
+    echo "  creating .venv ($("$py" -c 'import sys; print("Python " + sys.version.split()[0])'))"
+    "$py" -m venv .venv
   fi
+  echo "  pip install -e '$spec' (a few minutes the first time; the full log only if it fails) ..."
   local log
   log=$(mktemp)
-  if ! .venv/bin/python -m pip install --quiet --disable-pip-version-check -e "$spec" >"$log" 2>&1; then
+  if ! (set -o pipefail; .venv/bin/python -m pip install --disable-pip-version-check --progress-bar off -e "$spec" 2>&1 |
+        pip_progress "$log"); then
     cat "$log" >&2
     rm -f "$log"
     return 1
   fi
-  grep -v "^WARNING: Location .* is ignored" "$log" || true
+  grep "^WARNING:" "$log" | grep -v "^WARNING: Location .* is ignored" || true
   rm -f "$log"
+}
+
+# Reads pip's output on stdin, appends it to the log file $1 and prints a line of progress
+# now and then: every 10 requirements resolved, the install's start and its end.
+pip_progress() {
+  local log=$1 line resolved=0 built=0
+  while IFS= read -r line; do
+    printf '%s\n' "$line" >>"$log"
+    case $line in
+      "Collecting "* | "Requirement already satisfied: "*)
+        resolved=$((resolved + 1))
+        ((resolved % 10)) || echo "    requirements resolved: $resolved ..."
+        ;;
+      "Building wheels for collected packages"* | "Building editable for "*)
+        ((built)) || echo "    requirements resolved: $resolved; building the project ..."
+        built=1
+        ;;
+      "Installing collected packages: "*)
+        echo "    installing $(($(tr -cd , <<<"$line" | wc -c) + 1)) packages ..."
+        ;;
+      "Successfully installed "*)
+        echo "    installed $(($(wc -w <<<"$line") - 2)) packages"
+        ;;
+    esac
+  done
 }
 
 # The system packages the tests use, installed from Debian's archive where missing (fast

@@ -7,17 +7,23 @@ operation can answer 409 and `**INVALID` where it takes a body or a typed parame
 ninja can answer 422), so the OpenAPI document lists every status an operation can give
 (tests/studio/api/test_openapi_fuzz.py holds them to it). `install` maps Django's
 exceptions (404, 403, a model's ValidationError, a database's DataError as 400) onto the same shape for the one NinjaAPI;
-`page_not_found` does it for a URL under /api/ that no route matches."""
+`page_not_found` does it for a URL under /api/ that no route matches.
+
+The pages' errors (`handler404`, `handler403`, `handler500`, `handler400` in studio/urls.py)
+are rendered in the studio's layout, with its navigation, from frontend/templates/errors/:
+a sentence and ways on, never a stack trace (with DEBUG off; DEBUG on shows Django's
+technical pages, as it should to a developer). Under /api/ they keep the API's shape."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import DataError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.template import loader
 from django.utils.datastructures import MultiValueDict
-from django.views import defaults
 from ninja import NinjaAPI, Schema
 from ninja.errors import HttpError
 from ninja.parser import Parser
@@ -103,10 +109,77 @@ def install(api: NinjaAPI) -> None:
     api.add_exception_handler(ValidationError, invalid)
 
 
+logger = logging.getLogger(__name__)
+
+MINIMAL_500 = (
+    "<!doctype html><title>Server error · Packforge studio</title>"
+    '<h1>Server error</h1><p>The error is logged on the server. <a href="/">Back to the projects</a></p>'
+)
+
+
+def _is_api(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/")
+
+
+def _page(request: HttpRequest, status: int, **context: Any) -> HttpResponse:
+    body = loader.render_to_string(f"errors/{status}.html", {"status": status, **context}, request=request)
+    return HttpResponse(body, status=status)
+
+
 def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
-    """Django's 404 for a URL no route matches (`handler404`). Under /api/ it is the API's
-    own shape, so a client that reads JSON reads this too (a `{path}` with a newline in it
-    matches no API route)."""
-    if request.path.startswith("/api/"):
+    """Django's 404 (`handler404`): a URL no route matches, or a view's Http404. Under /api/
+    it is the API's own shape, so a client that reads JSON reads this too (a `{path}` with a
+    newline in it matches no API route). A page says nothing of why (a stranger's 404 is the
+    same as a project that does not exist)."""
+    if _is_api(request):
         return JsonResponse({"detail": "Not found"}, status=404)
-    return defaults.page_not_found(request, exception)
+    return _page(request, 404)
+
+
+def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """`handler403`: a view's PermissionDenied, whose message is written for the person
+    ("your role on X is viewer; only authors can change it")."""
+    reason = str(exception) if isinstance(exception, PermissionDenied) else ""
+    if _is_api(request):
+        return JsonResponse({"detail": reason or "Forbidden"}, status=403)
+    return _page(request, 403, reason=reason)
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """`CSRF_FAILURE_VIEW`: a form sent without its security token, or with a stale one
+    (a page left open across a log-out, cookies refused). Django's reason is for
+    developers; the page says what to do."""
+    if _is_api(request):
+        return JsonResponse({"detail": "CSRF check Failed"}, status=403)
+    logger.warning("CSRF check failed on %s: %s", request.path, reason)
+    return _page(
+        request,
+        403,
+        csrf=True,
+        reason="the form came without a valid security token (a page left open across a log-out, "
+        "or cookies refused); reload the page and send it again",
+    )
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """`handler400`: a request Django could not take (a SuspiciousOperation, a bad form)."""
+    if _is_api(request):
+        return JsonResponse({"detail": "Bad request"}, status=400)
+    return _page(request, 400)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """`handler500`: the layout with its navigation when it can be drawn; if drawing it
+    fails too (the database is what broke, and the navigation reads the session's user),
+    the page without a user, then a line of HTML that needs nothing."""
+    if _is_api(request):
+        return JsonResponse({"detail": "Server error"}, status=500)
+    try:
+        return _page(request, 500)
+    except Exception:
+        logger.exception("the 500 page could not be drawn with the request; drawing it without")
+    try:
+        return HttpResponse(loader.render_to_string("errors/500.html", {"status": 500}), status=500)
+    except Exception:
+        logger.exception("the 500 page could not be drawn")
+        return HttpResponse(MINIMAL_500, status=500)

@@ -25,6 +25,8 @@ SECRET_KEY = secret_key(VAR_DIR)
 DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+# A refused form gets the studio's own 403 page, in its layout (studio/errors.py).
+CSRF_FAILURE_VIEW = "studio.errors.csrf_failure"
 
 INSTALLED_APPS = [
     "django.contrib.auth",

@@ -2,7 +2,9 @@ from typing import Any
 
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from studio.api import api
 from studio.deployments.mcp import deployment_mcp
@@ -23,12 +25,17 @@ def _public(patterns: list[Any]) -> list[Any]:
     return patterns
 
 
+handler400 = "studio.errors.bad_request"
+handler403 = "studio.errors.permission_denied"
 handler404 = "studio.errors.page_not_found"
+handler500 = "studio.errors.server_error"
 
 urlpatterns = [
     path("login/", login_not_required(auth_views.LoginView.as_view(template_name="accounts/login.html")), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("metrics", metrics, name="ops-metrics"),
+    # Pages link the SVG icon; this is for what asks the conventional place (/api/docs, a feed reader).
+    path("favicon.ico", login_not_required(RedirectView.as_view(url=static("studio/favicon.svg"))), name="favicon"),
     path("api/", (_public(api.urls[0]), api.urls[1], api.urls[2])),
     path("mcp/deployments/<slug:name>", deployment_mcp, name="deployments-mcp"),  # docs/tools.md, MCP
     path("endpoints/", include("studio.endpoints.urls")),

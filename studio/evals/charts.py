@@ -83,6 +83,29 @@ def _nice_ticks(hi: float, count: int = 4) -> list[float]:
 # -- histogram ----------------------------------------------------------------------------
 
 
+def _text_width(text: str, *, size: float = 12, bold: bool = False) -> float:
+    """A generous estimate of `text`'s width in the system-ui font at `size` px (no font
+    metrics on the server): enough that a label placed by it is never cut at the edge."""
+    return len(text) * size * (0.62 if bold else 0.58)
+
+
+def _place_labels(spans: Sequence[tuple[float, float]], gap: float = 8) -> list[int]:
+    """The row (0, 1, ...) of each label span (x0, x1): the first row where it overlaps no
+    label already placed there."""
+    rows: list[list[tuple[float, float]]] = []
+    placed = []
+    for x0, x1 in spans:
+        for i, row in enumerate(rows):
+            if all(x1 + gap <= a or x0 >= b + gap for a, b in row):
+                row.append((x0, x1))
+                placed.append(i)
+                break
+        else:
+            rows.append([(x0, x1)])
+            placed.append(len(rows) - 1)
+    return placed
+
+
 def histogram(
     values: Sequence[float],
     *,
@@ -90,30 +113,53 @@ def histogram(
     fmt: Callable[[float], str] = _num,
     bins: int = 20,
     marks: Sequence[tuple[str, float]] = (),
-    width: int = 720,
-    height: int = 240,
+    width: int = 1280,
+    height: int = 260,
     unit: str = "runs",
 ) -> SafeString:
-    """Counts of `values` in equal-width bins, with optional vertical marks (p50, p95)."""
-    left, right, top, bottom = 56, 48, 24, 44
-    svg = Svg(width, height, label=label)
-    plot_w, plot_h = width - left - right, height - top - bottom
+    """Counts of `values` in equal-width bins, with optional vertical marks (p50, p95).
+
+    Drawn `width` wide and scaled by the page to its box (class `wide`). Each mark's label
+    reads `name value` in full (`fmt`): placed right of its line, or left of it where it
+    would pass the edge, and on a row of its own where it would overlap another."""
+    left, right, bottom = 56, 24, 44
+    row_h = 15
+    svg = Svg(width, height, label=label, css_class="chart wide")
     if not values:
         svg.text(width / 2, height / 2, "no scored runs yet", text_anchor="middle", fill=MUTED)
         return svg.render()
     lo, hi = min(values), max(values)
     if hi - lo < 1e-15:
-        bins, hi = 1, lo + (abs(lo) or 1.0) * 1e-9
+        # One value: a bar in the middle of an axis from half of it to half as much again.
+        half = abs(lo) / 2 or 1.0
+        bins, lo, hi = 21, lo - half, hi + half
+    plot_w = width - left - right
+
+    def x_of(value: float) -> float:
+        return left + plot_w * (value - lo) / (hi - lo)
+
+    # Mark labels first: how many rows they take decides where the plot starts.
+    labels = []
+    for k, (name, value) in enumerate(marks):
+        text, x = f"{name} {fmt(value)}", x_of(value)
+        w = _text_width(text, bold=True)
+        anchor = "end" if x + 4 + w > width - 2 else "start"
+        x0, x1 = (x - 4 - w, x - 4) if anchor == "end" else (x + 4, x + 4 + w)
+        labels.append((k, text, x, anchor, x0, x1))
+    rows = _place_labels([(x0, x1) for *_, x0, x1 in labels])
+    top = 14 + row_h * max([*rows, 0]) + 18
+    plot_h = height - top - bottom
+
     step = (hi - lo) / bins
     counts = [0] * bins
     for v in values:
         counts[min(bins - 1, int((v - lo) / step))] += 1
-    ticks = _nice_ticks(max(counts))
+    ticks = [t for t in _nice_ticks(max(counts)) if t == int(t)]  # counts: whole numbers
     ymax = ticks[-1]
     for t in ticks:
         y = top + plot_h - plot_h * t / ymax
         svg.add("line", x1=left, x2=left + plot_w, y1=y, y2=y, stroke=GRID)
-        svg.text(left - 6, y + 4, _num(float(t)) if t % 1 else int(t), text_anchor="end", fill=MUTED)
+        svg.text(left - 6, y + 4, int(t), text_anchor="end", fill=MUTED)
     bar_w = plot_w / bins
     for i, n in enumerate(counts):
         h = plot_h * n / ymax
@@ -133,15 +179,22 @@ def histogram(
     for i in range(0, bins + 1, max(1, bins // 5)):
         x = left + i * bar_w
         svg.add("line", x1=x, x2=x, y1=top + plot_h, y2=top + plot_h + 4, stroke=AXIS)
-        svg.text(x, top + plot_h + 17, fmt(lo + i * step), text_anchor="middle", fill=MUTED)
-    for k, (name, value) in enumerate(marks):
-        x = left + plot_w * (value - lo) / (hi - lo)
+        anchor = "start" if i == 0 else "end" if i == bins else "middle"
+        svg.text(x, top + plot_h + 17, fmt(lo + i * step), text_anchor=anchor, fill=MUTED)
+    for (k, text, x, anchor, _, _), row in zip(labels, rows, strict=True):
         colour = PALETTE[(k + 1) % len(PALETTE)]
-        svg.add(
-            "line", x1=x, x2=x, y1=top - 4, y2=top + plot_h, stroke=colour, stroke_dasharray="4 3", stroke_width=1.5
+        y = 14 + row_h * row
+        svg.add("line", x1=x, x2=x, y1=y - 10, y2=top + plot_h, stroke=colour, stroke_dasharray="4 3", stroke_width=1.5)
+        svg.text(
+            x + (4 if anchor == "start" else -4),
+            y,
+            text,
+            fill=colour,
+            font_weight="600",
+            text_anchor=anchor,
+            class_="mark",
         )
-        svg.text(x + 3, top - 8 + (k % 2) * 12, f"{name} {fmt(value)}", fill=colour, font_weight="600")
-    svg.text(left - 44, top - 10, unit, fill=MUTED)
+    svg.text(left - 44, top - 12, unit, fill=MUTED)
     svg.text(left + plot_w / 2, height - 6, label, text_anchor="middle", fill=INK)
     return svg.render()
 

@@ -146,10 +146,15 @@ def wait_final(client: httpx.Client, run_id: int, timeout: float = 60) -> dict[s
     return wait_until(final, timeout=timeout, message=f"run {run_id} did not finish in {timeout} s")
 
 
+def is_worker(cmd: str) -> bool:
+    """A command line of the start script's Celery worker (`celery -A studio --quiet worker ...`)."""
+    return re.search(r"\bcelery -A studio (--?\w[\w-]* )*worker\b", cmd) is not None
+
+
 def worker_main_pids(pgid: int) -> set[int]:
     """The Celery worker's main process(es): celery processes whose parent is the start
     script's supervisor (not the pool processes, nor a killed worker's orphans)."""
     running = group_processes(pgid)
-    celery = {pid for pid, cmd in running.items() if "celery -A studio worker" in cmd}
+    celery = {pid for pid, cmd in running.items() if is_worker(cmd)}
     parents = {pid: int((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1]) for pid in celery}
     return {pid for pid, parent in parents.items() if "scripts/start" in running.get(parent, "")}

@@ -17,6 +17,7 @@ from studio.accounts.models import Role
 from studio.http import StudioRequest
 from studio.projects.execute import PACK_PREFIX, Problem, validate_files
 from studio.projects.models import Project
+from studio.projects.specs import SPEC_PREFIX
 from studio.projects.storage import FileChange, PackRepo, StorageError, Version
 
 SECTION = "project-page"  # the DOM id of projects/base.html's section
@@ -183,12 +184,24 @@ def fold(rows: list[Row], context: int = 3) -> list[Row]:
     return out
 
 
-def changed_files(changes: list[FileChange]) -> list[FileChange]:
-    """The changes worth showing (not the empty project's placeholder), folded."""
+@dataclass
+class ShownChange(FileChange):
+    """A change as the pages name it: `path` relative to its area (the pack's files
+    pack-relative, as the API gives them; the spec's relative to spec/), `area` which."""
+
+    area: str = "pack"
+
+
+def changed_files(changes: list[FileChange]) -> list[ShownChange]:
+    """The changes worth showing (not the empty project's placeholder), folded, with
+    repository paths made relative: the pack's first, then the spec's."""
     out = []
     for change in changes:
-        if change.path == "pack/.keep":
+        if change.path == f"{PACK_PREFIX}.keep":
             continue
-        change.rows = fold(change.rows)
-        out.append(change)
-    return out
+        area, path = "", change.path
+        for name, prefix in (("pack", PACK_PREFIX), ("spec", SPEC_PREFIX)):
+            if change.path.startswith(prefix):
+                area, path = name, change.path.removeprefix(prefix)
+        out.append(ShownChange(path, change.status, change.old, change.new, fold(change.rows), area=area))
+    return sorted(out, key=lambda c: (c.area != "pack", c.area, c.path))

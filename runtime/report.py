@@ -8,6 +8,7 @@ from typing import Any
 from runtime.evaluate import EvalReport
 from runtime.nodes import drawing_for
 from runtime.pack.model import Pack
+from runtime.trace import TIER_WORDS
 
 
 def format_report(report: EvalReport, gate: list[dict[str, Any]] | None = None) -> str:
@@ -20,7 +21,8 @@ def format_report(report: EvalReport, gate: list[dict[str, Any]] | None = None) 
         if case.passed:
             continue
         run = f" run {case.repeat}" if report.repeats > 1 else ""
-        lines.append(f"  FAIL {case.case_id}{run} [{case.blamed or '?'}] ({case.status}, {case.tier})")
+        tier = TIER_WORDS.get(case.tier, case.tier)
+        lines.append(f"  FAIL {case.case_id}{run} [{case.blamed or '?'}] (run {case.status}, tier {tier})")
         for d in case.diffs:
             got = "(not written)" if d.missing else json.dumps(d.actual)
             lines.append(f"    {d.field}: expected {json.dumps(d.expected)}, got {got}")
@@ -40,7 +42,9 @@ def format_report(report: EvalReport, gate: list[dict[str, Any]] | None = None) 
     acc = "n/a" if t["auto_accuracy"] is None else f"{100 * t['auto_accuracy']:.1f}%"
     if t["auto_accuracy"] is not None:
         acc += f"; trivial baseline {_pct(report.trivial_baseline('auto')['pass_rate'])}"
-    lines.append(f"  tiers: auto {t['auto']} (accuracy {acc}), escalated {t['escalated']}, failed {t['failed']}")
+    lines.append(
+        f"  tiers: auto {t['auto']} (accuracy {acc}), escalated {t['escalated']}, {TIER_WORDS['failed']} {t['failed']}"
+    )
     lines.extend(_tier_model_lines(report))
     pc = report.per_case()
     m = report.metrics()

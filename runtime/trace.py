@@ -10,6 +10,11 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 TIERS = ("auto", "escalated", "failed")
+# The words people read for the tiers (reports, the CLI's eval line, the studio's pages
+# and API; docs/decisions.md). The stored value "failed" stays (traces, database rows),
+# but it is never shown: "failed" would read as "the answer was wrong", while this tier
+# holds runs that ended without an answer (they failed to finish, or took on_fail).
+TIER_WORDS = {"auto": "auto", "escalated": "escalated", "failed": "unanswered"}
 
 # The version of `Trace.to_dict`'s shape, written into it as "version". Raise it when a
 # key is renamed or removed (adding a key is compatible); readers of stored traces

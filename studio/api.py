@@ -26,6 +26,8 @@ api.add_router("/projects", "studio.projects.spec_api.router")
 api.add_router("/endpoints", "studio.endpoints.api.router")
 api.add_router("/runs", "studio.runs.api.router")
 api.add_router("/tokens", "studio.accounts.api.router")
+# results first: its /compare, /matrix and /evalset-cases come before evals.api's /{eval_id}
+api.add_router("/evals", "studio.evals.results_api.router")
 api.add_router("/evals", "studio.evals.api.router")
 api.add_router("/compiles", "studio.compiles.api.router")
 api.add_router("/deployments", "studio.deployments.api.router")

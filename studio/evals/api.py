@@ -18,6 +18,7 @@ from ninja.errors import HttpError
 from studio.accounts.access import eval_for, project_for
 from studio.errors import CONFLICT, ERRORS, INVALID
 from studio.evals import shared
+from studio.evals.lists import visible_evals
 from studio.evals.models import Eval, EvalCase
 from studio.evals.results.gate import baseline_gate, mark_baseline
 from studio.evals.start import EvalRefused, cancel_eval, start_eval
@@ -60,6 +61,8 @@ class EvalOut(Schema):
     total: int
     counts: CountsOut
     is_baseline: bool
+    complete: bool  # done: every case ran; a cancelled eval is never complete (nor gated)
+    ran: int  # case runs with an outcome (passed, failed, error)
     summary: dict[str, Any] | None
     created_by: str
     created_at: datetime
@@ -112,6 +115,7 @@ def counts_annotated(ev: Eval) -> dict[str, int]:
 
 def eval_out(ev: Eval, counts: dict[str, int] | None = None) -> EvalOut:
     """`counts` when the caller has them already (the list annotates them in its one query)."""
+    counts = counts if counts is not None else shared.counts_of(ev)
     return EvalOut(
         id=ev.pk,
         project=ev.project.slug,
@@ -124,8 +128,10 @@ def eval_out(ev: Eval, counts: dict[str, int] | None = None) -> EvalOut:
         status=ev.status,
         ended=ev.is_final,
         total=ev.total,
-        counts=CountsOut(**(counts if counts is not None else shared.counts_of(ev))),
+        counts=CountsOut(**counts),
         is_baseline=ev.is_baseline,
+        complete=ev.status == Eval.Status.DONE,
+        ran=counts["passed"] + counts["failed"] + counts["error"],
         summary=ev.summary,
         created_by=ev.created_by.username,
         created_at=ev.created_at,
@@ -155,10 +161,18 @@ def start(request: StudioRequest, payload: EvalIn) -> Status[StartOut]:
     return Status(201, StartOut(batch=evals[0].batch, evals=[eval_out(ev) for ev in fresh.order_by("pk")]))
 
 
-@router.get("", response={200: list[EvalOut], **ERRORS, **INVALID}, summary="A project's evals, newest first")
-def list_evals(request: StudioRequest, project: str, limit: int = 50) -> list[EvalOut]:
-    found, _ = project_for(request.user, project)
-    rows = with_counts(Eval.objects.filter(project=found).select_related("project", "endpoint", "created_by"))
+@router.get(
+    "",
+    response={200: list[EvalOut], **ERRORS, **INVALID},
+    summary="Evals, newest first: one project's, or without `project` every project's you are a member of",
+)
+def list_evals(request: StudioRequest, project: str = "", limit: int = 50) -> list[EvalOut]:
+    if project:
+        found, _ = project_for(request.user, project)
+        rows = Eval.objects.filter(project=found)
+    else:
+        rows = visible_evals(request.user)
+    rows = with_counts(rows.select_related("project", "endpoint", "created_by"))
     return [eval_out(ev, counts_annotated(ev)) for ev in rows[: max(1, min(limit, 200))]]
 
 

@@ -87,6 +87,7 @@ PINNED = [
     "ToolCall",
     "Trace",
     "TRACE_VERSION",
+    "TIER_WORDS",
     "wilson_interval",
     # per-field comparison and scoring (issue 10)
     "COMPARES",

@@ -10,7 +10,7 @@ from django.db.models import Count, F, IntegerField, Q, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
-from runtime import SCHEMA_CATEGORIES, wilson_interval
+from runtime import SCHEMA_CATEGORIES, TIER_WORDS, wilson_interval
 from studio.evals.models import Eval, EvalCase
 from studio.evals.results.common import TIERS, Status, ratio, scored, spread
 
@@ -94,7 +94,9 @@ def summarize(ev: Eval) -> dict[str, Any]:
 
 
 def tiers(ev: Eval) -> dict[str, Any]:
-    """Per tier: runs, share, accuracy (pass rate inside the tier), cost per case."""
+    """Per tier: runs, share, accuracy (pass rate inside the tier), cost per case. Each
+    tier under the word people read (runtime.TIER_WORDS): the stored "failed" tier is
+    "unanswered", in the rows and as the key of its count."""
     got: dict[str, dict[str, float]] = defaultdict(lambda: {"n": 0, "passed": 0, "cost": 0.0})
     for row in (
         scored(ev)
@@ -110,7 +112,7 @@ def tiers(ev: Eval) -> dict[str, Any]:
     names = list(TIERS) + sorted(set(got) - set(TIERS))
     rows = [
         {
-            "tier": name,
+            "tier": TIER_WORDS.get(name, name),
             "count": int(got[name]["n"]),
             "share": ratio(got[name]["n"], total),
             "passed": int(got[name]["passed"]),
@@ -126,7 +128,7 @@ def tiers(ev: Eval) -> dict[str, Any]:
         "total": total,
         "auto": by["auto"]["count"],
         "escalated": by["escalated"]["count"],
-        "failed": by["failed"]["count"],
+        "unanswered": by[TIER_WORDS["failed"]]["count"],
         "auto_accuracy": by["auto"]["accuracy"],
     }
 

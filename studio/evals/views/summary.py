@@ -101,7 +101,7 @@ def eval_summary(request: StudioRequest, slug: str, eval_id: int) -> HttpRespons
     ev, role = open_eval(request, slug, eval_id)
     shown = summary_context(ev)
     tier_rows = shown["summary"]["tiers"]["rows"]
-    colours = {"auto": "#067647", "escalated": "#dc6803", "failed": "#b42318"}
+    colours = {"auto": "#067647", "escalated": "#dc6803", "unanswered": "#b42318"}
     tier_chart = charts.hbars(
         [
             charts.Bar(
@@ -185,7 +185,7 @@ def eval_tiers(request: StudioRequest, slug: str, eval_id: int) -> HttpResponse:
             cost_per_case_text=usd(r["cost_per_case"]),
             cost_total_text=usd(r["cost_total"]),
         )
-    colours = {"auto": "#067647", "escalated": "#dc6803", "failed": "#b42318"}
+    colours = {"auto": "#067647", "escalated": "#dc6803", "unanswered": "#b42318"}
     chart = charts.hbars(
         [
             charts.Bar(r["tier"], r["count"], f"{r['count']} ({pct(r['share'])})", colours.get(r["tier"], "#475467"))

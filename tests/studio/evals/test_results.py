@@ -76,12 +76,12 @@ def test_it_splits_tiers_with_accuracy_inside_auto(project: Project, owner: User
     add_run(ev, "a2", cost=0.004)
     add_run(ev, "a3", status="failed", cost=0.006)
     add_run(ev, "s1", tier="escalated", cost=0.01)
-    add_run(ev, "x1", status="error", tier="")  # no tier: counted in failed, as the runtime does
+    add_run(ev, "x1", status="error", tier="")  # no tier: counted as unanswered, as the runtime does
     split = {r["tier"]: r for r in tiers(ev)["rows"]}
-    assert [split[t]["count"] for t in ("auto", "escalated", "failed")] == [3, 1, 1]
+    assert [split[t]["count"] for t in ("auto", "escalated", "unanswered")] == [3, 1, 1]
     assert split["auto"]["accuracy"] == pytest.approx(2 / 3)
     assert split["auto"]["cost_per_case"] == pytest.approx(0.004)
-    assert split["failed"]["accuracy"] == 0
+    assert split["unanswered"]["accuracy"] == 0 and "failed" not in split
 
 
 # -- blame --------------------------------------------------------------------------------

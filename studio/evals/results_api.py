@@ -1,0 +1,458 @@
+"""The eval result routes (gathered into studio.api under /api/evals, beside studio.evals.api):
+everything a result page shows, so CI can ask which node failed.
+
+- GET /{id}/blame, /{id}/coverage, /{id}/tiers, /{id}/tags: the blame, coverage and tiers
+  pages' numbers, and the pass rate per evalset tag;
+- GET /{id}/cases: the per-case table, filtered (status, tier, blamed, tag, end, q) and
+  paged; GET /{id}/export?format=csv|jsonl: the same rows, every page, as a file;
+- GET /{id}/cases/{case_id}/{repeat}: one run with its case and its trace (rejected
+  text for the pack's authors only, as on the page: studio.redaction);
+- GET /compare?a=&b=: two evals side by side per case; GET /matrix?evals=1,2,3: several;
+- POST /evalset-cases: add an input and its corrected output to a project's evalset (a commit).
+
+Same rules as the pages: any member reads; only authors add cases (403); a stranger
+gets 404; a deployment-scoped token is refused (403) by studio.accounts.auth."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpResponse, StreamingHttpResponse
+from ninja import Field, Router, Schema, Status
+from ninja.errors import HttpError
+
+from studio.accounts.access import eval_for, project_for, run_for
+from studio.errors import CONFLICT, ERRORS, INVALID
+from studio.evals.evalset_case import CaseRefused, add_case
+from studio.evals.models import Eval, EvalCase
+from studio.evals.results.cases import (
+    BadFilter,
+    CaseFilter,
+    case_page,
+    case_row,
+    compare_cases,
+    csv_text,
+    evalset_of,
+    export_rows,
+    jsonl_lines,
+    matrix,
+    tag_breakdown,
+)
+from studio.evals.results.compare import NotComparable, compare
+from studio.evals.results.nodes import coverage, node_blame
+from studio.evals.results.summary import tiers
+from studio.evals.views.common import pack_of
+from studio.http import StudioRequest
+from studio.redaction import sees_rejected_text, visible_trace
+
+router = Router(tags=["eval results"])
+
+ERRORS_ALL = {**ERRORS, **INVALID}
+MAX_MATRIX = 8
+
+
+class ReasonOut(Schema):
+    category: str
+    reason: str
+    count: int
+
+
+class NodeBlameOut(Schema):
+    node: str
+    kind: str
+    in_pack: bool
+    failures: int
+    share: float
+    attempts: int
+    rejections: int
+    rejection_rate: float | None
+    categories: dict[str, int]
+    reasons: list[ReasonOut]
+    tokens: int
+    latency_s: float
+    cost_usd: float
+    tool_calls: int
+
+
+class BlameOut(Schema):
+    eval: int
+    failures: int
+    unblamed: int
+    nodes: list[NodeBlameOut]
+
+
+class EdgeOut(Schema):
+    index: int
+    source: str
+    target: str
+    kind: str
+    name: str
+    cases: int
+    share: float
+
+
+class UnreachedOut(Schema):
+    case_id: str
+    repeat: int
+    problems: list[str]
+
+
+class CoverageOut(Schema):
+    eval: int
+    runs: int
+    taken: int
+    total: int
+    edges: list[EdgeOut]
+    untaken: list[EdgeOut]
+    unreached: list[UnreachedOut]
+    unreached_count: int
+    unknown_edges: list[int]
+
+
+class TierOut(Schema):
+    tier: str
+    count: int
+    share: float | None
+    passed: int
+    accuracy: float | None
+    cost_total: float
+    cost_per_case: float | None
+
+
+class TiersOut(Schema):
+    eval: int
+    total: int
+    auto_accuracy: float | None
+    tiers: list[TierOut]
+
+
+class TagOut(Schema):
+    tag: str
+    cases: int
+    runs: int
+    passed: int
+    pass_rate: float | None
+
+
+class CaseRowOut(Schema):
+    case_id: str
+    repeat: int
+    status: str
+    tier: str
+    blamed: str
+    end_node: str
+    tags: list[str]
+    input: dict[str, Any] | None
+    expected: dict[str, Any] | None
+    output: dict[str, Any] | None
+    error: str
+    generations: int
+    tokens: int
+    latency_s: float
+    cost_usd: float
+
+
+class CasePageOut(Schema):
+    eval: int
+    filters: dict[str, str]
+    count: int
+    page: int
+    pages: int
+    per_page: int
+    cases: list[CaseRowOut]
+
+
+class CaseTraceOut(CaseRowOut):
+    eval: int
+    diffs: list[dict[str, Any]]
+    problems: list[Any]
+    trace: dict[str, Any] | None
+    rejected_text_shown: bool
+
+
+class SideOut(Schema):
+    status: str
+    tier: str
+    blamed: str
+    output: dict[str, Any] | None
+
+
+class PairOut(Schema):
+    case_id: str
+    repeat: int
+    input: dict[str, Any] | None
+    expected: dict[str, Any] | None
+    a: SideOut | None
+    b: SideOut | None
+    changed: bool
+    same_output: bool
+
+
+class MetricDeltaOut(Schema):
+    metric: str
+    a: float
+    b: float
+    delta: float
+    better: bool | None
+
+
+class CompareOut(Schema):
+    a: int
+    b: int
+    complete: bool
+    paired_by: str
+    pairs: int
+    skipped: int
+    fixed: int
+    broken: int
+    p_value: float
+    metrics: list[MetricDeltaOut]
+    cases: list[PairOut]
+
+
+class ColumnOut(Schema):
+    eval: int
+    version: str
+    model_spec: str
+    status: str
+    scored: int
+    passed: int
+    pass_rate: float | None
+    missing: int
+
+
+class MatrixRowOut(Schema):
+    case_id: str
+    input: dict[str, Any] | None
+    expected: dict[str, Any] | None
+    cells: list[SideOut | None]
+    differs: bool
+
+
+class MatrixOut(Schema):
+    evals: list[ColumnOut]
+    differ: int
+    rows: list[MatrixRowOut]
+
+
+class EvalsetCaseIn(Schema):
+    project: str
+    input: dict[str, Any]
+    expected: dict[str, Any]
+    id: str = ""
+    tags: list[str] = Field(default_factory=list)
+    note: str = ""
+    message: str = ""
+    from_eval: int | None = None  # where it came from, for its note: an eval's run...
+    from_case: str = ""
+    from_repeat: int = 0
+    from_run: int | None = None  # ...or a try-it run
+
+
+class EvalsetCaseOut(Schema):
+    project: str
+    case_id: str
+    commit: str
+
+
+def _eval(request: StudioRequest, eval_id: int) -> Eval:
+    return eval_for(request.user, eval_id)[0]
+
+
+def _filter(request: StudioRequest) -> CaseFilter:
+    try:
+        return CaseFilter.from_query(request.GET)
+    except BadFilter as exc:
+        raise HttpError(400, str(exc)) from None
+
+
+@router.get("/compare", response={200: CompareOut, **ERRORS_ALL}, summary="Two evals side by side, per case")
+def compare_evals(request: StudioRequest, a: int, b: int, changed: bool = False) -> CompareOut:
+    ev_a, ev_b = _eval(request, a), _eval(request, b)
+    try:
+        cmp = compare(ev_a, ev_b)
+    except NotComparable as exc:
+        raise HttpError(400, str(exc)) from None
+    pairs = compare_cases(ev_a, ev_b, pack_of(ev_a), pack_of(ev_b), changed_only=changed)
+    return CompareOut(
+        a=ev_a.pk,
+        b=ev_b.pk,
+        complete=ev_a.status == Eval.Status.DONE and ev_b.status == Eval.Status.DONE,
+        paired_by=cmp["paired_by"],
+        pairs=cmp["pairs"],
+        skipped=cmp["skipped"],
+        fixed=cmp["n_fixed"],
+        broken=cmp["n_broken"],
+        p_value=cmp["p_value"],
+        metrics=[MetricDeltaOut(**{k: m[k] for k in ("metric", "a", "b", "delta", "better")}) for m in cmp["metrics"]],
+        cases=[PairOut(**p) for p in pairs],
+    )
+
+
+def parse_ids(raw: str) -> list[int]:
+    ids = []
+    for part in raw.replace(" ", ",").split(","):
+        if not part:
+            continue
+        if not part.isdigit() or len(part) > 12:
+            raise HttpError(400, f"evals: {part!r} is not an eval id; list ids with commas (evals=12,13,14)")
+        if int(part) not in ids:
+            ids.append(int(part))
+    if not 2 <= len(ids) <= MAX_MATRIX:
+        raise HttpError(400, f"evals: list 2 to {MAX_MATRIX} eval ids with commas (evals=12,13,14)")
+    return ids
+
+
+def open_matrix(request: StudioRequest, ids: list[int]) -> list[Eval]:
+    """The evals of a matrix, each readable by the user (404 otherwise), all of one project."""
+    evals = [_eval(request, i) for i in ids]
+    if len({ev.project_id for ev in evals}) > 1:
+        raise HttpError(400, "a matrix compares evals of one project (the same evalset)")
+    return evals
+
+
+@router.get("/matrix", response={200: MatrixOut, **ERRORS_ALL}, summary="Several evals over the same cases")
+def eval_matrix(request: StudioRequest, evals: str) -> MatrixOut:
+    chosen = open_matrix(request, parse_ids(evals))
+    got = matrix(chosen, [pack_of(ev) for ev in chosen])
+    return MatrixOut(
+        evals=[
+            ColumnOut(
+                eval=c["eval"].pk,
+                version=c["eval"].version,
+                model_spec=c["eval"].model_spec,
+                status=c["eval"].status,
+                **{k: c[k] for k in ("scored", "passed", "pass_rate", "missing")},
+            )
+            for c in got["columns"]
+        ],
+        differ=got["differ"],
+        rows=[MatrixRowOut(**r) for r in got["rows"]],
+    )
+
+
+@router.post(
+    "/evalset-cases",
+    response={201: EvalsetCaseOut, **ERRORS, **CONFLICT, **INVALID},
+    summary="Add an input and its corrected output to a project's evalset (a commit)",
+)
+def add_evalset_case(request: StudioRequest, payload: EvalsetCaseIn) -> Status[EvalsetCaseOut]:
+    project, _ = project_for(request.user, payload.project, edit=True)
+    note, default_id = payload.note.strip(), "case"
+    if payload.from_run is not None:
+        run, _ = run_for(request.user, payload.from_run)
+        if run.project_id != project.pk:
+            raise HttpError(400, f"try-it run {run.pk} is not a run of {project.slug}")
+        note = note or f"from try-it run {run.pk} ({run.model_spec or 'the pack model'})"
+        default_id = f"try-{run.pk}"
+    elif payload.from_eval is not None:
+        ev, _ = eval_for(request.user, payload.from_eval)
+        if ev.project_id != project.pk:
+            raise HttpError(400, f"eval {ev.pk} is not an eval of {project.slug}")
+        note = note or f"from eval {ev.pk}, case {payload.from_case} run {payload.from_repeat}"
+        default_id = f"{payload.from_case or 'case'}-fix"
+    try:
+        saved = add_case(
+            project,
+            request.user,
+            input=payload.input,
+            expected=payload.expected,
+            case_id=payload.id,
+            default_id=default_id,
+            tags=payload.tags,
+            note=note,
+            message=payload.message,
+        )
+    except CaseRefused as exc:
+        raise HttpError(exc.status, str(exc)) from None
+    return Status(201, EvalsetCaseOut(project=project.slug, case_id=saved.case_id, commit=saved.sha))
+
+
+@router.get("/{eval_id}/blame", response={200: BlameOut, **ERRORS_ALL}, summary="Failures blamed per node")
+def blame(request: StudioRequest, eval_id: int) -> BlameOut:
+    ev = _eval(request, eval_id)
+    got = node_blame(ev, pack_of(ev))
+    return BlameOut(eval=ev.pk, failures=got["failures"], unblamed=got["unblamed"], nodes=got["nodes"])
+
+
+@router.get("/{eval_id}/coverage", response={200: CoverageOut, **ERRORS_ALL}, summary="Edges taken and untaken")
+def edge_coverage(request: StudioRequest, eval_id: int) -> CoverageOut:
+    ev = _eval(request, eval_id)
+    got = coverage(ev, pack_of(ev))
+    keys = ("runs", "taken", "total", "edges", "untaken", "unreached", "unreached_count", "unknown_edges")
+    return CoverageOut(eval=ev.pk, **{k: got[k] for k in keys})
+
+
+@router.get("/{eval_id}/tiers", response={200: TiersOut, **ERRORS_ALL}, summary="Runs, accuracy and cost per tier")
+def eval_tiers(request: StudioRequest, eval_id: int) -> TiersOut:
+    ev = _eval(request, eval_id)
+    got = tiers(ev)
+    return TiersOut(eval=ev.pk, total=got["total"], auto_accuracy=got["auto_accuracy"], tiers=got["rows"])
+
+
+@router.get("/{eval_id}/tags", response={200: list[TagOut], **ERRORS_ALL}, summary="Pass rate per evalset tag")
+def eval_tags(request: StudioRequest, eval_id: int) -> list[TagOut]:
+    ev = _eval(request, eval_id)
+    return [TagOut(**r) for r in tag_breakdown(ev, pack_of(ev))]
+
+
+@router.get("/{eval_id}/cases", response={200: CasePageOut, **ERRORS_ALL}, summary="The per-case table, filtered")
+def eval_cases(request: StudioRequest, eval_id: int, page: int = 1, per_page: int = 50) -> CasePageOut:
+    ev = _eval(request, eval_id)
+    f = _filter(request)
+    got = case_page(ev, f, pack_of(ev), page=max(1, page), per_page=max(1, min(per_page, 500)))
+    return CasePageOut(
+        eval=ev.pk,
+        filters=f.params(),
+        count=got["count"],
+        page=got["page"],
+        pages=got["pages"],
+        per_page=got["per_page"],
+        cases=got["rows"],
+    )
+
+
+def export_response(ev: Eval, f: CaseFilter, fmt: str) -> HttpResponse | StreamingHttpResponse:
+    """Every filtered run as CSV or JSONL, streamed (one chunk per row)."""
+    rows = export_rows(ev, f, pack_of(ev))
+    if fmt == "csv":
+        response = StreamingHttpResponse(csv_text(rows), content_type="text/csv; charset=utf-8")
+    elif fmt == "jsonl":
+        response = StreamingHttpResponse(jsonl_lines(rows), content_type="application/x-ndjson; charset=utf-8")
+    else:
+        raise HttpError(400, f"format {fmt!r}: use csv or jsonl")
+    response["Content-Disposition"] = f'attachment; filename="eval-{ev.pk}-cases.{fmt}"'
+    return response
+
+
+@router.get(
+    "/{eval_id}/export",
+    response={200: None, **ERRORS_ALL},
+    summary="Every run of the per-case table (filtered) as CSV or JSONL",
+)
+def export(request: StudioRequest, eval_id: int, format: str = "csv") -> HttpResponse | StreamingHttpResponse:
+    ev = _eval(request, eval_id)
+    return export_response(ev, _filter(request), format)
+
+
+@router.get(
+    "/{eval_id}/cases/{path:case_id}/{repeat}",
+    response={200: CaseTraceOut, **ERRORS_ALL},
+    summary="One run: its case, outcome and trace (rejected text for authors only)",
+)
+def eval_case(request: StudioRequest, eval_id: int, case_id: str, repeat: int) -> CaseTraceOut:
+    ev, role = eval_for(request.user, eval_id)
+    row = EvalCase.objects.filter(eval=ev, case_id=case_id, repeat=repeat).first()
+    if row is None:
+        raise HttpError(404, f"eval {ev.pk} has no run of case {case_id!r} repeat {repeat}")
+    pack = pack_of(ev)
+    trace = row.trace if isinstance(row.trace, dict) else None
+    shown = visible_trace(trace, role) if trace is not None else None
+    return CaseTraceOut(
+        eval=ev.pk,
+        **case_row(row, evalset_of(pack), pack),
+        diffs=[d for d in row.diffs or [] if isinstance(d, dict)],
+        problems=list(row.problems or []),
+        trace=shown,
+        rejected_text_shown=sees_rejected_text(role),
+    )

@@ -68,15 +68,12 @@
 
   function registerPrompt(hljs) {
     if (hljs.getLanguage("prompt")) return;
-    // A prompt template: plain text with {{ reads }} (and Jinja-style tags and comments).
+    // A prompt template: plain text with {{ field.path }} placeholders, its only syntax
+    // (docs/pack-format.md, "Prompt templates").
     hljs.registerLanguage("prompt", function () {
       return {
         name: "Prompt template",
-        contains: [
-          { scope: "comment", begin: /\{#/, end: /#\}/ },
-          { scope: "template-variable", begin: /\{\{/, end: /\}\}/ },
-          { scope: "template-tag", begin: /\{%/, end: /%\}/ },
-        ],
+        contains: [{ scope: "template-variable", begin: /\{\{/, end: /\}\}/ }],
       };
     });
   }

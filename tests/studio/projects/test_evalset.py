@@ -34,8 +34,8 @@ def test_it_shows_inputs_and_expected_outputs_as_key_value_fields(
         + "\n",
     )
     html = as_owner.get("/p/triage/evalset/").content.decode()
-    assert "<dt>category</dt><dd>billing</dd>" in html and "<dt>amount_usd</dt><dd>5.5</dd>" in html
-    assert "<dt>ticket</dt><dd><details><summary>My order never came." in html  # cut, with the whole behind it
+    assert "<dt>category:</dt><dd>billing</dd>" in html and "<dt>amount_usd:</dt><dd>5.5</dd>" in html
+    assert "<dt>ticket:</dt><dd><details><summary>My order never came." in html  # cut, with the whole behind it
     assert f'<span class="full">{long}</span>' in html
 
 

@@ -86,7 +86,7 @@ def test_every_example_packs_drawings_keep_labels_apart_and_explain_their_styles
     for name in EXAMPLES:
         page.goto(f"{studio.url}/p/{name}/")
         check_layout(page, f"{name} overview")
-        legend = page.locator("svg.graph g.legend").inner_text()
+        legend = "\n".join(page.locator("svg.graph g.legend text").all_text_contents())
         assert "next:" in legend and "entry" in legend, name
         for kind in page.locator("svg.graph g.edges g.edge").evaluate_all(
             "(gs) => [...new Set(gs.map((g) => [...g.classList].find((c) => c.startsWith('edge-')).slice(5)))]"
@@ -97,7 +97,7 @@ def test_every_example_packs_drawings_keep_labels_apart_and_explain_their_styles
         wait_for_eval(page, studio, name, eval_id)
         page.goto(f"{studio.url}/p/{name}/evals/{eval_id}/coverage")
         check_layout(page, f"{name} coverage")
-        legend = page.locator("svg.graph g.legend").inner_text()
+        legend = "\n".join(page.locator("svg.graph g.legend text").all_text_contents())
         assert "thicker: taken by more runs" in legend, name
         if page.locator("svg.graph g.edge.untaken").count():
             assert "untaken: no run took this edge" in legend, name

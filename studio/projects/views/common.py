@@ -17,6 +17,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from studio.accounts.access import project_for
 from studio.accounts.models import Role
 from studio.http import StudioRequest
+from studio.packs import PackUnrunnable
 from studio.projects.execute import PACK_PREFIX, Problem, validate_files
 from studio.projects.models import Project
 from studio.projects.storage import FileChange, PackRepo, StorageError, Version
@@ -56,7 +57,10 @@ def head_problem(repo_path: Path, head: str) -> str:
     """Cached by commit: a commit's files never change."""
     if not head:
         return "the project has no pack yet"
-    problems = problems_at(PackRepo(repo_path), head)
+    try:
+        problems = problems_at(PackRepo(repo_path), head)
+    except (PackUnrunnable, StorageError) as exc:  # a stored version unsafe to write out, say
+        return f"the pack cannot be read: {exc}"
     if not problems:
         return ""
     first = problems[0]

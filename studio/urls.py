@@ -6,6 +6,7 @@ from django.urls import include, path
 
 from studio.api import api
 from studio.evals import urls as evals_urls
+from studio.evals.views.cases import all_evals, all_runs
 from studio.ops.views import metrics
 from studio.runs import urls as runs_urls
 
@@ -30,6 +31,8 @@ urlpatterns = [
     path("api/", (_public(api.urls[0]), api.urls[1], api.urls[2])),
     path("endpoints/", include("studio.endpoints.urls")),
     path("review/", include("studio.review.urls")),
+    path("evals/", all_evals, name="evals-all"),  # across projects
+    path("runs/", all_runs, name="runs-all"),
     path("p/<slug:slug>/runs/", include("studio.runs.urls")),
     path("p/<slug:slug>/evals/", include("studio.evals.urls")),
     path("p/<slug:slug>/compiles/", include("studio.compiles.urls")),

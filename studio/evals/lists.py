@@ -14,13 +14,17 @@ __all__ = ["visible_evals", "visible_runs"]
 
 def visible_evals(user: User | AnonymousUser) -> QuerySet[Eval]:
     rows = Eval.objects.all()
-    if not getattr(user, "is_superuser", False):
+    if not isinstance(user, User):
+        return rows.none()
+    if not user.is_superuser:
         rows = rows.filter(project__memberships__user=user)
     return rows.order_by("-created_at", "-pk")
 
 
 def visible_runs(user: User | AnonymousUser) -> QuerySet[TryRun]:
     rows = TryRun.objects.all()
-    if not getattr(user, "is_superuser", False):
+    if not isinstance(user, User):
+        return rows.none()
+    if not user.is_superuser:
         rows = rows.filter(project__memberships__user=user)
     return rows.order_by("-created_at", "-pk")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpResponse, StreamingHttpResponse
+from django.http import StreamingHttpResponse
 from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError
 
@@ -31,10 +31,8 @@ from studio.evals.results.cases import (
     case_page,
     case_row,
     compare_cases,
-    csv_text,
     evalset_of,
-    export_rows,
-    jsonl_lines,
+    export_response,
     matrix,
     tag_breakdown,
 )
@@ -412,27 +410,17 @@ def eval_cases(request: StudioRequest, eval_id: int, page: int = 1, per_page: in
     )
 
 
-def export_response(ev: Eval, f: CaseFilter, fmt: str) -> HttpResponse | StreamingHttpResponse:
-    """Every filtered run as CSV or JSONL, streamed (one chunk per row)."""
-    rows = export_rows(ev, f, pack_of(ev))
-    if fmt == "csv":
-        response = StreamingHttpResponse(csv_text(rows), content_type="text/csv; charset=utf-8")
-    elif fmt == "jsonl":
-        response = StreamingHttpResponse(jsonl_lines(rows), content_type="application/x-ndjson; charset=utf-8")
-    else:
-        raise HttpError(400, f"format {fmt!r}: use csv or jsonl")
-    response["Content-Disposition"] = f'attachment; filename="eval-{ev.pk}-cases.{fmt}"'
-    return response
-
-
 @router.get(
     "/{eval_id}/export",
     response={200: None, **ERRORS_ALL},
     summary="Every run of the per-case table (filtered) as CSV or JSONL",
 )
-def export(request: StudioRequest, eval_id: int, format: str = "csv") -> HttpResponse | StreamingHttpResponse:
+def export(request: StudioRequest, eval_id: int, format: str = "csv") -> StreamingHttpResponse:
     ev = _eval(request, eval_id)
-    return export_response(ev, _filter(request), format)
+    try:
+        return export_response(ev, _filter(request), pack_of(ev), format)
+    except BadFilter as exc:
+        raise HttpError(400, str(exc)) from None
 
 
 @router.get(

@@ -1,4 +1,5 @@
-"""The runs API routes (gathered into studio.api): start a try-it run, read one.
+"""The runs API routes (gathered into studio.api): start a try-it run, read one, list the
+recent ones (one project's, or every project's you are a member of).
 
 Same rules as the pages: any member may read a run of their project; only authors may
 start one (403); a stranger gets 404. `endpoint` names an endpoint by its name; leave
@@ -17,6 +18,7 @@ from studio.accounts.access import project_for, run_for
 from studio.accounts.models import Role
 from studio.endpoints.models import Endpoint
 from studio.errors import ERRORS, INVALID
+from studio.evals.lists import visible_runs  # the cross-project lists live with the eval pages
 from studio.http import StudioRequest
 from studio.redaction import visible_trace
 from studio.runs import execute
@@ -89,6 +91,46 @@ def create_run(request: StudioRequest, payload: RunIn) -> Status[RunOut]:
     execute_try_run.delay_on_commit(run.pk)
     run, role = run_for(request.user, run.pk)
     return Status(201, _out(run, role))
+
+
+class RunListedOut(Schema):
+    id: int
+    project: str
+    version: str
+    endpoint: str | None
+    model_spec: str
+    status: str
+    input: dict[str, Any]
+    created_by: str
+    created_at: datetime
+    finished_at: datetime | None
+
+
+@router.get(
+    "",
+    response={200: list[RunListedOut], **ERRORS, **INVALID},
+    summary="Recent try-it runs, newest first: one project's, or without `project` every project's you are a member of",
+)
+def list_runs(request: StudioRequest, project: str = "", limit: int = 50) -> list[RunListedOut]:
+    rows = visible_runs(request.user)
+    if project:
+        found, _ = project_for(request.user, project)
+        rows = rows.filter(project=found)
+    return [
+        RunListedOut(
+            id=run.pk,
+            project=run.project.slug,
+            version=run.version,
+            endpoint=run.endpoint.name if run.endpoint else None,
+            model_spec=run.model_spec,
+            status=run.status,
+            input=run.input,
+            created_by=run.created_by.username,
+            created_at=run.created_at,
+            finished_at=run.finished_at,
+        )
+        for run in rows.select_related("project", "endpoint", "created_by")[: max(1, min(limit, 200))]
+    ]
 
 
 @router.get("/{run_id}", response={200: RunOut, **ERRORS, **INVALID}, summary="A try-it run and its trace so far")

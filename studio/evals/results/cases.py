@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from django.db.models import Count, Q, QuerySet
+from django.http import StreamingHttpResponse
 
 from runtime import TIER_WORDS, Case, Pack
 from studio.evals.models import Eval, EvalCase
@@ -39,6 +40,7 @@ __all__ = [
     "compare_cases",
     "csv_text",
     "evalset_of",
+    "export_response",
     "export_rows",
     "filtered",
     "jsonl_lines",
@@ -237,6 +239,20 @@ def csv_text(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
 def jsonl_lines(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
     for row in rows:
         yield json.dumps({c: row[c] for c in EXPORT_COLUMNS}, ensure_ascii=False, sort_keys=True) + "\n"
+
+
+def export_response(ev: Eval, f: CaseFilter, pack: Pack | None, fmt: str) -> StreamingHttpResponse:
+    """Every filtered run as a CSV or JSONL download, streamed a row at a time (the page's
+    button and the API's route both answer with it); BadFilter for another format."""
+    rows = export_rows(ev, f, pack)
+    if fmt == "csv":
+        response = StreamingHttpResponse(csv_text(rows), content_type="text/csv; charset=utf-8")
+    elif fmt == "jsonl":
+        response = StreamingHttpResponse(jsonl_lines(rows), content_type="application/x-ndjson; charset=utf-8")
+    else:
+        raise BadFilter(f"format {fmt!r}: use csv or jsonl")
+    response["Content-Disposition"] = f'attachment; filename="eval-{ev.pk}-cases.{fmt}"'
+    return response
 
 
 def tag_breakdown(ev: Eval, pack: Pack | None) -> list[dict[str, Any]]:

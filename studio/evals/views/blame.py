@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+from urllib.parse import urlencode
+
 from django.http import HttpResponse
+from django.urls import reverse
 
 from runtime import NODE_KINDS
 from studio.evals import charts
@@ -24,6 +28,7 @@ __all__ = ["eval_blame", "eval_coverage"]
 # -- per-node blame -----------------------------------------------------------------------
 
 MAX_REASONS = 5
+MAX_CASES = 5  # blamed runs linked from each node's row; the rest through the case table
 
 
 def _terminal(kind: str) -> bool:
@@ -46,6 +51,25 @@ def eval_blame(request: StudioRequest, slug: str, eval_id: int) -> HttpResponse:
             cost_text=usd(r["cost_usd"]),
             tool_latency_text=dur(r["tool_latency_s"]),
         )
+    cases_url = reverse("evals-cases", args=[ev.project.slug, ev.pk])
+    blamed: dict[str, list[dict[str, Any]]] = {}
+    for row in (
+        ev.cases.exclude(blamed="")
+        .exclude(status__in=["passed", "queued", "running", "cancelled"])
+        .order_by("case_id", "repeat")
+        .values("blamed", "case_id", "repeat")[:2000]
+    ):
+        shown = blamed.setdefault(row["blamed"], [])
+        if len(shown) < MAX_CASES:
+            shown.append(
+                {
+                    **row,
+                    "url": reverse("evals-case-trace", args=[ev.project.slug, ev.pk, row["case_id"], row["repeat"]]),
+                }
+            )
+    for r in blame["nodes"]:
+        r["cases"] = blamed.get(r["node"], [])
+        r["cases_url"] = f"{cases_url}?{urlencode({'blamed': r['node']})}"
     notes = {r["node"]: f"{pct(r['share'])} · {r['failures']} failed" for r in blame["nodes"] if r["failures"]}
     drawing = (
         draw(

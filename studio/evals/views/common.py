@@ -15,6 +15,7 @@ rejected and why. An htmx request gets the fragment named after the DOM id it re
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ __all__ = [
     "FRAGMENT_FRAME",
     "RATES",
     "SHORT",
+    "compact",
     "context_for",
     "delta_text",
     "dur",
@@ -114,6 +116,11 @@ def page(
     if request.htmx.target in fragments:
         return render(request, f"{template}#{request.htmx.target}", context, status=status)
     return render(request, template, {**context, "frame": FRAGMENT_FRAME}, status=status)
+
+
+def compact(value: Any) -> str:
+    """A JSON value on one line, for a table cell ("" for None)."""
+    return "" if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
 def pct(v: float | None) -> str:

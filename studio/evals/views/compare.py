@@ -10,12 +10,16 @@ from django.urls import reverse
 
 from studio.accounts.access import eval_for, project_for
 from studio.evals import charts
+from studio.evals.models import Eval
+from studio.evals.results.cases import compare_cases
 from studio.evals.results.compare import NotComparable, compare, history
 from studio.evals.views.common import (
     SHORT,
+    compact,
     delta_text,
     metric_text,
     open_eval,
+    pack_of,
     pct,
     usd,
 )
@@ -26,6 +30,8 @@ from studio.projects.storage import PackRepo, StorageError
 __all__ = ["eval_compare", "eval_history"]
 
 # -- compare ------------------------------------------------------------------------------
+
+MAX_PAIRS = 500  # case rows side by side on the page; the API's /api/evals/compare has all
 
 
 def eval_compare(request: StudioRequest, slug: str) -> HttpResponse:
@@ -63,7 +69,23 @@ def eval_compare(request: StudioRequest, slug: str) -> HttpResponse:
     for c in cmp["fixed"] + cmp["broken"]:
         c.update(before_text=pct(c["before"]), after_text=pct(c["after"]))
     p = cmp["p_value"]
+    changed_only = request.GET.get("changed") == "1"
+    pairs = compare_cases(a, b, pack_of(a), pack_of(b), changed_only=changed_only)
+    for row in pairs:
+        row.update(
+            expected_text=compact(row["expected"]),
+            input_text=compact(row["input"]),
+            a_url=reverse("evals-case-trace", args=[slug, a.pk, row["case_id"], row["repeat"]]) if row["a"] else "",
+            b_url=reverse("evals-case-trace", args=[slug, b.pk, row["case_id"], row["repeat"]]) if row["b"] else "",
+        )
+        for side in ("a", "b"):
+            if row[side] is not None:
+                row[side] = {**row[side], "output_text": compact(row[side]["output"])}
     context.update(
+        pairs=pairs[:MAX_PAIRS],
+        more_pairs=max(0, len(pairs) - MAX_PAIRS),
+        changed_only=changed_only,
+        cancelled=[e for e in (a, b) if e.status == Eval.Status.CANCELLED],
         cmp=cmp,
         show={
             "ci_a": "–".join(pct(x) for x in cmp["ci_a"]),

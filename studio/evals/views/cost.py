@@ -13,6 +13,7 @@ from django.urls import reverse
 from runtime import Pack, Trace
 from studio.evals import charts
 from studio.evals.models import EvalCase
+from studio.evals.results.cases import evalset_of, output_of
 from studio.evals.results.common import edge_name
 from studio.evals.results.cost import cost_summary, cost_table
 from studio.evals.views.common import (
@@ -107,6 +108,10 @@ def eval_cost(request: StudioRequest, slug: str, eval_id: int) -> HttpResponse:
 # -- one case's trace ---------------------------------------------------------------------
 
 
+def pretty(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)
+
+
 def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
@@ -194,7 +199,7 @@ def eval_case(request: StudioRequest, slug: str, eval_id: int, case_id: str, rep
     if case is None:
         raise Http404("No such case run in this eval")
     trace = case.trace if isinstance(case.trace, dict) else {}
-    steps = trace_steps(visible_trace(trace, role), pack_of(ev))
+    steps = trace_steps(visible_trace(trace, role), pack_of(ev))  # pack_of keeps the loaded pack
     hidden = sum(1 for s in steps for a in s["attempts"] if a.get("hidden"))
     for s in steps:
         s.update(latency_text=dur(s["latency_s"]), cost_text=usd(s["cost_usd"]))
@@ -203,6 +208,11 @@ def eval_case(request: StudioRequest, slug: str, eval_id: int, case_id: str, rep
         for t in s["tool_calls"]:
             t["latency_text"] = dur(t.get("latency_s"))
     repeats = list(EvalCase.objects.filter(eval=ev, case_id=case_id).order_by("repeat").values_list("repeat", "status"))
+    pack = pack_of(ev)
+    gold = evalset_of(pack).get(case_id)
+    output = output_of(trace, pack)
+    # the error once: the row's (the worker's) and the trace's (the run's) are often the same text
+    errors = [e for e in dict.fromkeys([case.error.strip(), str(trace.get("error") or "").strip()]) if e]
     context = context_for(
         ev,
         role,
@@ -213,7 +223,12 @@ def eval_case(request: StudioRequest, slug: str, eval_id: int, case_id: str, rep
         repeats=repeats,
         trace_status=trace.get("status"),
         end_node=trace.get("end_node"),
-        trace_error=trace.get("error"),
+        errors=errors,
+        gold=gold,
+        input_text=pretty(gold.input) if gold is not None else "",
+        expected_text=pretty(gold.expected) if gold is not None else "",
+        output_text=pretty(output) if output is not None else "",
+        corrected_text=pretty(output if output else (gold.expected if gold is not None else {})),
         has_trace=bool(trace),
         committed=committed_values(trace),
         diffs=[

@@ -152,6 +152,7 @@ def progress_context(ev: Eval, can_edit: bool) -> dict[str, Any]:
         "ended": ended,
         "bar": bar,
         "percent": round(100 * counts["finished"] / total),
+        "ran": counts["passed"] + counts["failed"] + counts["error"],
         "can_cancel": can_edit and not ev.is_final,
         "slow_queue": (
             ev.status == Eval.Status.QUEUED

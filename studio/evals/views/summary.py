@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
@@ -17,6 +18,7 @@ from studio.accounts.models import Role
 from studio.evals import charts
 from studio.evals.models import Eval
 from studio.evals.results.calibration import calibration
+from studio.evals.results.cases import tag_breakdown, tier_word
 from studio.evals.results.fields import field_scores
 from studio.evals.results.gate import baseline_for, gate
 from studio.evals.results.summary import case_pass_rates, tiers
@@ -38,8 +40,14 @@ __all__ = ["baseline_panel", "eval_mark_baseline", "eval_summary", "eval_tiers",
 
 # -- summary ------------------------------------------------------------------------------
 
+MAX_FAILING = 20  # runs that did not pass, linked from the summary; the rest through the case table
+
 
 def baseline_panel(ev: Eval) -> dict[str, Any] | None:
+    """The gate against the project's baseline; None for a cancelled eval, whose numbers
+    are over the cases that ran and must never read as a complete eval's."""
+    if ev.status == Eval.Status.CANCELLED:
+        return None
     base = baseline_for(ev)
     if base is None:
         return None
@@ -117,6 +125,34 @@ def eval_summary(request: StudioRequest, slug: str, eval_id: int) -> HttpRespons
     )
     others = list(Eval.objects.filter(project=ev.project).exclude(pk=ev.pk).order_by("-created_at")[:50])
     per_case = case_pass_rates(ev) if ev.repeats > 1 else []
+    cases_url = reverse("evals-cases", args=[ev.project.slug, ev.pk])
+    for r in per_case:
+        r["url"] = reverse("evals-case-trace", args=[ev.project.slug, ev.pk, r["case_id"], 0])
+    tags = tag_breakdown(ev, pack_of(ev))
+    for r in tags:
+        r.update(
+            pass_text=pct(r["pass_rate"]),
+            url=f"{cases_url}?{urlencode({'tag': r['tag']})}" if r["tag"] != "(untagged)" else cases_url,
+            failed_url=f"{cases_url}?{urlencode({'tag': r['tag'], 'status': 'failed'})}"
+            if r["tag"] != "(untagged)"
+            else f"{cases_url}?status=failed",
+        )
+    counts = shown["summary"]["counts"]
+    cancelled = (
+        {"ran": counts["passed"] + counts["failed"] + counts["error"], "cancelled": counts["cancelled"]}
+        if ev.status == Eval.Status.CANCELLED
+        else None
+    )
+    failing: list[dict[str, Any]] = [
+        {
+            **r,
+            "url": reverse("evals-case-trace", args=[ev.project.slug, ev.pk, r["case_id"], r["repeat"]]),
+            "tier": tier_word(r["tier"]),
+        }
+        for r in ev.cases.exclude(status__in=["passed", "queued", "running", "cancelled"])
+        .order_by("case_id", "repeat")
+        .values("case_id", "repeat", "status", "blamed", "tier")[:MAX_FAILING]
+    ]
     context = context_for(
         ev,
         role,
@@ -125,6 +161,10 @@ def eval_summary(request: StudioRequest, slug: str, eval_id: int) -> HttpRespons
         others=others,
         gate=baseline_panel(ev),
         per_case=per_case,
+        tags=tags,
+        cancelled=cancelled,
+        failing=failing,
+        cases_url=cases_url,
         fields=field_panel(ev),
         **shown,
     )

@@ -289,3 +289,13 @@ def test_it_refuses_a_case_that_would_not_load(owner: User, project: Project) ->
     body = {"project": "triage", "input": {"ticket": "x"}, "expected": {"category": "x"}, "id": "bad id!"}
     got = send(bearer(owner), "post", "/api/evals/evalset-cases", body)
     assert got.status_code == 400 and "case id" in got.json()["detail"]
+
+
+def test_it_lists_recent_runs_across_projects(owner: User, viewer: User, stranger: User, project: Project) -> None:
+    run = TryRun.objects.create(project=project, version="v", input={"ticket": "hi"}, created_by=owner)
+    assert [r["id"] for r in bearer(viewer).get("/api/runs").json()] == [run.pk]
+    assert [r["id"] for r in bearer(viewer).get("/api/runs?project=triage").json()] == [run.pk]
+    assert bearer(stranger).get("/api/runs").json() == []
+    assert bearer(stranger).get("/api/runs?project=triage").status_code == 404
+    assert Client().get("/api/runs").status_code == 401
+    assert scoped(owner, project).get("/api/runs").status_code == 403

@@ -407,6 +407,9 @@ def segment_crosses_box(p: Point, q: Point, box: Box) -> bool:
 
 
 def path_crosses_box(points: list[Point], box: Box) -> bool:
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    if not boxes_overlap((min(xs), min(ys), max(xs) - min(xs) + 1e-9, max(ys) - min(ys) + 1e-9), box):
+        return False  # the path's own bounds miss the box: most paths, checked in one step
     return any(segment_crosses_box(p, q, box) for p, q in itertools.pairwise(points))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import replace
 
 from runtime.errors import PackIssue
@@ -11,14 +12,33 @@ from runtime.pack.model import Node, Pack
 from runtime.pack.yamlsrc import SourceMap
 
 
-def check_graph(pack: Pack, graph: SourceMap, manifest: SourceMap, issues: list[PackIssue]) -> None:
-    """Append the whole-graph problems to `issues`; those not of a more precise kind are "graph"."""
+def check_graph(
+    pack: Pack,
+    graph: SourceMap,
+    manifest: SourceMap,
+    issues: list[PackIssue],
+    *,
+    unresolved: Sequence[tuple[str | None, str | None]] = (),
+) -> None:
+    """Append the whole-graph problems to `issues`; those not of a more precise kind are "graph".
+
+    `unresolved` holds the edges the loader refused for naming an unknown node, as
+    (source, target) with None for the unknown end. Each was reported once already; the
+    checks that reason about paths do not report what follows from it (the nodes it was
+    meant to reach as unreachable, its source as having no way on, reads its path would
+    have written), so one typo in an edge gives one problem, not a cascade."""
     start = len(issues)
-    _check_graph(pack, graph, manifest, issues)
+    _check_graph(pack, graph, manifest, issues, unresolved)
     issues[start:] = [replace(i, kind="graph") if i.kind == "value" else i for i in issues[start:]]
 
 
-def _check_graph(pack: Pack, graph: SourceMap, manifest: SourceMap, issues: list[PackIssue]) -> None:
+def _check_graph(
+    pack: Pack,
+    graph: SourceMap,
+    manifest: SourceMap,
+    issues: list[PackIssue],
+    unresolved: Sequence[tuple[str | None, str | None]],
+) -> None:
     nodes = pack.nodes
     if not nodes:
         return
@@ -27,10 +47,14 @@ def _check_graph(pack: Pack, graph: SourceMap, manifest: SourceMap, issues: list
         return
     if not pack.entry:
         return
-    _check_routing(pack, graph, issues)
-    reachable = _reachable(pack)
+    broken = {source for source, _ in unresolved}  # None: an edge from an unknown node
+    _check_routing(pack, graph, issues, broken)
+    reachable = _reachable(pack, [target for _, target in unresolved if target is not None])
+    # A refused edge leaving a reachable node (or leaving a node nobody can name) may have
+    # led anywhere: what the walk would reach past it is unknown, so nothing is unreachable.
+    unknown_paths = any(source is None or source in reachable for source in broken)
     for node_id in nodes:
-        if node_id not in reachable:
+        if node_id not in reachable and not unknown_paths:
             issues.append(
                 graph.issue(
                     f"node '{node_id}' is unreachable from entry '{pack.entry}'; add an edge to it or remove it",
@@ -38,8 +62,9 @@ def _check_graph(pack: Pack, graph: SourceMap, manifest: SourceMap, issues: list
                     node_id,
                 )
             )
-    _check_cycles(pack, graph, issues)
-    _check_dataflow(pack, graph, reachable, issues)
+    _check_cycles(pack, graph, issues, broken)
+    if not unresolved:  # with an edge missing, what a path can have written is unknown
+        _check_dataflow(pack, graph, reachable, issues)
     for node in nodes.values():
         offered = tuple(getattr(node.config, "tools", ()))  # a choose_tool node's subset
         for name, key in [(node.tool, "tool")] + [(t, "tools") for t in offered]:
@@ -94,7 +119,7 @@ def _check_answer_node(pack: Pack, node: Node, graph: SourceMap, issues: list[Pa
         )
 
 
-def _check_routing(pack: Pack, graph: SourceMap, issues: list[PackIssue]) -> None:
+def _check_routing(pack: Pack, graph: SourceMap, issues: list[PackIssue], broken: set[str | None]) -> None:
     for node in pack.nodes.values():
         at = ("nodes", node.id)
         nexts = pack.outgoing(node.id)
@@ -103,7 +128,7 @@ def _check_routing(pack: Pack, graph: SourceMap, issues: list[PackIssue]) -> Non
             if any(e.source == node.id for e in pack.edges):
                 issues.append(graph.issue(f"{node.kind} node '{node.id}' cannot have outgoing edges", *at))
             continue
-        if not nexts:
+        if not nexts and node.id not in broken:
             ends = " or ".join(f"kind: {name}" for name, k in NODE_KINDS.items() if k.terminal)
             issues.append(graph.issue(f"node '{node.id}' has no outgoing 'to' edge; add one or make it {ends}", *at))
         for earlier, later in itertools.pairwise(nexts):
@@ -132,9 +157,11 @@ def _check_routing(pack: Pack, graph: SourceMap, issues: list[PackIssue]) -> Non
             issues.append(graph.issue(f"a {node.kind} node cannot fail; remove its on_fail edge", *at))
 
 
-def _reachable(pack: Pack) -> set[str]:
-    seen = {pack.entry}
-    stack = [pack.entry]
+def _reachable(pack: Pack, also: Sequence[str] = ()) -> set[str]:
+    """The nodes reachable from the entry, or from `also` (targets of edges whose
+    source was mistyped: the author meant something to lead there)."""
+    seen = {pack.entry, *also}
+    stack = list(seen)
     while stack:
         current = stack.pop()
         for edge in pack.edges:
@@ -193,11 +220,11 @@ def _sccs(pack: Pack) -> list[list[str]]:
     return out
 
 
-def _check_cycles(pack: Pack, graph: SourceMap, issues: list[PackIssue]) -> None:
+def _check_cycles(pack: Pack, graph: SourceMap, issues: list[PackIssue], broken: set[str | None]) -> None:
     for comp in _sccs(pack):
         members = set(comp)
         looped = len(comp) > 1 or any(e.source == e.target == comp[0] for e in pack.edges)
-        if not looped:
+        if not looped or members & broken:  # the refused edge may have been the way out
             continue
         exits = [e for e in pack.edges if e.source in members and e.target not in members and e.kind == "next"]
         if not exits:

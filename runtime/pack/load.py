@@ -216,7 +216,8 @@ def load_pack(root: str | Path, tools: Collection[str] | None = None) -> Pack:
             issues.append(manifest_src.issue(f"'{key}' is required", kind="missing"))
 
     nodes = _load_nodes((graph or {}).get("nodes"), loader, NODE_KINDS) if graph else {}
-    edges = _load_edges((graph or {}).get("edges"), loader, nodes) if graph else []
+    unresolved: list[tuple[str | None, str | None]] = []
+    edges = _load_edges((graph or {}).get("edges"), loader, nodes, unresolved) if graph else []
     for key in graph or {}:
         if key not in GRAPH_KEYS:
             issues.append(graph_src.issue(f"unknown key '{key}'; {nearest(key, GRAPH_KEYS)}", key, kind="unknown_key"))
@@ -266,7 +267,7 @@ def load_pack(root: str | Path, tools: Collection[str] | None = None) -> Pack:
         train_tag=_train_tag(manifest.get("train_tag"), manifest_src, issues),
     )
     if graph is not None and manifest_text is not None:
-        check_graph(pack, graph_src, manifest_src, issues)
+        check_graph(pack, graph_src, manifest_src, issues, unresolved=unresolved)
         _check_prompt_inputs(pack, manifest_src, graph_src, issues)
     evalset_text = loader.read("evalset.jsonl", required=False, why="")
     if evalset_text is not None:
@@ -419,7 +420,11 @@ def _load_nodes(spec: Any, loader: NodeLoader, kinds: dict[str, NodeKind]) -> di
     return nodes
 
 
-def _load_edges(spec: Any, loader: NodeLoader, nodes: dict[str, Node]) -> list[Edge]:
+def _load_edges(
+    spec: Any, loader: NodeLoader, nodes: dict[str, Node], unresolved: list[tuple[str | None, str | None]]
+) -> list[Edge]:
+    """The edges that name known nodes; an edge naming an unknown one is reported and
+    noted in `unresolved` as (source, target), each None where unknown."""
     if spec is None:
         return []
     if not isinstance(spec, list):
@@ -452,6 +457,13 @@ def _load_edges(spec: Any, loader: NodeLoader, nodes: dict[str, Node]) -> list[E
             if kind != "next":
                 loader.error(f"'when' applies to 'to' edges only, not {kind}", *at, "when")
             when = loader.expr(body["when"], *at, "when")
+        if not ok:
+            unresolved.append(
+                (
+                    source if isinstance(source, str) and source in nodes else None,
+                    target if isinstance(target, str) and target in nodes else None,
+                )
+            )
         if ok:
             edges.append(Edge(source=str(source), target=str(target), kind=kind, when=when, index=i))
     return edges

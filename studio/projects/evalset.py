@@ -57,6 +57,50 @@ class Row:
         value = (self.case or {}).get("tags")
         return [str(v) for v in value] if isinstance(value, list) else []
 
+    @property
+    def input_fields(self) -> list[Field]:
+        return fields_of((self.case or {}).get("input"))
+
+    @property
+    def expected_fields(self) -> list[Field]:
+        return fields_of((self.case or {}).get("expected"))
+
+    def matches(self, query: str) -> bool:
+        """Whether `query` (any case) is in the case's id, inputs, expected output, path,
+        end, tags or note, as written in the line."""
+        return query.casefold() in (self.id + " " + self.raw).casefold()
+
+
+SHORT_FIELD = 80  # characters of a field's value shown before "more"
+
+
+@dataclass
+class Field:
+    """One `key: value` of a case's input or expected output, as the evalset table shows it."""
+
+    key: str
+    value: str  # strings as they are, anything else as JSON
+
+    @property
+    def long(self) -> bool:
+        return len(self.value) > SHORT_FIELD or "\n" in self.value
+
+    @property
+    def short(self) -> str:
+        first = self.value.split("\n", 1)[0]
+        return first[: SHORT_FIELD - 1] + "…" if self.long else self.value
+
+
+def fields_of(value: Any) -> list[Field]:
+    """A mapping's keys and values, in the order written; anything else as one field without a key."""
+    if isinstance(value, dict):
+        return [Field(str(k), _shown(v)) for k, v in value.items()]
+    return [] if value is None else [Field("", _shown(value))]
+
+
+def _shown(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
 
 def split_lines(text: str) -> list[str]:
     body = text[:-1] if text.endswith("\n") else text

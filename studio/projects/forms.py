@@ -9,7 +9,7 @@ from studio.projects.models import slug_validator
 def example_choices() -> list[tuple[str, str]]:
     root = settings.EXAMPLE_PACKS
     names = sorted(p.name for p in root.iterdir() if (p / "manifest.yaml").exists()) if root.exists() else []
-    return [("", "(empty pack)")] + [(n, n) for n in names]
+    return [("", "(a skeleton pack: one node, one case)")] + [(n, n) for n in names]
 
 
 class ProjectCreateForm(forms.Form):

@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 
 from runtime import NodeDrawing, Pack, drawing_for
 
+Point = tuple[float, float]
+Box = tuple[float, float, float, float]  # x, y, width, height
+
 NODE_W, NODE_H = 156, 48
 H_GAP, V_GAP = 44, 110
 MARGIN = 40
@@ -117,11 +120,16 @@ class DrawnNode:
 
     @property
     def bars(self) -> str:
-        return f"M{self.x + 10:g},{self.y:g} v{self.h:g} M{self.right - 10:g},{self.y:g} v{self.h:g}"
+        d = min(10, self.w / 6)
+        return f"M{self.x + d:g},{self.y:g} v{self.h:g} M{self.right - d:g},{self.y:g} v{self.h:g}"
+
+    @property
+    def corner(self) -> float:
+        return min(24, self.h / 2)
 
     @property
     def hexagon(self) -> str:
-        x, y, w, h, d = self.x, self.y, self.w, self.h, 16
+        x, y, w, h, d = self.x, self.y, self.w, self.h, min(16, self.w / 4)
         points = [(x + d, y), (x + w - d, y), (x + w, y + h / 2), (x + w - d, y + h), (x + d, y + h), (x, y + h / 2)]
         return " ".join(f"{px:g},{py:g}" for px, py in points)
 
@@ -138,6 +146,9 @@ class DrawnEdge:
     index: int = -1  # the pack edge's index (what traces and coverage counts name)
     count: int | None = None  # runs that took it (coverage); None: not counted
     width: float = EDGE_WIDTH
+    curve: tuple[Point, Point, Point, Point] = ((0, 0), (0, 0), (0, 0), (0, 0))  # the cubic's four points
+    number: int = 0  # > 0: drawn as this number, its text listed under the drawing (no room for the text)
+    box: Box | None = None  # where the label is written: (x, y, width, height)
 
     @property
     def untaken(self) -> bool:
@@ -146,6 +157,35 @@ class DrawnEdge:
     @property
     def dashed(self) -> bool:
         return self.kind != "next" or self.untaken
+
+    @property
+    def dash(self) -> str:
+        """Untaken edges are dotted; on_fail and on_unsure dashed, each its own way, taken
+        or not, so a taken on_fail edge never reads as an untaken one."""
+        if self.untaken:
+            return "2 5"
+        return {"on_fail": "9 4", "on_unsure": "9 3 2 3"}.get(self.kind, "")
+
+    @property
+    def written(self) -> str:
+        """What the drawing writes on the edge: its text, or its number when the text had no room."""
+        return str(self.number) if self.number else self.text
+
+    @property
+    def text_x(self) -> float:
+        return self.box[0] + self.box[2] / 2 if self.box else self.label_x
+
+    @property
+    def text_y(self) -> float:
+        return self.box[1] + self.box[3] - 4 if self.box else self.label_y
+
+    @property
+    def text_w(self) -> float:
+        return len(self.written) * CHAR_W
+
+    def points(self, steps: int = 48) -> list[Point]:
+        """The curve as a polyline, for the layout checks."""
+        return [_bezier(self.curve, i / steps) for i in range(steps + 1)]
 
     @property
     def marker(self) -> str:
@@ -180,6 +220,28 @@ class Drawing:
     label: str = ""  # the SVG's title, read by screen readers
     heat: bool = False  # nodes filled by their share of blamed failures
     counted: bool = False  # edges drawn by the runs that took them
+    legend: list[LegendItem] = field(default_factory=list)
+    legend_y: float = 0.0
+
+    @property
+    def numbered(self) -> list[DrawnEdge]:
+        return sorted((e for e in self.edges if e.number), key=lambda e: e.number)
+
+
+@dataclass
+class LegendItem:
+    """One line of the legend under the drawing: a sample of a style and what it means."""
+
+    key: str  # next | on_fail | on_unsure | untaken | thick | entry | heat | number | node-<kind>
+    text: str
+    x: float = 0.0
+    y: float = 0.0
+    edge: DrawnEdge | None = None  # a numbered edge's entry
+    node: DrawnNode | None = None  # a node kind's sample
+
+    @property
+    def line(self) -> str:
+        return f"M{self.x:g},{self.y - 4:g} h34"
 
 
 def layers(pack: Pack) -> list[list[str]]:
@@ -283,25 +345,174 @@ def draw(
             drawn_edge.count = edge_counts.get(edge.index, 0)
             drawn_edge.width = EDGE_WIDTH + THICKEST * (drawn_edge.count / runs if runs else 0)
         drawing.edges.append(drawn_edge)
-    _part_labels(drawing.edges)
+    _place_labels(drawing)
+    used = sorted({n.kind for n in drawing.nodes})
+    _legend(drawing, [(kind, drawing_for(kind)) for kind in used], entry=any(n.entry for n in drawing.nodes))
     return drawing
 
 
 CHAR_W, LINE_H = 6.7, 14  # an 11px monospace label's character width and line height
+LABEL_PAD = 3  # room around a label's text inside its box
+# Where along its curve a label may sit, best first: the middle, then out towards the ends.
+ALONG = (0.5, 0.42, 0.58, 0.34, 0.66, 0.74, 0.26, 0.8, 0.2, 0.86, 0.14)
+KIND_MEANING = {
+    "generate": "a model call, its answer checked against the node's grammar",
+    "assert": "a check on state, no model call",
+    "tool": "a call to a tool the host registered",
+    "human": "waits for a person's answer",
+    "end": "the run ends here",
+}
+EDGE_MEANING = {
+    "next": "next: the walk goes on when its condition (the label) holds",
+    "on_fail": "on_fail: taken when the node's answer is rejected",
+    "on_unsure": "on_unsure: taken when the node's samples disagree",
+}
 
 
-def _part_labels(edges: list[DrawnEdge]) -> None:
-    """Nudge a label down, a line at a time, while it overlaps one placed before it."""
-    placed: list[tuple[float, float, float]] = []  # (centre x, y, half width)
-    for edge in edges:
+def _bezier(curve: tuple[Point, Point, Point, Point], t: float) -> Point:
+    weights = ((1 - t) ** 3, 3 * (1 - t) ** 2 * t, 3 * (1 - t) * t**2, t**3)
+    return (
+        sum(w * p[0] for w, p in zip(weights, curve, strict=True)),
+        sum(w * p[1] for w, p in zip(weights, curve, strict=True)),
+    )
+
+
+def boxes_overlap(a: Box, b: Box) -> bool:
+    return a[0] < b[0] + b[2] and b[0] < a[0] + a[2] and a[1] < b[1] + b[3] and b[1] < a[1] + a[3]
+
+
+def segment_crosses_box(p: Point, q: Point, box: Box) -> bool:
+    """Whether the segment p-q passes through the box (Liang-Barsky clipping)."""
+    x0, y0 = p
+    dx, dy = q[0] - p[0], q[1] - p[1]
+    low, high = 0.0, 1.0
+    for step, room in (
+        (-dx, x0 - box[0]),
+        (dx, box[0] + box[2] - x0),
+        (-dy, y0 - box[1]),
+        (dy, box[1] + box[3] - y0),
+    ):
+        if step == 0:
+            if room < 0:
+                return False
+            continue
+        t = room / step
+        if step < 0:
+            low = max(low, t)
+        else:
+            high = min(high, t)
+        if low > high:
+            return False
+    return True
+
+
+def path_crosses_box(points: list[Point], box: Box) -> bool:
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    if not boxes_overlap((min(xs), min(ys), max(xs) - min(xs) + 1e-9, max(ys) - min(ys) + 1e-9), box):
+        return False  # the path's own bounds miss the box: most paths, checked in one step
+    return any(segment_crosses_box(p, q, box) for p, q in itertools.pairwise(points))
+
+
+def layout_problems(drawing: Drawing) -> list[str]:
+    """What the layout check finds wrong: two label boxes that intersect, or a label box
+    that an edge other than its own crosses. Empty for a readable drawing."""
+    problems: list[str] = []
+    labelled = [e for e in drawing.edges if e.box is not None]
+    for a, b in itertools.combinations(labelled, 2):
+        if boxes_overlap(a.box, b.box):  # type: ignore[arg-type]
+            problems.append(f"labels of edges {a.index} and {b.index} overlap")
+    for e in labelled:
+        for other in drawing.edges:
+            if other is not e and path_crosses_box(other.points(), e.box):  # type: ignore[arg-type]
+                problems.append(f"edge {other.index} crosses the label of edge {e.index}")
+    return problems
+
+
+def _place_labels(drawing: Drawing) -> None:
+    """Write each edge's text where it touches no other label, no node and no other edge:
+    at the first free spot along its own curve (on it, or just beside it). An edge whose
+    text fits nowhere is numbered instead: the number is placed the same way, and the
+    text is listed under the drawing."""
+    obstacles: list[Box] = [(n.x - 3, n.y - 3, n.w + 6, n.h + 6) for n in drawing.nodes]
+    obstacles += [(n.cx - 32, n.entry_y - 12, 64, 16) for n in drawing.nodes if n.entry]
+    paths = {id(e): e.points() for e in drawing.edges}
+    numbered = 0
+    for edge in drawing.edges:
         if not edge.text:
             continue
-        half = len(edge.text) * CHAR_W / 2
-        for _ in range(4):
-            if not any(abs(edge.label_x - x) < half + w and abs(edge.label_y - y) < LINE_H for x, y, w in placed):
+        for number in (0, numbered + 1):
+            edge.number = number
+            box = _free_spot(edge, drawing, obstacles, paths)
+            if box is not None:
                 break
-            edge.label_y += LINE_H
-        placed.append((edge.label_x, edge.label_y, half))
+        else:  # nowhere free even for a number: the layout check will say so
+            box = _label_box(edge, _bezier(edge.curve, 0.5), 0)
+        numbered = max(numbered, edge.number)
+        edge.box = box
+        edge.label_x, edge.label_y = round(box[0] + box[2] / 2, 1), round(box[1] + box[3] - 4, 1)
+        obstacles.append((box[0] - 2, box[1] - 2, box[2] + 4, box[3] + 4))
+
+
+def _label_box(edge: DrawnEdge, at: Point, side: int) -> Box:
+    w, h = edge.text_w + 2 * LABEL_PAD, LINE_H + 2
+    x = at[0] - w / 2 + side * (w / 2 + 6)
+    return (round(x, 1), round(at[1] - h / 2, 1), round(w, 1), h)
+
+
+def _free_spot(edge: DrawnEdge, drawing: Drawing, obstacles: list[Box], paths: dict[int, list[Point]]) -> Box | None:
+    for t in ALONG:
+        at = _bezier(edge.curve, t)
+        for side in (0, 1, -1):
+            box = _label_box(edge, at, side)
+            if box[0] < 2 or box[1] < 2 or box[0] + box[2] > drawing.width - 2 or box[1] + box[3] > drawing.height - 2:
+                continue
+            if any(boxes_overlap(box, o) for o in obstacles):
+                continue
+            if any(path_crosses_box(points, box) for key, points in paths.items() if key != id(edge)):
+                continue
+            return box
+    return None
+
+
+def _legend(drawing: Drawing, kinds: list[tuple[str, NodeDrawing]], entry: bool) -> None:
+    """The legend under the drawing: every style the drawing uses, then the numbered
+    edges' texts. Grows the drawing to hold it."""
+    items: list[LegendItem] = []
+    for kind, look in kinds:
+        items.append(LegendItem(f"node-{kind}", f"{look.label}: {KIND_MEANING.get(kind, 'a ' + kind + ' node')}"))
+    if entry:
+        items.append(LegendItem("entry", "entry: where every run starts"))
+    if drawing.heat:
+        items.append(LegendItem("heat", "fill: share of the failures blamed on the node (darker: more)"))
+    used = {e.kind for e in drawing.edges}
+    for kind in ("next", "on_fail", "on_unsure"):
+        if kind in used:
+            items.append(LegendItem(kind, EDGE_MEANING[kind]))
+    if drawing.counted:
+        items.append(LegendItem("thick", "thicker: taken by more runs; ×n: taken by n runs"))
+        if any(e.untaken for e in drawing.edges):
+            items.append(LegendItem("untaken", "untaken: no run took this edge"))
+    if drawing.numbered:
+        items.append(LegendItem("number", "n: an edge whose label had no room; its text is listed below"))
+    for e in drawing.numbered:
+        full = e.label if e.count is None else e.text.replace(e.short_label, e.label)
+        items.append(LegendItem("edge", f"{e.source} → {e.target}: {full}", edge=e))
+    bottom = max([n.bottom for n in drawing.nodes] + [e.box[1] + e.box[3] for e in drawing.edges if e.box])
+    bottom = max([bottom] + [y for e in drawing.edges for _, y in e.points(16)])
+    drawing.legend_y = bottom + 28
+    y = drawing.legend_y + 16
+    looks = dict(kinds)
+    for item in items:
+        item.x, item.y = MARGIN, y
+        if item.key.startswith("node-"):
+            kind = item.key[5:]
+            item.node = DrawnNode(kind, kind, MARGIN, y - 12, w=34, h=16, look=looks[kind])
+        elif item.key == "heat":
+            item.node = DrawnNode("", "", MARGIN, y - 12, w=34, h=16, fill=heat_colour(0.6))
+        y += 20
+        drawing.width = max(drawing.width, MARGIN * 2 + 46 + len(item.text) * CHAR_W)
+    drawing.legend = items
+    drawing.height = y + MARGIN / 2
 
 
 def _route(
@@ -336,7 +547,6 @@ def _route(
         out = 70 + shift + 18 * abs(la - lb)
         c1, c2 = (max(x1, x2) + out, y1), (max(x1, x2) + out, y2)
     d = f"M{x1:g},{y1:g} C{c1[0]:g},{c1[1]:g} {c2[0]:g},{c2[1]:g} {x2:g},{y2:g}"
-    weights = ((1 - t) ** 3, 3 * (1 - t) ** 2 * t, 3 * (1 - t) * t**2, t**3)
-    mx = sum(w * x for w, x in zip(weights, (x1, c1[0], c2[0], x2), strict=True))
-    my = sum(w * y for w, y in zip(weights, (y1, c1[1], c2[1], y2), strict=True))
-    return DrawnEdge(a.id, b.id, kind, label, d, round(mx, 1), round(my, 1))
+    curve = ((x1, y1), c1, c2, (x2, y2))
+    mx, my = _bezier(curve, t)
+    return DrawnEdge(a.id, b.id, kind, label, d, round(mx, 1), round(my, 1), curve=curve)

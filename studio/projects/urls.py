@@ -5,6 +5,7 @@ from studio.projects.views import evalset, files, projects, spec
 urlpatterns = [
     path("", projects.projects_list, name="projects-list"),
     path("new", projects.project_create, name="projects-create"),
+    path("docs/pack-format", projects.pack_format_doc, name="projects-pack-format-doc"),
     path("p/<slug:slug>/", projects.project_overview, name="projects-overview"),
     path("p/<slug:slug>/files/", files.files_index, name="projects-files"),
     path("p/<slug:slug>/files/<path:path>", files.file_edit, name="projects-file"),

@@ -16,6 +16,7 @@ the host registered (invariant 5)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import tempfile
 from dataclasses import dataclass
@@ -65,6 +66,31 @@ class Prepared:
     sha: str
     pack: Pack
     problem: str | None  # why it cannot be tried (tools, no model), or None
+    case_keyed: bool = False  # the pack's own model is a script that answers per evalset case id
+
+
+def scripted_by_case(pack: Pack) -> bool:
+    """Whether the pack's own model is a scripted one (`fake:FILE`) whose answers are
+    keyed by evalset case id: on any other input it answers with its per-node defaults,
+    so a try-it run is worth starting from an evalset case (see `case_for_input`)."""
+    spec = pack.model or ""
+    if not spec.startswith("fake:"):
+        return False
+    root = pack.root.resolve()
+    script = (root / spec.removeprefix("fake:")).resolve()
+    if not script.is_relative_to(root):  # the runtime refuses it too; nothing to read here
+        return False
+    try:
+        data = json.loads(script.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and bool(data.get("cases"))
+
+
+def case_for_input(pack: Pack, input: object) -> str | None:
+    """The id of the evalset case whose input this is, exactly; the run is walked as that
+    case, so a scripted model keyed by case id answers as it does in an eval."""
+    return next((case.id for case in pack.cases if dict(case.input) == input), None)
 
 
 def prepare(project: Project, version: str | None, endpoint: Endpoint | None) -> Prepared:
@@ -72,7 +98,12 @@ def prepare(project: Project, version: str | None, endpoint: Endpoint | None) ->
     Raises TryRefused when the version does not exist or the pack does not load."""
     try:
         with packs.loaded(project, version, own_model=endpoint is None) as got:
-            return Prepared(got.sha, got.pack, "; ".join(got.problems) or None)
+            return Prepared(
+                got.sha,
+                got.pack,
+                "; ".join(got.problems) or None,
+                case_keyed=endpoint is None and scripted_by_case(got.pack),
+            )
     except packs.PackUnrunnable as exc:
         raise TryRefused(str(exc)) from None
 
@@ -259,7 +290,10 @@ def run_try(run_id: int) -> str | None:
                     result = resume_run(pack, f"try-{run_id}", **common)
                 else:
                     try:
-                        result = run_pack(pack, run.input, run_id=f"try-{run_id}", **common)
+                        # The pack's own model (a script keyed by case) answers an evalset
+                        # case's input as that case; an endpoint answers what it is sent.
+                        case_id = case_for_input(pack, run.input) if run.endpoint_id is None else None
+                        result = run_pack(pack, run.input, run_id=f"try-{run_id}", case_id=case_id, **common)
                     except RunStateError:  # begun by a delivery that lost its lease before this claim
                         result = resume_run(pack, f"try-{run_id}", **common)
             finally:

@@ -57,8 +57,10 @@ def try_new(request: StudioRequest, slug: str) -> HttpResponse:
         else:
             execute_try_run.delay_on_commit(run.pk)
             return redirect("runs-detail", slug=project.slug, run_id=run.pk)
+    cases = list(prepared.pack.cases) if prepared else []
+    chosen = next((c for c in cases if c.id == request.GET.get("case")), None)
     if request.method == "GET" and prepared is not None:
-        example = execute.first_case_input(prepared.pack)
+        example = dict(chosen.input) if chosen else execute.first_case_input(prepared.pack)
         if example is None:
             example = dict.fromkeys(prepared.pack.inputs or (), "")
         form.initial["input"] = _pretty(example)
@@ -67,6 +69,10 @@ def try_new(request: StudioRequest, slug: str) -> HttpResponse:
         "form": form,
         "problem": problem,
         "refused": refused,
+        "case_keyed": prepared.case_keyed if prepared else False,
+        "model": prepared.pack.model if prepared else "",
+        "cases": [(c.id, _pretty(dict(c.input))) for c in cases],
+        "chosen": chosen.id if chosen else (cases[0].id if cases else ""),
         "recent": TryRun.objects.filter(project=project).select_related("endpoint")[:10],
     }
     return render(request, "runs/new.html", context, status=400 if request.method == "POST" else 200)

@@ -77,6 +77,45 @@ def test_it_refuses_an_edge_to_an_unknown_node(tmp_path: Path) -> None:
     assert any("edge to unknown node 'doen' (did you mean 'done'?)" in i for i in found)
 
 
+def test_it_gives_one_problem_for_one_typo_in_an_edge_target(tmp_path: Path) -> None:
+    """The typo cuts off everything after it; only the unknown node is reported, not every
+    node past it as unreachable, its source as a dead end, or reads along the lost path."""
+    root = write_pack(
+        tmp_path / "p",
+        nodes={
+            "a": GEN,
+            "b": {"kind": "generate", "reads": ["category"], "writes": ["x"]},
+            "c": {"kind": "generate", "reads": ["x"], "writes": ["y"]},
+            "done": {"kind": "end"},
+        },
+        edges=[{"from": "a", "to": "bb"}, {"from": "b", "to": "c"}, {"from": "c", "to": "done"}],
+    )
+    [issue] = issues_of(root)
+    assert "edge to unknown node 'bb' (did you mean 'b'?)" in issue
+
+
+def test_it_gives_one_problem_for_one_typo_in_an_edge_source(tmp_path: Path) -> None:
+    root = write_pack(
+        tmp_path / "p",
+        nodes={"a": GEN, "b": {"kind": "generate", "reads": ["category"], "writes": ["x"]}, "done": {"kind": "end"}},
+        edges=[{"from": "a", "to": "b"}, {"from": "bx", "to": "done"}],
+    )
+    found = issues_of(root)
+    assert any("edge from unknown node 'bx' (did you mean 'b'?)" in i for i in found)
+    assert not any("unreachable" in i for i in found)
+
+
+def test_it_still_reports_unreachable_nodes_the_typo_does_not_explain(tmp_path: Path) -> None:
+    root = write_pack(
+        tmp_path / "p",
+        nodes={"a": GEN, "done": {"kind": "end"}, "lost": {"kind": "end"}, "orphan": {**GEN, "writes": ["z"]}},
+        edges=[{"from": "a", "to": "done"}, {"from": "orphan", "to": "lsot"}],
+    )
+    found = issues_of(root)
+    assert any("edge to unknown node 'lsot'" in i for i in found)
+    assert any("node 'lost' is unreachable" in i for i in found)
+
+
 def test_it_refuses_a_read_nothing_before_can_have_written(tmp_path: Path) -> None:
     root = write_pack(
         tmp_path / "p",

@@ -3,8 +3,10 @@ the bookkeeping after a save."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 from django.contrib import messages
 from django.http import Http404, HttpResponse
@@ -15,6 +17,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from studio.accounts.access import project_for
 from studio.accounts.models import Role
 from studio.http import StudioRequest
+from studio.packs import PackUnrunnable
 from studio.projects.execute import PACK_PREFIX, Problem, validate_files
 from studio.projects.models import Project
 from studio.projects.specs import SPEC_PREFIX
@@ -35,7 +38,36 @@ class Opened:
         return self.role.can_edit
 
     def context(self, active: str, **extra: object) -> dict[str, object]:
-        return {"project": self.project, "role": self.role, "can_edit": self.can_edit, "active": active, **extra}
+        return {
+            "project": self.project,
+            "role": self.role,
+            "can_edit": self.can_edit,
+            "active": active,
+            "head_problem": self.head_problem,  # called by the template only where it is shown
+            **extra,
+        }
+
+    def head_problem(self) -> str:
+        """Why the pack at the head cannot be tried or evaluated ("" when it loads): the
+        project's Try it and Run an eval buttons are disabled with this reason."""
+        return head_problem(self.project.repo_path, self.repo.head() or "")
+
+
+@functools.lru_cache(maxsize=256)
+def head_problem(repo_path: Path, head: str) -> str:
+    """Cached by commit: a commit's files never change."""
+    if not head:
+        return "the project has no pack yet"
+    try:
+        problems = problems_at(PackRepo(repo_path), head)
+    except (PackUnrunnable, StorageError) as exc:  # a stored version unsafe to write out, say
+        return f"the pack cannot be read: {exc}"
+    if not problems:
+        return ""
+    first = problems[0]
+    where = f"{first.file}:{first.line}" if first.line else first.file
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"the pack does not load: {where}: {first.message}{more}"
 
 
 def open_project(request: StudioRequest, slug: str, *, edit: bool = False) -> Opened:

@@ -63,9 +63,13 @@ def _table(
             by_line.setdefault(problem.line, []).append(problem)
         elif problem.file == FILE:
             loose.append(problem)
+    query = request.GET.get("q", "").strip()
+    shown = [row for row in rows if row.matches(query)] if query else rows
     context = opened.context(
         "evalset",
-        rows=[(row, by_line.get(row.line, [])) for row in rows],
+        rows=[(row, by_line.get(row.line, [])) for row in shown],
+        total=len(rows),
+        query=query,
         loose=loose,
         base=head,
         stale=stale,

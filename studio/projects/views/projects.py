@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import itertools
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
 from django.contrib import messages
 from django.db import IntegrityError
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 
 from studio.accounts.access import visible_projects
@@ -19,6 +21,7 @@ from studio.projects.execute import validate_files
 from studio.projects.forms import ProjectCreateForm
 from studio.projects.graph_svg import draw
 from studio.projects.models import Project, create_project, slug_unavailable
+from studio.projects.skeleton import skeleton_files
 from studio.projects.specs import example_spec_files
 from studio.projects.storage import StorageError, UnsafePath
 from studio.projects.views.common import (
@@ -71,7 +74,7 @@ def project_create(request: StudioRequest) -> HttpResponse:
             spec = example_spec_files(data["example"])
             message = f"Create from example {data['example']}"
         else:
-            files, message = {}, "Create empty project"
+            files, message = skeleton_files(slug), "Create from the skeleton pack"
         create_project(
             slug=slug,
             name=data.get("name") or slug,
@@ -176,3 +179,40 @@ def project_download(request: StudioRequest, slug: str) -> HttpResponse:
 def _download_refused(request: StudioRequest, opened: Opened, message: str) -> HttpResponse:
     context = opened.context("history", error=message)
     return page(request, "projects/download_error.html", context, status=400)
+
+
+@dataclass
+class DocBlock:
+    heading: int  # 0: a block of text, shown as it is written; 1-6: a heading of that level
+    text: str
+    anchor: str = ""
+
+
+def doc_blocks(markdown: str) -> list[DocBlock]:
+    """A Markdown document as headings (with anchors) and the text between them, shown
+    as written: enough to read the format reference without a Markdown library."""
+    blocks: list[DocBlock] = []
+    lines: list[str] = []
+    fenced = False
+    for line in markdown.splitlines():
+        fenced ^= line.startswith("```")
+        heading = re.match(r"^(#{1,6}) (.+)$", line) if not fenced else None
+        if heading is None:
+            lines.append(line)
+            continue
+        if "\n".join(lines).strip():
+            blocks.append(DocBlock(0, "\n".join(lines).strip("\n")))
+        lines = []
+        title = heading.group(2).strip()
+        blocks.append(DocBlock(len(heading.group(1)), title, re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")))
+    if "\n".join(lines).strip():
+        blocks.append(DocBlock(0, "\n".join(lines).strip("\n")))
+    return blocks
+
+
+def pack_format_doc(request: StudioRequest) -> HttpResponse:
+    """docs/pack-format.md, for every signed-in user: the skeleton pack's files link here."""
+    source = Path(settings.BASE_DIR) / "docs" / "pack-format.md"
+    if not source.is_file():
+        raise Http404("docs/pack-format.md is not in this installation")
+    return render(request, "projects/doc.html", {"blocks": doc_blocks(source.read_text(encoding="utf-8"))})

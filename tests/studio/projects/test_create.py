@@ -67,3 +67,30 @@ def test_it_tells_a_member_that_the_project_exists(as_viewer: Client, project: P
     page = as_viewer.post("/new", {"slug": "triage"})
     assert page.status_code == 400
     assert "a project with slug &#x27;triage&#x27; exists" in page.content.decode()
+
+
+def test_it_starts_an_empty_project_from_a_skeleton_that_loads_and_passes_its_eval(
+    as_owner: Client, tmp_path: Path
+) -> None:
+    from runtime import evaluate, load_pack, open_backend
+    from studio.packs import materialize
+
+    page = as_owner.post("/new", {"slug": "fresh"})
+    assert page.status_code == 302
+    files = PackRepo(Project.objects.get(slug="fresh").repo_path).files(prefix="pack/")
+    assert {"manifest.yaml", "graph.yaml", "prompts/answer.txt", "grammars/answer.json", "evalset.jsonl"} <= set(files)
+    assert all(b"docs/pack-format.md" in files[f] for f in ("manifest.yaml", "graph.yaml", "README.md"))
+    pack = load_pack(materialize(files, tmp_path / "pack"))
+    assert [n.kind for n in pack.nodes.values()] == ["generate", "end"] and len(pack.cases) == 1
+    report = evaluate(pack, open_backend(pack.model or "", base_dir=pack.root, default=pack.model))
+    assert report.passed == len(pack.cases) == 1
+    overview = as_owner.get("/p/fresh/").content.decode()
+    assert '<svg class="graph"' in overview and 'href="/docs/pack-format"' in overview
+
+
+def test_it_serves_the_pack_format_reference_to_signed_in_users(as_viewer: Client, client: Client) -> None:
+    page = as_viewer.get("/docs/pack-format")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert '<h2 id="manifest-yaml">manifest.yaml</h2>' in html and '<h2 id="evalset-jsonl">' in html
+    assert client.get("/docs/pack-format").status_code == 302  # anonymous: to the login page

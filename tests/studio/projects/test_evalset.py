@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from django.test import Client
 
 from studio.projects.models import Project
@@ -19,6 +21,34 @@ def test_it_shows_the_cases_as_a_table(as_owner: Client, project: Project) -> No
     assert "classify → extract → sentiment → prioritise → billing_ops" in html  # path
     assert "end: tech_support" in html
     assert 'href="/p/triage/evalset/new"' in html and 'href="/p/triage/evalset/1/"' in html
+
+
+def test_it_shows_inputs_and_expected_outputs_as_key_value_fields(
+    as_owner: Client, project: Project, repo: PackRepo
+) -> None:
+    long = "My order never came. " * 10
+    teammate_saves(
+        repo,
+        "evalset.jsonl",
+        json.dumps({"id": "long", "input": {"ticket": long}, "expected": {"category": "billing", "amount_usd": 5.5}})
+        + "\n",
+    )
+    html = as_owner.get("/p/triage/evalset/").content.decode()
+    assert "<dt>category:</dt><dd>billing</dd>" in html and "<dt>amount_usd:</dt><dd>5.5</dd>" in html
+    assert "<dt>ticket:</dt><dd><details><summary>My order never came." in html  # cut, with the whole behind it
+    assert f'<span class="full">{long}</span>' in html
+
+
+def test_it_searches_the_cases(as_owner: Client, project: Project) -> None:
+    html = as_owner.get("/p/triage/evalset/?q=espresso").content.decode()
+    assert '<td class="mono">st-05</td>' in html and '<td class="mono">st-01</td>' not in html
+    assert "1 of 15 cases match" in html
+    html = as_owner.get("/p/triage/evalset/?q=ST-0").content.decode()  # ids too, any case
+    assert '<td class="mono">st-01</td>' in html
+    html = as_owner.get("/p/triage/evalset/?q=nothing-like-this").content.decode()
+    assert "No case matches" in html
+    fragment = as_owner.get("/p/triage/evalset/?q=espresso", headers=HTMX).content.decode()
+    assert 'id="cases-found"' in fragment and "<html" not in fragment
 
 
 def test_it_shows_a_broken_line_and_the_loaders_problem_beside_its_row(

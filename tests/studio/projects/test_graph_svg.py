@@ -10,7 +10,17 @@ from django.conf import settings
 from django.template.loader import render_to_string
 
 from runtime import drawing_for, load_pack
-from studio.projects.graph_svg import draw, heat_colour, layers
+from studio.projects.graph_svg import (
+    boxes_overlap,
+    draw,
+    heat_colour,
+    layers,
+    layout_problems,
+    path_crosses_box,
+    segment_crosses_box,
+)
+
+EXAMPLES = ["support_triage", "refund_desk", "invoice_extract", "lead_qualifier", "moderation"]
 
 
 def example(name: str) -> object:
@@ -92,6 +102,72 @@ def test_it_shortens_long_labels() -> None:
     assert long.short_label.endswith("…") and len(long.short_label) <= 26
 
 
+def test_it_finds_a_segment_through_a_box_and_misses_one_beside_it() -> None:
+    box = (10.0, 10.0, 20.0, 10.0)
+    assert segment_crosses_box((0, 15), (40, 15), box)  # straight through
+    assert segment_crosses_box((15, 0), (15, 12), box)  # ends inside
+    assert not segment_crosses_box((0, 0), (40, 5), box)  # above it
+    assert not segment_crosses_box((0, 30), (9, 0), box)  # left of it
+    assert path_crosses_box([(0, 0), (20, 0), (20, 30)], box)
+    assert boxes_overlap((0, 0, 10, 10), (9, 9, 5, 5)) and not boxes_overlap((0, 0, 10, 10), (10, 0, 5, 5))
+
+
+def test_the_layout_check_catches_overlapping_labels_and_crossed_labels() -> None:
+    drawing = draw(example("refund_desk"))  # type: ignore[arg-type]
+    assert layout_problems(drawing) == []
+    labelled = [e for e in drawing.edges if e.box]
+    labelled[0].box = labelled[1].box  # broken on purpose: two labels in one place
+    assert any("overlap" in p for p in layout_problems(drawing))
+    other = next(e for e in drawing.edges if e is not labelled[0])
+    x, y = other.points()[len(other.points()) // 2]
+    labelled[0].box = (x - 5, y - 5, 10, 10)  # broken on purpose: a label on another edge
+    assert any("crosses the label" in p for p in layout_problems(drawing))
+
+
+def test_no_label_overlaps_another_or_crosses_an_edge_in_any_example_pack() -> None:
+    for name in EXAMPLES:
+        pack = example(name)
+        for drawing in (
+            draw(pack),  # type: ignore[arg-type]
+            draw(pack, edge_counts={e.index: e.index % 3 for e in pack.edges}, runs=2),  # type: ignore[attr-defined,arg-type]
+            draw(pack, shares=dict.fromkeys(pack.nodes, 0.5), notes=dict.fromkeys(pack.nodes, "1 of 2")),  # type: ignore[attr-defined,arg-type]
+        ):
+            assert layout_problems(drawing) == [], name
+            labelled = [e for e in drawing.edges if e.text]
+            assert all(e.box is not None for e in labelled), name
+
+
+def test_it_lists_numbered_edges_and_every_style_in_the_legend() -> None:
+    pack = example("moderation")
+    drawing = draw(pack, edge_counts={0: 2}, runs=2)  # type: ignore[arg-type]
+    keys = {item.key for item in drawing.legend}
+    assert {"next", "on_fail", "on_unsure", "untaken", "thick", "entry"} <= keys
+    assert {f"node-{n.kind}" for n in drawing.nodes} <= keys
+    listed = {item.edge.index for item in drawing.legend if item.edge is not None}
+    assert listed == {e.index for e in drawing.edges if e.number}
+    assert all(item.y > max(n.bottom for n in drawing.nodes) for item in drawing.legend)
+    assert max(item.y for item in drawing.legend) < drawing.height
+
+
+def test_it_draws_a_taken_on_fail_edge_unlike_an_untaken_one() -> None:
+    pack = example("moderation")
+    on_fail = next(e for e in pack.edges if e.kind == "on_fail")  # type: ignore[attr-defined]
+    plain = next(e for e in pack.edges if e.kind == "next")  # type: ignore[attr-defined]
+    drawing = draw(pack, edge_counts={on_fail.index: 1}, runs=2)  # type: ignore[arg-type]
+    taken = next(e for e in drawing.edges if e.index == on_fail.index)
+    untaken = next(e for e in drawing.edges if e.index == plain.index)
+    assert not taken.untaken and untaken.untaken
+    assert taken.dash != untaken.dash and taken.marker != untaken.marker
+    root = _svg(drawing)
+    ns = "{http://www.w3.org/2000/svg}"
+    dashes = {
+        g.get("data-edge"): next(p for p in g.iter(f"{ns}path") if p.get("class") == "line").get("stroke-dasharray")
+        for g in root.iter(f"{ns}g")
+        if "edge" in (g.get("class") or "").split() and g.get("data-edge")
+    }
+    assert dashes[str(on_fail.index)] == "9 4" and dashes[str(plain.index)] == "2 5"
+
+
 EVIL = '<script>alert("x")</script>&'
 
 
@@ -122,7 +198,11 @@ def test_it_fills_nodes_by_blame_and_marks_untaken_edges_by_their_pack_index() -
     assert next(e for e in drawing.edges if e.index == 0).width > next(e for e in drawing.edges if e.index == 1).width
     root = _svg(drawing)
     ns = "{http://www.w3.org/2000/svg}"
-    untaken = [g for g in root.iter(f"{ns}g") if "untaken" in (g.get("class") or "").split()]
+    untaken = [
+        g
+        for g in root.iter(f"{ns}g")
+        if {"edge", "untaken"} <= set((g.get("class") or "").split()) and g.get("data-edge")
+    ]
     assert sorted(int(g.get("data-edge", "-1")) for g in untaken) == [1, 5, 6, 7]
     node = next(g for g in root.iter(f"{ns}g") if g.get("data-node") == "classify")
     assert node.get("fill") == heat_colour(1.0) and node.get("class") == "node heat"

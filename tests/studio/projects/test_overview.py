@@ -16,7 +16,8 @@ def test_it_draws_the_graph_and_lists_the_nodes(as_owner: Client, project: Proje
     assert 'class="node node-end" data-node="billing_ops"' in html
     assert "category == &#x27;billing&#x27;" in html  # the `when` label, escaped
     assert 'class="edge edge-on_fail" data-from="classify" data-to="manual_triage"' in html
-    assert 'stroke-dasharray="6 4"' in html
+    assert 'stroke-dasharray="9 4"' in html  # on_fail's dashes
+    assert 'class="legend-item legend-on_fail"' in html and "on_fail: taken when the node" in html
     assert '<table id="nodes">' in html and "input.ticket, category, amount_usd, sentiment" in html
     assert "fake:fakes/scripted.json" in html  # the manifest
     assert project.head[:10] in html  # the head commit
@@ -58,6 +59,23 @@ def test_it_shows_the_loader_problems_when_the_pack_does_not_load(as_owner: Clie
     html = page.content.decode()
     assert '<svg class="graph"' not in html
     assert 'id="load-problems"' in html and "grammars/classify.json" in html
+
+
+def test_it_disables_try_it_and_run_an_eval_with_the_reason_when_the_pack_does_not_load(
+    as_owner: Client, project: Project
+) -> None:
+    html = as_owner.get("/p/triage/").content.decode()
+    assert '<a class="tryit" id="try-it" href="/p/triage/runs/new">' in html and "blocked-reason" not in html
+    teammate_saves(PackRepo(project.repo_path), "grammars/classify.json", "{ not json")
+    for url in ("/p/triage/", "/p/triage/files/", "/p/triage/evalset/", "/p/triage/history/"):
+        html = as_owner.get(url).content.decode()
+        assert '<button type="button" class="tryit" id="try-it" disabled aria-describedby="blocked-reason">' in html
+        assert 'id="run-eval" disabled' in html
+        assert "Disabled: the pack does not load: grammars/classify.json" in html, url
+    try_page = as_owner.get("/p/triage/runs/new").content.decode()
+    assert 'id="try-run" disabled' in try_page and "grammars/classify.json" in try_page
+    eval_page = as_owner.get("/p/triage/evals/new").content.decode()
+    assert 'id="eval-start-button" disabled' in eval_page and "does not load" in eval_page
 
 
 def test_it_requires_login(project: Project) -> None:

@@ -10,7 +10,7 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
-from studio.projects.models import Project
+from studio.projects.models import Project, create_project
 from studio.projects.storage import PackRepo
 from tests.support.studio import HTMX, teammate_saves
 
@@ -209,8 +209,8 @@ def test_it_offers_a_skeleton_spec_built_from_the_pack_evalset(
     assert "✓ The spec loads" in as_owner.get("/p/triage/spec/").content.decode()
 
 
-def test_it_offers_a_placeholder_skeleton_to_an_empty_project(as_owner: Client) -> None:
-    assert as_owner.post("/new", {"slug": "blank"}).status_code == 302
+def test_it_offers_a_placeholder_skeleton_to_an_empty_project(as_owner: Client, owner: object) -> None:
+    create_project(slug="blank", name="blank", owner=owner, pack_files={})  # as the API's empty project
     html = as_owner.get("/p/blank/spec/").content.decode()
     assert "one gold case to replace" in html
     repo = PackRepo(Project.objects.get(slug="blank").repo_path)

@@ -163,3 +163,13 @@ def test_it_asks_the_model_recorded_when_the_run_started(project: Project, owner
     execute.run_try(run.pk)
     run.refresh_from_db()
     assert run.status == "done" and run.model_spec == stumbling.spec
+
+
+def test_it_walks_an_evalset_cases_input_as_that_case(project: Project, owner: User) -> None:
+    from studio import packs
+
+    with packs.loaded(project, None, own_model=True) as got:
+        case = got.pack.cases[2]
+        assert execute.case_for_input(got.pack, dict(case.input)) == case.id
+        assert execute.case_for_input(got.pack, {"ticket": "something else"}) is None
+        assert execute.scripted_by_case(got.pack)

@@ -145,3 +145,27 @@ def test_it_refuses_a_pack_whose_own_model_is_a_real_server(as_owner: Client, pr
     page = _post(as_owner, project, version=head)
     assert page.status_code == 400 and b"names a file outside the pack" in page.content
     assert not TryRun.objects.exists()
+
+
+def test_it_says_the_model_is_scripted_by_case_and_offers_the_evalset_cases(as_owner: Client, project: Project) -> None:
+    page = as_owner.get(URL)
+    html = page.content.decode()
+    assert 'id="case-keyed"' in html and "scripted by evalset case" in html
+    assert '<option value="st-01" data-input="' in html and '<option value="st-06"' in html
+
+
+def test_it_prefills_the_chosen_evalset_case(as_owner: Client, project: Project) -> None:
+    html = as_owner.get(URL + "?case=st-03").content.decode()
+    assert "jane.new@example.com" in html.split('name="input"')[1]  # case st-03's input, in the textarea
+    assert '<option value="st-03" data-input=' in html and 'value="st-03" data-input="' in html
+
+
+def test_it_does_not_claim_a_script_without_cases_is_scripted_by_case(as_owner: Client, owner: object) -> None:
+    files = example_files("support_triage")
+    script = json.loads(files["fakes/scripted.json"])
+    del script["cases"]
+    files["fakes/plain.json"] = json.dumps(script).encode()
+    files["manifest.yaml"] = files["manifest.yaml"].replace(b"fake:fakes/scripted.json", b"fake:fakes/plain.json")
+    create_project(slug="plain", name="Plain", owner=owner, pack_files=files)
+    html = as_owner.get("/p/plain/runs/new").content.decode()
+    assert 'id="case-keyed"' not in html

@@ -72,13 +72,13 @@ def test_a_person_filters_cases_downloads_them_and_adds_a_corrected_case(page: A
 
     # a model wrong 60% of the time: failures to blame, outcomes that change
     visit(page, f"{studio.url}/endpoints/new")
-    page.fill("input[name=name]", "noisy-sim")
+    page.fill("input[name=name]", "noisy-results")
     page.fill("input[name=spec]", f"sim:error=0.6,seed=5,invalid=0,base={SCRIPT}")
     page.click("main form button[type=submit]")
     page.wait_for_url(f"{studio.url}/endpoints/")
     visit(page, f"{studio.url}/p/{slug}/evals/new")
     page.locator("#eval-start input[type=checkbox]").first.uncheck()
-    page.locator("#eval-start label:has-text('noisy-sim') input").check()
+    page.locator("#eval-start label:has-text('noisy-results') input").check()
     page.click("#eval-start-button")
     page.wait_for_url(re.compile(r".*/evals/\d+/$"))
     noisy = re.search(r"/evals/(\d+)/", page.url).group(1)  # type: ignore[union-attr]

@@ -93,3 +93,9 @@ class RunStateError(PackforgeError):
 
 class Cancelled(PackforgeError):
     """The run was cancelled by its host."""
+
+
+class HostFailed(PackforgeError):
+    """The host failed around a tool call (its own storage, say), not the tool: raised
+    from a host's wrapper of a tool, it stops the run where it is, with nothing of that
+    call journaled, instead of failing the node, so the host can deliver the run again."""

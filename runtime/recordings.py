@@ -21,7 +21,8 @@ A call that failed when it was recorded (the tool raised, or its result broke th
 declared schema) is kept too, with `"error": {"kind": "raised", "reason": "..."}` and
 `"result": null`; a replay fails it the same way (a RecordedFailure), without calling
 the tool. A failed call is not journaled, so it shares its index with the call after
-it; the replay tells them apart by tool and arguments.
+it; the replay tells them apart by tool and arguments, and answers a recorded failure once
+per run (a run that retried the same call gets the failure, then the success).
 
 Keys are by case id, so a tape recorded with `repeats` > 1 keeps the first run's call
 at each index of a case (the others are counted, not kept). Runs without a case id
@@ -121,13 +122,28 @@ class ToolTape:
 
     # -- the TapeHook contract (runtime.tools.TapeHook) ---------------------------------
 
-    def lookup(self, case_id: str | None, node: str, index: int, tool: str, args: dict[str, Any]) -> Any:
-        """The recorded result of this call, or a Divergence saying how it differs."""
+    def lookup(
+        self,
+        case_id: str | None,
+        node: str,
+        index: int,
+        tool: str,
+        args: dict[str, Any],
+        *,
+        spent: set[tuple[int, str]] | None = None,
+    ) -> Any:
+        """The recorded result of this call, or a Divergence saying how it differs. A
+        recorded failure of this call is answered once per run: `spent` (the run's) holds
+        the failures already answered, so a run that retried the same call after it
+        failed gets the failure, then the success recorded at the same index."""
         with self._lock:
             found = self._calls.get((_case(case_id), index))
             failed = list(self._failures.get((_case(case_id), index), []))
         for f in failed:
-            if same_call(f.tool, f.args, tool, args) and f.error is not None:
+            mark = (index, json.dumps([f.tool, f.args], sort_keys=True, default=str))
+            if same_call(f.tool, f.args, tool, args) and f.error is not None and mark not in (spent or set()):
+                if spent is not None:
+                    spent.add(mark)
                 return RecordedFailure(f.error["kind"], f.error["reason"])
         case = f"case '{case_id}'" if case_id else "this run"
         if found is None:
@@ -227,6 +243,7 @@ class RunTape:
     recorded: int = 0  # calls made live and recorded (mode record)
     replayed: int = 0  # calls answered from the recording (mode replay)
     divergences: list[str] = field(default_factory=list)  # why calls were not answered (mode replay)
+    spent: set[tuple[int, str]] = field(default_factory=set)  # recorded failures answered already
     mode: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -237,7 +254,7 @@ class RunTape:
         return bool(self.divergences)
 
     def lookup(self, case_id: str | None, node: str, index: int, tool: str, args: dict[str, Any]) -> Any:
-        found = self.tape.lookup(case_id, node, index, tool, args)
+        found = self.tape.lookup(case_id, node, index, tool, args, spent=self.spent)
         if isinstance(found, Divergence):
             self.divergences.append(found.reason)
         else:

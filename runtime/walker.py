@@ -16,7 +16,7 @@ from typing import Any
 
 from runtime.backends.base import Backend, ModelCall, ModelReply
 from runtime.checkpoint import CheckpointStore, Entry, MemoryStore
-from runtime.errors import BackendError, Cancelled, ExprError, OutputRejected, RunStateError
+from runtime.errors import BackendError, Cancelled, ExprError, FencedOut, HostFailed, OutputRejected, RunStateError
 from runtime.nodes import NODE_KINDS
 from runtime.nodes.base import Outcome
 from runtime.pack.model import Edge, Node, Pack
@@ -263,6 +263,8 @@ class Walk:
         started = time.perf_counter()
         try:
             result = found.function(**kwargs)
+        except (HostFailed, FencedOut, Cancelled):  # the host's trouble, not the tool's: the run stops
+            raise
         except Exception as exc:  # a tool's failure is the node's failure, not the runtime's
             return self._tool_failed(
                 tape, node, index, tool_name, args, "raised", f"tool '{tool_name}' raised {type(exc).__name__}: {exc}"

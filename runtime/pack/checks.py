@@ -96,7 +96,7 @@ def _check_answer_node(pack: Pack, node: Node, graph: SourceMap, issues: list[Pa
             graph.issue(f"node '{node.id}': 'to' names unknown node '{to}'", "nodes", node.id, "to", kind="reference")
         )
         return
-    if not NODE_KINDS[target.kind].asks_model or target.id == node.id:
+    if target.kind != "generate":
         issues.append(
             graph.issue(
                 f"node '{node.id}': 'to' must be a generate node (it gives the final answer); "

@@ -60,6 +60,7 @@ from runtime import (
     EdgeTaken,
     Entry,
     FencedOut,
+    HostFailed,
     ModelCall,
     ModelReply,
     OutputRejected,
@@ -244,18 +245,27 @@ class EventBackend:
 
 
 def _tool_with_events(name: str, fn: Tool, recorder: Recorder) -> Tool:
+    def emit(kind: str, data: dict[str, Any], *, now: bool = False) -> None:
+        # The database failing here is the host's trouble, not the tool's: HostFailed
+        # stops the run unjournaled (run_served releases it for another delivery)
+        # instead of failing the node and taking its on_fail.
+        try:
+            recorder.emit(kind, data, now=now)
+        except (OperationalError, InterfaceError) as exc:
+            raise HostFailed(f"writing the {kind} event failed: {exc}") from exc
+
     def call(**kwargs: Any) -> Any:
-        recorder.emit("tool.call", {"node": recorder.node, "tool": name, "args": kwargs}, now=True)
+        emit("tool.call", {"node": recorder.node, "tool": name, "args": kwargs}, now=True)
         started = time.monotonic()
         try:
             result = fn(**kwargs)
         except Exception as exc:
-            recorder.emit(
+            emit(
                 "tool.result",
                 {"node": recorder.node, "tool": name, "ok": False, "error": f"{type(exc).__name__}: {exc}"},
             )
             raise
-        recorder.emit(
+        emit(
             "tool.result",
             {
                 "node": recorder.node,
@@ -498,7 +508,7 @@ def _run_served(pk: int) -> str | None:
     except (FencedOut, LeaseLost) as exc:
         log.warning("served run %s was taken over by another delivery; dropping this one: %s", pk, exc)
         return None
-    except (OperationalError, InterfaceError):
+    except (OperationalError, InterfaceError, HostFailed):
         leases.release(ServedRun, pk, token)
         raise
     except OutputRejected as exc:  # a person's answer the runtime refused: back to waiting

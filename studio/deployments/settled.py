@@ -84,7 +84,9 @@ class Waiter:
             return
         if self.redis is not None:
             try:
-                self.woken = self.redis.blpop([key(self.pk)], timeout=min(seconds, SLICE_S)) is not None
+                # at least 10 ms: Redis before 7 reads a timeout under 1 ms as 0, "block forever"
+                timeout = max(0.01, min(seconds, SLICE_S))
+                self.woken = self.redis.blpop([key(self.pk)], timeout=timeout) is not None
                 return
             except Exception as exc:
                 log.warning("waiting on Redis for served run %s failed (%s); polling the database", self.pk, exc)

@@ -45,6 +45,7 @@ PINNED = [
     "FencedOut",
     "FieldDiff",
     "gate_minimums",
+    "HostFailed",
     "load_pack",
     "load_tools",
     "mcnemar_exact",

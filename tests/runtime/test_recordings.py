@@ -59,6 +59,18 @@ def test_it_fails_a_replayed_call_as_it_failed_when_recorded() -> None:
     assert replay.lookup("c1", "other", 0, "lookup_order", {"order_id": "A"}) == {"order": 1}
 
 
+def test_it_answers_a_recorded_failure_once_per_run_then_the_retry_that_worked() -> None:
+    tape = ToolTape("record")
+    tape.record_failure("c1", "lookup", 0, "lookup_order", {"order_id": "A"}, "raised", "timed out")
+    tape.record("c1", "lookup", 0, "lookup_order", {"order_id": "A"}, {"order": 1})  # the retry, same index
+    replay = ToolTape.from_jsonl(tape.to_jsonl())
+    for run in (replay.for_run(), replay.for_run()):  # every run replays the same story
+        assert run.lookup("c1", "lookup", 0, "lookup_order", {"order_id": "A"}) == RecordedFailure(
+            "raised", "timed out"
+        )
+        assert run.lookup("c1", "lookup", 0, "lookup_order", {"order_id": "A"}) == {"order": 1}
+
+
 def test_it_keeps_the_first_recording_of_a_call() -> None:
     tape = ToolTape("record")
     tape.record("c1", "lookup", 0, "t", {}, {"first": True})

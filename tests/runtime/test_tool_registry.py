@@ -14,6 +14,7 @@ import pytest
 
 from runtime import (
     BadSpec,
+    HostFailed,
     MemoryStore,
     Registry,
     RunOptions,
@@ -354,3 +355,24 @@ def test_it_keys_several_calls_in_one_visit_apart_and_replays_them_on_resume(tmp
     assert [resumed.call_tool(node, "send", {"to": to}).replayed for to in ("a", "b")] == [True, True]
     assert resumed.call_tool(node, "send", {"to": "c"}).key == "r:call:1:3"
     assert keys == ["r:call:1", "r:call:1:2", "r:call:1:3"]
+
+
+def test_it_stops_the_run_when_the_host_fails_around_a_call_instead_of_failing_the_node(tmp_path: Path) -> None:
+    def flaky_host(n: int) -> dict[str, Any]:
+        raise HostFailed("the host's database is locked")
+
+    root = one_tool_pack(tmp_path / "p", "double", {"n": "input.n"}, ["twice"])
+    store = MemoryStore()
+    with pytest.raises(HostFailed):
+        run_one(root, {"double": flaky_host}, {"n": 4}, store=store, run_id="r1")
+    _, record, journal = store.take_over("r1")
+    assert record.status == "running" and [e.kind for e in journal if e.node == "call"] == []  # nothing journaled
+    pack = load_pack(root, tools={"double"})
+    resumed = resume_run(
+        pack,
+        "r1",
+        backend=open_backend(pack.model or "", base_dir=root),
+        tools={"double": lambda n: {"twice": 2 * n}},
+        store=store,
+    )
+    assert resumed.output == {"twice": 8}

@@ -219,7 +219,11 @@ def _cell(value: Any) -> str:
         return ""
     if isinstance(value, (dict, list)):
         return json.dumps(value, ensure_ascii=False, sort_keys=True)
-    return str(value)
+    if not isinstance(value, str):
+        return str(value)
+    # A spreadsheet runs a cell that starts like a formula; inputs and model output are
+    # not formulas, so such a text is written as text (a leading apostrophe).
+    return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
 
 
 def csv_text(rows: Iterable[dict[str, Any]]) -> Iterator[str]:

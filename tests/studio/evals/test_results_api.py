@@ -17,6 +17,7 @@ from django.test import Client
 from studio.accounts.models import ApiToken
 from studio.deployments.models import Deployment
 from studio.evals.models import Eval
+from studio.evals.results.cases import EXPORT_COLUMNS, csv_text
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo
 from studio.runs.models import TryRun
@@ -163,6 +164,14 @@ def test_it_exports_the_filtered_cases_as_csv_and_jsonl(ev: Eval, viewer: User) 
     docs = [json.loads(line) for line in lines.decode().splitlines()]
     assert [d["case_id"] for d in docs] == [d["case_id"] for d in docs if d["status"] == "failed"] and docs
     assert client.get(f"/api/evals/{ev.pk}/export?format=xml").status_code == 400
+
+
+def test_it_writes_a_text_that_starts_like_a_formula_as_text_in_csv() -> None:
+    row: dict[str, Any] = dict.fromkeys(EXPORT_COLUMNS, "plain")
+    row.update(case_id="=HYPERLINK(1)", status="@SUM(A1)", repeat=-1, tier="-2+3")
+    got = next(csv.DictReader(io.StringIO("".join(csv_text([row])))))
+    assert (got["case_id"], got["status"], got["tier"]) == ("'=HYPERLINK(1)", "'@SUM(A1)", "'-2+3")
+    assert got["repeat"] == "-1" and got["output"] == "plain"  # numbers and plain text as they are
 
 
 # -- one case's trace ---------------------------------------------------------------------------------

@@ -55,7 +55,9 @@ from runtime.evaluate import (
     baseline_document,
     check_baseline,
     evaluate,
+    gold_tools,
     score_case,
+    tool_metrics,
 )
 from runtime.expr import Expression, compile_expr
 from runtime.logs import redact_data
@@ -169,6 +171,7 @@ __all__ = [
     "field_matches",
     "field_table",
     "gate_minimums",
+    "gold_tools",
     "load_pack",
     "load_tools",
     "load_yaml",
@@ -196,5 +199,6 @@ __all__ = [
     "shown_path",
     "tool",
     "tool_def",
+    "tool_metrics",
     "wilson_interval",
 ]

@@ -326,7 +326,7 @@ def pack_cases(pack: Path) -> list[tuple[dict[str, Any], dict[str, Any]]]:
 
 
 def test_it_induces_sound_schemas_for_every_example_pack() -> None:
-    assert len(PACKS) == 5
+    assert len(PACKS) == 6
     for pack in PACKS:
         cases = pack_cases(pack)
         check(induce(cases), cases)
@@ -340,13 +340,14 @@ def test_it_agrees_with_the_hand_written_grammars_of_the_example_packs() -> None
         for k in SCORED_KINDS:
             for m in ("induced", "hand", "matched"):
                 totals[k][m] += score.kinds[k][m]
-    # Measured 2026-12-01 (benchmarks/induction.py has the per-pack table): every induced
+    # Measured 2026-12-01 (benchmarks/induction.py has the per-pack table; calculator,
+    # added later, adds one type, matched): every induced
     # enum and pattern is one the hand grammars have; a miss is an enum gold shows too
     # sparsely (moderation's policy, lead_qualifier's use_case_fit) or integer vs number.
     assert totals["enum"]["matched"] == totals["enum"]["induced"] == 10
     assert totals["enum"]["hand"] == 12
     assert totals["pattern"]["matched"] == totals["pattern"]["hand"] == 3
-    assert totals["type"]["hand"] == 30 and totals["type"]["matched"] == 28
+    assert totals["type"]["hand"] == 31 and totals["type"]["matched"] == 29
     ref = induce(pack_cases(ROOT / "packs" / "refund_desk"))
     assert ref.fields["order_id"].schema()["pattern"] == "^ORD-[0-9]{5}$"
     assert ref.copied == {"order_id": "message"}

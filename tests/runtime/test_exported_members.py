@@ -45,6 +45,7 @@ PINNED = [
     "FencedOut",
     "FieldDiff",
     "gate_minimums",
+    "gold_tools",
     "HostFailed",
     "load_pack",
     "load_tools",
@@ -129,6 +130,7 @@ PINNED = [
     "RunTape",  # one run's hook on a ToolTape (RunOptions.tape), with its counts
     "tool",
     "tool_def",
+    "tool_metrics",
 ]
 
 

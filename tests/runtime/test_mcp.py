@@ -265,6 +265,7 @@ def test_it_answers_one_http_request_with_the_sdks_transport(tmp_path: Path) -> 
 
 def test_it_answers_http_from_a_thread_where_an_event_loop_runs(tmp_path: Path) -> None:
     import asyncio
+    import threading
 
     from runtime.mcp_server import answer_http, pack_entry
 
@@ -275,4 +276,10 @@ def test_it_answers_http_from_a_thread_where_an_event_loop_runs(tmp_path: Path) 
     async def inside_a_loop() -> int:  # an async host calling the (blocking) bridge
         return answer_http([entry], name="t", method="POST", path="/mcp", headers=headers, body=body).status
 
-    assert asyncio.run(inside_a_loop()) == 200
+    # In a thread of its own: this test process may already run a loop in its main thread
+    # (Playwright's sync API in the browser tests does), and asyncio.run refuses to nest.
+    got: list[int] = []
+    thread = threading.Thread(target=lambda: got.append(asyncio.run(inside_a_loop())))
+    thread.start()
+    thread.join()
+    assert got == [200]

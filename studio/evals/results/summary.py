@@ -10,8 +10,18 @@ from django.db.models import Count, F, IntegerField, Q, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
-from runtime import PERSON, SCHEMA_CATEGORIES, TIER_WORDS, CaseResult, EvalReport, Pack, Trace, wilson_interval
-from runtime.evaluate import gold_tools, tool_metrics
+from runtime import (
+    PERSON,
+    SCHEMA_CATEGORIES,
+    TIER_WORDS,
+    CaseResult,
+    EvalReport,
+    Pack,
+    Trace,
+    gold_tools,
+    tool_metrics,
+    wilson_interval,
+)
 from studio.endpoints.models import Endpoint
 from studio.evals.models import Eval, EvalCase
 from studio.evals.results.common import TIERS, Status, ratio, scored, spread

@@ -11,7 +11,6 @@ driven by the SDK's own streamable-HTTP client against the real studio on loopba
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ import pytest
 from mcp import Client, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.support.celery_workers import ROOT, CeleryWorker, database_url, worker_pool
+from tests.support.celery_workers import ROOT, CeleryWorker, serving_worker_pool
 from tests.support.mcp import run_async
 
 CASE = json.loads((ROOT / "packs" / "support_triage" / "evalset.jsonl").read_text().splitlines()[0])
@@ -37,17 +36,7 @@ HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "app
 
 @pytest.fixture
 def workers(transactional_db: None, tmp_path: Path, settings: Any) -> Iterator[Callable[[str], CeleryWorker]]:
-    queue = f"it-mcp-{uuid.uuid4().hex[:10]}"
-    settings.GIT_ROOT = tmp_path / "git"
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    settings.PACKFORGE_SERVE_QUEUE = queue
-    settings.PACKFORGE_EVAL_WATCH = False  # the test process does not sweep; the worker does
-    env = {
-        "DATABASE_URL": database_url(),
-        "PACKFORGE_GIT_ROOT": str(settings.GIT_ROOT),
-        "PACKFORGE_SERVE_QUEUE": queue,
-    }
-    with worker_pool(queue, tmp_path, env, settings) as start:
+    with serving_worker_pool("mcp", tmp_path, settings) as start:
         yield start
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import threading
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from tests.support.celery_workers import ROOT, CeleryWorker, database_url, wait_for, worker_pool
+from tests.support.celery_workers import ROOT, CeleryWorker, serving_worker_pool, wait_for
 
 CASE = json.loads((ROOT / "packs" / "support_triage" / "evalset.jsonl").read_text().splitlines()[0])
 ANSWER = {"order_id": "ORD-48213", "amount_usd": 59.98}
@@ -30,17 +29,7 @@ PASSWORD = "correct horse battery staple"
 
 @pytest.fixture
 def workers(transactional_db: None, tmp_path: Path, settings: Any) -> Iterator[Callable[[str], CeleryWorker]]:
-    queue = f"it-review-{uuid.uuid4().hex[:10]}"
-    settings.GIT_ROOT = tmp_path / "git"
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    settings.PACKFORGE_SERVE_QUEUE = queue
-    settings.PACKFORGE_EVAL_WATCH = False  # the test process does not sweep; the worker does
-    env = {
-        "DATABASE_URL": database_url(),
-        "PACKFORGE_GIT_ROOT": str(settings.GIT_ROOT),
-        "PACKFORGE_SERVE_QUEUE": queue,
-    }
-    with worker_pool(queue, tmp_path, env, settings) as start:
+    with serving_worker_pool("review", tmp_path, settings) as start:
         yield start
 
 

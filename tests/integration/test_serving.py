@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import threading
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,10 +27,9 @@ from tests.support.celery_workers import (
     TOOL_LOG,
     TOOL_SLEEP,
     CeleryWorker,
-    database_url,
+    serving_worker_pool,
     tool_log,
     wait_for,
-    worker_pool,
 )
 from tests.support.fault_server import FaultServer
 
@@ -42,26 +40,18 @@ PASSWORD = "correct horse battery staple"
 
 @pytest.fixture
 def workers(transactional_db: None, tmp_path: Path, settings: Any) -> Iterator[Callable[[str], CeleryWorker]]:
-    queue = f"it-serve-{uuid.uuid4().hex[:10]}"
-    settings.GIT_ROOT = tmp_path / "git"
     settings.PACKFORGE_TOOLS = "tests.support.celery_workers:REFUND_TOOLS"
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    settings.PACKFORGE_SERVE_QUEUE = queue
-    settings.PACKFORGE_EVAL_WATCH = False  # the test process does not sweep; the workers do
     env = {
-        "DATABASE_URL": database_url(),
-        "PACKFORGE_GIT_ROOT": str(settings.GIT_ROOT),
         "PACKFORGE_TOOLS": settings.PACKFORGE_TOOLS,
         TOOL_LOG: str(tmp_path / "tools.log"),
         TOOL_SLEEP: "0.5",
-        "PACKFORGE_SERVE_QUEUE": queue,
         # short leases and sweeps, so a dead worker's run is sent again within seconds
         "PACKFORGE_EVAL_LEASE_S": "2",
         "PACKFORGE_EVAL_SWEEP_S": "0.5",
         "PACKFORGE_EVAL_POLL_S": "0.2",
         "PACKFORGE_EVAL_STALL_S": "3",  # a message the broker lost is sent again
     }
-    with worker_pool(queue, tmp_path, env, settings) as start:
+    with serving_worker_pool("serve", tmp_path, settings, env) as start:
         yield start
 
 

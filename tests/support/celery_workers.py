@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -177,3 +178,24 @@ def worker_pool(queue: str, logs: Path, env: dict[str, str], settings: Any) -> I
         app.conf.task_default_queue = saved_queue
         for worker in started:
             worker.stop()
+
+
+@contextlib.contextmanager
+def serving_worker_pool(
+    name: str, tmp_path: Path, settings: Any, env: dict[str, str] | None = None
+) -> Iterator[Callable[[str], CeleryWorker]]:
+    """worker_pool for served runs: a queue of its own (`it-<name>-...`) for the test and
+    its workers, the pack repositories under `tmp_path`, fast password hashing, and no
+    lease watcher in the test process (the workers sweep). `env` adds to the workers'."""
+    queue = f"it-{name}-{uuid.uuid4().hex[:10]}"
+    settings.GIT_ROOT = tmp_path / "git"
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    settings.PACKFORGE_SERVE_QUEUE = queue
+    settings.PACKFORGE_EVAL_WATCH = False
+    base = {
+        "DATABASE_URL": database_url(),
+        "PACKFORGE_GIT_ROOT": str(settings.GIT_ROOT),
+        "PACKFORGE_SERVE_QUEUE": queue,
+    }
+    with worker_pool(queue, tmp_path, {**base, **(env or {})}, settings) as start:
+        yield start

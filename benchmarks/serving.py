@@ -11,14 +11,19 @@ HTTP (httpx) to the studio on 127.0.0.1. Then, with worker concurrency 1:
   overhead    --runs sequential runs: per run, the bare runtime first (`run_pack` of the
               same input in this process, the pack's scripted model, in-memory store),
               then `POST /api/deployments/<name>/runs?wait=30` until the answer. Added
-              latency = the POST's time - the bare run's. Each run is split with the
-              row's timestamps (one clock: same machine): accept (the POST sent -> the row
-              created), queue (created -> a worker claimed it: commit, broker, worker
-              pickup), walk (claimed -> finished: the walk with its database checkpoints
-              and events), answer (finished -> the client has the answer: the ?wait poll
-              of the row and the response). Also the CPU the studio's processes (worker,
-              web server, broker; /proc/<pid>/stat) spent per run, which other load on
-              a shared machine does not inflate.
+              latency = the POST's time - the bare run's. On the defaults the web
+              process that accepts a `?wait` run walks it (docs/serving.md, "Where a run
+              is walked"). Each run is split with the row's timestamps (one clock: same
+              machine): accept (the POST sent -> the row created), queue (created -> a
+              walker claimed it: commit, broker, worker pickup; 0 when the accepting
+              request holds the run from its insert), walk (claimed -> finished: the walk
+              with its database checkpoints and events), answer (finished -> the client
+              has the answer: the ?wait wake-up and read of the row, the response). Also
+              the CPU the studio's processes (worker, web server, broker;
+              /proc/<pid>/stat) spent per run, which other load on a shared machine does
+              not inflate. Measured again on the second start (below) with
+              PACKFORGE_SERVE_WALK_ON_WAIT=false: every run through the broker and a
+              worker, as runs submitted without `?wait` go.
   SSE         --sse-runs runs submitted without waiting, each followed at once by
               `GET .../runs/<id>/events`; delivery latency = when the client read an event
               - the event's `at` (when the worker wrote it), for events written after the
@@ -26,13 +31,15 @@ HTTP (httpx) to the studio on 127.0.0.1. Then, with worker concurrency 1:
               Measured again on the second start (below) with PACKFORGE_SSE_POLL_S=
               --sse-poll (default 0.02 s; the setting's default is 0.2 s).
               The worker logs, per delivery, the statements it sent and the CPU it spent
-              in run_served (studio.deployments.execute); the script reads those lines.
+              in run_served (studio.deployments.execute); the script reads those lines
+              (of the runs through the broker: the web server logs at WARNING).
   throughput  --throughput-runs runs submitted at once (4 client threads, no wait), then
               waited for, after a warm-up of 2 runs per pool process; runs/s = runs /
               (last finished - first submitted), and runs / (last finished - first
               claimed by a worker).
 The studio is then stopped and started again on the same var/ with CELERY_CONCURRENCY=2
-and the throughput measure is repeated (ratio 2 vs 1 in one run of this script).
+and PACKFORGE_SERVE_WALK_ON_WAIT=false; the throughput measure is repeated (ratio 2 vs 1
+in one run of this script), then the overhead through the broker.
 
 Last, in this process on a fresh SQLite database (Django's test Client, as
 benchmarks/eval_scale.py times the eval pages): the review queue with --queue-items open
@@ -188,7 +195,7 @@ def cpu_by_part(studio: Studio) -> dict[str, float]:
 
 
 def overhead(
-    http: httpx.Client, bare: Bare, inputs: list[dict[str, Any]], n: int, studio: Studio
+    http: httpx.Client, bare: Bare, inputs: list[dict[str, Any]], n: int, studio: Studio, path: str
 ) -> tuple[list[dict[str, Any]], dict[str, float]]:
     rows = []
     cpu_before: dict[str, float] = {}
@@ -214,6 +221,7 @@ def overhead(
             {
                 "bench": "serving",
                 "kind": "overhead",
+                "path": path,
                 "run": i,
                 "status": run["status"],
                 "steps": len(run["steps"]),
@@ -477,11 +485,9 @@ def main(argv: list[str] | None = None) -> int:
         token = login_token(url, password)
         http = httpx.Client(base_url=url, timeout=60, headers={"Authorization": f"Bearer {token}"})
         tier, refused = deploy(http, args.pack, bare)
-        print("  overhead ...", file=sys.stderr)
-        logged_before = len(worker_lines(studio.output))
-        over_rows, cpu_per_run = overhead(http, bare, inputs, args.runs, studio)
+        print("  overhead, walked by the web process ...", file=sys.stderr)
+        over_rows, cpu_per_run = overhead(http, bare, inputs, args.runs, studio, "web")
         rows.extend(over_rows)
-        delivered = worker_lines(studio.output)[logged_before + WARMUP :]  # the measured runs' deliveries
         print("  SSE ...", file=sys.stderr)
         rows.extend(sse(http, inputs, args.sse_runs, None))
         print("  throughput, concurrency 1 ...", file=sys.stderr)
@@ -491,12 +497,19 @@ def main(argv: list[str] | None = None) -> int:
         studio.stop()
     if studio.proc.returncode not in (0, None) and "Traceback" in studio.output:
         print(studio.output[-3000:], file=sys.stderr)
-    extra = {"PACKFORGE_SSE_POLL_S": str(args.sse_poll)} if args.sse_poll else {}
+    extra = {"PACKFORGE_SERVE_WALK_ON_WAIT": "false"}
+    if args.sse_poll:
+        extra["PACKFORGE_SSE_POLL_S"] = str(args.sse_poll)
     studio = start_studio(tmp, port, 2, extra)
     try:
         with httpx.Client(base_url=url, timeout=60, headers={"Authorization": f"Bearer {token}"}) as http:
             print("  throughput, concurrency 2 ...", file=sys.stderr)
             runs.append(throughput(http, inputs, args.throughput_runs, 2))
+            print("  overhead, through the broker ...", file=sys.stderr)
+            logged_before = len(worker_lines(studio.output))
+            broker_rows, broker_cpu = overhead(http, bare, inputs, args.runs, studio, "broker")
+            rows.extend(broker_rows)
+            delivered = worker_lines(studio.output)[logged_before + WARMUP :]  # the measured runs' deliveries
             if args.sse_poll:
                 print(f"  SSE, PACKFORGE_SSE_POLL_S={args.sse_poll} ...", file=sys.stderr)
                 rows.extend(sse(http, inputs, args.sse_runs, args.sse_poll))
@@ -520,12 +533,16 @@ def main(argv: list[str] | None = None) -> int:
         for name in dict.fromkeys(r["page"] for r in qrows):
             times = [r["ms"] for r in qrows if r["page"] == name]
             queue[name] = {"p50_ms": pct(times, 50), "p95_ms": pct(times, 95)}
-    over = [r for r in rows if r["kind"] == "overhead"]
+    over = [r for r in rows if r["kind"] == "overhead" and r["path"] == "web"]
+    via_broker = [r for r in rows if r["kind"] == "overhead" and r["path"] == "broker"]
     events = [r for r in rows if r["kind"] == "sse" and r["sse_poll_s"] is None]
     live = [r["latency_ms"] for r in events if r["live"]]
     fast = [r["latency_ms"] for r in rows if r["kind"] == "sse" and r["sse_poll_s"] is not None and r["live"]]
     parts = ("added_ms", "bare_ms", "api_ms", "accept_ms", "queue_ms", "walk_ms", "answer_ms")
     split = {k: {"p50": pct([r[k] for r in over], 50), "p95": pct([r[k] for r in over], 95)} for k in parts}
+    split_broker = {
+        k: {"p50": pct([r[k] for r in via_broker], 50), "p95": pct([r[k] for r in via_broker], 95)} for k in parts
+    }
     bare_cpu = [r["bare_cpu_ms"] for r in over]
     in_worker = {
         "deliveries": len(delivered),
@@ -534,8 +551,9 @@ def main(argv: list[str] | None = None) -> int:
         "cpu_ms_p50": pct([d[2] for d in delivered], 50),
         "cpu_ms_p95": pct([d[2] for d in delivered], 95),
     }
-    walk_extra = [r["walk_ms"] - r["bare_ms"] for r in over]
-    split["walk_minus_bare_ms"] = {"p50": pct(walk_extra, 50), "p95": pct(walk_extra, 95)}
+    for table, measured in ((split, over), (split_broker, via_broker)):
+        walk_extra = [r["walk_ms"] - r["bare_ms"] for r in measured]
+        table["walk_minus_bare_ms"] = {"p50": pct(walk_extra, 50), "p95": pct(walk_extra, 95)}
     one = next(r for r in runs if r["concurrency"] == 1)
     for r in runs:
         r["ratio_vs_1"] = round(r["runs_per_s"] / one["runs_per_s"], 2)
@@ -551,6 +569,8 @@ def main(argv: list[str] | None = None) -> int:
         "steps_per_run": sorted({r["steps"] for r in over}),
         "split": split,
         "cpu_ms_per_run": cpu_per_run,
+        "split_through_broker": split_broker,
+        "cpu_ms_per_run_through_broker": broker_cpu,
         "bare_cpu_ms_p50": pct(bare_cpu, 50),
         "run_served": in_worker,
         "goal_p95_ms": GOAL_P95_MS,
@@ -583,28 +603,30 @@ def main(argv: list[str] | None = None) -> int:
         f"{os.cpu_count()} CPUs, load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
     )
     print()
-    print(f"| per run, {len(over)} sequential runs | p50 ms | p95 ms |")
-    print("|---|---:|---:|")
+    print(f"| per run, {len(over)} sequential runs | p50 ms | p95 ms | through the broker: p50 ms | p95 ms |")
+    print("|---|---:|---:|---:|---:|")
     names = {
         "bare_ms": "bare runtime (`run_pack` in-process)",
         "api_ms": "`POST .../runs?wait=30` until the answer",
         "added_ms": f"**added by the runs API** (goal p95 < {GOAL_P95_MS:.0f} ms)",
         "accept_ms": "  accept: POST sent -> row created",
-        "queue_ms": "  queue: row created -> worker claimed (commit, broker, pickup)",
+        "queue_ms": "  queue: row created -> claimed (commit, broker, pickup; 0 when walked by the web)",
         "walk_ms": "  walk: claimed -> finished (walk + DB checkpoints + events)",
         "walk_minus_bare_ms": "  walk - bare (the DB writes of the walk)",
-        "answer_ms": "  answer: finished -> client has it (the ?wait poll + response)",
+        "answer_ms": "  answer: finished -> client has it (wake-up, read of the row, response)",
     }
     for key, name in names.items():
-        print(f"| {name} | {split[key]['p50']:.1f} | {split[key]['p95']:.1f} |")
+        a, b = split[key], split_broker[key]
+        print(f"| {name} | {a['p50']:.1f} | {a['p95']:.1f} | {b['p50']:.1f} | {b['p95']:.1f} |")
     print()
+    for label, cpu in (("walked by the web process", cpu_per_run), ("through the broker", broker_cpu)):
+        print(
+            f"CPU per served run, {label} (ms; the studio's processes during the sequential runs): "
+            + ", ".join(f"{part} {ms:.1f}" for part, ms in cpu.items())
+            + f"; the bare run {summary['bare_cpu_ms_p50']:.1f} (p50)"
+        )
     print(
-        "CPU per served run (ms; the studio's processes during the sequential runs): "
-        + ", ".join(f"{part} {ms:.1f}" for part, ms in cpu_per_run.items())
-        + f"; the bare run {summary['bare_cpu_ms_p50']:.1f} (p50)"
-    )
-    print(
-        f"In the worker, per delivery (its log line; {in_worker['deliveries']} deliveries): "
+        f"In the worker, per delivery through the broker (its log line; {in_worker['deliveries']} deliveries): "
         f"{in_worker['statements_p50']:.0f} statements (max {in_worker['statements_max']}), "
         f"CPU p50 {in_worker['cpu_ms_p50']:.1f} ms, p95 {in_worker['cpu_ms_p95']:.1f} ms "
         "(run_served: claim, walk, checkpoints, events, settle; the rest of the worker's CPU is Celery's)"

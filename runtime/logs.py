@@ -12,6 +12,7 @@ import os
 import re
 import sys
 import threading
+from functools import lru_cache
 from typing import Any
 
 REDACTED = "[REDACTED]"
@@ -33,15 +34,45 @@ def register_secret(value: str) -> None:
             _registered.add(value)
 
 
-def _secrets() -> list[str]:
+def _secrets() -> tuple[str, ...]:
     """What to redact now, longest first: registered values and secret-named env values."""
     with _lock:
-        secrets = set(_registered)
-    secrets |= {v for k, v in os.environ.items() if _SECRET_ENV.search(k) and len(v) >= 6}
-    return sorted(secrets, key=len, reverse=True)
+        registered = frozenset(_registered)
+    return _ordered(registered, _env_secrets())
 
 
-def _redact(text: str, secrets: list[str]) -> str:
+_env_seen: list[tuple[Any, frozenset[str]]] = []  # [(the environment's fingerprint, its secrets)]
+
+
+def _env_secrets() -> frozenset[str]:
+    """The values of secret-named environment variables, read again only when the
+    environment changed (redaction runs on every stored text; decoding the whole
+    environment each time was most of its cost)."""
+    data = getattr(os.environ, "_data", None)  # CPython's encoded copy: no decoding to compare
+    fingerprint = frozenset(data.items()) if isinstance(data, dict) else None
+    if fingerprint is not None and _env_seen and _env_seen[0][0] == fingerprint:
+        return _env_seen[0][1]
+    found = frozenset(v for k, v in os.environ.items() if _SECRET_ENV.search(k) and len(v) >= 6)
+    _env_seen[:] = [(fingerprint, found)]
+    return found
+
+
+@lru_cache(maxsize=16)
+def _ordered(registered: frozenset[str], env: frozenset[str]) -> tuple[str, ...]:
+    return tuple(sorted(registered | env, key=len, reverse=True))
+
+
+@lru_cache(maxsize=16)
+def _anything(secrets: tuple[str, ...]) -> re.Pattern[str]:
+    """One pattern that matches wherever `_redact` would change the text: most text
+    (a trace's fields, a model's answer) has nothing to redact, and one search says so."""
+    scoped = [f"(?i:{p.pattern[4:]})" if p.pattern.startswith("(?i)") else f"(?:{p.pattern})" for p in _PATTERNS]
+    return re.compile("|".join([*(re.escape(s) for s in secrets), *scoped]))
+
+
+def _redact(text: str, secrets: tuple[str, ...]) -> str:
+    if not _anything(secrets).search(text):
+        return text
     for secret in secrets:
         text = text.replace(secret, REDACTED)
     for pattern in _PATTERNS:
@@ -61,7 +92,7 @@ def redact_data(value: Any) -> Any:
     return _redact_data(value, _secrets())
 
 
-def _redact_data(value: Any, secrets: list[str]) -> Any:
+def _redact_data(value: Any, secrets: tuple[str, ...]) -> Any:
     if isinstance(value, str):
         return _redact(value, secrets)
     if isinstance(value, dict):

@@ -67,6 +67,13 @@ def claim(model: type[models.Model], pk: int, token: str, lease_for: timedelta, 
     )
 
 
+def held_from_start(token: str, lease_for: timedelta) -> dict[str, Any]:
+    """The lease columns of a row created already claimed by the delivery holding
+    `token` (its first claim: what `claim` would write on a queued row)."""
+    now = timezone.now()
+    return {"status": RUNNING, "attempts": 1, "lease_owner": token, "lease_until": now + lease_for}
+
+
 def close(model: type[models.Model], pk: int, token: str, **fields: Any) -> bool:
     """Write `fields` (a final status, ...) if the delivery holding `token` still holds
     the lease; the lease is given up in the same UPDATE."""

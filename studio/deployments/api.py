@@ -19,9 +19,8 @@ from ninja.errors import HttpError
 
 from studio.accounts.access import project_for
 from studio.accounts.models import ApiToken, Role
-from studio.deployments import service, settled
+from studio.deployments import execute, service, settled
 from studio.deployments.access import deployment_for, served_run_for
-from studio.deployments.execute import journal_trace
 from studio.deployments.models import Deployment, DeploymentChange, RunEvent, ServedRun
 from studio.deployments.settings import setting
 from studio.errors import CONFLICT, ERRORS, INVALID
@@ -240,6 +239,8 @@ def _summary(run: ServedRun, name: str) -> dict[str, Any]:
 
 
 def _review_item(run: ServedRun) -> int | None:
+    if not (run.status == ServedRun.Status.WAITING or run.waiting_at or run.answered_by):
+        return None  # an item is opened only for a run that waited (studio.review.items)
     try:
         label = "review.ReviewItem"  # the review queue's (studio/review/), when installed
         model = apps.get_model(label)
@@ -265,7 +266,7 @@ def steps_of(trace: dict[str, Any]) -> list[dict[str, Any]]:
 
 def run_out(run: ServedRun, name: str, role: Role) -> RunOut:
     # A running run's trace is written when it settles; until then its steps are the journal's.
-    raw = journal_trace(run) if run.status == ServedRun.Status.RUNNING else None
+    raw = execute.journal_trace(run) if run.status == ServedRun.Status.RUNNING else None
     trace = visible_trace(raw or run.trace or {}, role)
     return RunOut(
         **_summary(run, name),
@@ -304,13 +305,20 @@ def submit_run(request: StudioRequest, name: str, body: RunIn, wait: float = 0) 
     deployment, role = deployment_for(request.user, name, edit=True)
     if wait < 0:
         raise HttpError(400, "wait is a number of seconds, 0 or more")
+    seconds = min(wait, setting("PACKFORGE_SERVE_MAX_WAIT_S"))
+    here = seconds > 0 and setting("PACKFORGE_SERVE_WALK_ON_WAIT")
     try:
-        got = service.submit(deployment, body.input, run_id=body.run_id, user=request.user)
+        got = service.submit(deployment, body.input, run_id=body.run_id, user=request.user, walk_here=here)
     except service.Refused as exc:
         raise _refused(exc) from None
     except service.Conflict as exc:
         raise HttpError(409, str(exc)) from None
-    run = _wait_for(got.run, wait) if wait else got.run
+    run = got.run
+    if got.held_by:  # created held by this request: walked here (docs/serving.md, "Where a run is walked")
+        execute.walk_here(run.pk, got.held_by, seconds)
+        run.refresh_from_db()
+    elif seconds:
+        run = _wait_for(run, seconds)
     code = 200 if (not got.created or _settled(run)) else 202
     return Status(code, run_out(run, name, role))
 

@@ -22,11 +22,13 @@ from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Max
 from django.utils import timezone
 
+from studio import sqlwrites
 from studio.deployments.models import EVENT_KINDS, RunEvent
 from studio.redaction import stored
+
+COLUMNS = ("run", "seq", "kind", "data", "at")
 
 
 def _check(kind: str) -> None:
@@ -35,7 +37,7 @@ def _check(kind: str) -> None:
 
 
 def last_seq(run_pk: int) -> int:
-    return RunEvent.objects.filter(run_id=run_pk).aggregate(m=Max("seq"))["m"] or 0
+    return sqlwrites.max_of(RunEvent, "seq", {"run": run_pk})
 
 
 def record(run_pk: int, kind: str, data: dict[str, Any] | None = None) -> int:
@@ -74,12 +76,11 @@ class Batch:
             self.last = last_seq(self.run_pk)
         # Redacted as one value: the secrets to redact are gathered once per batch.
         payloads = stored([data for _, data, _ in self.pending])
-        RunEvent.objects.bulk_create(
-            [
-                RunEvent(run_id=self.run_pk, seq=self.last + i, kind=kind, data=data, at=at)
-                for i, ((kind, _, at), data) in enumerate(zip(self.pending, payloads, strict=True), start=1)
-            ]
-        )
+        rows = [
+            (self.run_pk, self.last + i, kind, data, at)
+            for i, ((kind, _, at), data) in enumerate(zip(self.pending, payloads, strict=True), start=1)
+        ]
+        sqlwrites.insert(RunEvent, COLUMNS, rows)
         return len(self.pending)
 
     def written(self, count: int) -> None:

@@ -80,16 +80,17 @@ from runtime import (
     resume_run,
     run_pack,
 )
-from studio import host_tools, leases, packs
+from studio import host_tools, leases, packs, sqlwrites
 from studio.deployments import events, settled
 from studio.deployments.models import Deployment, ServedRun
-from studio.deployments.recovery import lease, watcher
+from studio.deployments.recovery import hand_over, lease, watcher, web_watcher
 from studio.deployments.settings import setting
 from studio.endpoints.execute import spec_for
 from studio.endpoints.models import Endpoint
 from studio.evals.limits import endpoint_tiers
 from studio.evals.models import JournalEntry, RunCheckpoint
-from studio.evals.store import EvalCaseStore
+from studio.evals.store import JOURNAL, EvalCaseStore, insert_checkpoint
+from studio.leases import LeaseWatcher
 from studio.redaction import stored
 
 log = logging.getLogger("packforge.studio.deployments")
@@ -139,6 +140,8 @@ def _pack_dir(deployment: Deployment, sha: str) -> Path:
 
 
 def _endpoints(deployment: Deployment) -> list[Endpoint]:
+    if not deployment.tiers:
+        return []
     found = {e.pk: e for e in Endpoint.objects.filter(pk__in=deployment.tiers)}
     missing = [pk for pk in deployment.tiers if pk not in found]
     if missing:
@@ -322,9 +325,7 @@ class ServedStore(EvalCaseStore):
 
     def begin(self, run_id: str, *, pack: str, digest: str, input: dict[str, Any], case_id: str | None) -> int:
         def create() -> None:
-            RunCheckpoint.objects.create(
-                run_id=run_id, pack=pack, digest=digest, input=input, case_id=case_id, status="running", fence=1
-            )
+            insert_checkpoint(run_id, pack=pack, digest=digest, input=input, case_id=case_id)
 
         try:
             self._with_events(create)
@@ -382,7 +383,7 @@ class ServedStore(EvalCaseStore):
 
         def journal() -> None:
             self._fenced_update(run_id, fence, updated_at=timezone.now())
-            JournalEntry.objects.create(run_id=run_id, seq=seq + 1, kind=kind, node=node, step=step, payload=payload)
+            sqlwrites.insert(JournalEntry, JOURNAL, [(run_id, seq + 1, kind, node, step, payload)])
 
         self._with_events(journal)
         self._seq[run_id] = seq + 1
@@ -466,17 +467,6 @@ def run_served(pk: int) -> str | None:
     delivery had nothing to do or lost the run. Safe to deliver any number of times.
     Logs (INFO) the statements it sent and the CPU this process spent on it
     (benchmarks/serving.py reads the line)."""
-    cpu = time.process_time()
-    counter = _Counter()
-    with connection.execute_wrapper(counter):
-        status = _run_served(pk)
-    if status is not None:
-        spent = 1000 * (time.process_time() - cpu)
-        log.info("served run %s %s: %d statements, %.2f ms CPU", pk, status, counter.count, spent)
-    return status
-
-
-def _run_served(pk: int) -> str | None:
     token = leases.new_token()
     now = timezone.now()
     if not leases.claim(
@@ -484,7 +474,52 @@ def _run_served(pk: int) -> str | None:
     ):
         log.info("served run %s is gone, final, waiting, or held by another delivery; nothing to do", pk)
         return None
-    run = ServedRun.objects.select_related("deployment__project").get(pk=pk)
+    return _counted(pk, lambda: _run_served(pk, token, watcher()), "worker")
+
+
+def walk_here(pk: int, token: str, seconds: float) -> str | None:
+    """Walk run `pk`, created held by `token` (service.submit with walk_here), in this
+    process: a `?wait` request's run, walked by the web process that accepted it, with
+    no broker hand-off and no wake-up to wait for. What a worker would write, the same
+    way (leases, checkpoints, events, one outcome); this process's WebWatcher renews the
+    lease and stops the walk when its cancel is asked for. When `seconds` pass before
+    the run settles, its in-flight model call is dropped and the run is handed to the
+    workers (recovery.hand_over), which resume it from its checkpoint. The status
+    written, or None (handed over, or lost)."""
+    return _counted(pk, lambda: _run_served(pk, token, web_watcher(), seconds), "web")
+
+
+def _counted(pk: int, walk: Callable[[], str | None], where: str) -> str | None:
+    cpu = time.process_time()
+    counter = _Counter()
+    with connection.execute_wrapper(counter):
+        status = walk()
+    if status is not None:
+        spent = 1000 * (time.process_time() - cpu)
+        log.info("served run %s %s: %d statements, %.2f ms CPU (%s)", pk, status, counter.count, spent, where)
+    return status
+
+
+class _Deadline:
+    """Sets `event` (the walk's cancel) after `seconds`, and remembers that it did."""
+
+    def __init__(self, seconds: float, event: threading.Event) -> None:
+        self.passed = False
+        self.event = event
+        self.timer = threading.Timer(max(0.0, seconds), self._fire)
+        self.timer.daemon = True
+        self.timer.start()
+
+    def _fire(self) -> None:
+        self.passed = True
+        self.event.set()
+
+    def stop(self) -> None:
+        self.timer.cancel()
+
+
+def _run_served(pk: int, token: str, watch: LeaseWatcher, seconds: float | None = None) -> str | None:
+    run = ServedRun.objects.select_related("deployment").get(pk=pk)
     limit = setting("PACKFORGE_SERVE_MAX_ATTEMPTS")
     if run.cancel_requested:
         return _end(pk, token, S.CANCELLED, "cancelled")
@@ -495,15 +530,24 @@ def _run_served(pk: int) -> str | None:
         )
         log.warning("served run %s: %s", pk, reason)
         return _end(pk, token, S.FAILED, reason)
-    held = watcher().register(pk, token)
+    held = watch.register(pk, token)
+    deadline = _Deadline(seconds, held.cancel) if seconds is not None else None
     store: ServedStore | None = None
     recorder = Recorder(pk)
     try:
         runner = runner_for(run.deployment, run.version)
         store = ServedStore(run.checkpoint_id, runner.pack, recorder)
         result = _walk(run, runner, store, recorder, token, held.cancel)
+        if deadline is not None:
+            deadline.stop()
         if held.lost:
             raise LeaseLost(str(pk))
+        if deadline is not None and deadline.passed and result.status == S.CANCELLED:
+            # The wait ended first; the cancelled walk wrote no outcome (the checkpoint
+            # holds its final status back): a worker resumes it from the checkpoint.
+            log.info("served run %s did not settle within its wait; handed to the workers", pk)
+            hand_over(pk, token)
+            return None
         return _settle(run, token, result, store, recorder)
     except (FencedOut, LeaseLost) as exc:
         log.warning("served run %s was taken over by another delivery; dropping this one: %s", pk, exc)
@@ -529,7 +573,9 @@ def _run_served(pk: int) -> str | None:
         error = f"internal error: {type(exc).__name__}: {exc}"
         return _end(pk, token, S.FAILED, error, recorder, trace=_stopped(store, error))
     finally:
-        watcher().unregister(pk)
+        if deadline is not None:
+            deadline.stop()
+        watch.unregister(pk)
 
 
 def _walk(
@@ -622,7 +668,7 @@ def _settle(run: ServedRun, token: str, result: RunResult, store: ServedStore, r
         if not _close(run.pk, token, status, error, **fields):
             raise LeaseLost(str(run.pk))  # rolls the checkpoint's final status back too
         _last_events(recorder, "run.end", {"status": status, "output": output, "error": error, "tier": fields["tier"]})
-        send_on_end(run.pk)
+        send_on_end(run.pk, run.deployment.webhook_url)
     return status
 
 

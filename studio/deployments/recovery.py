@@ -14,7 +14,7 @@ import logging
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from studio.celery import app
@@ -44,6 +44,21 @@ def send_on_commit(pk: int) -> None:
     transaction.on_commit(lambda: send([pk]))
 
 
+def hand_over(pk: int, token: str) -> bool:
+    """Give run `pk`, held by `token` and still running, to the workers: the lease given
+    up (lease_until cleared: any claim or sweep may take it), the claim not counted
+    against PACKFORGE_SERVE_MAX_ATTEMPTS (nothing failed), and the task sent once that
+    commits. The delivery that claims it resumes from the checkpoint. False when `token`
+    no longer held it."""
+    with transaction.atomic():
+        given = ServedRun.objects.filter(pk=pk, lease_owner=token, status=RUNNING).update(
+            lease_owner="", lease_until=None, attempts=F("attempts") - 1
+        )
+        if given:
+            send_on_commit(pk)
+    return bool(given)
+
+
 class ServeWatcher(StudioWatcher):
     model = ServedRun
     name = "serve-watcher"
@@ -56,11 +71,27 @@ class ServeWatcher(StudioWatcher):
         return sweep(idle=idle)
 
 
+class WebWatcher(ServeWatcher):
+    """A web process's watcher, for the runs it walks itself (a `?wait` request's run,
+    studio.deployments.execute.walk_here): renews their leases and stops the ones whose
+    cancel was asked for. It never sweeps: the workers do."""
+
+    name = "serve-web-watcher"
+
+    def sweep(self, *, idle: bool) -> dict[str, int]:
+        return {}
+
+
 _watcher = ServeWatcher()
+_web_watcher = WebWatcher()
 
 
 def watcher() -> ServeWatcher:
     return _watcher
+
+
+def web_watcher() -> WebWatcher:
+    return _web_watcher
 
 
 def sweep(*, idle: bool) -> dict[str, int]:

@@ -18,7 +18,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from studio import packs
+from studio import leases, packs
 from studio.deployments import events, settled
 from studio.deployments.models import Deployment, DeploymentChange, ServedRun
 from studio.endpoints.models import Endpoint
@@ -150,18 +150,28 @@ def input_digest(value: dict[str, Any]) -> str:
 class Submitted:
     run: ServedRun
     created: bool  # False: the run_id was known and its input the same
+    held_by: str = ""  # the lease token of a run created held by the caller (walk_here)
 
 
-def submit(deployment: Deployment, input: Any, *, run_id: str | None, user: User | None) -> Submitted:
+def submit(
+    deployment: Deployment, input: Any, *, run_id: str | None, user: User | None, walk_here: bool = False
+) -> Submitted:
     """Queue a run of `input` on `deployment` (the task is sent when the transaction
     commits), or find the run `run_id` already names: with the same input it is the
-    same run (created False); with another, Conflict."""
+    same run (created False); with another, Conflict. With `walk_here` a new run is
+    created already claimed by the caller, who walks it (execute.walk_here; its lease
+    token is `held_by`) and sends no task: a caller that dies leaves a lease that lapses,
+    and a worker's sweep sends the run on, as after a worker's death."""
     if not isinstance(input, dict):
         raise Refused('the input must be a JSON object, e.g. {"ticket": "..."}')
     if run_id is not None and not RUN_ID.fullmatch(run_id):
         raise Refused("run_id must be 1-64 letters, digits or . _ : - characters")
     digest = input_digest(input)
     rid = run_id or uuid.uuid4().hex
+    token = leases.new_token() if walk_here else ""
+    from studio.deployments.recovery import lease, send_on_commit
+
+    held = {**leases.held_from_start(token, lease()), "started_at": timezone.now()} if token else {}
     try:
         with transaction.atomic():
             run = ServedRun.objects.create(
@@ -171,10 +181,10 @@ def submit(deployment: Deployment, input: Any, *, run_id: str | None, user: User
                 input_digest=digest,
                 version=deployment.version,
                 submitted_by=user,
+                **held,
             )
-            from studio.deployments.recovery import send_on_commit
-
-            send_on_commit(run.pk)
+            if not token:
+                send_on_commit(run.pk)
     except IntegrityError:
         existing = ServedRun.objects.filter(deployment=deployment, run_id=rid).first()
         if existing is None:  # lost a race with a delete: try once more
@@ -184,7 +194,7 @@ def submit(deployment: Deployment, input: Any, *, run_id: str | None, user: User
                 f"run {rid!r} exists on {deployment.name} with another input; a run_id names one input"
             ) from None
         return Submitted(existing, created=False)
-    return Submitted(run, created=True)
+    return Submitted(run, created=True, held_by=token)
 
 
 def cancel(run: ServedRun) -> bool:

@@ -43,9 +43,12 @@ def body_for(run: ServedRun) -> bytes:
     return json.dumps(data, sort_keys=True).encode()
 
 
-def send_on_end(pk: int) -> None:
-    """Queue the webhook of run `pk` once the transaction commits, when its deployment has one."""
-    if not ServedRun.objects.filter(pk=pk).exclude(deployment__webhook_url="").exists():
+def send_on_end(pk: int, webhook_url: str | None = None) -> None:
+    """Queue the webhook of run `pk` once the transaction commits, when its deployment has
+    one (`webhook_url`: the deployment's, when the caller has read it)."""
+    if webhook_url is None:
+        webhook_url = ServedRun.objects.filter(pk=pk).values_list("deployment__webhook_url", flat=True).first() or ""
+    if not webhook_url:
         return
 
     def send() -> None:

@@ -14,20 +14,28 @@ from django.db.models import Max
 from django.utils import timezone
 
 from runtime import Entry, FencedOut, RunNotFound, RunRecord, RunStateError
+from studio import sqlwrites
 from studio.evals.models import JournalEntry, RunCheckpoint
+
+CHECKPOINT = ("run_id", "pack", "digest", "input", "case_id", "status", "fence", "updated_at")
+JOURNAL = ("run", "seq", "kind", "node", "step", "payload")
 
 
 def _record(row: RunCheckpoint) -> RunRecord:
     return RunRecord(row.run_id, row.pack, row.digest, row.input, row.case_id, row.status, row.fence, row.result)
 
 
+def insert_checkpoint(run_id: str, *, pack: str, digest: str, input: dict[str, Any], case_id: str | None) -> None:
+    """The new run's checkpoint row, at fence 1 (IntegrityError when `run_id` has one)."""
+    row = (run_id, pack, digest, input, case_id, "running", 1, timezone.now())
+    sqlwrites.insert(RunCheckpoint, CHECKPOINT, [row])
+
+
 class DatabaseStore:
     def begin(self, run_id: str, *, pack: str, digest: str, input: dict[str, Any], case_id: str | None) -> int:
         try:
             with transaction.atomic():
-                RunCheckpoint.objects.create(
-                    run_id=run_id, pack=pack, digest=digest, input=input, case_id=case_id, status="running", fence=1
-                )
+                insert_checkpoint(run_id, pack=pack, digest=digest, input=input, case_id=case_id)
         except IntegrityError:
             raise RunStateError(f"run '{run_id}' already exists") from None
         return 1
@@ -114,7 +122,7 @@ class EvalCaseStore(DatabaseStore):
             return
         with transaction.atomic():
             self._fenced_update(run_id, fence, updated_at=timezone.now())
-            JournalEntry.objects.create(run_id=run_id, seq=seq + 1, kind=kind, node=node, step=step, payload=payload)
+            sqlwrites.insert(JournalEntry, JOURNAL, [(run_id, seq + 1, kind, node, step, payload)])
         self._seq[run_id] = seq + 1
 
     def set_status(self, run_id: str, fence: int, status: str, result: dict[str, Any] | None = None) -> None:
@@ -130,7 +138,7 @@ class EvalCaseStore(DatabaseStore):
 
     @staticmethod
     def _fenced_update(run_id: str, fence: int, **fields: Any) -> None:
-        if not RunCheckpoint.objects.filter(run_id=run_id, fence=fence).update(**fields):
+        if not sqlwrites.update(RunCheckpoint, {"run_id": run_id, "fence": fence}, fields):
             current = RunCheckpoint.objects.filter(run_id=run_id).values_list("fence", flat=True).first()
             if current is None:
                 raise RunNotFound(f"no run '{run_id}'")

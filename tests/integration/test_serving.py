@@ -4,6 +4,8 @@ the test's own database and broker:
 - a worker SIGKILLed while a run sits inside its second tool call: a second worker's
   sweep sends the run again, it resumes from its database checkpoint, and finishes with
   each tool call completed once and each step counted once;
+- a `?wait` run walked by the request (this process) that is not settled when the wait
+  ends: handed to a worker, which resumes it with no tool call repeated;
 - concurrent duplicate submits (threads posting the same run_id): one run;
 - escalation to a second tier on a real fault-injecting HTTP server (the first tier
   answers text that is not JSON);
@@ -13,6 +15,7 @@ the test's own database and broker:
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -118,6 +121,51 @@ def test_it_finishes_a_served_run_after_its_worker_is_killed(
     tool_results = [d["tool"] for k, d in kinds if k == "tool.result"]
     assert tool_results == ["lookup_order", "issue_refund"]  # the replayed lookup is not called again
     assert "lost its worker" in second.output()
+
+
+def test_a_waited_run_not_settled_in_time_is_handed_to_a_worker(
+    workers: Callable[[str], CeleryWorker], tmp_path: Path, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django.test import Client
+
+    from studio.deployments import service
+    from studio.deployments.models import RunEvent, ServedRun
+    from studio.endpoints.models import Endpoint
+
+    # This process is the web process: the request walks the run here (its tools log to
+    # the same file as the worker's, with their pid), for 0.2 s, inside its first tool
+    # call (0.5 s); then it hands the run to the worker.
+    settings.PACKFORGE_EVAL_WATCH = False  # the walk here is far shorter than its lease
+    monkeypatch.setenv(TOOL_LOG, str(tmp_path / "tools.log"))
+    monkeypatch.setenv(TOOL_SLEEP, "0.5")
+    owner, staff = _people()
+    project = _project(owner, "refund_desk", "refunds")
+    script = json.loads((ROOT / "packs" / "refund_desk" / "fakes" / "scripted.json").read_text())
+    (tmp_path / "refunder.json").write_text(
+        json.dumps({"inputs": [{"match": REFUND, "answers": script["cases"]["rd-01"]}]})
+    )
+    endpoint = Endpoint.objects.create(name="refunder", spec=f"fake:{tmp_path / 'refunder.json'}", created_by=staff)
+    service.create_deployment(project, user=owner, name="refunds", version=None, tiers=[endpoint.pk])
+    worker = workers("only")
+    client = Client()
+    client.force_login(owner)
+    body = {"run_id": "handed", "input": REFUND}
+    response = client.post("/api/deployments/refunds/runs?wait=0.2", body, content_type="application/json")
+    assert response.status_code == 202 and response.json()["status"] == "running", response.content
+    run = ServedRun.objects.get(run_id="handed")
+    wait_for("the run to end", lambda: ServedRun.objects.get(pk=run.pk).is_final, [worker])
+    run.refresh_from_db()
+    assert run.status == "done", (run.error, worker.output()[-3000:])
+    assert run.output is not None and run.output["refund_id"] == "R-ORD-10001"
+    assert run.attempts == 1  # the hand-over is not counted as a failed delivery
+    done = [e for e in tool_log(tmp_path / "tools.log") if e["event"] == "done"]
+    assert Counter(e["tool"] for e in done) == Counter({"lookup_order": 1, "issue_refund": 1})
+    by = {e["tool"]: e["pid"] for e in done}
+    assert by["lookup_order"] == os.getpid() != by["issue_refund"]  # walked here, then by the worker
+    starts = RunEvent.objects.filter(run=run, kind="run.start").order_by("seq").values_list("data", flat=True)
+    assert [d["resumed"] for d in starts] == [False, True]
+    steps = [(s["node"], s["step"]) for s in run.trace["steps"]]
+    assert len(steps) == len(set(steps))  # no step counted twice
 
 
 def test_it_makes_one_run_of_concurrent_duplicate_submits(workers: Callable[[str], CeleryWorker]) -> None:

@@ -36,6 +36,8 @@ from django.db import DatabaseError, close_old_connections, models
 from django.db.models import F, Q
 from django.utils import timezone
 
+from studio import sqlwrites
+
 log = logging.getLogger("packforge.studio.leases")
 
 QUEUED = "queued"
@@ -77,11 +79,11 @@ def held_from_start(token: str, lease_for: timedelta) -> dict[str, Any]:
 def close(model: type[models.Model], pk: int, token: str, **fields: Any) -> bool:
     """Write `fields` (a final status, ...) if the delivery holding `token` still holds
     the lease; the lease is given up in the same UPDATE."""
-    return bool(
-        model._default_manager.filter(pk=pk, lease_owner=token, status=RUNNING).update(
-            lease_owner="", lease_until=None, **fields
-        )
-    )
+    values = {"lease_owner": "", "lease_until": None, **fields}
+    if any(hasattr(v, "resolve_expression") for v in values.values()):  # F(), Coalesce(): the ORM builds it
+        return bool(model._default_manager.filter(pk=pk, lease_owner=token, status=RUNNING).update(**values))
+    where = {model._meta.pk.name: pk, "lease_owner": token, "status": RUNNING}  # type: ignore[union-attr]
+    return bool(sqlwrites.update(model, where, values))
 
 
 def release(model: type[models.Model], pk: int, token: str) -> None:

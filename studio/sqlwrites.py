@@ -35,7 +35,12 @@ def _table(model: type[models.Model]) -> str:
 
 
 def _adapt(fields: Sequence[Any], values: Sequence[Any]) -> list[Any]:
-    return [f.get_db_prep_save(v, connection) for f, v in zip(fields, values, strict=True)]
+    out = []
+    for f, v in zip(fields, values, strict=True):
+        if f.remote_field is not None and hasattr(v, "prepare_database_save"):
+            v = v.prepare_database_save(f)  # a model instance for a foreign key: its key, as the ORM does
+        out.append(f.get_db_prep_save(v, connection))
+    return out
 
 
 def insert(model: type[models.Model], names: tuple[str, ...], rows: Sequence[Sequence[Any]]) -> None:

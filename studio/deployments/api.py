@@ -315,8 +315,8 @@ def submit_run(request: StudioRequest, name: str, body: RunIn, wait: float = 0) 
         raise HttpError(409, str(exc)) from None
     run = got.run
     if got.held_by:  # created held by this request: walked here (docs/serving.md, "Where a run is walked")
-        execute.walk_here(run.pk, got.held_by, seconds)
-        run.refresh_from_db()
+        if execute.walk_here(run, got.held_by, seconds) is None:  # handed over (or lost): as the row is now
+            run.refresh_from_db()
     elif seconds:
         run = _wait_for(run, seconds)
     code = 200 if (not got.created or _settled(run)) else 202

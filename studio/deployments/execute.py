@@ -477,8 +477,8 @@ def run_served(pk: int) -> str | None:
     return _counted(pk, lambda: _run_served(pk, token, watcher()), "worker")
 
 
-def walk_here(pk: int, token: str, seconds: float) -> str | None:
-    """Walk run `pk`, created held by `token` (service.submit with walk_here), in this
+def walk_here(run: ServedRun, token: str, seconds: float) -> str | None:
+    """Walk `run`, just created held by `token` (service.submit with walk_here), in this
     process: a `?wait` request's run, walked by the web process that accepted it, with
     no broker hand-off and no wake-up to wait for. What a worker would write, the same
     way (leases, checkpoints, events, one outcome); this process's WebWatcher renews the
@@ -486,7 +486,7 @@ def walk_here(pk: int, token: str, seconds: float) -> str | None:
     the run settles, its in-flight model call is dropped and the run is handed to the
     workers (recovery.hand_over), which resume it from its checkpoint. The status
     written, or None (handed over, or lost)."""
-    return _counted(pk, lambda: _run_served(pk, token, web_watcher(), seconds), "web")
+    return _counted(run.pk, lambda: _run_served(run.pk, token, web_watcher(), seconds, run), "web")
 
 
 def _counted(pk: int, walk: Callable[[], str | None], where: str) -> str | None:
@@ -518,8 +518,10 @@ class _Deadline:
         self.timer.cancel()
 
 
-def _run_served(pk: int, token: str, watch: LeaseWatcher, seconds: float | None = None) -> str | None:
-    run = ServedRun.objects.select_related("deployment").get(pk=pk)
+def _run_served(
+    pk: int, token: str, watch: LeaseWatcher, seconds: float | None = None, row: ServedRun | None = None
+) -> str | None:
+    run = row if row is not None else ServedRun.objects.select_related("deployment").get(pk=pk)
     limit = setting("PACKFORGE_SERVE_MAX_ATTEMPTS")
     if run.cancel_requested:
         return _end(pk, token, S.CANCELLED, "cancelled")
@@ -655,21 +657,27 @@ def _settle(run: ServedRun, token: str, result: RunResult, store: ServedStore, r
                 state=stored({**result.state, "input": run.input}),
                 output=None,
             )
-            if not leases.close(ServedRun, run.pk, token, status=S.WAITING, error="", **fields):
+            fields.update(status=S.WAITING, error="")
+            if not leases.close(ServedRun, run.pk, token, **fields):
                 raise LeaseLost(str(run.pk))
             _last_events(
                 recorder, "waiting", {"node": result.waiting_at, "reason": result.waiting_reason, "question": question}
             )
             _signal_waiting(run.pk)
-            return S.WAITING
-        error = trace.error or ""
-        output = result.output if status == "done" else None
-        fields.update(output=output, waiting_at="", waiting_reason="", question="", state=None)
-        if not _close(run.pk, token, status, error, **fields):
-            raise LeaseLost(str(run.pk))  # rolls the checkpoint's final status back too
-        _last_events(recorder, "run.end", {"status": status, "output": output, "error": error, "tier": fields["tier"]})
-        send_on_end(run.pk, run.deployment.webhook_url)
-    return status
+        else:
+            error = trace.error or ""
+            output = result.output if status == "done" else None
+            fields.update(output=output, waiting_at="", waiting_reason="", question="", state=None)
+            fields.update(status=status, error=stored(error), finished_at=timezone.now())
+            if not leases.close(ServedRun, run.pk, token, **fields):
+                raise LeaseLost(str(run.pk))  # rolls the checkpoint's final status back too
+            end = {"status": status, "output": output, "error": error, "tier": fields["tier"]}
+            _last_events(recorder, "run.end", end)
+            send_on_end(run.pk, run.deployment.webhook_url)
+    # `run` as written (committed): a request that walked it answers without reading it again.
+    for name, value in {**fields, "lease_owner": "", "lease_until": None}.items():
+        setattr(run, name, value)
+    return str(fields["status"])
 
 
 def _signal_waiting(pk: int) -> None:

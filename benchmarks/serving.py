@@ -37,6 +37,10 @@ HTTP (httpx) to the studio on 127.0.0.1. Then, with worker concurrency 1:
               waited for, after a warm-up of 2 runs per pool process; runs/s = runs /
               (last finished - first submitted), and runs / (last finished - first
               claimed by a worker).
+  waits       --throughput-runs runs submitted with `?wait=30` by --wait-clients threads
+              at once (default 8): each walked by the web server thread that accepted it,
+              every one writing to the one SQLite file; each must answer 200 done (a
+              load test of the walk-here path); latency p50/p95 and runs/s.
 The studio is then stopped and started again on the same var/ with CELERY_CONCURRENCY=2
 and PACKFORGE_SERVE_WALK_ON_WAIT=false; the throughput measure is repeated (ratio 2 vs 1
 in one run of this script), then the overhead through the broker.
@@ -50,7 +54,8 @@ p50/p95 by nearest rank. Raw rows (one per run measured, then a summary row):
 benchmarks/results/serving.jsonl.
 
     .venv/bin/python benchmarks/serving.py [--runs 100] [--sse-runs 20] [--throughput-runs 100]
-        [--sse-poll 0.02] [--queue-items 10000] [--queue-requests 50] [--pack support_triage]
+        [--sse-poll 0.02] [--wait-clients 8] [--queue-items 10000] [--queue-requests 50]
+        [--pack support_triage]
         [--json] [--rows FILE] [--keep]
 """
 
@@ -341,6 +346,53 @@ def throughput(http: httpx.Client, inputs: list[dict[str, Any]], n: int, concurr
     }
 
 
+def concurrent_waits(http: httpx.Client, inputs: list[dict[str, Any]], n: int, clients: int) -> dict[str, Any]:
+    """`n` runs submitted with `?wait=30` by `clients` threads at once: each walked by the
+    web server thread that accepted it, all writing to the one SQLite file. Every run
+    must answer 200 with its final status (a load test of the walk-here path on the
+    embedded defaults); the latency of each and the runs per second."""
+    prefix = f"cw{clients}-{int(time.time())}-"
+    latencies: list[float] = []
+    failures: list[str] = []
+    lock = threading.Lock()
+
+    def client(k: int) -> None:
+        with httpx.Client(base_url=str(http.base_url), headers=dict(http.headers), timeout=60) as own:
+            for i in range(k, n, clients):
+                begun = time.perf_counter()
+                got = own.post(
+                    f"/api/deployments/{DEPLOYMENT}/runs",
+                    params={"wait": 30},
+                    json={"run_id": f"{prefix}{i}", "input": inputs[i % len(inputs)]},
+                )
+                ms = (time.perf_counter() - begun) * 1000
+                with lock:
+                    if got.status_code != 200 or got.json()["status"] != "done":
+                        failures.append(f"{prefix}{i}: {got.status_code} {got.text[:300]}")
+                    else:
+                        latencies.append(ms)
+
+    begun = time.perf_counter()
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    span = time.perf_counter() - begun
+    return {
+        "bench": "serving",
+        "kind": "concurrent_waits",
+        "clients": clients,
+        "runs": n,
+        "done": len(latencies),
+        "failures": failures[:10],
+        "runs_per_s": round(n / span, 2),
+        "p50_ms": pct(latencies, 50),
+        "p95_ms": pct(latencies, 95),
+        "max_ms": round(max(latencies), 2) if latencies else None,
+    }
+
+
 QUEUE_NODES = ("classify", "extract", "prioritise")
 QUEUE_GOAL_P95_MS = 200.0
 
@@ -456,6 +508,12 @@ def main(argv: list[str] | None = None) -> int:
         default=0.02,
         help="the SSE measure again on the second start, with PACKFORGE_SSE_POLL_S set to this (0: skip; default 0.02)",
     )
+    parser.add_argument(
+        "--wait-clients",
+        type=int,
+        default=8,
+        help="client threads submitting --throughput-runs runs with ?wait at once (0: skip; default 8)",
+    )
     parser.add_argument("--pack", default="support_triage", help="the example pack served (default support_triage)")
     parser.add_argument("--queue-items", type=int, default=10_000, help="open review items (0: skip; default 10000)")
     parser.add_argument("--queue-requests", type=int, default=50, help="requests per queue page timed (default 50)")
@@ -492,6 +550,10 @@ def main(argv: list[str] | None = None) -> int:
         rows.extend(sse(http, inputs, args.sse_runs, None))
         print("  throughput, concurrency 1 ...", file=sys.stderr)
         runs.append(throughput(http, inputs, args.throughput_runs, 1))
+        if args.wait_clients:
+            print(f"  {args.wait_clients} clients submitting with ?wait at once ...", file=sys.stderr)
+            waits = concurrent_waits(http, inputs, args.throughput_runs, args.wait_clients)
+            rows.append(waits)
         http.close()
     finally:
         studio.stop()
@@ -585,6 +647,7 @@ def main(argv: list[str] | None = None) -> int:
         "sse_fast_p50_ms": pct(fast, 50),
         "sse_fast_p95_ms": pct(fast, 95),
         "throughput": runs,
+        "concurrent_waits": next((r for r in rows if r["kind"] == "concurrent_waits"), None),
         "queue_items": args.queue_items,
         "queue_pages": queue,
         "queue_goal_p95_ms": QUEUE_GOAL_P95_MS,
@@ -654,6 +717,16 @@ def main(argv: list[str] | None = None) -> int:
             f"| {r['concurrency']} | {r['runs']} | {r['runs_per_s']:.1f} | {r['worker_runs_per_s']:.1f} | "
             f"{r['ratio_vs_1']:.2f} | {100 * r['machine_busy']:.0f}% |"
         )
+    cw = summary["concurrent_waits"]
+    if cw:
+        print()
+        print(
+            f"{cw['clients']} clients submitting {cw['runs']} runs with ?wait=30 at once (each walked by the request): "
+            f"{cw['done']} answered done, {len(cw['failures'])} not; {cw['runs_per_s']:.1f} runs/s; "
+            f"latency p50 {cw['p50_ms']:.1f} ms, p95 {cw['p95_ms']:.1f} ms, max {cw['max_ms']} ms"
+        )
+        for failure in cw["failures"]:
+            print(f"  not done: {failure}")
     if queue:
         print()
         print(

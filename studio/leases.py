@@ -82,7 +82,7 @@ def close(model: type[models.Model], pk: int, token: str, **fields: Any) -> bool
     values = {"lease_owner": "", "lease_until": None, **fields}
     if any(hasattr(v, "resolve_expression") for v in values.values()):  # F(), Coalesce(): the ORM builds it
         return bool(model._default_manager.filter(pk=pk, lease_owner=token, status=RUNNING).update(**values))
-    where = {model._meta.pk.name: pk, "lease_owner": token, "status": RUNNING}  # type: ignore[union-attr]
+    where = {model._meta.pk.name: pk, "lease_owner": token, "status": RUNNING}
     return bool(sqlwrites.update(model, where, values))
 
 

@@ -73,13 +73,10 @@ def _project(owner: Any, example: str, slug: str) -> Any:
     return create_project(slug=slug, name=slug, owner=owner, pack_files=example_files(example), message="Create")
 
 
-def test_it_finishes_a_served_run_after_its_worker_is_killed(
-    workers: Callable[[str], CeleryWorker], tmp_path: Path
-) -> None:
+def _refund_deployment(tmp_path: Path) -> tuple[Any, Any]:
+    """(the owner, deployment "refunds"): refund_desk on a scripted endpoint answering rd-01."""
     from studio.deployments import service
-    from studio.deployments.models import RunEvent, ServedRun
     from studio.endpoints.models import Endpoint
-    from studio.evals.models import JournalEntry
 
     owner, staff = _people()
     project = _project(owner, "refund_desk", "refunds")
@@ -89,6 +86,17 @@ def test_it_finishes_a_served_run_after_its_worker_is_killed(
     )
     endpoint = Endpoint.objects.create(name="refunder", spec=f"fake:{tmp_path / 'refunder.json'}", created_by=staff)
     deployment = service.create_deployment(project, user=owner, name="refunds", version=None, tiers=[endpoint.pk])
+    return owner, deployment
+
+
+def test_it_finishes_a_served_run_after_its_worker_is_killed(
+    workers: Callable[[str], CeleryWorker], tmp_path: Path
+) -> None:
+    from studio.deployments import service
+    from studio.deployments.models import RunEvent, ServedRun
+    from studio.evals.models import JournalEntry
+
+    owner, deployment = _refund_deployment(tmp_path)
 
     first = workers("first")
     run = service.submit(deployment, REFUND, run_id="kill-1", user=owner).run  # autocommit: sent at once
@@ -128,9 +136,7 @@ def test_a_waited_run_not_settled_in_time_is_handed_to_a_worker(
 ) -> None:
     from django.test import Client
 
-    from studio.deployments import service
     from studio.deployments.models import RunEvent, ServedRun
-    from studio.endpoints.models import Endpoint
 
     # This process is the web process: the request walks the run here (its tools log to
     # the same file as the worker's, with their pid), for 0.2 s, inside its first tool
@@ -138,14 +144,7 @@ def test_a_waited_run_not_settled_in_time_is_handed_to_a_worker(
     settings.PACKFORGE_EVAL_WATCH = False  # the walk here is far shorter than its lease
     monkeypatch.setenv(TOOL_LOG, str(tmp_path / "tools.log"))
     monkeypatch.setenv(TOOL_SLEEP, "0.5")
-    owner, staff = _people()
-    project = _project(owner, "refund_desk", "refunds")
-    script = json.loads((ROOT / "packs" / "refund_desk" / "fakes" / "scripted.json").read_text())
-    (tmp_path / "refunder.json").write_text(
-        json.dumps({"inputs": [{"match": REFUND, "answers": script["cases"]["rd-01"]}]})
-    )
-    endpoint = Endpoint.objects.create(name="refunder", spec=f"fake:{tmp_path / 'refunder.json'}", created_by=staff)
-    service.create_deployment(project, user=owner, name="refunds", version=None, tiers=[endpoint.pk])
+    owner, _ = _refund_deployment(tmp_path)
     worker = workers("only")
     client = Client()
     client.force_login(owner)

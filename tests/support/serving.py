@@ -1,5 +1,6 @@
 """Serving test helpers (tests/studio/deployments/): support_triage's first scripted
-ticket, and scripted endpoints that answer it, some nodes changed (to make a tier fail)."""
+ticket, scripted endpoints that answer it, some nodes changed (to make a tier fail), and
+a run's event kinds in order."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import User
 
+from studio.deployments.models import RunEvent, ServedRun
 from studio.endpoints.models import Endpoint
 
 SCRIPT = settings.EXAMPLE_PACKS / "support_triage" / "fakes" / "scripted.json"
@@ -25,3 +27,8 @@ def scripted_tier(tmp_path: Path, staff: User, name: str, change: dict[str, Any]
     path = tmp_path / f"{name}.json"
     path.write_text(json.dumps(script))
     return Endpoint.objects.create(name=name, spec=f"fake:{path}", created_by=staff)
+
+
+def kinds(run: ServedRun) -> list[str]:
+    """The kinds of `run`'s events, in their order."""
+    return list(RunEvent.objects.filter(run=run).order_by("seq").values_list("kind", flat=True))

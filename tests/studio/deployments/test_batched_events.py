@@ -13,9 +13,9 @@ from django.test import Client
 
 from runtime import ModelCall, ModelReply
 from studio.deployments import execute, service
-from studio.deployments.models import Deployment, RunEvent, ServedRun
+from studio.deployments.models import Deployment, ServedRun
 from studio.evals.models import JournalEntry, RunCheckpoint
-from tests.support.serving import TICKET
+from tests.support.serving import TICKET, kinds
 
 
 def submitted(deployment: Deployment, owner: User, run_id: str, capture: Any) -> ServedRun:
@@ -39,10 +39,6 @@ def on_call(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
     monkeypatch.setattr(execute.EventBackend, "complete", complete)
     return hooks
-
-
-def kinds(run: ServedRun) -> list[str]:
-    return list(RunEvent.objects.filter(run=run).order_by("seq").values_list("kind", flat=True))
 
 
 def test_it_writes_no_event_once_another_delivery_took_the_run_over(

@@ -21,7 +21,7 @@ from studio.deployments.models import Deployment, RunEvent, ServedRun
 from studio.deployments.signals import run_waiting
 from studio.endpoints.models import Endpoint
 from studio.projects.models import Project
-from tests.support.serving import TICKET, scripted_tier
+from tests.support.serving import TICKET, kinds, scripted_tier
 from tests.support.studio import send
 
 pytestmark = pytest.mark.usefixtures("eager")
@@ -31,10 +31,6 @@ def submit(client: Client, name: str, body: dict[str, Any], capture: Any, wait: 
     with capture(execute=True):
         response = send(client, "post", f"/api/deployments/{name}/runs{wait}", body)
     return response
-
-
-def kinds(run: ServedRun) -> list[str]:
-    return list(RunEvent.objects.filter(run=run).order_by("seq").values_list("kind", flat=True))
 
 
 def test_it_runs_a_submitted_run_to_its_output(

@@ -21,7 +21,7 @@ from studio.deployments import execute, recovery, service
 from studio.deployments.models import Deployment, RunEvent, ServedRun
 from studio.evals.models import JournalEntry
 from tests.studio.deployments.test_queries import ACCEPT_MAX, WORKER_MAX, statements
-from tests.support.serving import TICKET
+from tests.support.serving import TICKET, kinds
 from tests.support.studio import send
 
 pytestmark = pytest.mark.usefixtures("eager")
@@ -41,10 +41,6 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(recovery, "send", record)
     return pks
-
-
-def kinds(run: ServedRun) -> list[str]:
-    return list(RunEvent.objects.filter(run=run).order_by("seq").values_list("kind", flat=True))
 
 
 def test_a_waited_run_is_walked_by_the_request_that_accepted_it(

@@ -50,8 +50,9 @@ def _env_secrets() -> frozenset[str]:
     environment each time was most of its cost)."""
     data = getattr(os.environ, "_data", None)  # CPython's encoded copy: no decoding to compare
     fingerprint = frozenset(data.items()) if isinstance(data, dict) else None
-    if fingerprint is not None and _env_seen and _env_seen[0][0] == fingerprint:
-        return _env_seen[0][1]
+    seen = _env_seen[0] if _env_seen else None  # one read: another thread may replace it
+    if fingerprint is not None and seen is not None and seen[0] == fingerprint:
+        return seen[1]
     found = frozenset(v for k, v in os.environ.items() if _SECRET_ENV.search(k) and len(v) >= 6)
     _env_seen[:] = [(fingerprint, found)]
     return found

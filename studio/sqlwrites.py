@@ -44,7 +44,10 @@ def _adapt(fields: Sequence[Any], values: Sequence[Any]) -> list[Any]:
 
 
 def insert(model: type[models.Model], names: tuple[str, ...], rows: Sequence[Sequence[Any]]) -> None:
-    """INSERT `rows` (values in the order of `names`) into `model`'s table, one statement."""
+    """INSERT `rows` (values in the order of `names`) into `model`'s table, one statement
+    (a step's few events or one journal entry: no batching, unlike bulk_create). For
+    plain columns: a field with its own placeholder SQL (geometry, ranges) is not
+    handled."""
     if not rows:
         return
     quoted, fields = _columns(model, names)
@@ -55,8 +58,14 @@ def insert(model: type[models.Model], names: tuple[str, ...], rows: Sequence[Seq
         cursor.execute(sql, params)
 
 
+def _equalities(where: dict[str, Any]) -> None:
+    if any(v is None for v in where.values()):  # `= NULL` matches nothing; the ORM would say IS NULL
+        raise ValueError(f"a None in the conditions {sorted(where)}: these writes match by equality only")
+
+
 def update(model: type[models.Model], where: dict[str, Any], values: dict[str, Any]) -> int:
     """UPDATE `model`'s rows matching every `where` equality with `values`; how many."""
+    _equalities(where)
     set_names, where_names = tuple(values), tuple(where)
     set_sql, set_fields = _columns(model, set_names)
     where_sql, where_fields = _columns(model, where_names)
@@ -70,6 +79,7 @@ def update(model: type[models.Model], where: dict[str, Any], values: dict[str, A
 
 def max_of(model: type[models.Model], column: str, where: dict[str, Any]) -> int:
     """The largest `column` of `model`'s rows matching `where` (0 when none)."""
+    _equalities(where)
     (col_sql,), _ = _columns(model, (column,))
     where_sql, where_fields = _columns(model, tuple(where))
     conditions = " AND ".join(f"{c} = %s" for c in where_sql)

@@ -315,7 +315,10 @@ def submit_run(request: StudioRequest, name: str, body: RunIn, wait: float = 0) 
         raise HttpError(409, str(exc)) from None
     run = got.run
     if got.held_by:  # created held by this request: walked here (docs/serving.md, "Where a run is walked")
-        if execute.walk_here(run, got.held_by, seconds) is None:  # handed over (or lost): as the row is now
+        status = execute.walk_here(run, got.held_by, seconds)
+        # The walk keeps `run` as it settled it; read it again when it did not settle it
+        # (handed over, lost, ended before its walk) or when a cancel may have come in.
+        if status is None or status != run.status or status == ServedRun.Status.CANCELLED:
             run.refresh_from_db()
     elif seconds:
         run = _wait_for(run, seconds)

@@ -43,7 +43,8 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -83,7 +84,7 @@ from runtime import (
 from studio import host_tools, leases, packs, sqlwrites
 from studio.deployments import events, settled
 from studio.deployments.models import Deployment, ServedRun
-from studio.deployments.recovery import hand_over, lease, watcher, web_watcher
+from studio.deployments.recovery import hand_over, lease, send, watcher, web_watcher
 from studio.deployments.settings import setting
 from studio.endpoints.execute import spec_for
 from studio.endpoints.models import Endpoint
@@ -111,6 +112,8 @@ class Runner:
     pack: Pack
     tools: Registry | None
     tiers: list[Tier]
+    users: int = 0  # walks using it now (a web process walks several at once)
+    evicted: bool = False
 
     def close(self) -> None:
         for tier in self.tiers:
@@ -149,13 +152,30 @@ def _endpoints(deployment: Deployment) -> list[Endpoint]:
     return [found[pk] for pk in deployment.tiers]
 
 
+@contextmanager
+def using_runner(deployment: Deployment, version: str) -> Iterator[Runner]:
+    """The runner of `deployment` at `version` for one walk. One that leaves the cache
+    meanwhile (more than _RUNNERS_KEPT others opened) is closed when its last walk ends,
+    not under a walk."""
+    runner = runner_for(deployment, version)
+    try:
+        yield runner
+    finally:
+        with _cache_lock:
+            runner.users -= 1
+            if runner.evicted and runner.users == 0:
+                runner.close()
+
+
 def runner_for(deployment: Deployment, version: str) -> Runner:
+    """The cached runner (counted as used: `using_runner` gives it back)."""
     endpoints = _endpoints(deployment)
     key = (deployment.project_id, version, tuple((e.pk, e.name, spec_for(e), e.concurrency) for e in endpoints))
     with _cache_lock:
         runner = _runners.get(key)
         if runner is not None:
             _runners.move_to_end(key)
+            runner.users += 1
             return runner
         got = packs.load_folder(_pack_dir(deployment, version), version, own_model=not endpoints).ensure_runnable()
         pack = got.pack
@@ -163,11 +183,13 @@ def runner_for(deployment: Deployment, version: str) -> Runner:
         if not endpoints:
             tiers.append(Tier(OWN_TIER, open_backend(pack.model or "", base_dir=pack.root, default=pack.model)))
         tiers.extend(endpoint_tiers(endpoints, base_dir=pack.root, default=pack.model))
-        runner = Runner(pack, got.tools, tiers)
+        runner = Runner(pack, got.tools, tiers, users=1)
         _runners[key] = runner
         while len(_runners) > _RUNNERS_KEPT:
             _, old = _runners.popitem(last=False)
-            old.close()
+            old.evicted = True
+            if old.users == 0:
+                old.close()
         return runner
 
 
@@ -175,7 +197,9 @@ def forget_runners() -> None:
     """Close and drop this process's opened deployments (tests; a worker keeps them)."""
     with _cache_lock:
         for runner in _runners.values():
-            runner.close()
+            runner.evicted = True
+            if runner.users == 0:
+                runner.close()
         _runners.clear()
         _pack_dirs.clear()
         host_tools.forget()
@@ -467,6 +491,10 @@ def run_served(pk: int) -> str | None:
     delivery had nothing to do or lost the run. Safe to deliver any number of times.
     Logs (INFO) the statements it sent and the CPU this process spent on it
     (benchmarks/serving.py reads the line)."""
+    return _counted(pk, lambda: _claim_and_walk(pk), "worker")
+
+
+def _claim_and_walk(pk: int) -> str | None:
     token = leases.new_token()
     now = timezone.now()
     if not leases.claim(
@@ -474,7 +502,7 @@ def run_served(pk: int) -> str | None:
     ):
         log.info("served run %s is gone, final, waiting, or held by another delivery; nothing to do", pk)
         return None
-    return _counted(pk, lambda: _run_served(pk, token, watcher()), "worker")
+    return _run_served(pk, token, watcher())
 
 
 def walk_here(run: ServedRun, token: str, seconds: float) -> str | None:
@@ -485,8 +513,18 @@ def walk_here(run: ServedRun, token: str, seconds: float) -> str | None:
     lease and stops the walk when its cancel is asked for. When `seconds` pass before
     the run settles, its in-flight model call is dropped and the run is handed to the
     workers (recovery.hand_over), which resume it from its checkpoint. The status
-    written, or None (handed over, or lost)."""
-    return _counted(run.pk, lambda: _run_served(run.pk, token, web_watcher(), seconds, run), "web")
+    written, or None (handed over, or lost). When the database fails under the walk (it
+    gave the lease up, as a worker does), the run is sent to the workers at once rather
+    than left for a sweep, and None is returned."""
+    try:
+        return _counted(run.pk, lambda: _run_served(run.pk, token, web_watcher(), seconds, run), "web")
+    except (OperationalError, InterfaceError, HostFailed) as exc:
+        log.warning("served run %s: walking it here failed (%s); sending it to the workers", run.pk, exc)
+        try:
+            send([run.pk])
+        except Exception as again:  # the broker away too: a sweep sends it once its lease lapses
+            log.warning("served run %s could not be sent either (%s); a sweep will", run.pk, again)
+        return None
 
 
 def _counted(pk: int, walk: Callable[[], str | None], where: str) -> str | None:
@@ -537,9 +575,9 @@ def _run_served(
     store: ServedStore | None = None
     recorder = Recorder(pk)
     try:
-        runner = runner_for(run.deployment, run.version)
-        store = ServedStore(run.checkpoint_id, runner.pack, recorder)
-        result = _walk(run, runner, store, recorder, token, held.cancel)
+        with using_runner(run.deployment, run.version) as runner:
+            store = ServedStore(run.checkpoint_id, runner.pack, recorder)
+            result = _walk(run, runner, store, recorder, token, held.cancel)
         if deadline is not None:
             deadline.stop()
         if held.lost:
@@ -608,7 +646,9 @@ def _walk(
         common.update(answers=answers, answered_by=run.answered_by or None)
     started = {"deployment": run.deployment.name, "version": run.version, "tiers": [t.name for t in tiers]}
     cid = run.checkpoint_id
-    # Only a claim can begin a checkpoint: a first claim finds none (an answered run has one).
+    # Only a claim can begin a checkpoint: a first claim finds none (an answered run has
+    # one; so has a run handed over by the request that walked it, its claim given back:
+    # its begin fails and it resumes, RunStateError below).
     if (run.attempts > 1 or answers) and store.exists(cid):
         return _resume(runner, cid, common, store, started)
     recorder.emit("run.start", {**started, "resumed": False, "attempt": run.attempts})
@@ -690,8 +730,8 @@ def _signal_waiting(pk: int) -> None:
     transaction.on_commit(send)
 
 
-def _stopped(store: ServedStore | None, error: str) -> dict[str, Any] | None:
-    if store is None:
-        return None
+def _stopped(store: ServedStore | None, error: str) -> dict[str, Any]:
+    if store is None:  # stopped before its walk began (the pack or a tier would not open)
+        return {}
     store.trace.status, store.trace.error = "failed", error
     return stored(store.trace.to_dict(include_rejected_text=True))

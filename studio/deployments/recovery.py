@@ -45,14 +45,15 @@ def send_on_commit(pk: int) -> None:
 
 
 def hand_over(pk: int, token: str) -> bool:
-    """Give run `pk`, held by `token` and still running, to the workers: the lease given
-    up (lease_until cleared: any claim or sweep may take it), the claim not counted
-    against PACKFORGE_SERVE_MAX_ATTEMPTS (nothing failed), and the task sent once that
-    commits. The delivery that claims it resumes from the checkpoint. False when `token`
-    no longer held it."""
+    """Give run `pk`, held by `token` and still running, to the workers: marked re-sent
+    as a sweep marks a lapsed run (owner "": any delivery may claim it; a fresh lease
+    end, so no sweep sends it again before then), the claim not counted against
+    PACKFORGE_SERVE_MAX_ATTEMPTS (nothing failed), and the task sent once that commits.
+    The delivery that claims it resumes from the checkpoint. False when `token` no
+    longer held it."""
     with transaction.atomic():
         given = ServedRun.objects.filter(pk=pk, lease_owner=token, status=RUNNING).update(
-            lease_owner="", lease_until=None, attempts=F("attempts") - 1
+            lease_owner="", lease_until=timezone.now() + lease(), attempts=F("attempts") - 1
         )
         if given:
             send_on_commit(pk)

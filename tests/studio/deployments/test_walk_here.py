@@ -167,3 +167,34 @@ def test_a_waited_run_that_waits_for_a_person_answers_with_its_review_item(
     assert body["review_item"] is not None  # opened when the wait committed, before the answer
     assert as_owner.get("/api/deployments/weak/runs/p-1").json() == body
     assert sent == []
+
+
+def test_a_waited_run_that_cannot_open_its_tiers_answers_failed(
+    transactional_db: None, as_owner: Client, deployment: Deployment, good: Any, sent: list[int]
+) -> None:
+    execute.forget_runners()
+    good.delete()  # the deployment's one tier is gone: the run ends before its walk
+    response = send(as_owner, "post", f"/api/deployments/{deployment.name}/runs?wait=5", {"input": TICKET})
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["status"] == "failed" and "was deleted" in body["error"] and body["final"]
+    assert as_owner.get(f"/api/deployments/{deployment.name}/runs/{body['run_id']}").json() == body
+    run = ServedRun.objects.get(run_id=body["run_id"])
+    assert run.trace == {} and run.lease_owner == "" and sent == []
+
+
+def test_a_runner_evicted_while_a_walk_uses_it_is_closed_when_the_walk_ends(
+    deployment: Deployment, project: Any, owner: User, broken: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    execute.forget_runners()
+    monkeypatch.setattr(execute, "_RUNNERS_KEPT", 1)
+    closed: list[execute.Runner] = []
+    monkeypatch.setattr(execute.Runner, "close", lambda self: closed.append(self))
+    other = service.create_deployment(project, user=owner, name="small-tier", version=None, tiers=[broken.pk])
+    with execute.using_runner(deployment, deployment.version) as first:
+        with execute.using_runner(other, other.version) as second:  # the cache keeps one: `first` leaves it
+            assert first.evicted and not second.evicted and closed == []
+        assert closed == []  # `first` is still walked; `second` is cached
+    assert closed == [first]
+    execute.forget_runners()
+    assert closed == [first, second]

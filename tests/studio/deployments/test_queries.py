@@ -15,27 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from studio.accounts.models import ApiToken
 from studio.deployments import execute, service
 from studio.deployments.models import Deployment, RunEvent, ServedRun
-from tests.support.serving import TICKET
-
-# Transaction control (BEGIN / COMMIT on SQLite, SAVEPOINTs inside a test's transaction)
-# is not counted: what is counted reads or writes rows.
-CONTROL = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE", "ROLLBACK")
-
-# A five-step run: claim and read the row 2, the tiers' endpoints 1, begin 3 (the
-# checkpoint, the highest event number, run.start + node.start), 3 a step (the fence
-# check, the journal entry, its events; the end step has no event), settle 3 (the
-# checkpoint's status, the row with its trace, run.end; whether there is a webhook is
-# read from the row already read): 23, in 7 transactions. It was 46 in 17 when every
-# event was its own transaction and the trace was rewritten after every step. The
-# checkpoint and event writes are plain SQL (studio.sqlwrites), not fewer statements.
-WORKER_MAX = 23
-# Accept: the token, the deployment, the caller's role, the insert, and the answer's
-# review-item lookup. The token's last_used_at is written at most once a minute.
-ACCEPT_MAX = 5
-
-
-def statements(captured: CaptureQueriesContext) -> list[str]:
-    return [q["sql"] for q in captured.captured_queries if not q["sql"].startswith(CONTROL)]
+from tests.support.serving import ACCEPT_MAX, TICKET, WORKER_MAX, statements
 
 
 def submitted(deployment: Deployment, owner: User, run_id: str, capture: Any) -> ServedRun:

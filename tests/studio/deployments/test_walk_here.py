@@ -20,8 +20,7 @@ from django.utils import timezone
 from studio.deployments import execute, recovery, service
 from studio.deployments.models import Deployment, RunEvent, ServedRun
 from studio.evals.models import JournalEntry
-from tests.studio.deployments.test_queries import ACCEPT_MAX, WORKER_MAX, statements
-from tests.support.serving import TICKET, kinds
+from tests.support.serving import ACCEPT_MAX, TICKET, WORKER_MAX, kinds, statements
 from tests.support.studio import send
 
 pytestmark = pytest.mark.usefixtures("eager")

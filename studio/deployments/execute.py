@@ -578,8 +578,6 @@ def _run_served(
         with using_runner(run.deployment, run.version) as runner:
             store = ServedStore(run.checkpoint_id, runner.pack, recorder)
             result = _walk(run, runner, store, recorder, token, held.cancel)
-        if deadline is not None:
-            deadline.stop()
         if held.lost:
             raise LeaseLost(str(pk))
         if deadline is not None and deadline.passed and result.status == S.CANCELLED:

@@ -35,42 +35,51 @@ class RunIn(Schema):
     input: dict[str, Any]
 
 
-class RunOut(Schema):
+class RunListedOut(Schema):
     id: int
     project: str
     version: str
     endpoint: str | None
     model_spec: str
     status: str
-    final: bool
     input: dict[str, Any]
-    output: dict[str, Any] | None
-    error: str
-    steps: list[dict[str, Any]]
-    trace: dict[str, Any]  # the runtime's trace dict, rejected text for authors only
     created_by: str
     created_at: datetime
     finished_at: datetime | None
 
 
+class RunOut(RunListedOut):
+    final: bool
+    output: dict[str, Any] | None
+    error: str
+    steps: list[dict[str, Any]]
+    trace: dict[str, Any]  # the runtime's trace dict, rejected text for authors only
+
+
+def _listed(run: TryRun) -> dict[str, Any]:
+    return {
+        "id": run.pk,
+        "project": run.project.slug,
+        "version": run.version,
+        "endpoint": run.endpoint.name if run.endpoint else None,
+        "model_spec": run.model_spec,
+        "status": run.status,
+        "input": run.input,
+        "created_by": run.created_by.username,
+        "created_at": run.created_at,
+        "finished_at": run.finished_at,
+    }
+
+
 def _out(run: TryRun, role: Role) -> RunOut:
     trace = visible_trace(run.trace or {}, role)
     return RunOut(
-        id=run.pk,
-        project=run.project.slug,
-        version=run.version,
-        endpoint=run.endpoint.name if run.endpoint else None,
-        model_spec=run.model_spec,
-        status=run.status,
+        **_listed(run),
         final=run.is_final,
-        input=run.input,
         output=run.output,
         error=run.error,
         steps=execute.trace_steps(trace),
         trace=trace,
-        created_by=run.created_by.username,
-        created_at=run.created_at,
-        finished_at=run.finished_at,
     )
 
 
@@ -93,19 +102,6 @@ def create_run(request: StudioRequest, payload: RunIn) -> Status[RunOut]:
     return Status(201, _out(run, role))
 
 
-class RunListedOut(Schema):
-    id: int
-    project: str
-    version: str
-    endpoint: str | None
-    model_spec: str
-    status: str
-    input: dict[str, Any]
-    created_by: str
-    created_at: datetime
-    finished_at: datetime | None
-
-
 @router.get(
     "",
     response={200: list[RunListedOut], **ERRORS, **INVALID},
@@ -117,18 +113,7 @@ def list_runs(request: StudioRequest, project: str = "", limit: int = 50) -> lis
         found, _ = project_for(request.user, project)
         rows = rows.filter(project=found)
     return [
-        RunListedOut(
-            id=run.pk,
-            project=run.project.slug,
-            version=run.version,
-            endpoint=run.endpoint.name if run.endpoint else None,
-            model_spec=run.model_spec,
-            status=run.status,
-            input=run.input,
-            created_by=run.created_by.username,
-            created_at=run.created_at,
-            finished_at=run.finished_at,
-        )
+        RunListedOut(**_listed(run))
         for run in rows.select_related("project", "endpoint", "created_by")[: max(1, min(limit, 200))]
     ]
 

@@ -31,7 +31,7 @@ from runtime.report import format_report
 from runtime.walker import RunOptions
 from tests.support.fault_server import FaultServer
 from tests.support.hierarchy import write_hierarchy
-from tests.support.runtime_packs import ENUM_SCHEMA, Killed, Recorder, Tools, pf, write_pack
+from tests.support.runtime_packs import ENUM_SCHEMA, LOOKUP_NODE, Killed, Recorder, Tools, pf, write_pack
 
 GEN = {"kind": "generate", "reads": ["input.ticket"], "writes": ["category"]}
 GARBAGE = "this is not json"
@@ -341,13 +341,7 @@ def test_it_resumes_a_run_killed_mid_escalation_on_the_tier_it_had_reached(tmp_p
         tmp_path / "p",
         manifest={"tools": ["lookup"]},
         nodes={
-            "lookup": {
-                "kind": "tool",
-                "tool": "lookup",
-                "reads": ["input.order"],
-                "args": {"order_id": "input.order"},
-                "writes": ["total"],
-            },
+            "lookup": LOOKUP_NODE,
             "classify": {"kind": "generate", "reads": ["input.order", "total"], "writes": ["category"]},
             "done": {"kind": "end"},
         },

@@ -24,6 +24,17 @@ ENUM_SCHEMA = {
 }
 
 
+# A tool node that looks an order's total up: the first node of the tool packs here and
+# in tests/support/tool_kill.py.
+LOOKUP_NODE: dict[str, Any] = {
+    "kind": "tool",
+    "tool": "lookup",
+    "reads": ["input.order"],
+    "args": {"order_id": "input.order"},
+    "writes": ["total"],
+}
+
+
 def write_pack(
     root: Path,
     *,
@@ -121,13 +132,7 @@ def tool_pack(tmp_path: Path) -> Path:
         tmp_path / "p",
         manifest={"tools": ["lookup", "refund"]},
         nodes={
-            "lookup": {
-                "kind": "tool",
-                "tool": "lookup",
-                "reads": ["input.order"],
-                "args": {"order_id": "input.order"},
-                "writes": ["total"],
-            },
+            "lookup": LOOKUP_NODE,
             "refund": {
                 "kind": "tool",
                 "tool": "refund",

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runtime import RunNotFound, SQLiteStore
-from tests.support.runtime_packs import REPO, write_pack
+from tests.support.runtime_packs import LOOKUP_NODE, REPO, write_pack
 
 TOOLS = """
 import os
@@ -94,13 +94,7 @@ def write_kill_pack(root: Path) -> tuple[Path, str]:
         root / "pack",
         manifest={"tools": ["lookup", "charge", "notify"]},
         nodes={
-            "lookup": {
-                "kind": "tool",
-                "tool": "lookup",
-                "reads": ["input.order"],
-                "args": {"order_id": "input.order"},
-                "writes": ["total"],
-            },
+            "lookup": LOOKUP_NODE,
             "charge": {
                 "kind": "tool",
                 "tool": "charge",

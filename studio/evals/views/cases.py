@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
+from django.db.models import QuerySet
 from django.http import HttpResponse, HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -200,38 +201,37 @@ def eval_add_case(request: StudioRequest, slug: str) -> HttpResponse:
 # -- across projects -------------------------------------------------------------------------------
 
 
-def all_evals(request: StudioRequest) -> HttpResponse:
-    rows = visible_evals(request.user).select_related("project", "endpoint", "created_by")
+def _across_projects(request: StudioRequest, rows: QuerySet[Any], **filters: str) -> dict[str, Any]:
+    """The page of `rows` (evals or try-it runs of every project the user sees) that the
+    request asks for, narrowed to ?project= and `filters` (already checked), as the
+    template's context; `query` keeps the filters on the page links."""
     chosen = request.GET.get("project", "").strip()
     if chosen:
         rows = rows.filter(project__slug=chosen)
-    status = request.GET.get("status", "").strip()
-    if status in Eval.Status.values:
-        rows = rows.filter(status=status)
+    for field, value in filters.items():
+        if value:
+            rows = rows.filter(**{field: value})
     pages = Paginator(rows, 50)
     shown = pages.get_page(whole_number(request.GET.get("page"), minimum=1, maximum=1_000_000) or 1)
-    context = {
+    kept = {"project": chosen, **filters}
+    return {
         "page_obj": shown,
         "projects": visible_projects(request.user),
         "chosen": chosen,
-        "status": status,
-        "statuses": Eval.Status.values,
-        "query": urlencode({k: v for k, v in (("project", chosen), ("status", status)) if v}),
+        "query": urlencode({k: v for k, v in kept.items() if v}),
     }
+
+
+def all_evals(request: StudioRequest) -> HttpResponse:
+    rows = visible_evals(request.user).select_related("project", "endpoint", "created_by")
+    status = request.GET.get("status", "").strip()
+    status = status if status in Eval.Status.values else ""
+    context = _across_projects(request, rows, status=status)
+    context.update(status=status, statuses=Eval.Status.values)
     return render(request, "evals/all_evals.html", context)
 
 
 def all_runs(request: StudioRequest) -> HttpResponse:
     rows = visible_runs(request.user).select_related("project", "endpoint", "created_by")
-    chosen = request.GET.get("project", "").strip()
-    if chosen:
-        rows = rows.filter(project__slug=chosen)
-    pages = Paginator(rows, 50)
-    shown = pages.get_page(whole_number(request.GET.get("page"), minimum=1, maximum=1_000_000) or 1)
-    context = {
-        "page_obj": shown,
-        "projects": visible_projects(request.user),
-        "chosen": chosen,
-        "query": urlencode({"project": chosen} if chosen else {}),
-    }
+    context = _across_projects(request, rows)
     return render(request, "evals/all_runs.html", context)

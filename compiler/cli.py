@@ -4,10 +4,12 @@ script points here and hands on).
 
 - `packforge build SPEC_DIR -o PACK_DIR [--planner rules|openai:URL#MODEL|recorded:PATH]
   [--target MODEL_SPEC] [--tools MODULE:REGISTRY] [--attempts N] [--work DIR] [--json]`:
-  compile a spec into a pack (docs/compiler.md, "The loop"). Progress lines on stderr;
-  exit 0 when the best attempt scores full marks, 1 when it does not (the best pack is
-  still written, and the summary says so) or when the build was cancelled, 2 on a bad
-  spec or bad usage.
+  compile a spec into a pack (docs/compiler.md, "The loop", "The verdict"). Progress
+  lines on stderr, then the verdict table; exit 0 only when the pack beats both the
+  trivial baseline and one call on the target's validation split; 1 when it does not
+  (one call won: its pack is written; or neither beat the baseline), when nothing was
+  judged on a model (no target), or when the build was cancelled; 2 on a bad spec or
+  bad usage.
 - `packforge check SPEC_DIR` (also `python -m compiler check`): every problem of a spec
   folder on stderr with its file and line (exit 2), or a one-line summary (exit 0)."""
 
@@ -28,6 +30,7 @@ from typing import Any
 from compiler.errors import CompilerError, SpecInvalid
 from compiler.loop import BuildResult, Progress, build
 from compiler.planners import make_planner
+from compiler.report import verdict_table
 from compiler.spec import Spec, load_spec
 from runtime import PackforgeError, cli_main, load_tools
 
@@ -118,8 +121,15 @@ def _parser() -> argparse.ArgumentParser:
         help="rules (model-free, the default), openai:URL#MODEL, or recorded:PATH (a plan .json or a folder of 1.json, 2.json, ...)",
     )
     b.add_argument(
-        "--target", metavar="MODEL_SPEC", help="also evaluate each attempt on this model (docs/endpoints.md)"
+        "--target",
+        metavar="MODEL_SPEC",
+        help="the small model the pack will run on (default: the spec's model): the search and the verdict run on it",
     )
+    b.add_argument("--budget", type=int, metavar="N", help="at most N target calls (default: budgets.target_calls)")
+    b.add_argument(
+        "--cache", metavar="DIR", help="the target-call cache (default: WORK/cache); share it between builds"
+    )
+    b.add_argument("--concurrency", type=int, default=4, metavar="N", help="target calls in flight (default 4)")
     b.add_argument("--tools", metavar="MODULE:REGISTRY", help="the host tools the spec names")
     b.add_argument("--attempts", type=int, metavar="N", help="at most N attempts (default: the spec's budget)")
     b.add_argument("--work", metavar="DIR", help="the work dir (default: PACK_DIR.build); an existing one is resumed")
@@ -151,9 +161,10 @@ def cmd_build(args: argparse.Namespace) -> int:
     spec = _load(args.spec_dir)
     if spec is None:
         return EXIT_USAGE
-    if args.attempts is not None and args.attempts < 1:
-        print("error: --attempts must be 1 or more", file=sys.stderr)
-        return EXIT_USAGE
+    for name in ("attempts", "budget", "concurrency"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            print(f"error: --{name} must be 1 or more", file=sys.stderr)
+            return EXIT_USAGE
     out = Path(args.out)
     work = Path(args.work) if args.work else out.with_name(out.name + ".build")
     try:
@@ -169,11 +180,14 @@ def cmd_build(args: argparse.Namespace) -> int:
                 planner,
                 work,
                 out=out,
-                target=args.target,
+                target=args.target or spec.model,
                 tools=tools,
                 attempts=args.attempts,
                 cancel=cancel,
                 on_progress=_print_progress,
+                cache=Path(args.cache) if args.cache else None,
+                budget=args.budget,
+                concurrency=args.concurrency,
             )
     except (CompilerError, PackforgeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -182,7 +196,11 @@ def cmd_build(args: argparse.Namespace) -> int:
         print(json.dumps(result_document(result, spec, work), indent=2))
     else:
         print(result_line(result, spec))
-    return EXIT_OK if result.full_marks else EXIT_SHORT
+        if result.verdict is not None:
+            print(verdict_table(result.verdict))
+    if result.verdict is None or result.stopped == "cancelled":
+        return EXIT_SHORT
+    return result.verdict.exit_code
 
 
 @contextlib.contextmanager
@@ -242,6 +260,7 @@ def result_document(result: BuildResult, spec: Spec, work: Path) -> dict[str, An
         "out": str(result.out) if result.out is not None else None,
         "work": str(work),
         "attempts": [r.to_dict() for r in result.attempts],
+        "verdict": result.verdict.document if result.verdict is not None else None,
     }
 
 

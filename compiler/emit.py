@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -26,7 +27,18 @@ if TYPE_CHECKING:
     from compiler.spec import Spec
 
 REPLY_LINE = "Reply with JSON only: "
-EXAMPLES = {"count": 3, "strategy": "nearest"}
+TRAIN_TAG = "train"  # the manifest's train_tag when the split was seeded, not tagged
+
+
+@dataclass(frozen=True)
+class Shots:
+    """A generate node's few-shot examples: how many, and which (docs/pack-format.md)."""
+
+    count: int = 3
+    strategy: str = "nearest"  # nearest | fixed
+
+
+DEFAULT_SHOTS = Shots()
 _FAKE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\.json$")
 
 
@@ -56,6 +68,8 @@ def emit(
     fakes: Mapping[str, Mapping[str, Any]] | None = None,
     model: str | None = None,
     version: str = "1.0",
+    train: Sequence[str] | None = None,
+    shots: Mapping[str, Shots] | None = None,
 ) -> Path:
     """Write the pack for `plan` into `out` (which must not exist, or be an empty folder)
     and return `out`. Raises PlanInvalid (before writing anything) for a plan that
@@ -66,7 +80,12 @@ def emit(
     `catalogue` maps tool names to their entries (result schemas for tool-written fields);
     `fakes` maps file names (`offline.json`) to scripted-model documents, written under
     fakes/; `model` is the manifest's model (default: `fake:fakes/offline.json` when that
-    fake is given, else the spec's model, else none)."""
+    fake is given, else the spec's model, else none).
+
+    `train` names the train split's case ids (default: the cases carrying the spec's
+    `train` tag); few-shot examples come from those cases only. `shots` sets each generate
+    node's examples (count and strategy; count 0: none); a node it does not name gets 3
+    nearest when there is a train split."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise CompilerError(f"{out}: emit writes a new pack; the folder must not exist or be empty")
@@ -77,10 +96,13 @@ def emit(
             raise CompilerError(f"fake script name {name!r} must be a plain file name ending in .json")
     schemas = _Schemas(plan, spec, induction, tools)
     _check_gates(plan, schemas)
-    examples = _examples(plan, spec)
+    train_ids = _train_ids(spec, train)
+    examples = _examples(plan, spec, train_ids)
+    chosen = {n: shots.get(n, DEFAULT_SHOTS) if shots is not None else DEFAULT_SHOTS for n in examples}
+    examples = {n: v for n, v in examples.items() if chosen[n].count > 0}
     files: dict[str, str | bytes] = {
-        "manifest.yaml": _manifest(plan, spec, scripts, model, version),
-        "graph.yaml": _graph(plan, examples),
+        "manifest.yaml": _manifest(plan, spec, scripts, model, version, train_ids if train is not None else None),
+        "graph.yaml": _graph(plan, examples, chosen),
         "evalset.jsonl": spec.gold_bytes,
         "README.md": _readme(plan, spec),
     }
@@ -110,16 +132,24 @@ def emit(
     return out
 
 
-def _examples(plan: Plan, spec: Spec) -> dict[str, tuple[str, str]]:
-    """Few-shot examples from the spec's train split (the gold cases tagged `spec.train`),
-    per generate node: `examples/<id>.jsonl` holds the train cases that have an expected
-    value for every field the node writes and every state field it reads (the runtime
-    refuses an example without them). A node no train case serves gets no examples."""
+def _train_ids(spec: Spec, train: Sequence[str] | None) -> set[str] | None:
+    if train is not None:
+        return set(train)
     if spec.train is None:
+        return None
+    return {c.id for c in spec.gold if spec.train in c.tags}
+
+
+def _examples(plan: Plan, spec: Spec, train_ids: set[str] | None) -> dict[str, tuple[str, str]]:
+    """Few-shot examples from the train split, per generate node: `examples/<id>.jsonl`
+    holds the train cases that have an expected value for every field the node writes and
+    every state field it reads (the runtime refuses an example without them). A node no
+    train case serves gets no examples."""
+    if train_ids is None:
         return {}
-    held_out = {json.dumps(c.input, sort_keys=True) for c in spec.gold if spec.train not in c.tags}
+    held_out = {json.dumps(c.input, sort_keys=True) for c in spec.gold if c.id not in train_ids}
     # a train case whose input equals a held-out case's would show the model that answer
-    train = [c for c in spec.gold if spec.train in c.tags and json.dumps(c.input, sort_keys=True) not in held_out]
+    train = [c for c in spec.gold if c.id in train_ids and json.dumps(c.input, sort_keys=True) not in held_out]
     out: dict[str, tuple[str, str]] = {}
     for node in plan.nodes:
         if node.kind != "generate":
@@ -222,7 +252,9 @@ def _yaml(value: Any) -> str:
     return yaml.safe_dump(value, sort_keys=False, allow_unicode=True, width=100, default_flow_style=False)
 
 
-def _manifest(plan: Plan, spec: Spec, fakes: Mapping[str, Any], model: str | None, version: str) -> str:
+def _manifest(
+    plan: Plan, spec: Spec, fakes: Mapping[str, Any], model: str | None, version: str, train_ids: set[str] | None
+) -> str:
     used = {n.tool for n in plan.nodes if n.kind == "tool" and n.tool}
     tools = [t for t in spec.tools if t in used] + sorted(used - set(spec.tools))
     if model is None:
@@ -239,7 +271,13 @@ def _manifest(plan: Plan, spec: Spec, fakes: Mapping[str, Any], model: str | Non
     if tools:
         doc["tools"] = tools
     doc["output"] = list(spec.outputs)
-    if spec.train is not None:
+    if train_ids is not None:
+        tag = spec.train or TRAIN_TAG
+        doc["train_tag"] = tag
+        listed = [c.id for c in spec.gold if c.id in train_ids and tag not in c.tags]
+        if listed:
+            doc["train_cases"] = listed
+    elif spec.train is not None:
         doc["train_tag"] = spec.train
     fields = _compare_rules(plan, spec)
     if fields:
@@ -263,7 +301,7 @@ def _compare_rules(plan: Plan, spec: Spec) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _graph(plan: Plan, examples: Mapping[str, tuple[str, str]]) -> str:
+def _graph(plan: Plan, examples: Mapping[str, tuple[str, str]], shots: Mapping[str, Shots]) -> str:
     nodes: dict[str, Any] = {}
     for n in plan.nodes:
         node: dict[str, Any] = {"kind": n.kind}
@@ -294,7 +332,11 @@ def _graph(plan: Plan, examples: Mapping[str, tuple[str, str]]) -> str:
             if n.assert_:
                 node["assert"] = n.assert_
             if n.id in examples:
-                node["examples"] = {"file": examples[n.id][0], **EXAMPLES}
+                node["examples"] = {
+                    "file": examples[n.id][0],
+                    "count": shots[n.id].count,
+                    "strategy": shots[n.id].strategy,
+                }
         if n.kind == "end" and n.output is not None:
             node["output"] = list(n.output)
         nodes[n.id] = node

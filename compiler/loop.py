@@ -34,15 +34,17 @@ import runtime
 from compiler.emit import emit
 from compiler.errors import CompilerError, PlanInvalid
 from compiler.induce import Induction, induce
+from compiler.judge import JudgeInputs, Verdict, judge
 from compiler.offline import offline_script
 from compiler.plan import parse_plan
 from compiler.planners.shared import Feedback, Planner, PlannerFailed, PlanRequest
+from compiler.search import Trial
 from compiler.spec import SPEC_FILE, Spec
 from compiler.tools import ToolSpec, catalogue
 from runtime import Cancelled, PackforgeError, PackInvalid, Tool, load_pack, open_backend
 
-STAGES = ("induce", "plan", "emit", "load", "offline_eval", "target_eval", "done", "cancelled")
-STATUSES = ("ok", "plan_invalid", "pack_invalid", "cancelled", "error")
+STAGES = ("induce", "plan", "emit", "load", "offline_eval", "search", "done", "cancelled")
+STATUSES = ("ok", "plan_invalid", "pack_invalid", "repeated_plan", "cancelled", "error")
 OFFLINE_SCRIPT = "offline.json"  # the offline test model, as the emitted pack's fakes/offline.json
 OFFLINE_MODEL = f"fake:fakes/{OFFLINE_SCRIPT}"
 ATTEMPT_FILE = "attempt.json"
@@ -148,6 +150,7 @@ class BuildResult:
     attempts: list[AttemptRecord]
     out: Path | None
     stopped: str = "full_marks"
+    verdict: Verdict | None = None
 
 
 def build(
@@ -161,13 +164,26 @@ def build(
     attempts: int | None = None,
     cancel: threading.Event | None = None,
     on_progress: Callable[[Progress], None] | None = None,
+    cache: Path | None = None,
+    budget: int | None = None,
+    concurrency: int = 4,
 ) -> BuildResult:
     """Compile `spec` with `planner` in the work dir `work` (created, or resumed after its
     last finished attempt). Stops at full marks, when `attempts` (default: the spec's
-    budget), the spec's planner-token or dollar budget is spent, or when `cancel` is set.
-    With `out`, the best attempt's pack is copied there whenever it beats the pack
-    `work/best.json` records. Raises CompilerError when the spec names a tool `tools` lacks."""
-    return _Build(spec, planner, Path(work), out, target, tools, attempts, cancel, on_progress).run()
+    budget), the spec's planner-token or dollar budget is spent, when the planner answers
+    a plan it answered before, or when `cancel` is set. With `out`, the best attempt's
+    pack is copied there whenever it beats the pack `work/best.json` records.
+
+    Then the judging (compiler.judge): with a `target`, the best plan and the one-call
+    plan are searched on the validation split of the target (every call cached under
+    `cache`, default `work/cache`; at most `budget` target calls, default the spec's
+    `budgets.target_calls`), measured on the test split, and the winner is written to
+    `out`; `BuildResult.verdict` says what won and the exit code. Without a target the
+    verdict says nothing was judged on a model. Raises CompilerError when the spec names a
+    tool `tools` lacks."""
+    return _Build(
+        spec, planner, Path(work), out, target, tools, attempts, cancel, on_progress, cache, budget, concurrency
+    ).run()
 
 
 class _Build:
@@ -182,7 +198,14 @@ class _Build:
         attempts: int | None,
         cancel: threading.Event | None,
         on_progress: Callable[[Progress], None] | None,
+        cache: Path | None = None,
+        budget: int | None = None,
+        concurrency: int = 4,
     ) -> None:
+        self.cache = cache
+        self.budget = budget
+        self.concurrency = concurrency
+        self.repeated = False
         self.spec = spec
         self.planner = planner
         self.work = work
@@ -242,14 +265,54 @@ class _Build:
             stopped = "cancelled" if record.status == "cancelled" else self.stop_reason()
         best = best_attempt(self.records)
         full = best is not None and best.full_marks
+        verdict: Verdict | None = None
+        if stopped != "cancelled" and best is not None and not self.cancelled():
+            verdict = self.judge(best)
+            if verdict.document.get("cancelled"):
+                stopped = "cancelled"
         written = self.out if self.out is not None and best is not None and self.out.is_dir() else None
         if stopped == "cancelled":
             self.progress(len(self.records), "cancelled", "cancelled")
         else:
-            verdict = "full marks" if full else ("no attempt produced a pack" if best is None else "not full marks")
+            offline = (
+                "full marks offline"
+                if full
+                else ("no attempt produced a pack" if best is None else "not full marks offline")
+            )
             shown = f"attempt {best.number}" if best is not None else "none"
-            self.progress(len(self.records), "done", f"best: {shown} ({verdict}); stopped: {stopped}")
-        return BuildResult(best.number if best else None, full, list(self.records), written, stopped)
+            said = f"; {verdict.sentence}" if verdict is not None else ""
+            self.progress(len(self.records), "done", f"best: {shown} ({offline}); stopped: {stopped}{said}")
+        return BuildResult(best.number if best else None, full, list(self.records), written, stopped, verdict)
+
+    def judge(self, best: AttemptRecord) -> Verdict:
+        """Search and judge the best attempt's plan on the target (compiler.judge)."""
+        assert self.induction is not None
+        plan = parse_plan(_read_json(self.attempt_dir(best.number) / "plan.json"), self.spec)
+        n = len(self.records)
+
+        def on_trial(t: Trial) -> None:
+            self.progress(
+                n,
+                "search",
+                f"trial {t.trial} ({t.arm} {t.coordinate}): {t.passed}/{t.cases} on validation, {t.calls_total} target calls",
+            )
+
+        inputs = JudgeInputs(
+            self.spec,
+            plan,
+            self.induction,
+            self.catalogue,
+            self.work,
+            self.target,
+            self.tools,
+            self.cache,
+            self.budget,
+            self.concurrency,
+            self.cancel,
+            on_trial,
+        )
+        self.progress(n, "search", "judging on the target" if self.target else "no target: nothing judged on a model")
+        return judge(inputs, self.out, _swap_in)
 
     def claim_work_dir(self) -> None:
         """Record which spec this work dir compiles, or refuse one made for another
@@ -268,6 +331,8 @@ class _Build:
     def stop_reason(self) -> str | None:
         if any(r.full_marks for r in self.records):
             return "full_marks"
+        if self.repeated:
+            return "repeated_plan"
         if self.records and self.records[-1].status == "cancelled":
             return "cancelled"
         if self.cancelled():
@@ -312,6 +377,9 @@ class _Build:
                 raise _Stop("plan_invalid", (str(exc).splitlines()[0], *exc.problems)) from None
         run.tokens += result.tokens
         run.cost += result.cost_usd
+        if any(_read_json(self.attempt_dir(r.number) / "plan.json") == result.document for r in self.records):
+            self.repeated = True  # a deterministic planner answered a plan it answered before: stop, spend nothing
+            raise _Stop("repeated_plan", ("the planner answered the same plan as an earlier attempt",))
         _write_json(folder / "plan.json", result.document)
         try:
             plan = parse_plan(result.document, self.spec)
@@ -351,24 +419,6 @@ class _Build:
         run.calls = report.metrics()["mean_model_calls"]
         self.last_scores = (run.offline, None)
         self.progress(n, "offline_eval", f"attempt {n}: offline {report.passed}/{report.total}")
-        if self.target is not None and run.offline == 1.0:
-            self.check_cancel(run)
-            self.progress(n, "target_eval", f"attempt {n}: {len(pack.cases)} cases on {self.target}")
-            with run.timed("target_eval"):
-                backend = open_backend(self.target, base_dir=pack_dir)
-                try:
-                    target = runtime.evaluate(pack, backend, tools=self.tools)
-                finally:
-                    backend.close()
-            _write_json(folder / "target.json", target.to_dict())
-            metrics = target.metrics()
-            run.target = target.passed / max(target.total, 1)
-            run.failing = tuple(k for k in target.failures_by_node() if k != "(none)")
-            run.calls = metrics["mean_model_calls"]
-            run.cost_per_case = metrics["cost_per_case"]
-            run.cost += metrics["cost_per_case"] * target.total
-            self.last_scores = (run.offline, run.target)
-            self.progress(n, "target_eval", f"attempt {n}: target {target.passed}/{target.total}")
         return run.record("ok", ())
 
     def check_cancel(self, run: _Attempt) -> None:

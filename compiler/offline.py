@@ -54,9 +54,10 @@ _MODEL_KINDS = ("generate",)
 def offline_script(plan: Plan, spec: Spec) -> dict[str, Any]:
     """The `fake:` script that answers every generate node of `plan` perfectly for each
     gold case of `spec` (`cases: {case id: {node: answer}}`), with the gates that gold
-    sends off the happy path made to give way. `nodes` holds a default answer per
-    generate node (for inputs that are not gold cases); `notes` says which cases the
-    offline model cannot express and why (module docstring)."""
+    sends off the happy path made to give way. It answers the gold cases only: it has no
+    `nodes` defaults, so a pack deployed on it fails a call on any other input, saying so,
+    instead of answering it with a gold case's answer (runtime.backends.scripted). `notes`
+    says which cases the offline model cannot express and why (module docstring)."""
     induction = induce([(c.input, c.expected) for c in spec.gold], list(spec.outputs), declared=spec.declared_values())
     values = _gold_values(spec)
     filler = {f: _filler(f, plan, values) for n in plan.nodes if n.kind in _MODEL_KINDS for f in n.writes}
@@ -68,8 +69,7 @@ def offline_script(plan: Plan, spec: Spec) -> dict[str, Any]:
         cases[case.id] = walk.answers()
         if walk.notes:
             notes[case.id] = "; ".join(walk.notes)
-    defaults = {n.id: {f: filler[f] for f in n.writes} for n in plan.nodes if n.kind in _MODEL_KINDS}
-    script: dict[str, Any] = {"nodes": defaults, "cases": cases}
+    script: dict[str, Any] = {"cases": cases}
     if notes:
         script["notes"] = notes
     return script

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runtime.backends.base import Backend, ModelCall, ModelReply
+from runtime.backends.base import Backend, ModelCall, ModelReply, TokenLogprob
 from runtime.backends.config import (
     BackendConfig,
     FakeConfig,
@@ -37,6 +37,7 @@ __all__ = [
     "ModelReply",
     "OpenAIConfig",
     "SimConfig",
+    "TokenLogprob",
     "open_backend",
     "pack_file",
     "parse_backend_spec",

@@ -23,6 +23,7 @@ from runtime.pack.checks import check_graph
 from runtime.pack.evalset import parse_evalset
 from runtime.pack.fields import check_fields, load_fields
 from runtime.pack.model import TRUNCATE_KEEPS, Edge, Node, Pack, RetryPolicy, Truncation
+from runtime.pack.train import tag_train_cases, train_tag
 from runtime.pack.yamlsrc import SourceMap, load_yaml, nearest
 from runtime.paths import path_problem
 from runtime.prompt import Template, TemplateError, parse_template
@@ -43,6 +44,7 @@ MANIFEST_KEYS = frozenset(
         "truncate",
         "fields",
         "train_tag",
+        "train_cases",
     }
 )
 GRAPH_KEYS = frozenset({"nodes", "edges"})
@@ -264,7 +266,7 @@ def load_pack(root: str | Path, tools: Collection[str] | None = None) -> Pack:
         edges=edges,
         cases=[],
         fields=load_fields(manifest.get("fields"), manifest_src, issues),
-        train_tag=_train_tag(manifest.get("train_tag"), manifest_src, issues),
+        train_tag=train_tag(manifest.get("train_tag"), manifest_src, issues),
     )
     if graph is not None and manifest_text is not None:
         check_graph(pack, graph_src, manifest_src, issues, unresolved=unresolved)
@@ -272,6 +274,7 @@ def load_pack(root: str | Path, tools: Collection[str] | None = None) -> Pack:
     evalset_text = loader.read("evalset.jsonl", required=False, why="")
     if evalset_text is not None:
         pack.cases = parse_evalset(evalset_text, pack, issues)
+    pack.cases = tag_train_cases(pack, manifest.get("train_cases"), manifest_src, issues)
     for node in nodes.values():
         if node.examples is not None:
             issues.extend(overlap_issues(node.examples, pack.cases, pack.train_tag))
@@ -283,17 +286,6 @@ def load_pack(root: str | Path, tools: Collection[str] | None = None) -> Pack:
         b"".join(name.encode() + b"\0" + data for name, data in sorted(loader.files.items()))
     ).hexdigest()[:16]
     return pack
-
-
-def _train_tag(value: Any, src: SourceMap, issues: list[PackIssue]) -> str | None:
-    """`train_tag: TAG`: evalset cases with this tag are the train split (few-shot
-    examples may equal them; the eval report scores the other cases apart)."""
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value.strip():
-        issues.append(src.issue("train_tag must be a tag (a non-empty string), e.g. train", "train_tag"))
-        return None
-    return value
 
 
 def _truncate(spec: Any, src: SourceMap, issues: list[PackIssue]) -> dict[str, Truncation]:

@@ -85,6 +85,7 @@ PINNED = [
     "SimConfig",
     "SQLiteStore",
     "Step",
+    "TokenLogprob",
     "Tool",
     "ToolCall",
     "Trace",

@@ -1,0 +1,288 @@
+"""Judging on the target: after the attempts loop, the best plan and the one-call plan
+are each searched on the validation split of the target model, measured on the test
+split, and compared with each other and with the trivial baseline (docs/compiler.md,
+"The verdict"). Writes `split.json`, `search/trials.jsonl` and `verdict.json` into the
+work dir, and the chosen pack into `out`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from compiler.induce import Induction
+from compiler.offline import offline_script
+from compiler.one_call import one_call_plan
+from compiler.plan import Plan
+from compiler.search import Search, SearchResult, Trial
+from compiler.spec import Spec
+from compiler.splits import Split, split_gold
+from compiler.target_cache import CachedBackend
+from compiler.tools import ToolSpec
+from compiler.trials import PROBE_MIN, TrialRunner, setting_dict
+from compiler.verdict import Arm, baseline_outcomes, choose_threshold, mcnemar, measure_auto, score_of
+from runtime import Tool, baseline_summary, open_backend
+
+DEFAULT_TARGET_CALLS = 3000
+DEFAULT_AUTO_ACCURACY = 0.9
+VERDICT_FILE = "verdict.json"
+SPLIT_FILE = "split.json"
+TRIALS_FILE = "search/trials.jsonl"
+PACK_SHARE = 0.55  # of the budget, the most the planned pack's search may spend; one call's up to ONE_CALL_SHARE
+ONE_CALL_SHARE = 0.85  # the rest pays for the test split, which is always run
+
+
+@dataclass
+class Verdict:
+    """What judging found: the document verdict.json holds, and the exit code."""
+
+    document: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        return int(self.document.get("exit_code", 1))
+
+    @property
+    def sentence(self) -> str:
+        return str(self.document.get("sentence", ""))
+
+    @property
+    def chosen(self) -> str | None:
+        value = self.document.get("chosen")
+        return str(value) if value is not None else None
+
+
+@dataclass
+class JudgeInputs:
+    spec: Spec
+    plan: Plan
+    induction: Induction
+    catalogue: Mapping[str, ToolSpec]
+    work: Path
+    target: str | None
+    tools: Mapping[str, Tool] | None = None
+    cache: Path | None = None
+    budget: int | None = None
+    concurrency: int = 4
+    cancel: threading.Event | None = None
+    on_trial: Callable[[Trial], None] | None = None
+
+
+def not_judged(inputs: JudgeInputs, split: Split) -> Verdict:
+    sentence = (
+        "nothing was judged on a model: the offline test model only checks the graph's structure; "
+        "pass --target MODEL (or set the spec's model) to search and judge the pack on the model it will run on"
+    )
+    doc = {
+        "target": None,
+        "judged": False,
+        "exit_code": 1,
+        "sentence": sentence,
+        "chosen": None,
+        "split": _split_counts(split),
+        "arms": {},
+        "mcnemar": None,
+        "auto": None,
+        "cost": {"target_calls": 0, "cached_calls": 0, "tokens": 0},
+    }
+    return Verdict(doc)
+
+
+def judge(inputs: JudgeInputs, out: Path | None, write_pack: Callable[[Path, Path], None]) -> Verdict:
+    """Split, search both arms, measure on test, decide, write the chosen pack to `out`
+    (through `write_pack(source_dir, out)`, which swaps it in) and verdict.json."""
+    spec, work = inputs.spec, inputs.work
+    split = split_gold(spec)
+    _write(work / SPLIT_FILE, split.to_dict())
+    if inputs.target is None:
+        verdict = not_judged(inputs, split)
+        _write(work / VERDICT_FILE, verdict.document)
+        return verdict
+    budget = inputs.budget if inputs.budget is not None else getattr(spec.budgets, "target_calls", DEFAULT_TARGET_CALLS)
+    backend = CachedBackend(open_backend(inputs.target), inputs.cache or work / "cache", inputs.target)
+    try:
+        runner = TrialRunner(
+            spec,
+            inputs.induction,
+            inputs.catalogue,
+            work / "search",
+            backend,
+            model=inputs.target,
+            train=split.train,
+            tools=inputs.tools,
+            concurrency=inputs.concurrency,
+            cancel=inputs.cancel,
+        )
+        log = work / TRIALS_FILE
+        if log.exists():
+            log.unlink()  # a resumed judge replays its trials from the cache, call-free
+        pack = Search(
+            "pack",
+            inputs.plan,
+            runner,
+            split.validation,
+            backend.counts,
+            int(budget * PACK_SHARE),
+            log,
+            cancel=inputs.cancel,
+            on_trial=inputs.on_trial,
+        ).run()
+        one_plan = one_call_plan(spec, inputs.catalogue)
+        one: SearchResult | None = None
+        if one_plan is not None and not _cancelled(inputs):
+            one = Search(
+                "one_call",
+                one_plan,
+                runner,
+                split.validation,
+                backend.counts,
+                int(budget * ONE_CALL_SHARE),
+                log,
+                trial_offset=_count_lines(log),
+                cancel=inputs.cancel,
+                on_trial=inputs.on_trial,
+            ).run()
+        if _cancelled(inputs):
+            return Verdict({"judged": False, "exit_code": 1, "sentence": "cancelled", "cancelled": True})
+        arms = {"pack": _arm(runner, "pack", inputs.plan, pack, split)}
+        if one is not None and one_plan is not None:
+            arms["one_call"] = _arm(runner, "one_call", one_plan, one, split)
+        document, chosen = decide(spec, split, arms, runner)
+        document["cost"] = {
+            **backend.counts.to_dict(),
+            "target_calls": backend.counts.calls,
+            "cached_calls": backend.counts.hits,
+            "tokens": backend.counts.prompt_tokens + backend.counts.completion_tokens,
+            "budget": budget,
+        }
+        document["target"] = inputs.target
+        document["stopped"] = {"pack": pack.stopped, "one_call": one.stopped if one else None}
+        if out is not None and chosen is not None:
+            plan = inputs.plan if chosen == "pack" else one_plan
+            assert plan is not None
+            result = pack if chosen == "pack" else one
+            assert result is not None
+            threshold = document["auto"]["threshold"]
+            staged = work / "chosen"
+            if staged.exists():
+                shutil.rmtree(staged)
+            runner.emit(chosen, plan, result.setting, staged, floor=threshold if threshold else None)
+            _add_offline(staged, plan, spec)
+            write_pack(staged, out)
+            document["written"] = str(out)
+        _write(work / VERDICT_FILE, document)
+        return Verdict(document)
+    finally:
+        backend.close()
+
+
+def _arm(runner: TrialRunner, name: str, plan: Plan, result: SearchResult, split: Split) -> Arm:
+    test = runner.score(name, plan, result.setting, split.test) if split.test else []
+    return Arm(name, result.validation, test, setting_dict(result.setting))
+
+
+def decide(spec: Spec, split: Split, arms: dict[str, Arm], runner: TrialRunner) -> tuple[dict[str, Any], str | None]:
+    """The verdict document and the arm whose pack is written (None: neither beats the
+    baseline). The pack wins only when it beats the baseline and one call on validation."""
+    rules = _rules(runner)
+    by_id = {c.id: c for c in spec.gold}
+    train_expected = [by_id[i].expected for i in split.train] or [c.expected for c in spec.gold]
+    answers = baseline_summary(rules, train_expected)["values"]
+    base = Arm(
+        "baseline",
+        baseline_outcomes(rules, answers, [(i, by_id[i].expected) for i in split.validation]),
+        baseline_outcomes(rules, answers, [(i, by_id[i].expected) for i in split.test]),
+        {"answers": answers},
+    )
+    pack, one = arms["pack"], arms.get("one_call")
+    p, b = score_of(pack.validation).passed, score_of(base.validation).passed
+    o = score_of(one.validation).passed if one is not None else None
+    n = len(split.validation)
+    if p > b and (o is None or p > o):
+        chosen, code = "pack", 0
+        sentence = f"the pack wins on validation: {p}/{n} vs one call {o if o is not None else 'n/a'}/{n} and the trivial baseline {b}/{n}"
+    elif o is not None and o > b and o >= p:
+        chosen, code = "one_call", 1
+        sentence = (
+            f"one call does as well as the pack or better on validation ({o}/{n} vs {p}/{n}; trivial baseline "
+            f"{b}/{n}): the one-call pack was written instead"
+        )
+    else:
+        chosen, code = None, 1
+        sentence = (
+            f"neither the pack ({p}/{n}) nor one call ({o if o is not None else 'n/a'}/{n}) beats the trivial "
+            f"baseline ({b}/{n}) on validation: no pack is good enough to write"
+        )
+    winner = arms.get(chosen or "pack", pack)
+    tier = choose_threshold(winner.validation, getattr(spec, "auto_accuracy", DEFAULT_AUTO_ACCURACY))
+    tier = measure_auto(tier, winner.test, one.test if one is not None else None)
+    doc = {
+        "judged": True,
+        "exit_code": code,
+        "sentence": sentence,
+        "chosen": chosen,
+        "split": _split_counts(split),
+        "unseen_labels": split.unseen_labels,
+        "arms": {
+            "pack": pack.to_dict(),
+            "one_call": one.to_dict() if one is not None else None,
+            "baseline": base.to_dict(),
+        },
+        "mcnemar": mcnemar(pack.test, one.test) if one is not None else None,
+        "auto": {
+            **tier.to_dict(),
+            "target": getattr(spec, "auto_accuracy", DEFAULT_AUTO_ACCURACY),
+            "threshold": tier.threshold if tier.threshold is None else max(tier.threshold, PROBE_MIN),
+        },
+    }
+    return doc, chosen
+
+
+def _rules(runner: TrialRunner) -> Mapping[str, Any]:
+    for pack in runner.loaded():
+        return pack.fields
+    return {}
+
+
+def _add_offline(pack_dir: Path, plan: Plan, spec: Spec) -> None:
+    """The offline test model, for structure tests only (the manifest's model is the target)."""
+    (pack_dir / "fakes").mkdir(exist_ok=True)
+    (pack_dir / "fakes" / "offline.json").write_text(json.dumps(offline_script(plan, spec), indent=2) + "\n")
+
+
+def _split_counts(split: Split) -> dict[str, Any]:
+    return {
+        "train": len(split.train),
+        "validation": len(split.validation),
+        "test": len(split.test),
+        "method": split.method,
+        "seed": split.seed,
+        "left_out": len(split.left_out),
+    }
+
+
+def _cancelled(inputs: JudgeInputs) -> bool:
+    return inputs.cancel is not None and inputs.cancel.is_set()
+
+
+def _count_lines(path: Path) -> int:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return sum(1 for _ in fh)
+    except FileNotFoundError:
+        return 0
+
+
+def _write(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+__all__ = ["SPLIT_FILE", "TRIALS_FILE", "VERDICT_FILE", "JudgeInputs", "Verdict", "judge", "not_judged"]

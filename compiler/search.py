@@ -1,0 +1,243 @@
+"""The search: per generate node, candidate settings scored on the validation split of
+the target model, coordinate by coordinate, by successive halving on minibatches
+(docs/compiler.md, "The search").
+
+One coordinate at a time (a node's few-shot setting, then its prompt), the incumbent and
+the coordinate's other values are scored on the first `MIN_BATCH` validation cases; the
+better half goes on to twice as many cases, until one is left or the batch is the whole
+validation split. The survivor replaces the incumbent only when it scores higher on the
+whole split (ties keep the incumbent: fewer changes, fewer tokens). A pass over every
+coordinate that changes nothing ends the search, as does the budget of target calls (a
+trial that the budget cannot pay for, at the incumbent's calls per case, is not
+started) or a cancel. Every trial is a row of `search/trials.jsonl`."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from compiler.plan import Plan
+from compiler.target_cache import CacheCounts
+from compiler.trials import CaseOutcome, NodeSetting, Setting, TrialRunner, setting_dict
+
+MIN_BATCH = 8
+MAX_PASSES = 2
+FEWSHOT_CHOICES: tuple[tuple[int, str], ...] = ((0, "nearest"), (1, "nearest"), (3, "nearest"), (3, "fixed"))
+PROMPT_CHOICES = ("plan", "brief")
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One scored candidate: a row of search/trials.jsonl."""
+
+    trial: int
+    arm: str
+    coordinate: str
+    setting: Setting
+    cases: int
+    passed: int
+    mean_score: float
+    calls: int  # new target calls this trial made
+    calls_total: int  # new target calls so far, all trials
+    kept: bool = False
+
+    @property
+    def score(self) -> float:
+        return self.passed / self.cases if self.cases else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "trial": self.trial,
+            "arm": self.arm,
+            "coordinate": self.coordinate,
+            "setting": setting_dict(self.setting),
+            "cases": self.cases,
+            "passed": self.passed,
+            "score": round(self.score, 4),
+            "mean_score": round(self.mean_score, 4),
+            "calls": self.calls,
+            "calls_total": self.calls_total,
+            "kept": self.kept,
+        }
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    arm: str
+    setting: Setting
+    validation: list[CaseOutcome]
+    stopped: str  # converged | budget | cancelled
+
+
+class Search:
+    """The search of one arm (the planned pack, or the one-call pack)."""
+
+    def __init__(
+        self,
+        arm: str,
+        plan: Plan,
+        runner: TrialRunner,
+        validation: Sequence[str],
+        counts: CacheCounts,
+        budget: int,
+        log: Path,
+        *,
+        trial_offset: int = 0,
+        cancel: threading.Event | None = None,
+        on_trial: Callable[[Trial], None] | None = None,
+    ) -> None:
+        self.arm = arm
+        self.plan = plan
+        self.runner = runner
+        self.validation = list(validation)
+        self.counts = counts
+        self.budget = budget
+        self.log = log
+        self.trials = trial_offset
+        self.cancel = cancel
+        self.on_trial = on_trial
+        self.calls_per_case = 3.0  # until the first trial measures it
+
+    def nodes(self) -> list[str]:
+        return [n.id for n in self.plan.nodes if n.kind == "generate"]
+
+    def start(self) -> Setting:
+        shots = 3 if self.runner.train else 0
+        return tuple((n, NodeSetting(shots=shots)) for n in self.nodes())
+
+    def run(self) -> SearchResult:
+        incumbent = self.start()
+        if not self.affordable(len(self.validation)):
+            return SearchResult(self.arm, incumbent, [], "budget")
+        best = self.trial("start", incumbent, self.validation, kept=True)
+        stopped = "converged"
+        for _ in range(MAX_PASSES):
+            improved = False
+            for node in self.nodes():
+                for coordinate in ("fewshot", "prompt"):
+                    variants = self.variants(incumbent, node, coordinate)
+                    if len(variants) < 2:
+                        continue
+                    outcome = self.halving(f"{node}.{coordinate}", variants, best)
+                    if outcome is None:
+                        stopped = "cancelled" if self.cancelled() else "budget"
+                        return SearchResult(self.arm, incumbent, best, stopped)
+                    winner, scored = outcome
+                    if winner != incumbent and _rank(scored) > _rank(best):
+                        incumbent, best, improved = winner, scored, True
+                        self.mark_kept(winner, scored)
+            if not improved:
+                break
+        return SearchResult(self.arm, incumbent, best, stopped)
+
+    def variants(self, incumbent: Setting, node: str, coordinate: str) -> list[Setting]:
+        """The incumbent first, then the coordinate's other values."""
+        current = dict(incumbent)[node]
+        if coordinate == "fewshot":
+            if not self.runner.train:
+                return [incumbent]
+            values = [NodeSetting(k, s, current.prompt) for k, s in FEWSHOT_CHOICES]
+        else:
+            values = [NodeSetting(current.shots, current.strategy, p) for p in PROMPT_CHOICES]  # type: ignore[arg-type]
+        out = [incumbent]
+        for value in values:
+            candidate = tuple((n, value if n == node else s) for n, s in incumbent)
+            if candidate not in out:
+                out.append(candidate)
+        return out
+
+    def halving(
+        self, coordinate: str, candidates: list[Setting], best: list[CaseOutcome]
+    ) -> tuple[Setting, list[CaseOutcome]] | None:
+        """Successive halving over `candidates` (the incumbent first, whose whole-split
+        outcomes are `best`); the survivor and its outcomes on the whole validation split,
+        or None when the budget or a cancel stopped it."""
+        size = min(MIN_BATCH, len(self.validation))
+        alive = list(candidates)
+        while True:
+            batch = self.validation[:size]
+            scored: list[tuple[Setting, list[CaseOutcome]]] = []
+            for candidate in alive:
+                if candidate == candidates[0]:
+                    scored.append((candidate, best[:size]))
+                    continue
+                if self.cancelled() or not self.affordable(size):
+                    return None
+                scored.append((candidate, self.trial(coordinate, candidate, batch)))
+            scored.sort(key=lambda item: _rank(item[1]), reverse=True)  # stable: the incumbent wins ties
+            if size == len(self.validation) or (scored[0][0] == candidates[0] and len(scored) == 1):
+                return scored[0]
+            alive = [s for s, _ in scored[: math.ceil(len(scored) / 2)]]
+            size = len(self.validation) if len(alive) == 1 else min(len(self.validation), size * 2)
+
+    def trial(
+        self, coordinate: str, setting: Setting, case_ids: Sequence[str], kept: bool = False
+    ) -> list[CaseOutcome]:
+        before = self.counts.calls
+        outcomes = self.runner.score(self.arm, self.plan, setting, case_ids)
+        made = self.counts.calls - before
+        if outcomes:
+            self.calls_per_case = max(1.0, sum(o.calls for o in outcomes) / len(outcomes))
+        self.trials += 1
+        row = Trial(
+            self.trials,
+            self.arm,
+            coordinate,
+            setting,
+            len(outcomes),
+            sum(o.passed for o in outcomes),
+            sum(o.score for o in outcomes) / max(len(outcomes), 1),
+            made,
+            self.counts.calls,
+            kept,
+        )
+        self.write(row)
+        return outcomes
+
+    def mark_kept(self, setting: Setting, outcomes: list[CaseOutcome]) -> None:
+        """A survivor on the whole split: a row that says so (no new calls)."""
+        self.trials += 1
+        self.write(
+            Trial(
+                self.trials,
+                self.arm,
+                "survivor",
+                setting,
+                len(outcomes),
+                sum(o.passed for o in outcomes),
+                sum(o.score for o in outcomes) / max(len(outcomes), 1),
+                0,
+                self.counts.calls,
+                True,
+            )
+        )
+
+    def write(self, row: Trial) -> None:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(row.to_dict(), sort_keys=True) + "\n")
+        if self.on_trial is not None:
+            self.on_trial(row)
+
+    def affordable(self, cases: int) -> bool:
+        return self.counts.calls + cases * self.calls_per_case <= self.budget
+
+    def cancelled(self) -> bool:
+        return self.cancel is not None and self.cancel.is_set()
+
+
+def _rank(outcomes: Sequence[CaseOutcome]) -> tuple[int, float, float]:
+    """Higher is better: cases passed, partial credit, then fewer tokens."""
+    return (
+        sum(o.passed for o in outcomes),
+        sum(o.score for o in outcomes),
+        -sum(o.tokens for o in outcomes) / max(len(outcomes), 1),
+    )
+
+
+__all__ = ["FEWSHOT_CHOICES", "MIN_BATCH", "PROMPT_CHOICES", "Search", "SearchResult", "Trial"]

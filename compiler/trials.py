@@ -1,0 +1,252 @@
+"""One trial of the search: a plan with per-node settings, emitted as a pack and scored
+on some cases of the target model (docs/compiler.md, "The search").
+
+A setting is what the search may change about a generate node without touching the
+graph: how many few-shot examples it shows (from the train split only) and which
+(`nearest` or `fixed`), and which instruction text it gets (`plan`: the planner's;
+`brief`: one line per field it writes, nothing else). During the search every node that
+writes a closed-choice field carries a confidence gate whose floor is ~0 (`PROBE_MIN`),
+so each case's confidence is measured without the gate holding anything back; the
+verdict chooses the real floor on validation."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import shutil
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import runtime
+from compiler.emit import Shots, emit
+from compiler.induce import Induction
+from compiler.plan import Plan, PlanEdge, PlanNode
+from compiler.spec import Spec
+from compiler.tools import ToolSpec
+from runtime import Backend, CaseResult, Pack, Tool, load_pack
+
+PromptStyle = Literal["plan", "brief"]
+PROBE_MIN = 1e-6  # a confidence floor that holds nothing back: the gate only measures
+OVERFLOW = "does not fit the model's context"  # the generate node's reason for a ContextOverflow
+
+
+@dataclass(frozen=True)
+class NodeSetting:
+    """What the search sets on one generate node."""
+
+    shots: int = 3
+    strategy: str = "nearest"  # nearest | fixed
+    prompt: PromptStyle = "plan"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"shots": self.shots, "strategy": self.strategy, "prompt": self.prompt}
+
+    def label(self) -> str:
+        shown = "no examples" if self.shots == 0 else f"{self.shots} {self.strategy}"
+        return f"{shown}, {self.prompt} prompt"
+
+
+Setting = tuple[tuple[str, NodeSetting], ...]  # (node id, its setting), in plan order: hashable
+
+
+def setting_dict(setting: Setting) -> dict[str, dict[str, Any]]:
+    return {node: s.to_dict() for node, s in setting}
+
+
+def setting_key(setting: Setting) -> str:
+    text = json.dumps(setting_dict(setting), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class CaseOutcome:
+    """One case's run on the target, reduced to what the search and the verdict read."""
+
+    id: str
+    passed: bool
+    score: float
+    fields: dict[str, bool]  # per expected field: matched
+    confidence: float | None  # the lowest gated-step confidence of the run; None: no gate measured it
+    eligible: bool  # could be auto: ended done, in the auto tier, not at the unsure end or a person
+    calls: int
+    tokens: int
+    overflow: bool  # a call did not fit the model's context
+
+
+def closed_fields(induction: Induction, plan: Plan, spec: Spec) -> dict[str, str]:
+    """Per generate node, the first field it writes that is a closed choice (an enum or a
+    boolean in its induced or planned schema): the field a confidence gate can measure."""
+    out: dict[str, str] = {}
+    for node in plan.nodes:
+        if node.kind != "generate":
+            continue
+        for name in node.writes:
+            schema = plan.state.get(name) or (induction.fields[name].schema() if name in induction.fields else {})
+            kinds = schema.get("type")
+            kinds = [kinds] if isinstance(kinds, str) else list(kinds or [])
+            if "enum" in schema or (kinds and set(kinds) <= {"boolean", "null"}):
+                out[node.id] = name
+                break
+    return out
+
+
+def apply_setting(plan: Plan, setting: Setting, spec: Spec, probes: Mapping[str, str], floor: float | None) -> Plan:
+    """`plan` with each node's instruction text per its setting, and a confidence gate on
+    each node in `probes` (node -> field) at `floor` (PROBE_MIN while searching); with
+    a floor above the probe's and a spec unsure end, an on_unsure edge to that end too."""
+    chosen = dict(setting)
+    nodes: list[PlanNode] = []
+    edges = list(plan.edges)
+    for node in plan.nodes:
+        if node.kind == "generate":
+            s = chosen.get(node.id, NodeSetting())
+            if s.prompt == "brief":
+                node = dataclasses.replace(node, instructions=_brief(node, spec))
+            if node.id in probes and node.confidence is None and floor is not None:
+                node = dataclasses.replace(node, confidence={"field": probes[node.id], "min": floor})
+                gated = floor > PROBE_MIN and spec.unsure_end is not None
+                unsure = spec.unsure_end in {n.id for n in plan.nodes}
+                if gated and unsure and not any(e.source == node.id and e.on_unsure for e in edges):
+                    edges.append(PlanEdge(node.id, None, None, None, spec.unsure_end))
+        nodes.append(node)
+    return dataclasses.replace(plan, nodes=tuple(nodes), edges=tuple(edges))
+
+
+def _brief(node: PlanNode, spec: Spec) -> str:
+    lines = []
+    for name in node.writes:
+        field = spec.outputs.get(name)
+        lines.append(f"- {name}: {field.description.strip() if field else name}")
+    return "Fill in:\n" + "\n".join(lines)
+
+
+class TrialRunner:
+    """Emits trial packs (once per setting) and scores them on cases of the target,
+    keeping every case outcome in memory so a trial scored on a larger minibatch pays
+    only for the cases it has not run (and the disk cache for every call it has made)."""
+
+    def __init__(
+        self,
+        spec: Spec,
+        induction: Induction,
+        catalogue: Mapping[str, ToolSpec],
+        folder: Path,
+        backend: Backend,
+        *,
+        model: str,
+        train: Sequence[str],
+        tools: Mapping[str, Tool] | None = None,
+        concurrency: int = 4,
+        cancel: threading.Event | None = None,
+    ) -> None:
+        self.spec = spec
+        self.induction = induction
+        self.catalogue = catalogue
+        self.folder = folder
+        self.backend = backend
+        self.model = model
+        self.train = list(train)
+        self.tools = tools
+        self.concurrency = concurrency
+        self.cancel = cancel
+        self.by_id = {c.id: c for c in spec.gold}
+        self._packs: dict[tuple[str, str], Pack] = {}
+        self._outcomes: dict[tuple[str, str, str], CaseOutcome] = {}
+
+    def loaded(self) -> list[Pack]:
+        """The trial packs loaded so far."""
+        return list(self._packs.values())
+
+    def pack_dir(self, arm: str, setting: Setting) -> Path:
+        return self.folder / arm / setting_key(setting) / "pack"
+
+    def emit(self, arm: str, plan: Plan, setting: Setting, out: Path, floor: float | None = PROBE_MIN) -> Path:
+        """Emit `plan` under `setting` into `out` (a new folder), the target as its model."""
+        probes = closed_fields(self.induction, plan, self.spec)
+        shaped = apply_setting(plan, setting, self.spec, probes, floor)
+        shots = {node: Shots(s.shots, s.strategy) for node, s in setting}
+        return emit(
+            shaped,
+            self.spec,
+            out,
+            induction=self.induction,
+            catalogue=self.catalogue,
+            model=self.model,
+            train=self.train,
+            shots=shots,
+        )
+
+    def load(self, arm: str, plan: Plan, setting: Setting) -> Pack:
+        key = (arm, setting_key(setting))
+        if key not in self._packs:
+            folder = self.pack_dir(arm, setting)
+            if not (folder / "manifest.yaml").is_file():
+                if folder.exists():
+                    shutil.rmtree(folder)  # a half-written emit (a killed build)
+                self.emit(arm, plan, setting, folder)
+            self._packs[key] = load_pack(folder, tools=set(self.tools) if self.tools is not None else None)
+        return self._packs[key]
+
+    def score(self, arm: str, plan: Plan, setting: Setting, case_ids: Sequence[str]) -> list[CaseOutcome]:
+        """Each case's outcome under `setting`, running only those not run before."""
+        pack = self.load(arm, plan, setting)
+        key = setting_key(setting)
+        todo = [i for i in case_ids if (arm, key, i) not in self._outcomes]
+        if todo:
+            wanted = set(todo)
+            subset = copy.copy(pack)
+            subset.cases = [c for c in pack.cases if c.id in wanted]
+            report = runtime.evaluate(
+                subset,
+                self.backend,
+                tools=self.tools,
+                concurrency=self.concurrency,
+                run_prefix=f"search-{arm}-{key}",
+            )
+            for result in report.cases:
+                self._outcomes[(arm, key, result.case_id)] = self.outcome(pack, result)
+        return [self._outcomes[(arm, key, i)] for i in case_ids]
+
+    def outcome(self, pack: Pack, result: CaseResult) -> CaseOutcome:
+        case = self.by_id[result.case_id]
+        actual = result.output if result.output else result.committed
+        fields = runtime.field_matches(pack.fields, case.expected, actual)
+        probs = [
+            float(s.confidence["p"]) for s in result.trace.steps if s.confidence and s.confidence.get("p") is not None
+        ]
+        end = result.path[-1] if result.path else None
+        people = {n.id for n in pack.nodes.values() if n.kind == "human"}
+        eligible = (
+            result.status == "done" and result.tier == "auto" and end != self.spec.unsure_end and end not in people
+        )
+        overflow = any(OVERFLOW in (s.reason or "") for s in result.trace.steps)
+        totals = result.trace.totals()
+        return CaseOutcome(
+            id=result.case_id,
+            passed=result.passed,
+            score=result.score,
+            fields=fields,
+            confidence=min(probs) if probs else None,
+            eligible=eligible,
+            calls=int(totals["model_calls"]),
+            tokens=int(totals["prompt_tokens"] + totals["completion_tokens"]),
+            overflow=overflow,
+        )
+
+
+__all__ = [
+    "PROBE_MIN",
+    "CaseOutcome",
+    "NodeSetting",
+    "Setting",
+    "TrialRunner",
+    "apply_setting",
+    "closed_fields",
+    "setting_dict",
+    "setting_key",
+]

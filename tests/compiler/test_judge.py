@@ -1,0 +1,233 @@
+"""Compile against the target (docs/compiler.md, "The search", "The verdict"): a real
+HTTP server on loopback plays the target, and its accuracy depends on the prompt it is
+sent, so what the search finds and what the verdict says can be checked."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compiler import load_spec
+from compiler.cli import main as cli_main
+from compiler.judge import SPLIT_FILE, TRIALS_FILE, VERDICT_FILE
+from compiler.loop import build
+from compiler.planners import make_planner
+from compiler.splits import split_gold
+from runtime import load_pack
+from tests.support.fault_server import FaultServer
+
+TOPICS = ("billing", "shipping", "account")
+URGENCY = ("high", "low")
+_CASE = re.compile(r"ticket-(\d{3})")
+
+
+def gold_cases(n: int = 48) -> list[dict[str, Any]]:
+    cases = []
+    for i in range(n):
+        topic = TOPICS[0] if i % 5 < 3 else TOPICS[1 + i % 2]  # billing is the most frequent
+        urgency = URGENCY[i % 2]
+        text = f"ticket-{i:03d}: a customer writes about {topic} matters, {urgency} urgency, word{i}"
+        cases.append({"id": f"c{i:03d}", "input": {"message": text}, "expected": {"topic": topic, "urgency": urgency}})
+    return cases
+
+
+def write_spec(root: Path, cases: list[dict[str, Any]], extra: str = "") -> Path:
+    root.mkdir(parents=True)
+    (root / "spec.yaml").write_text(
+        "name: tickets\n"
+        "task: Classify one support ticket by its topic and its urgency.\n"
+        "inputs:\n  message: {description: The ticket text.}\n"
+        "outputs:\n"
+        "  topic: {description: What the ticket is about., values: [billing, shipping, account]}\n"
+        "  urgency: {description: How urgent it is., values: [high, low]}\n" + extra
+    )
+    (root / "gold.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases))
+    return root
+
+
+class Target:
+    """The answers a prompt-sensitive target gives: right on a case when `rule` says so
+    for the request it was sent, else the most frequent value of each field."""
+
+    def __init__(self, cases: list[dict[str, Any]], rule: Callable[[dict[str, Any]], bool]) -> None:
+        self.gold = {int(c["id"][1:]): c["expected"] for c in cases}
+        self.rule = rule
+        self.requests: list[dict[str, Any]] = []
+
+    def __call__(self, body: dict[str, Any]) -> str:
+        self.requests.append(body)
+        props = list(((_schema(body) or {}).get("properties") or {}).keys())
+        found = _CASE.findall(body["messages"][-1]["content"])
+        expected = self.gold[int(found[-1])] if found else {}
+        right = self.rule(body)
+        answer = {}
+        for name in props:
+            wrong = "billing" if name == "topic" else "high"
+            answer[name] = expected.get(name, wrong) if right else wrong
+        return json.dumps(answer)
+
+
+def _schema(body: dict[str, Any]) -> dict[str, Any] | None:
+    fmt = body.get("response_format") or {}
+    return (fmt.get("json_schema") or {}).get("schema") or fmt.get("schema")
+
+
+def no_examples(body: dict[str, Any]) -> bool:
+    """Right only when the request carries no few-shot turns."""
+    return not any(m["role"] == "assistant" for m in body["messages"])
+
+
+def one_field(body: dict[str, Any]) -> bool:
+    """Right only on a narrow step (a grammar of one field) with no few-shot turns."""
+    return no_examples(body) and len((_schema(body) or {}).get("properties") or {}) == 1
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[Target], FaultServer]]:
+    servers: list[FaultServer] = []
+
+    def start(target: Target) -> FaultServer:
+        server = FaultServer(answer=target, logprobs=False).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def compile_against(tmp_path: Path, server: FaultServer, name: str = "out", **kw: Any) -> Any:
+    spec = load_spec(tmp_path / "spec")
+    return build(
+        spec,
+        make_planner("rules"),
+        tmp_path / f"{name}.build",
+        out=tmp_path / name,
+        target=server.spec(),
+        concurrency=2,
+        **kw,
+    )
+
+
+def test_the_search_finds_the_setting_the_target_needs_and_the_pack_beats_one_call(
+    tmp_path: Path, serve: Callable[[Target], FaultServer]
+) -> None:
+    cases = gold_cases()
+    write_spec(tmp_path / "spec", cases)
+    target = Target(cases, one_field)
+    result = compile_against(tmp_path, serve(target), cache=tmp_path / "cache")
+    verdict = result.verdict.document
+    assert verdict["judged"] is True
+    assert verdict["chosen"] == "pack", verdict["sentence"]
+    assert result.verdict.exit_code == 0
+    pack = verdict["arms"]["pack"]
+    assert pack["validation"]["accuracy"] == 1.0
+    assert pack["test"]["accuracy"] == 1.0
+    assert all(s["shots"] == 0 for s in pack["setting"].values())  # started at 3 nearest; the search dropped them
+    assert verdict["arms"]["one_call"]["validation"]["accuracy"] < 1.0
+    assert verdict["mcnemar"]["fixed"] > 0 and verdict["mcnemar"]["broken"] == 0
+    trials = [json.loads(line) for line in (tmp_path / "out.build" / TRIALS_FILE).read_text().splitlines()]
+    assert trials[0]["coordinate"] == "start" and any(t["kept"] and t["coordinate"] == "survivor" for t in trials)
+    assert {t["arm"] for t in trials} == {"pack", "one_call"}
+    # the written pack runs on the target, never on the offline stand-in, and shows no examples
+    written = load_pack(tmp_path / "out")
+    assert written.model == target_spec(verdict)
+    assert all(n.examples is None for n in written.nodes.values() if n.kind == "generate")
+    assert (tmp_path / "out" / "fakes" / "offline.json").is_file()
+
+
+def target_spec(verdict: dict[str, Any]) -> str:
+    return str(verdict["target"])
+
+
+def test_a_rebuild_with_the_same_cache_makes_no_target_call(
+    tmp_path: Path, serve: Callable[[Target], FaultServer]
+) -> None:
+    cases = gold_cases(36)
+    write_spec(tmp_path / "spec", cases)
+    target = Target(cases, no_examples)
+    server = serve(target)
+    first = compile_against(tmp_path, server, cache=tmp_path / "cache")
+    made = len(target.requests)
+    assert made > 0 and first.verdict.document["cost"]["target_calls"] == made
+    second = compile_against(tmp_path, server, name="again", cache=tmp_path / "cache")
+    assert len(target.requests) == made  # not one request more
+    assert second.verdict.document["cost"]["target_calls"] == 0
+    assert second.verdict.document["arms"] == first.verdict.document["arms"]
+
+
+def test_no_test_case_reaches_a_prompt_as_an_example_and_train_is_never_scored(
+    tmp_path: Path, serve: Callable[[Target], FaultServer]
+) -> None:
+    cases = gold_cases(36)
+    write_spec(tmp_path / "spec", cases)
+    target = Target(cases, lambda body: True)
+    compile_against(tmp_path, serve(target))
+    split = json.loads((tmp_path / "out.build" / SPLIT_FILE).read_text())
+    train = {int(i[1:]) for i in split["train"]}
+    assert train and split["validation"] and split["test"]
+    asked: set[int] = set()
+    for body in target.requests:
+        asked.add(int(_CASE.findall(body["messages"][-1]["content"])[-1]))
+        for m in body["messages"][:-1]:  # every message before the request: system and few-shot turns
+            shown = {int(x) for x in _CASE.findall(m["content"])}
+            assert shown <= train, f"a non-train case reached a prompt as an example: {shown - train}"
+    assert not asked & train  # the target was asked about validation and test cases only
+
+
+def test_the_verdict_exits_1_and_names_the_baseline_when_the_target_knows_only_the_most_frequent_value(
+    tmp_path: Path, serve: Callable[[Target], FaultServer], capsys: pytest.CaptureFixture[str]
+) -> None:
+    cases = gold_cases(36)
+    write_spec(tmp_path / "spec", cases)
+    server = serve(Target(cases, lambda body: False))
+    code = cli_main(["build", str(tmp_path / "spec"), "-o", str(tmp_path / "out"), "--target", server.spec()])
+    shown = capsys.readouterr().out
+    assert code == 1
+    verdict = json.loads((tmp_path / "out.build" / VERDICT_FILE).read_text())
+    assert verdict["chosen"] is None
+    assert "trivial baseline" in verdict["sentence"] and "beats" in verdict["sentence"]
+    assert "trivial baseline" in shown and "exit 1" in shown
+    assert not (tmp_path / "out" / "manifest.yaml").read_text().count(server.spec())  # the target pack was not written
+
+
+def test_without_a_target_the_build_says_nothing_was_judged_and_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_spec(tmp_path / "spec", gold_cases(24))
+    code = cli_main(["build", str(tmp_path / "spec"), "-o", str(tmp_path / "out")])
+    shown = capsys.readouterr().out
+    assert code == 1
+    assert "nothing was judged on a model" in shown
+    assert "full marks" not in shown.split("verdict:")[-1]
+
+
+def test_a_budget_stops_the_search_before_it_overspends(tmp_path: Path, serve: Callable[[Target], FaultServer]) -> None:
+    cases = gold_cases(48)
+    write_spec(tmp_path / "spec", cases)
+    target = Target(cases, no_examples)
+    result = compile_against(tmp_path, serve(target), budget=60)
+    verdict = result.verdict.document
+    assert verdict["stopped"]["pack"] == "budget"
+    searched = [json.loads(line) for line in (tmp_path / "out.build" / TRIALS_FILE).read_text().splitlines()]
+    assert searched[-1]["calls_total"] <= 60 * 0.85  # the search kept to its share; the test split is paid after
+
+
+def test_the_seeded_split_is_stratified_reproducible_and_reports_labels_train_never_shows(tmp_path: Path) -> None:
+    cases = gold_cases(40)
+    cases.append(
+        {"id": "rare", "input": {"message": "ticket-999 rare"}, "expected": {"topic": "account", "urgency": "low"}}
+    )
+    write_spec(tmp_path / "spec", cases)
+    spec = load_spec(tmp_path / "spec")
+    first, again = split_gold(spec), split_gold(spec)
+    assert first == again
+    assert sorted(first.train + first.validation + first.test) == sorted(c["id"] for c in cases)
+    for ids in (first.validation, first.test):
+        assert {next(c for c in cases if c["id"] == i)["expected"]["topic"] for i in ids} >= {"billing"}
+    assert 8 <= len(first.test) <= 12 and 8 <= len(first.validation) <= 12

@@ -1,7 +1,9 @@
 """Compile pages: the project's Compile tab (its compiles, and the start form for
 authors), a compile's page (live progress polled by htmx until it ends, the attempt
-history, cancel) and an attempt's page (its plan drawn as a graph with blame, its eval
-summaries, the diff of its pack against the project's pack/, and Adopt).
+history, cancel; the split, trials, learning curve and verdict of the search on the
+target, read from the work dir by studio/compiles/search.py) and an attempt's page (its
+plan drawn as a graph with blame, its eval summaries, the diff of its pack against the
+project's pack/, and Adopt).
 
 Authors start, cancel and adopt; every member watches; strangers get 404. Function
 views that return early; htmx gets the fragment named after the DOM id it replaces,
@@ -23,6 +25,8 @@ from django_htmx.http import HttpResponseStopPolling
 from studio.accounts.access import compile_for
 from studio.compiles.forms import CompileStartForm
 from studio.compiles.models import Compile, CompileAttempt
+from studio.compiles.search import read_search
+from studio.compiles.shared import work_dir
 from studio.compiles.start import AdoptStale, CompileRefused, adopt_attempt, cancel_compile, start_compile
 from studio.http import StudioRequest
 from studio.projects.execute import validate_files
@@ -67,6 +71,8 @@ def progress_context(c: Compile, can_edit: bool) -> dict[str, Any]:
         "attempts": list(c.attempt_rows.defer("plan", "pack_files", "evals")),
         "can_cancel": can_edit and not c.is_final and not c.cancel_requested,
         "slow_queue": c.status == Compile.Status.QUEUED and timezone.now() - c.created_at > QUEUE_PATIENCE,
+        # the split, the trials and the verdict the loop wrote in the work dir (files: no query)
+        "search": read_search(work_dir(c.pk)),
     }
 
 

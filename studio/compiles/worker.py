@@ -19,6 +19,9 @@ to the database as it goes. How a compile stays correct when workers die or stal
 - **Cancel.** The process's watcher (recovery.py) sets the loop's cancel Event when an
   author asks to cancel, or when the lease moved to another delivery: the loop stops,
   and its in-flight planner call is dropped.
+- **Cache.** Every target-model call the loop makes goes through the project's cache
+  (`cache_dir`, beside the work dirs): a resumed delivery, or a later compile of the
+  project, asks the target nothing it has answered before.
 - **Cap.** A planner endpoint's calls each hold a slot of that endpoint's global cap
   (studio.evals.limits), the one evals and try-it runs share."""
 
@@ -46,7 +49,7 @@ from studio import leases, packs
 from studio.compiles.models import Compile, CompileAttempt
 from studio.compiles.recovery import watcher
 from studio.compiles.settings import setting
-from studio.compiles.shared import S, lease, work_dir
+from studio.compiles.shared import S, cache_dir, lease, work_dir
 from studio.endpoints.execute import spec_for
 from studio.evals.limits import Slots, holding, slots
 from studio.projects.specs import spec_files
@@ -183,6 +186,7 @@ def _run_claimed(c: Compile, token: str, cancel: threading.Event, lost: Callable
         attempts=c.max_attempts,
         cancel=cancel,
         on_progress=on_progress,
+        cache=cache_dir(c.project),  # the project's target calls, kept across compiles and workers
     )
     if lost():
         raise LeaseLost(c.pk)

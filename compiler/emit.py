@@ -70,6 +70,7 @@ def emit(
     version: str = "1.0",
     train: Sequence[str] | None = None,
     shots: Mapping[str, Shots] | None = None,
+    evalset: bytes | None = None,
 ) -> Path:
     """Write the pack for `plan` into `out` (which must not exist, or be an empty folder)
     and return `out`. Raises PlanInvalid (before writing anything) for a plan that
@@ -85,7 +86,8 @@ def emit(
     `train` names the train split's case ids (default: the cases carrying the spec's
     `train` tag); few-shot examples come from those cases only. `shots` sets each generate
     node's examples (count and strategy; count 0: none); a node it does not name gets 3
-    nearest when there is a train split."""
+    nearest when there is a train split. `evalset` replaces the gold bytes as the pack's
+    evalset.jsonl (the one-call pack's outputs-only projection, compiler.one_call)."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise CompilerError(f"{out}: emit writes a new pack; the folder must not exist or be empty")
@@ -103,7 +105,7 @@ def emit(
     files: dict[str, str | bytes] = {
         "manifest.yaml": _manifest(plan, spec, scripts, model, version, train_ids if train is not None else None),
         "graph.yaml": _graph(plan, examples, chosen),
-        "evalset.jsonl": spec.gold_bytes,
+        "evalset.jsonl": spec.gold_bytes if evalset is None else evalset,
         "README.md": _readme(plan, spec),
     }
     for node in plan.nodes:

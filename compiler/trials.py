@@ -25,6 +25,7 @@ from typing import Any, Literal
 import runtime
 from compiler.emit import Shots, emit
 from compiler.induce import Induction
+from compiler.one_call import outputs_only
 from compiler.plan import Plan, PlanEdge, PlanNode
 from compiler.spec import Spec
 from compiler.tools import ToolSpec
@@ -68,7 +69,7 @@ class CaseOutcome:
     """One case's run on the target, reduced to what the search and the verdict read."""
 
     id: str
-    passed: bool
+    passed: bool  # every expected field matches by its rule (a case expecting none: the run passed)
     score: float
     fields: dict[str, bool]  # per expected field: matched
     confidence: float | None  # the lowest gated-step confidence of the run; None: no gate measured it
@@ -170,6 +171,7 @@ class TrialRunner:
         probes = closed_fields(self.induction, plan, self.spec)
         shaped = apply_setting(plan, setting, self.spec, probes, floor)
         shots = {node: Shots(s.shots, s.strategy) for node, s in setting}
+        evalset = outputs_only(self.spec) if arm == "one_call" else None
         return emit(
             shaped,
             self.spec,
@@ -179,6 +181,7 @@ class TrialRunner:
             model=self.model,
             train=self.train,
             shots=shots,
+            evalset=evalset,
         )
 
     def load(self, arm: str, plan: Plan, setting: Setting) -> Pack:
@@ -228,7 +231,7 @@ class TrialRunner:
         totals = result.trace.totals()
         return CaseOutcome(
             id=result.case_id,
-            passed=result.passed,
+            passed=all(fields.values()) if fields else result.passed,
             score=result.score,
             fields=fields,
             confidence=min(probs) if probs else None,

@@ -34,11 +34,14 @@ def plans(folder: Path, *docs: dict[str, object]) -> Path:
     return folder
 
 
-def test_it_builds_a_pack_with_full_marks_and_exits_0(spec_dir: Path, tmp_path: Path) -> None:
+def test_it_builds_a_pack_with_full_marks_offline_and_exits_1_as_nothing_was_judged(
+    spec_dir: Path, tmp_path: Path
+) -> None:
     recorded = plans(tmp_path / "plans", BROKEN, RIGHT)
     done = packforge("build", spec_dir, "-o", tmp_path / "pack", "--planner", f"recorded:{recorded}")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # no target: full marks offline is structure, not a verdict
     assert "attempt 2 of 2" in done.stdout and "full marks" in done.stdout
+    assert "nothing was judged on a model" in done.stdout
     for line in ("[attempt 1] plan:", "[attempt 1] offline_eval:", "[attempt 2] emit:", "[attempt 2] done:"):
         assert line in done.stderr
     assert (tmp_path / "pack" / "manifest.yaml").is_file()
@@ -77,7 +80,8 @@ def test_it_resumes_its_work_dir(spec_dir: Path, tmp_path: Path) -> None:
     )
     assert first.returncode == 1
     again = packforge("build", spec_dir, "-o", tmp_path / "pack", "--planner", f"recorded:{recorded}", "--work", work)
-    assert again.returncode == 0, again.stderr
+    assert again.returncode == 1, again.stderr  # nothing judged on a model (no target)
+    assert "full marks" in again.stdout
     assert "resuming after attempt 1" in again.stderr
     assert "[attempt 1] plan:" not in again.stderr
 

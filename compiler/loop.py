@@ -17,18 +17,13 @@ new one, never a half-written mix."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import shutil
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import runtime
 from compiler.emit import emit
@@ -37,105 +32,30 @@ from compiler.induce import Induction, induce
 from compiler.judge import JudgeInputs, Verdict, judge
 from compiler.offline import offline_script
 from compiler.plan import parse_plan
-from compiler.planners.shared import Feedback, Planner, PlannerFailed, PlanRequest
+from compiler.planners.shared import Planner, PlannerFailed, PlanRequest
 from compiler.search import Trial
-from compiler.spec import SPEC_FILE, Spec
+from compiler.spec import Spec
 from compiler.tools import ToolSpec, catalogue
+from compiler.workdir import (
+    ATTEMPT_FILE,
+    BEST_FILE,
+    SPEC_STAMP,
+    AttemptRecord,
+    Progress,
+    best_attempt,
+    feedback_for,
+    finished_attempts,
+    read_json,
+    spec_fingerprint,
+    swap_in,
+    write_json,
+)
 from runtime import Cancelled, PackforgeError, PackInvalid, Tool, load_pack, open_backend
 
 STAGES = ("induce", "plan", "emit", "load", "offline_eval", "search", "done", "cancelled")
 STATUSES = ("ok", "plan_invalid", "pack_invalid", "repeated_plan", "cancelled", "error")
 OFFLINE_SCRIPT = "offline.json"  # the offline test model, as the emitted pack's fakes/offline.json
 OFFLINE_MODEL = f"fake:fakes/{OFFLINE_SCRIPT}"
-ATTEMPT_FILE = "attempt.json"
-BEST_FILE = "best.json"
-SPEC_STAMP = "spec.json"  # which spec (a digest of its files) the work dir compiles
-REPORT_CHARS = 4000  # the re-plan report's bound (docs/compiler.md)
-
-
-@dataclass(frozen=True)
-class Progress:
-    """One step of a build, for a progress line or a studio poll: the attempt (0 while
-    inducing), the stage it is in (one of STAGES), a sentence, the planner tokens spent
-    so far (all attempts), and the latest scores."""
-
-    attempt: int
-    stage: str
-    message: str
-    tokens: int = 0
-    offline_score: float | None = None
-    target_score: float | None = None
-
-
-@dataclass(frozen=True)
-class AttemptRecord:
-    """A finished attempt, as `attempts/<n>/attempt.json` holds it. `status` is one of
-    STATUSES; scores are pass rates (0..1), None when that eval did not run; `tokens` and
-    `cost_usd` are this attempt's planner spend plus (cost only) the target eval's;
-    `stages` holds seconds per stage (`plan` is the planner's, model time included)."""
-
-    number: int
-    status: str
-    offline_score: float | None = None
-    target_score: float | None = None
-    tokens: int = 0
-    cost_usd: float = 0.0
-    seconds: float = 0.0
-    failing_nodes: tuple[str, ...] = ()
-    problems: tuple[str, ...] = ()
-    stages: dict[str, float] = field(default_factory=dict)
-    calls_per_case: float | None = None  # mean model calls per case on the deciding eval
-    cost_per_case: float | None = None  # mean model dollars per case on the target
-
-    @property
-    def full_marks(self) -> bool:
-        """Every gold case passed offline, and on the target when one was evaluated."""
-        return self.status == "ok" and self.offline_score == 1.0 and self.target_score in (None, 1.0)
-
-    def rank(self) -> tuple[float, float, float, float]:
-        """Higher is better: offline score, target score, then cheaper to run."""
-        if self.status != "ok":
-            return (-1.0, -1.0, 0.0, 0.0)
-        return (
-            self.offline_score or 0.0,
-            self.target_score or 0.0,
-            -(self.cost_per_case or 0.0),
-            -(self.calls_per_case or 0.0),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "number": self.number,
-            "status": self.status,
-            "offline_score": self.offline_score,
-            "target_score": self.target_score,
-            "tokens": self.tokens,
-            "cost_usd": self.cost_usd,
-            "seconds": self.seconds,
-            "failing_nodes": list(self.failing_nodes),
-            "problems": list(self.problems),
-            "stages": dict(self.stages),
-            "calls_per_case": self.calls_per_case,
-            "cost_per_case": self.cost_per_case,
-            "full_marks": self.full_marks,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> AttemptRecord:
-        return cls(
-            number=int(data["number"]),
-            status=str(data["status"]),
-            offline_score=data.get("offline_score"),
-            target_score=data.get("target_score"),
-            tokens=int(data.get("tokens", 0)),
-            cost_usd=float(data.get("cost_usd", 0.0)),
-            seconds=float(data.get("seconds", 0.0)),
-            failing_nodes=tuple(data.get("failing_nodes", ())),
-            problems=tuple(data.get("problems", ())),
-            stages={str(k): float(v) for k, v in (data.get("stages") or {}).items()},
-            calls_per_case=data.get("calls_per_case"),
-            cost_per_case=data.get("cost_per_case"),
-        )
 
 
 @dataclass(frozen=True)
@@ -287,7 +207,7 @@ class _Build:
     def judge(self, best: AttemptRecord) -> Verdict:
         """Search and judge the best attempt's plan on the target (compiler.judge)."""
         assert self.induction is not None
-        plan = parse_plan(_read_json(self.attempt_dir(best.number) / "plan.json"), self.spec)
+        plan = parse_plan(read_json(self.attempt_dir(best.number) / "plan.json"), self.spec)
         n = len(self.records)
 
         def on_trial(t: Trial) -> None:
@@ -312,16 +232,16 @@ class _Build:
             on_trial,
         )
         self.progress(n, "search", "judging on the target" if self.target else "no target: nothing judged on a model")
-        return judge(inputs, self.out, _swap_in)
+        return judge(inputs, self.out, swap_in)
 
     def claim_work_dir(self) -> None:
         """Record which spec this work dir compiles, or refuse one made for another
         version of it: resuming its attempts would hand back a pack built for other gold."""
         path = self.work / SPEC_STAMP
         stamp = spec_fingerprint(self.spec)
-        found = _read_json(path)
+        found = read_json(path)
         if found is None:
-            _write_json(path, {"name": self.spec.name, "fingerprint": stamp})
+            write_json(path, {"name": self.spec.name, "fingerprint": stamp})
         elif found.get("fingerprint") != stamp:
             raise CompilerError(
                 f"the work dir {self.work} holds attempts for another version of spec '{found.get('name')}'; "
@@ -357,7 +277,7 @@ class _Build:
             record = run.record(stop.status, stop.problems)
         except (CompilerError, PackforgeError, OSError) as exc:
             record = run.record("error", (f"{type(exc).__name__}: {exc}",))
-        _write_json(folder / ATTEMPT_FILE, record.to_dict())
+        write_json(folder / ATTEMPT_FILE, record.to_dict())
         self.last_scores = (record.offline_score, record.target_score)
         return record
 
@@ -377,10 +297,10 @@ class _Build:
                 raise _Stop("plan_invalid", (str(exc).splitlines()[0], *exc.problems)) from None
         run.tokens += result.tokens
         run.cost += result.cost_usd
-        if any(_read_json(self.attempt_dir(r.number) / "plan.json") == result.document for r in self.records):
+        if any(read_json(self.attempt_dir(r.number) / "plan.json") == result.document for r in self.records):
             self.repeated = True  # a deterministic planner answered a plan it answered before: stop, spend nothing
             raise _Stop("repeated_plan", ("the planner answered the same plan as an earlier attempt",))
-        _write_json(folder / "plan.json", result.document)
+        write_json(folder / "plan.json", result.document)
         try:
             plan = parse_plan(result.document, self.spec)
         except PlanInvalid as exc:
@@ -413,7 +333,7 @@ class _Build:
                 backend.close()
         offline = report.to_dict()
         offline["offline_notes"] = script.get("notes", {})
-        _write_json(folder / "offline.json", offline)
+        write_json(folder / "offline.json", offline)
         run.offline = report.passed / max(report.total, 1)
         run.failing = tuple(k for k in report.failures_by_node() if k != "(none)")
         run.calls = report.metrics()["mean_model_calls"]
@@ -432,7 +352,7 @@ class _Build:
         if self.out is None or record.status != "ok":
             return
         best_file = self.work / BEST_FILE
-        current = _read_json(best_file)
+        current = read_json(best_file)
         if (
             current is not None
             and current.get("out") == str(self.out.resolve())
@@ -440,8 +360,8 @@ class _Build:
             and tuple(current.get("rank", ())) >= record.rank()
         ):
             return
-        _swap_in(self.attempt_dir(record.number) / "pack", self.out)
-        _write_json(
+        swap_in(self.attempt_dir(record.number) / "pack", self.out)
+        write_json(
             best_file,
             {"attempt": record.number, "rank": list(record.rank()), "out": str(self.out.resolve()), **record.to_dict()},
         )
@@ -494,126 +414,6 @@ class _Attempt:
             calls_per_case=self.calls,
             cost_per_case=self.cost_per_case,
         )
-
-
-# -- the work dir ---------------------------------------------------------------------
-
-
-def spec_fingerprint(spec: Spec) -> str:
-    """A digest of the spec folder's two files, as they were loaded."""
-    digest = hashlib.sha256()
-    try:
-        digest.update((spec.root / SPEC_FILE).read_bytes())
-    except OSError:
-        digest.update(spec.name.encode())
-    digest.update(b"\x00")
-    digest.update(spec.gold_bytes)
-    return digest.hexdigest()
-
-
-def finished_attempts(work: Path) -> list[AttemptRecord]:
-    """The finished attempts in `work` (those with attempt.json), in order, up to the
-    first gap: an attempt after an unfinished one is not trusted."""
-    records = []
-    n = 1
-    while (data := _read_json(work / "attempts" / str(n) / ATTEMPT_FILE)) is not None:
-        records.append(AttemptRecord.from_dict(data))
-        n += 1
-    return records
-
-
-def best_attempt(records: list[AttemptRecord]) -> AttemptRecord | None:
-    """The attempt that ranks highest (the earliest among equals); None when none is ok."""
-    ok = [r for r in records if r.status == "ok"]
-    if not ok:
-        return None
-    return max(ok, key=lambda r: (r.rank(), -r.number))
-
-
-def feedback_for(work: Path, records: list[AttemptRecord]) -> Feedback | None:
-    """The re-plan feedback about the last finished attempt that is not cancelled, read
-    back from its stored files (so a resumed build hands the planner what an
-    uninterrupted one would have)."""
-    for record in reversed(records):
-        if record.status != "cancelled":
-            return attempt_feedback(work / "attempts" / str(record.number), record)
-    return None
-
-
-def attempt_feedback(folder: Path, record: AttemptRecord) -> Feedback:
-    """Feedback from an attempt's files: its plan, its deciding eval's blame (the target's
-    when it ran, else the offline model's) and failing cases, or the problems that kept
-    its plan from loading."""
-    plan = _read_json(folder / "plan.json") or {}
-    report = _read_json(folder / "target.json") if record.target_score is not None else None
-    report = report or _read_json(folder / "offline.json")
-    score = record.target_score if record.target_score is not None else (record.offline_score or 0.0)
-    if record.status != "ok" or report is None:
-        text = f"Attempt {record.number}: {record.status}.\n" + "\n".join(record.problems)
-        return Feedback(record.number, plan, 0.0, (), text[:REPORT_CHARS], problems=tuple(record.problems))
-    return Feedback(record.number, plan, score, record.failing_nodes, blame_report(report, record.number))
-
-
-def blame_report(report: Mapping[str, Any], attempt: int) -> str:
-    """The text a re-plan reads: the score, failures per node (most blamed first), and
-    the failing cases (input, expected, got, why), bounded to REPORT_CHARS."""
-    lines = [
-        f"Attempt {attempt} on {report.get('model')}: {report.get('passed')}/{report.get('total')} gold cases passed.",
-        "Failures by node (blamed node: failing cases):",
-    ]
-    lines += [f"  {node}: {count}" for node, count in (report.get("failures_by_node") or {}).items()]
-    untaken = (report.get("coverage") or {}).get("untaken") or []
-    if untaken:
-        lines.append("Edges no gold case took: " + "; ".join(untaken))
-    notes = report.get("offline_notes") or {}
-    if notes:
-        lines.append("Cases the offline test model cannot express: " + "; ".join(f"{k}: {v}" for k, v in notes.items()))
-    lines.append("Failing cases:")
-    for case in report.get("cases") or []:
-        if case.get("passed"):
-            continue
-        got = case.get("output") or case.get("committed") or {}
-        why = "; ".join(case.get("problems") or []) or ", ".join(
-            f"{d['field']}: expected {json.dumps(d['expected'])}, got {json.dumps(d['actual'])}"
-            for d in case.get("diffs") or []
-        )
-        lines.append(
-            f"- {case.get('id')} [blamed: {case.get('blamed')}] took {' > '.join(case.get('path') or [])}; "
-            f"got {json.dumps(got, ensure_ascii=False)}; why: {why}"
-        )
-    text = "\n".join(lines)
-    return text if len(text) <= REPORT_CHARS else text[: REPORT_CHARS - 20] + "\n... (truncated)"
-
-
-def _swap_in(source: Path, out: Path) -> None:
-    """Copy the pack folder `source` to `out`, which holds either the old pack or the new
-    one at every moment (a temporary sibling, then renames)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tag = uuid.uuid4().hex[:8]
-    fresh = out.parent / f".{out.name}.new-{tag}"
-    shutil.copytree(source, fresh)
-    if out.exists():
-        old = out.parent / f".{out.name}.old-{tag}"
-        os.rename(out, old)
-        os.rename(fresh, out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.rename(fresh, out)
-
-
-def _write_json(path: Path, data: Any) -> None:
-    """Write JSON through a temporary file and a rename: a reader (or a resume) never
-    sees half a file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
-        return None
 
 
 __all__ = [

@@ -33,6 +33,7 @@ DEFAULT_AUTO_ACCURACY = 0.9
 VERDICT_FILE = "verdict.json"
 SPLIT_FILE = "split.json"
 TRIALS_FILE = "search/trials.jsonl"
+CHOSEN_DIR = "chosen"  # the judged pack, in the work dir (copied to `out` when one is given)
 PACK_SHARE = 0.55  # of the budget, the most the planned pack's search may spend; one call's up to ONE_CALL_SHARE
 ONE_CALL_SHARE = 0.85  # the rest pays for the test split, which is always run
 
@@ -162,19 +163,20 @@ def judge(inputs: JudgeInputs, out: Path | None, write_pack: Callable[[Path, Pat
         }
         document["target"] = inputs.target
         document["stopped"] = {"pack": pack.stopped, "one_call": one.stopped if one else None}
-        if out is not None and chosen is not None:
+        if chosen is not None:
             plan = inputs.plan if chosen == "pack" else one_plan
-            assert plan is not None
             result = pack if chosen == "pack" else one
-            assert result is not None
+            assert plan is not None and result is not None
             threshold = document["auto"]["threshold"]
-            staged = work / "chosen"
+            staged = work / CHOSEN_DIR
             if staged.exists():
                 shutil.rmtree(staged)
             runner.emit(chosen, plan, result.setting, staged, floor=threshold if threshold else None)
             _add_offline(staged, plan, spec)
-            write_pack(staged, out)
-            document["written"] = str(out)
+            document["pack"] = CHOSEN_DIR
+            if out is not None:
+                write_pack(staged, out)
+                document["written"] = str(out)
         _write(work / VERDICT_FILE, document)
         return Verdict(document)
     finally:
@@ -285,4 +287,4 @@ def _write(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-__all__ = ["SPLIT_FILE", "TRIALS_FILE", "VERDICT_FILE", "JudgeInputs", "Verdict", "judge", "not_judged"]
+__all__ = ["CHOSEN_DIR", "SPLIT_FILE", "TRIALS_FILE", "VERDICT_FILE", "JudgeInputs", "Verdict", "judge", "not_judged"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -98,6 +99,7 @@ def run_task(task: str, target: str, budget: int, root: Path) -> dict[str, Any]:
         "verdict": verdict,
         "hand": hand,
         "rebuild_calls": again.verdict.document["cost"]["target_calls"],
+        "cache_entries": sum(1 for _ in cache.rglob("*.json")),  # every distinct call the build needed
         "at": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
 
@@ -111,7 +113,7 @@ def _cell(passed: int | None, total: int | None) -> str:
 
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| task | test cases | compiled | hand pack | best one call | trivial baseline | chosen | exit | target calls | rebuild calls | overflow cases |",
+        "| task | test cases | compiled | hand pack | best one call | trivial baseline | chosen | exit | target calls (distinct) | rebuild calls | overflow cases |",
         "|---|---:|---|---|---|---|---|---:|---:|---:|---:|",
     ]
     for r in rows:
@@ -126,7 +128,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {r['task']} | {v['split']['test']} | {arm('pack')} | {_cell(r['hand']['passed'], r['hand']['total'])} "
             f"| {arm('one_call')} | {arm('baseline')} | {v.get('chosen')} | {v.get('exit_code')} "
-            f"| {v['cost']['target_calls']} | {r['rebuild_calls']} | {overflow} |"
+            f"| {r.get('cache_entries', v['cost']['target_calls'])} | {r['rebuild_calls']} | {overflow} |"
         )
     return "\n".join(lines)
 
@@ -137,6 +139,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, default=3000, help="target calls per task")
     parser.add_argument("--url", help="a running OpenAI-compatible server (default: start llama-server + SmolLM2)")
     parser.add_argument("--from-rows", metavar="FILE", help="print the table from committed rows; no model")
+    parser.add_argument(
+        "--root",
+        default=str(REPO / "var" / "compile_target"),
+        help="work dirs and the target-call cache (kept: a rerun answers from the cache)",
+    )
     args = parser.parse_args(argv)
     if args.from_rows:
         rows = [json.loads(line) for line in Path(args.from_rows).read_text().splitlines() if line.strip()]
@@ -152,14 +159,16 @@ def main(argv: list[str] | None = None) -> int:
     target = f"openai:{url}#smollm2;concurrency=2;grammar=gbnf"
     rows = []
     try:
-        with tempfile.TemporaryDirectory(prefix="compile-target-") as tmp:
-            for task in args.tasks.split(","):
-                row = run_task(task, target, args.budget, Path(tmp))
-                rows.append(row)
-                ROWS.parent.mkdir(parents=True, exist_ok=True)
-                with open(ROWS, "a", encoding="utf-8") as fh:
-                    fh.write(json.dumps(row, sort_keys=True) + "\n")
-                print(table(rows), flush=True)
+        root = Path(args.root)
+        for task in args.tasks.split(","):
+            for stale in ("work", "work-again", "pack", "pack-again"):
+                shutil.rmtree(root / task / stale, ignore_errors=True)  # the cache stays
+            row = run_task(task, target, args.budget, root)
+            rows.append(row)
+            ROWS.parent.mkdir(parents=True, exist_ok=True)
+            with open(ROWS, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(row, sort_keys=True) + "\n")
+            print(table(rows), flush=True)
     finally:
         if server is not None:
             server.stop()

@@ -236,6 +236,12 @@ def decide(spec: Spec, split: Split, arms: dict[str, Arm], runner: TrialRunner) 
             "baseline": base.to_dict(),
         },
         "mcnemar": mcnemar(pack.test, one.test) if one is not None else None,
+        "context": {
+            "limit": None,  # not probed: a call that does not fit fails its node and counts below
+            "max_prompt_tokens": max((o.prompt_tokens for o in winner.validation + winner.test), default=0),
+            "truncated_cases": 0,  # inputs are not cut (docs/compiler.md, "Left out")
+            "overflow_cases": sum(o.overflow for o in winner.validation + winner.test),
+        },
         "auto": {
             **tier.to_dict(),
             "target": getattr(spec, "auto_accuracy", DEFAULT_AUTO_ACCURACY),

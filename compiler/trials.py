@@ -77,6 +77,7 @@ class CaseOutcome:
     calls: int
     tokens: int
     overflow: bool  # a call did not fit the model's context
+    prompt_tokens: int = 0  # the largest prompt of the run's calls, as the server counted it
 
 
 def closed_fields(induction: Induction, plan: Plan, spec: Spec) -> dict[str, str]:
@@ -239,6 +240,7 @@ class TrialRunner:
             calls=int(totals["model_calls"]),
             tokens=int(totals["prompt_tokens"] + totals["completion_tokens"]),
             overflow=overflow,
+            prompt_tokens=max((a.prompt_tokens for a in result.trace.attempts), default=0),
         )
 
 

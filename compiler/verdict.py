@@ -90,6 +90,7 @@ class Arm:
             "tokens_per_case": round(sum(o.tokens for o in self.test) / n, 1) if self.test else None,
             "calls_per_case": round(sum(o.calls for o in self.test) / n, 2) if self.test else None,
             "overflow_cases": sum(o.overflow for o in self.test + self.validation),
+            "max_prompt_tokens": max((o.prompt_tokens for o in self.test + self.validation), default=0),
             "setting": self.setting,
         }
 

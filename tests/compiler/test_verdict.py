@@ -15,8 +15,8 @@ from compiler.target_cache import CachedBackend
 from compiler.trials import CaseOutcome, NodeSetting, TrialRunner
 from compiler.verdict import MIN_AUTO_CASES, choose_threshold, clopper_pearson_lower, mcnemar, measure_auto
 from runtime import open_backend
-from tests.compiler.test_judge import gold_cases, write_spec
 from tests.support.fault_server import FaultServer
+from tests.support.tickets import gold_cases, write_spec
 
 
 def outcome(i: int, passed: bool, confidence: float | None, eligible: bool = True) -> CaseOutcome:

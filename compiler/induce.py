@@ -49,7 +49,7 @@ COPIED_MIN_VALUES = 2
 SUM_TOLERANCE = 0.005
 
 # Constraint kinds that `InducedField.schema()` emits; every other kind is only reported.
-SCHEMA_KINDS = frozenset({"type", "enum", "const", "pattern", "format", "non_negative", "non_empty"})
+SCHEMA_KINDS = frozenset({"type", "enum", "const", "pattern", "format", "non_negative", "non_empty", "unique_items"})
 
 _DATE_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
 _EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
@@ -121,6 +121,8 @@ class InducedField:
                 out["minimum"] = 0
             elif c.kind == "non_empty":
                 out["minItems" if self.types == ("array",) else "minLength"] = 1
+            elif c.kind == "unique_items":
+                out["uniqueItems"] = True
         if self.items is not None:
             out["items"] = self.items.schema()
         if self.properties:
@@ -204,7 +206,9 @@ def induce(
     `outputs` names (and orders) the output fields; by default every key seen in an
     expected object, in first-seen order. A named field never seen gets no constraints.
     `declared` maps fields to the values their spec declares (`Spec.declared_values()`):
-    such a field's enum is the declared set (rule `declared`), not an induced one.
+    such a field's enum is the declared set (rule `declared`), not an induced one. A key
+    `name[]` declares the item set of a multi-label (array) field: the items' enum is
+    closed the same way, and the field gets `uniqueItems` when no gold list repeats an item.
     """
     names = list(outputs) if outputs is not None else _keys_in_order(exp for _, exp in cases)
     n = len(cases)
@@ -223,6 +227,11 @@ def induce(
     for name, values in (declared or {}).items():
         if name in fields:
             _declare(fields[name], list(values), [exp[name] for _, exp in cases if exp.get(name) is not None])
+        elif name.endswith("[]") and name[:-2] in fields:
+            base = name[:-2]
+            _declare_items(
+                fields[base], list(values), [exp[base] for _, exp in cases if isinstance(exp.get(base), list)]
+            )
     return Induction(cases=n, fields=fields, relations=_relations(names, cases), copied=copied)
 
 
@@ -244,6 +253,38 @@ def _declare(f: InducedField, values: list[Any], gold: list[Any]) -> None:
             {"declared": len(values), "seen_in_gold": len(seen), "violations": 0},
         )
     )
+
+
+def _declare_items(f: InducedField, values: list[Any], lists: list[list[Any]]) -> None:
+    """Close the items of array field `f` to the declared item set (the spec loader has
+    checked that every gold item is declared); when some gold list shows and none repeats
+    an item, the lists are sets: `unique_items`."""
+    if f.items is None:  # gold shows no list: the items' field is still declared
+        f.items = InducedField(name=f"{f.name}[]", cases=0, present=0, nulls=0, types=())
+    _declare(f.items, values, [item for v in lists for item in v if item is not None])
+    f.constraints = [c for c in f.constraints if c.kind != "unique_items"]
+    if lists and all(_distinct(v) for v in lists):
+        f.constraints.append(
+            Constraint(f.name, "unique_items", {"uniqueItems": True}, {"values": len(lists), "violations": 0})
+        )
+
+
+def _distinct(items: list[Any]) -> bool:
+    """No two items of the list are equal as JSON Schema's uniqueItems compares them."""
+    return not any(_json_equal(a, b) for i, a in enumerate(items) for b in items[:i])
+
+
+def _json_equal(a: JSON, b: JSON) -> bool:
+    """JSON equality: 1 equals 1.0, a boolean never equals a number, containers by content."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list | dict) or isinstance(b, list | dict):
+        return False
+    return bool(a == b)
 
 
 def _keys_in_order(objs: Any) -> list[str]:
@@ -565,6 +606,8 @@ def _detail_text(kind: str, d: dict[str, Any]) -> str:
         return f"{d['left']} {d['op']} {d['right']}"
     if kind == "null_when":
         return f"when {d['field']} in {d['values']} ({' or '.join(d['missing_as'])})"
+    if kind == "unique_items":
+        return "no list repeats an item"
     if kind in ("pattern", "format"):
         return str(d[kind])
     if kind == "const":

@@ -31,7 +31,8 @@ def test_it_prints_every_problem_and_exits_2(tmp_path: Path, capsys: pytest.Capt
     assert err.splitlines() == [
         "error: spec is invalid (3 problems):",
         "  spec.yaml:4: unknown key 'ouputs'; did you mean 'outputs'? "
-        "valid keys: budgets, inputs, model, name, outputs, rules, task, tools, train, unsure_end",
+        "valid keys: auto_accuracy, budgets, inputs, model, name, outputs, rules, split, task, test, tools, train, "
+        "unsure_end, validation",
         "  spec.yaml:1: 'outputs' is required: map each field name to {description: ...}",
         "  gold.jsonl: missing file: every spec has gold cases, one JSON object per line; create it",
     ]

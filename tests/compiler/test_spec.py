@@ -3,16 +3,21 @@ is reported with its file and line, all at once."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from compiler import Budgets, FieldSpec, GoldCase, Rule, SpecInvalid, load_spec
+from compiler.spec import SplitRule
 from runtime import FieldRule, load_pack
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ["lookup_order", "issue_refund", "add", "subtract", "multiply", "divide", "convert"]  # refund_desk, calculator
 EXAMPLES = sorted(p.name for p in (ROOT / "packs").iterdir() if (p / "manifest.yaml").is_file())
+# benchmarks/specs/<task>: one spec per benchmark pack in benchmarks/packs (compiled against the target)
+BENCHMARKS = sorted(p.name for p in (ROOT / "benchmarks" / "packs").iterdir() if (p / "manifest.yaml").is_file())
 
 SPEC = """\
 name: triage
@@ -47,26 +52,37 @@ def _write(root: Path, spec: str | None = SPEC, gold: str | bytes | None = GOLD)
     return root
 
 
-@pytest.mark.parametrize("name", EXAMPLES)
-def test_it_loads_every_example_spec(name: str) -> None:
-    spec = load_spec(ROOT / "specs" / name)
+SPECS = [("specs", "packs", name) for name in EXAMPLES] + [
+    ("benchmarks/specs", "benchmarks/packs", name) for name in BENCHMARKS
+]
+SPEC_IDS = [f"{where}/{name}" for where, _, name in SPECS]
+
+
+def test_it_has_a_benchmark_spec_for_each_benchmark_pack() -> None:
+    assert BENCHMARKS == ["helpdesk_routing", "review_aspects", "shipping_details"]
+    assert sorted(p.name for p in (ROOT / "benchmarks" / "specs").iterdir() if p.is_dir()) == BENCHMARKS
+
+
+@pytest.mark.parametrize(("specs", "packs", "name"), SPECS, ids=SPEC_IDS)
+def test_it_loads_every_example_spec(specs: str, packs: str, name: str) -> None:
+    spec = load_spec(ROOT / specs / name)
     assert spec.name == name
     assert spec.task.strip() and spec.inputs and spec.outputs and spec.gold
     assert all(f.description for f in [*spec.inputs.values(), *spec.outputs.values()])
 
 
-@pytest.mark.parametrize("name", EXAMPLES)
-def test_it_keeps_the_gold_bytes_of_the_packs_evalset(name: str) -> None:
-    spec = load_spec(ROOT / "specs" / name)
-    assert spec.gold_bytes == (ROOT / "packs" / name / "evalset.jsonl").read_bytes()
-    assert spec.gold_bytes == (ROOT / "specs" / name / "gold.jsonl").read_bytes()
+@pytest.mark.parametrize(("specs", "packs", "name"), SPECS, ids=SPEC_IDS)
+def test_it_keeps_the_gold_bytes_of_the_packs_evalset(specs: str, packs: str, name: str) -> None:
+    spec = load_spec(ROOT / specs / name)
+    assert spec.gold_bytes == (ROOT / packs / name / "evalset.jsonl").read_bytes()
+    assert spec.gold_bytes == (ROOT / specs / name / "gold.jsonl").read_bytes()
 
 
-@pytest.mark.parametrize("name", EXAMPLES)
-def test_it_declares_what_the_example_pack_declares(name: str) -> None:
+@pytest.mark.parametrize(("specs", "packs", "name"), SPECS, ids=SPEC_IDS)
+def test_it_declares_what_the_example_pack_declares(specs: str, packs: str, name: str) -> None:
     """Each example spec names its pack's inputs, outputs and tools, and its unsure end
     is one of the pack's nodes (taken by on_fail or on_unsure)."""
-    spec, pack = load_spec(ROOT / "specs" / name), load_pack(ROOT / "packs" / name, tools=TOOLS)
+    spec, pack = load_spec(ROOT / specs / name), load_pack(ROOT / packs / name, tools=TOOLS)
     assert (tuple(spec.inputs), tuple(spec.outputs), spec.tools) == (pack.inputs, pack.output, pack.tools)
     if spec.unsure_end is not None:
         assert spec.unsure_end in {e.target for e in pack.edges if e.kind in ("on_fail", "on_unsure")}
@@ -77,6 +93,26 @@ def test_it_loads_the_example_in_the_docs(tmp_path: Path) -> None:
     example = doc.split("```yaml\n", 1)[1].split("```", 1)[0]
     gold = '{"input": {"ticket": "x"}, "expected": {"amount_usd": 700, "priority": "p1"}}\n'
     assert load_spec(_write(tmp_path, example, gold)).name == "support_triage"
+
+
+def test_the_benchmark_specs_close_what_their_packs_close() -> None:
+    """helpdesk_routing's labels are its grammars' enums, review_aspects' item set is its
+    grammar's item enum, and none names split tags (the default seeded split applies)."""
+    bench = ROOT / "benchmarks"
+    helpdesk = load_spec(bench / "specs/helpdesk_routing")
+    for name in ("department", "subissue"):
+        grammar = json.loads((bench / f"packs/helpdesk_routing/grammars/{name}.json").read_text())
+        assert helpdesk.declared_values()[name] == grammar["properties"][name]["enum"]
+    labels = yaml.safe_load((bench / "packs/helpdesk_routing/labels/subissues.yaml").read_text())
+    assert set(helpdesk.declared_values()["subissue"]) == {v for vs in labels.values() for v in vs}
+    aspects = load_spec(bench / "specs/review_aspects")
+    grammar = json.loads((bench / "packs/review_aspects/grammars/aspects.json").read_text())
+    assert aspects.declared_values() == {"aspects[]": grammar["properties"]["aspects"]["items"]["enum"]}
+    assert aspects.outputs["aspects"].item_set
+    for name in BENCHMARKS:
+        spec = load_spec(bench / "specs" / name)
+        assert (spec.train, spec.validation, spec.test, spec.split, spec.model) == (None, None, None, SplitRule(), None)
+    assert helpdesk.unsure_end == "review"
 
 
 def test_it_gives_refund_desk_its_tools_and_its_human_end() -> None:
@@ -95,6 +131,15 @@ def test_it_loads_a_spec_into_its_parts(tmp_path: Path) -> None:
         Rule("Big amounts are billing.", "amount_usd == null or amount_usd < 500 or category == 'billing'"),
     )
     assert (spec.tools, spec.unsure_end, spec.model, spec.budgets) == ((), "manual_triage", None, Budgets())
+    assert (spec.train, spec.validation, spec.test, spec.split, spec.auto_accuracy) == (
+        None,
+        None,
+        None,
+        SplitRule(),
+        0.9,
+    )
+    assert SplitRule() == SplitRule(seed=0, validation=0.25, test=0.25)
+    assert Budgets().target_calls == 3000
     assert spec.gold[1] == GoldCase(
         "b", {"ticket": "Where is my parcel?"}, {"category": "other", "amount_usd": None}, None, None, (), 2
     )
@@ -106,6 +151,43 @@ def test_it_reads_budgets_and_model(tmp_path: Path) -> None:
     spec = load_spec(_write(tmp_path, SPEC + extra))
     assert spec.model == "openai:http://127.0.0.1:8080/v1#qwen"
     assert spec.budgets == Budgets(attempts=3, planner_tokens=Budgets().planner_tokens, cost_usd=0.0)
+
+
+def test_it_reads_the_split_tags_the_split_rule_and_the_target_keys(tmp_path: Path) -> None:
+    extra = (
+        "train: tr\nvalidation: va\ntest: te\nsplit: {seed: 7, validation: 0.2, test: 0.3}\n"
+        "auto_accuracy: 0.95\nbudgets: {target_calls: 500}\n"
+    )
+    spec = load_spec(_write(tmp_path, SPEC + extra, TAGGED))
+    assert (spec.train, spec.validation, spec.test) == ("tr", "va", "te")
+    assert spec.split == SplitRule(seed=7, validation=0.2, test=0.3)
+    assert spec.auto_accuracy == 0.95
+    assert spec.budgets == Budgets(target_calls=500)
+
+
+def test_it_reads_a_split_rule_in_part(tmp_path: Path) -> None:
+    spec = load_spec(_write(tmp_path, SPEC + "split:\n  test: 0.5\n"))
+    assert spec.split == SplitRule(seed=0, validation=0.25, test=0.5)
+
+
+def test_it_reads_values_on_an_array_field_as_its_item_set(tmp_path: Path) -> None:
+    spec = load_spec(_write(tmp_path, SPEC_ITEMS, GOLD_ITEMS))
+    assert spec.outputs["labels"] == FieldSpec(
+        "labels", "The labels.", "array", ("refund", "urgent", "vip"), FieldRule("set"), item_set=True
+    )
+    assert spec.declared_values() == {"labels[]": ["refund", "urgent", "vip"]}
+
+
+def test_it_reads_values_on_an_untyped_field_whose_gold_values_are_lists_as_its_item_set(tmp_path: Path) -> None:
+    spec = load_spec(_write(tmp_path, SPEC_ITEMS.replace("    type: array\n", ""), GOLD_ITEMS))
+    assert spec.outputs["labels"].item_set and spec.outputs["labels"].type is None
+    assert spec.declared_values() == {"labels[]": ["refund", "urgent", "vip"]}
+    assert not load_spec(_write(tmp_path / "scalar")).outputs["category"].item_set
+
+
+def test_it_lets_a_split_tag_sit_beside_other_tags(tmp_path: Path) -> None:
+    gold = TAGGED.replace('"tags": ["tr"]', '"tags": ["tr", "hard"]')
+    assert load_spec(_write(tmp_path, SPEC + "train: tr\n", gold)).train == "tr"
 
 
 def test_it_lets_a_case_at_the_unsure_end_break_a_rule(tmp_path: Path) -> None:
@@ -120,6 +202,22 @@ def test_it_checks_a_rule_only_on_cases_that_have_its_fields(tmp_path: Path) -> 
     gold = GOLD + '{"id": "c", "input": {"ticket": "?"}, "expected": {"amount_usd": 900}}\n'
     assert len(load_spec(_write(tmp_path, gold=gold)).gold) == 3
 
+
+# GOLD with a case per split tag (lines 1-3: tr, va, te) and an untagged one (line 4).
+TAGGED = (
+    GOLD.replace('"id": "a",', '"id": "a", "tags": ["tr"],').replace('"id": "b",', '"id": "b", "tags": ["va"],')
+    + '{"id": "c", "tags": ["te"], "input": {"ticket": "Hello"}, "expected": {"category": "other", "amount_usd": null}}\n'
+    + '{"id": "d", "input": {"ticket": "Hi"}, "expected": {"category": "other", "amount_usd": null}}\n'
+)
+# SPEC with a multi-label output (line 8: labels; its values on line 11) and GOLD with it.
+SPEC_ITEMS = SPEC.replace(
+    "outputs:\n",
+    "outputs:\n  labels:\n    description: The labels.\n    type: array\n    values: [refund, urgent, vip]\n"
+    "    compare: set\n",
+)
+GOLD_ITEMS = GOLD.replace('"category": "billing"', '"labels": ["urgent", "refund"], "category": "billing"').replace(
+    '"category": "other"', '"labels": [], "category": "other"'
+)
 
 # (what is wrong, spec.yaml, gold.jsonl, the file and line it is reported at, words of the message)
 MISTAKES = [
@@ -381,6 +479,93 @@ MISTAKES = [
         "gold.jsonl",
         1,
         "expected.amount_usd must be an array (outputs.amount_usd is compare: set)",
+    ),
+    (
+        "split tag no case carries",
+        SPEC + "train: tr\nvalidation: holdout\n",
+        TAGGED,
+        "spec.yaml",
+        18,
+        "'validation': no gold case has the tag 'holdout'",
+    ),
+    ("split tag that is no text", SPEC + "test: [te]\n", TAGGED, "spec.yaml", 17, "'test' names the tag"),
+    (
+        "one tag for two splits",
+        SPEC + "train: tr\ntest: tr\n",
+        TAGGED,
+        "spec.yaml",
+        18,
+        "'test': the tag 'tr' already names the train split",
+    ),
+    (
+        "case carrying two split tags",
+        SPEC + "validation: va\ntest: te\n",
+        TAGGED.replace('"tags": ["va"]', '"tags": ["va", "te"]'),
+        "gold.jsonl",
+        2,
+        "case 'b' carries the split tags 'va' (validation) and 'te' (test); a case is in one split only",
+    ),
+    ("split that is not a mapping", SPEC + "split: 0.25\n", GOLD, "spec.yaml", 17, "'split' must be a mapping"),
+    ("unknown split key", SPEC + "split:\n  sead: 1\n", GOLD, "spec.yaml", 18, "did you mean 'seed'?"),
+    ("split seed that is no integer", SPEC + "split:\n  seed: 1.5\n", GOLD, "spec.yaml", 18, "split.seed must be"),
+    (
+        "split share of zero",
+        SPEC + "split:\n  validation: 0\n",
+        GOLD,
+        "spec.yaml",
+        18,
+        "split.validation is the share of gold cases in the validation split: a fraction > 0 and < 1",
+    ),
+    ("split share of one", SPEC + "split:\n  test: 1\n", GOLD, "spec.yaml", 18, "a fraction > 0 and < 1, got 1"),
+    (
+        "split shares that leave nothing to train on",
+        SPEC + "split:\n  validation: 0.5\n  test: 0.5\n",
+        GOLD,
+        "spec.yaml",
+        17,
+        "split: validation 0.5 + test 0.5 leave no gold cases to train on; their sum must be < 1",
+    ),
+    ("auto accuracy of one", SPEC + "auto_accuracy: 1\n", GOLD, "spec.yaml", 17, "'auto_accuracy' is the accuracy"),
+    ("auto accuracy as text", SPEC + "auto_accuracy: high\n", GOLD, "spec.yaml", 17, "a fraction > 0 and < 1"),
+    (
+        "zero target calls",
+        SPEC + "budgets:\n  target_calls: 0\n",
+        GOLD,
+        "spec.yaml",
+        18,
+        "budgets.target_calls must be",
+    ),
+    (
+        "gold item not in the item set",
+        SPEC_ITEMS,
+        GOLD_ITEMS.replace('["urgent", "refund"]', '["urgent", "refnd"]'),
+        "gold.jsonl",
+        1,
+        "expected.labels[1] is 'refnd', which is not in outputs.labels.values (the items the field's lists may hold)",
+    ),
+    (
+        "gold item not in the item set of an untyped field",
+        SPEC_ITEMS.replace("    type: array\n", ""),
+        GOLD_ITEMS.replace('"labels": []', '"labels": ["spam"]'),
+        "gold.jsonl",
+        2,
+        "expected.labels[0] is 'spam', which is not in outputs.labels.values",
+    ),
+    (
+        "array field whose gold value is no list",
+        SPEC_ITEMS,
+        GOLD_ITEMS.replace('"labels": []', '"labels": "urgent"'),
+        "gold.jsonl",
+        2,
+        "expected.labels is a string, but outputs.labels is declared array",
+    ),
+    (
+        "item listed twice",
+        SPEC_ITEMS.replace("[refund, urgent, vip]", "[refund, urgent, refund]"),
+        GOLD_ITEMS,
+        "spec.yaml",
+        11,
+        "outputs.labels.values[2] 'refund' is listed twice",
     ),
     (
         "human answer at another node",

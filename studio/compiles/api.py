@@ -1,6 +1,8 @@
 """The compiles API routes (gathered into studio.api): start a compile, read one (its
 progress and attempts), list a project's, cancel one, read one attempt (plan, pack
-files, eval summaries), and adopt an attempt as the project's pack.
+files, eval summaries), read the pack judged on the target, and adopt an attempt's pack
+(it runs on the offline test model: structure tests only) or the judged pack (it runs on
+the target model) as the project's pack.
 
 Same rules as the pages: any member reads; only authors start, cancel or adopt (403); a
 stranger gets 404. `planner` is "rules" (the default: the model-free planner) or an
@@ -12,6 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.db.models import BooleanField, ExpressionWrapper, Q
 from ninja import Router, Schema, Status
 from ninja.errors import HttpError
 
@@ -20,9 +23,11 @@ from studio.compiles.models import Compile, CompileAttempt
 from studio.compiles.start import (
     CompileRefused,
     adopt_attempt,
+    adopt_judged,
     adoption_message,
     cancel_compile,
     endpoint_named,
+    judged_adoption_message,
     start_compile,
 )
 from studio.errors import CONFLICT, ERRORS, INVALID
@@ -57,6 +62,21 @@ class AttemptDetailOut(AttemptOut):
     evals: dict[str, Any]
 
 
+class JudgedOut(Schema):
+    """What judging on the target found: which arm won ("pack" | "one_call"; "" when
+    none), the judged pack's model (the target), the verdict's sentence, and whether the
+    pack was kept (GET /api/compiles/{id}/judged has its files)."""
+
+    arm: str
+    model: str
+    sentence: str
+    pack: bool
+
+
+class JudgedPackOut(JudgedOut):
+    pack_files: dict[str, str] | None
+
+
 class CompileOut(Schema):
     id: int
     project: str
@@ -77,6 +97,7 @@ class CompileOut(Schema):
     best_attempt: int | None
     full_marks: bool
     error: str
+    judged: JudgedOut | None  # null: no verdict (no target, or the compile did not get that far)
     attempts: list[AttemptOut]
     created_by: str
     created_at: datetime
@@ -89,6 +110,22 @@ class AdoptOut(Schema):
     attempt: int
     version: str  # the commit that adopted it
     message: str
+
+
+class JudgedAdoptOut(Schema):
+    compile: int
+    arm: str
+    model: str  # the judged pack's model: the target
+    version: str  # the commit that adopted it
+    message: str
+
+
+def judged_out(c: Compile) -> JudgedOut | None:
+    if not (c.judged_sentence or c.judged_arm):
+        return None
+    kept = getattr(c, "judged_kept", None)  # list_compiles annotates it (the files are deferred there)
+    pack = bool(kept) if kept is not None else c.has_judged_pack
+    return JudgedOut(arm=c.judged_arm, model=c.judged_model, sentence=c.judged_sentence, pack=pack)
 
 
 def attempt_out(a: CompileAttempt) -> AttemptOut:
@@ -127,6 +164,7 @@ def compile_out(c: Compile) -> CompileOut:
         best_attempt=c.best_attempt,
         full_marks=c.full_marks,
         error=c.error,
+        judged=judged_out(c),
         attempts=[attempt_out(a) for a in rows],
         created_by=c.created_by.username,
         created_at=c.created_at,
@@ -162,8 +200,11 @@ def start(request: StudioRequest, payload: CompileIn) -> Status[CompileOut]:
 @router.get("", response={200: list[CompileOut], **ERRORS, **INVALID}, summary="A project's compiles, newest first")
 def list_compiles(request: StudioRequest, project: str, limit: int = 50) -> list[CompileOut]:
     found, _ = project_for(request.user, project)
-    rows = Compile.objects.filter(project=found).select_related(
-        "project", "planner_endpoint", "target_endpoint", "created_by"
+    rows = (
+        Compile.objects.filter(project=found)
+        .select_related("project", "planner_endpoint", "target_endpoint", "created_by")
+        .defer("judged_pack_files")
+        .annotate(judged_kept=ExpressionWrapper(Q(judged_pack_files__isnull=False), output_field=BooleanField()))
     )
     return [compile_out(c) for c in rows[: max(1, min(limit, 200))]]
 
@@ -207,3 +248,36 @@ def adopt(request: StudioRequest, compile_id: int, number: int, base: str | None
     except CompileRefused as exc:
         raise HttpError(409, str(exc)) from None
     return AdoptOut(compile=c.pk, attempt=a.number, version=sha, message=adoption_message(a))
+
+
+@router.get(
+    "/{compile_id}/judged",
+    response={200: JudgedPackOut, **ERRORS, **INVALID},
+    summary="The pack judged on the target: its files, arm, model and verdict",
+)
+def get_judged(request: StudioRequest, compile_id: int) -> JudgedPackOut:
+    c, _ = compile_for(request.user, compile_id)
+    found = judged_out(c)
+    if found is None:
+        raise HttpError(404, f"compile {c.pk} has no verdict on a target model")
+    return JudgedPackOut(**found.dict(), pack_files=c.judged_pack_files)
+
+
+@router.post(
+    "/{compile_id}/adopt",
+    response={200: JudgedAdoptOut, **ERRORS_409},
+    summary="Adopt the judged pack: commit the pack judged on the target into the project's pack/",
+)
+def adopt_judged_pack(request: StudioRequest, compile_id: int, base: str | None = None) -> JudgedAdoptOut:
+    """The pack that won on the compile's target model (its manifest's model is the
+    target), not an attempt's (which run on the offline test model). `?base=SHA`: the
+    version you reviewed it against; 409 when the project moved on since, or when there
+    is no judged pack (no target, or neither arm beat the trivial baseline)."""
+    c, _ = compile_for(request.user, compile_id, edit=True)
+    try:
+        sha = adopt_judged(c, user=request.user, base=base)
+    except CompileRefused as exc:
+        raise HttpError(409, str(exc)) from None
+    return JudgedAdoptOut(
+        compile=c.pk, arm=c.judged_arm, model=c.judged_model, version=sha, message=judged_adoption_message(c)
+    )

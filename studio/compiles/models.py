@@ -47,6 +47,14 @@ class Compile(models.Model):
     target_score = models.FloatField(null=True, blank=True)
     best_attempt = models.PositiveIntegerField(null=True, blank=True)
     full_marks = models.BooleanField(default=False)
+    # What judging on the target left (compiler.judge, written with the final status): the
+    # judged pack, path -> text (its manifest's model is the target; null when nothing was
+    # judged, neither arm beat the trivial baseline, or it was too large to keep), which
+    # arm won ("pack" | "one_call"), the manifest's model, and the verdict's sentence.
+    judged_pack_files = models.JSONField(null=True, blank=True)
+    judged_arm = models.CharField(max_length=16, blank=True)
+    judged_model = models.TextField(blank=True)
+    judged_sentence = models.TextField(blank=True)
     error = models.TextField(blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
@@ -69,6 +77,14 @@ class Compile(models.Model):
     @property
     def is_final(self) -> bool:
         return self.status in self.FINAL
+
+    @property
+    def has_judged_pack(self) -> bool:
+        return bool(self.judged_pack_files)
+
+    @property
+    def judged_arm_label(self) -> str:
+        return {"pack": "the planned pack", "one_call": "one call"}.get(self.judged_arm, self.judged_arm)
 
     @property
     def planner_label(self) -> str:

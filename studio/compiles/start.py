@@ -1,6 +1,7 @@
 """Starting a compile (check the spec at the project's head, write the row, send the task
-once it is committed), cancelling one, and adopting one of its attempts (a commit of the
-attempt's pack into the project's pack/)."""
+once it is committed), cancelling one, and adopting a pack it made (a commit of the pack
+into the project's pack/): one of its attempts' packs, which run on the offline test
+model, or the pack judged on its target model (adopt_files does both)."""
 
 from __future__ import annotations
 
@@ -132,24 +133,58 @@ def adoption_message(attempt: CompileAttempt) -> str:
     )
 
 
+def judged_adoption_message(c: Compile) -> str:
+    target = c.target_endpoint.name if c.target_endpoint is not None else "none"
+    return (
+        f"Adopt compile #{c.pk}'s judged pack: the pack compiled from spec version {c.version[:10]}, "
+        f"judged on the target\n\n"
+        f"spec version: {c.version}\nplanner: {c.planner_label}\ntarget endpoint: {target}\n"
+        f"model: {c.judged_model}\narm: {c.judged_arm}\nverdict: {c.judged_sentence}"
+    )
+
+
 class AdoptStale(CompileRefused):
     """The project moved on since the version the adoption was based on."""
 
 
 def adopt_attempt(attempt: CompileAttempt, *, user: User, base: str | None = None) -> str:
-    """One commit that makes the project's pack/ exactly the attempt's pack (files the
-    attempt does not have are removed), with a message naming the spec version and the
-    attempt. Returns the new commit's sha.
+    """Adopt the attempt's pack (adopt_files), with a message naming the spec version and
+    the attempt. Its pack runs on the offline test model (structure tests only)."""
+    if not attempt.pack_files:
+        raise CompileRefused(f"attempt {attempt.number} produced no pack to adopt")
+    what = f"attempt {attempt.number}'s pack"
+    return adopt_files(
+        attempt.compile.project, attempt.pack_files, what, adoption_message(attempt), user=user, base=base
+    )
 
-    `base` is the version the author saw the attempt's diff against (the page sends it):
+
+def adopt_judged(c: Compile, *, user: User, base: str | None = None) -> str:
+    """Adopt the pack judged on the compile's target (adopt_files): the one whose
+    manifest's model is the target, with a message naming the spec version, the target
+    and the verdict."""
+    if not c.judged_pack_files:
+        raise CompileRefused(
+            f"compile #{c.pk} has no judged pack to adopt: "
+            + (c.judged_sentence or "it was not judged on a target model")
+        )
+    return adopt_files(
+        c.project, c.judged_pack_files, "the judged pack", judged_adoption_message(c), user=user, base=base
+    )
+
+
+def adopt_files(
+    project: Project, files: dict[str, str], what: str, message: str, *, user: User, base: str | None = None
+) -> str:
+    """One commit that makes the project's pack/ exactly `files` (path -> text; files it
+    does not have are removed), with `message`. Returns the new commit's sha. `what`
+    names the pack in the refusals.
+
+    `base` is the version the author saw the pack's diff against (the page sends it):
     when the project moved on since, nothing is written (AdoptStale), so a teammate's
     newer save is never overwritten unseen. Without `base` (an API call that names none),
     the adoption goes on top of whatever the head is."""
-    if not attempt.pack_files:
-        raise CompileRefused(f"attempt {attempt.number} produced no pack to adopt")
-    project = attempt.compile.project
     repo = PackRepo(project.repo_path)
-    wanted = {f"{PACK_PREFIX}{path}": text.encode("utf-8") for path, text in attempt.pack_files.items()}
+    wanted = {f"{PACK_PREFIX}{path}": text.encode("utf-8") for path, text in files.items()}
     author = user.get_full_name() or user.username
     for _ in range(1 if base else 2):  # without a base, a teammate's save in between: once more
         head = base or repo.head()
@@ -160,14 +195,14 @@ def adopt_attempt(attempt: CompileAttempt, *, user: User, base: str | None = Non
         changes: dict[str, bytes | None] = {p: None for p in (f"{PACK_PREFIX}{q}" for q in current) if p not in wanted}
         changes.update({p: data for p, data in wanted.items() if current.get(p[len(PACK_PREFIX) :]) != data})
         if not changes:
-            raise CompileRefused(f"the project's pack is already attempt {attempt.number}'s pack; nothing to adopt")
+            raise CompileRefused(f"the project's pack is already {what}; nothing to adopt")
         try:
-            sha = repo.save(changes, base=head, author=author, email=user.email, message=adoption_message(attempt))
+            sha = repo.save(changes, base=head, author=author, email=user.email, message=message)
         except StaleBase as exc:
             if base:
                 raise AdoptStale(
                     f"the project moved on since {base[:10]} (it is now at {exc.head[:10]}); nothing was adopted. "
-                    "Look at the attempt's diff against the project's pack again, then adopt"
+                    f"Look at the diff of {what} against the project's pack again, then adopt"
                 ) from None
             continue
         except StorageError as exc:

@@ -1,9 +1,11 @@
 """Compile pages: the project's Compile tab (its compiles, and the start form for
 authors), a compile's page (live progress polled by htmx until it ends, the attempt
 history, cancel; the split, trials, learning curve and verdict of the search on the
-target, read from the work dir by studio/compiles/search.py) and an attempt's page (its
-plan drawn as a graph with blame, its eval summaries, the diff of its pack against the
-project's pack/, and Adopt).
+target, read from the work dir by studio/compiles/search.py; the pack judged on the
+target, its diff against the project's pack/, and Adopt) and an attempt's page (its plan
+drawn as a graph with blame, its eval summaries, the diff of its pack against the
+project's pack/, and Adopt: an attempt's pack runs on the offline test model, for
+structure tests only).
 
 Authors start, cancel and adopt; every member watches; strangers get 404. Function
 views that return early; htmx gets the fragment named after the DOM id it replaces,
@@ -27,7 +29,14 @@ from studio.compiles.forms import CompileStartForm
 from studio.compiles.models import Compile, CompileAttempt
 from studio.compiles.search import read_search
 from studio.compiles.shared import work_dir
-from studio.compiles.start import AdoptStale, CompileRefused, adopt_attempt, cancel_compile, start_compile
+from studio.compiles.start import (
+    AdoptStale,
+    CompileRefused,
+    adopt_attempt,
+    adopt_judged,
+    cancel_compile,
+    start_compile,
+)
 from studio.http import StudioRequest
 from studio.projects.execute import validate_files
 from studio.projects.graph_svg import draw
@@ -59,7 +68,11 @@ def compiles_list(request: StudioRequest, slug: str) -> HttpResponse:
             else:
                 return redirect("compiles-detail", slug=opened.project.slug, compile_id=made.pk)
         status = 400
-    compiles = Compile.objects.filter(project=opened.project).select_related("planner_endpoint", "created_by")[:50]
+    compiles = (
+        Compile.objects.filter(project=opened.project)
+        .select_related("planner_endpoint", "created_by")
+        .defer("judged_pack_files")[:50]
+    )
     context = opened.context("compiles", form=form, compiles=compiles)
     return page(request, "compiles/list.html", context, status=status)
 
@@ -73,7 +86,31 @@ def progress_context(c: Compile, can_edit: bool) -> dict[str, Any]:
         "slow_queue": c.status == Compile.Status.QUEUED and timezone.now() - c.created_at > QUEUE_PATIENCE,
         # the split, the trials and the verdict the loop wrote in the work dir (files: no query)
         "search": read_search(work_dir(c.pk)),
+        **judged_context(c, can_edit),
     }
+
+
+def judged_context(c: Compile, can_edit: bool) -> dict[str, Any]:
+    """The pack judged on the target, against the project's pack/ (read only once there
+    is one: the poller of a running compile reads no repository)."""
+    if not c.has_judged_pack:
+        return {"can_adopt_judged": False}
+    base, current = _project_pack(c)
+    return {
+        "can_adopt_judged": can_edit,
+        "judged_changes": pack_diff(current, c.judged_pack_files or {}),
+        "base": base,  # the version the diff is against: the adoption is refused if the project moved on
+    }
+
+
+def _project_pack(c: Compile) -> tuple[str, dict[str, bytes]]:
+    """The project's head and the files of its pack/ there ("", {} when unreadable)."""
+    try:
+        repo = PackRepo(c.project.repo_path)
+        head = repo.head() or ""
+        return head, pack_files(repo, head or None)
+    except StorageError:
+        return "", {}
 
 
 def compile_detail(request: StudioRequest, slug: str, compile_id: int) -> HttpResponse:
@@ -129,12 +166,7 @@ def attempt_context(c: Compile, attempt: CompileAttempt, can_edit: bool) -> dict
     if pack is not None:
         label = f"The graph of attempt {attempt.number} of compile {c.pk}"
         drawing = draw(pack, label=label, shares=shares if shares else None)
-    try:
-        repo = PackRepo(c.project.repo_path)
-        head = repo.head() or ""
-        current = pack_files(repo, head or None)
-    except StorageError:
-        head, current = "", {}
+    head, current = _project_pack(c)
     return {
         "compile": c,
         "project": c.project,
@@ -167,4 +199,18 @@ def attempt_adopt(request: StudioRequest, slug: str, compile_id: int, number: in
         context = {**attempt_context(c, attempt, role.can_edit), "role": role, "adopt_error": str(exc)}
         return render(request, "compiles/attempt.html", context, status=409 if isinstance(exc, AdoptStale) else 400)
     messages.success(request, f"Adopted attempt {attempt.number} of compile #{c.pk} as {sha[:10]}.")
+    return redirect("projects-overview", slug=c.project.slug)
+
+
+@require_POST
+def compile_adopt(request: StudioRequest, slug: str, compile_id: int) -> HttpResponse:
+    """Adopt the pack judged on the compile's target (its manifest's model is the target)."""
+    c, role = compile_for(request.user, compile_id, slug=slug, edit=True)
+    try:
+        sha = adopt_judged(c, user=request.user, base=request.POST.get("base", "").strip() or None)
+    except CompileRefused as exc:
+        context = {**progress_context(c, role.can_edit), "role": role, "can_edit": role.can_edit}
+        context["adopt_error"] = str(exc)
+        return render(request, "compiles/detail.html", context, status=409 if isinstance(exc, AdoptStale) else 400)
+    messages.success(request, f"Adopted the judged pack of compile #{c.pk} as {sha[:10]}.")
     return redirect("projects-overview", slug=c.project.slug)

@@ -22,6 +22,11 @@ to the database as it goes. How a compile stays correct when workers die or stal
 - **Cache.** Every target-model call the loop makes goes through the project's cache
   (`cache_dir`, beside the work dirs): a resumed delivery, or a later compile of the
   project, asks the target nothing it has answered before.
+- **Judged pack.** With a target, the loop judges the best plan on it and stages the
+  pack that won in `work/chosen/` (compiler.judge): its manifest's model is the target,
+  never the offline test model the attempts' packs run on. The files, the arm that won
+  and the verdict's sentence are written to the row in the same UPDATE as the final
+  status, under the lease (`judged`), so any web process can show and adopt them.
 - **Cap.** A planner endpoint's calls each hold a slot of that endpoint's global cap
   (studio.evals.limits), the one evals and try-it runs share."""
 
@@ -35,6 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import yaml
 from celery.exceptions import SoftTimeLimitExceeded
 from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import DateTimeField, F, Value
@@ -42,12 +48,14 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from compiler import Spec, SpecInvalid, load_spec
+from compiler.judge import CHOSEN_DIR, VERDICT_FILE
 from compiler.loop import Progress, build
 from compiler.planners.base import Planner, PlanRequest, PlanResult, make_planner
 from runtime import PackforgeError
 from studio import leases, packs
 from studio.compiles.models import Compile, CompileAttempt
 from studio.compiles.recovery import watcher
+from studio.compiles.search import read_object
 from studio.compiles.settings import setting
 from studio.compiles.shared import S, cache_dir, lease, work_dir
 from studio.endpoints.execute import spec_for
@@ -105,8 +113,11 @@ def materialise_spec(files: dict[str, bytes], folder: Path) -> Spec:
 # -- one compile ------------------------------------------------------------------------------
 
 
-def _close(pk: int, token: str, status: str, **fields: Any) -> bool:
-    return leases.close(Compile, pk, token, status=status, finished_at=timezone.now(), **stored(fields))
+def _close(pk: int, token: str, status: str, raw: dict[str, Any] | None = None, **fields: Any) -> bool:
+    """Close the compile with `status` and `fields` (redacted: `stored`) and `raw` (pack
+    files, written as they are, like an attempt's), if this delivery holds the lease."""
+    values = {**stored(fields), **(raw or {})}
+    return leases.close(Compile, pk, token, status=status, finished_at=timezone.now(), **values)
 
 
 def run_compile(pk: int) -> str | None:
@@ -194,13 +205,57 @@ def _run_claimed(c: Compile, token: str, cancel: threading.Event, lost: Callable
     cancelled = cancel.is_set() and Compile.objects.filter(pk=c.pk, cancel_requested=True).exists()
     status = S.CANCELLED if cancelled else S.DONE
     fields: dict[str, Any] = {"best_attempt": result.best, "full_marks": bool(result.full_marks)}
+    raw: dict[str, Any] = {}
     if cancelled:
         fields.update(stage="cancelled", message="cancelled by an author")
     else:
         fields.update(stage="done")  # the loop's last message says which attempt is best and why it stopped
-    if not _close(c.pk, token, status, **fields):
+        found = judged(work)
+        raw["judged_pack_files"] = found.pop("judged_pack_files", None)
+        fields.update(found)
+    if not _close(c.pk, token, status, raw, **fields):
         raise LeaseLost(c.pk)
     return status
+
+
+# -- the judged pack: from the work dir into the row ----------------------------------------------
+
+MODEL_CHARS = 500  # the judged pack's model, as the row keeps it
+SENTENCE_CHARS = 2000  # the verdict's sentence, as the row keeps it
+
+
+def judged(work: Path) -> dict[str, Any]:
+    """What judging on the target left in `work` (compiler.judge), as the row's fields:
+    the verdict's sentence, and, when the verdict says it staged the pack that won
+    (`"pack": "chosen"`) and `chosen/manifest.yaml` is there, that pack's files (bounded
+    like an attempt's: read_pack), the arm that won and the manifest's model. {} when the
+    loop wrote no verdict (it had no attempt with a pack)."""
+    verdict, _ = read_object(work / VERDICT_FILE)
+    if verdict is None:
+        return {}
+    sentence = str(verdict.get("sentence") or "")[:SENTENCE_CHARS]
+    out: dict[str, Any] = {"judged_pack_files": None, "judged_arm": "", "judged_model": "", "judged_sentence": sentence}
+    staged = work / CHOSEN_DIR
+    if verdict.get("pack") != CHOSEN_DIR or not (staged / "manifest.yaml").is_file():
+        return out
+    files, problem = read_pack(staged)
+    out["judged_arm"] = str(verdict.get("chosen") or "")[:16]
+    out["judged_model"] = manifest_model(staged / "manifest.yaml")
+    if files is None:
+        out["judged_sentence"] = f"{sentence} (the judged pack was not kept: {problem or 'it could not be read'})"
+    out["judged_pack_files"] = files
+    return out
+
+
+def manifest_model(path: Path) -> str:
+    """The `model:` of the pack manifest at `path` ("" when it has none or cannot be read)."""
+    try:
+        with path.open("rb") as f:
+            doc = yaml.safe_load(f.read(PACK_BYTES_KEPT))
+    except (OSError, yaml.YAMLError):
+        return ""
+    model = doc.get("model") if isinstance(doc, dict) else None
+    return str(model)[:MODEL_CHARS] if model is not None else ""
 
 
 # -- attempts: from the work dir into rows --------------------------------------------------------

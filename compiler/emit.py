@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import yaml
 
 from compiler.errors import CompilerError, PlanInvalid
+from compiler.offline_tools import OFFLINE_FAKE, with_tool_args
 
 if TYPE_CHECKING:
     from compiler.induce import Induction
@@ -80,8 +81,9 @@ def emit(
     `induction` gives the schemas of spec outputs (`induce` over the spec's gold);
     `catalogue` maps tool names to their entries (result schemas for tool-written fields);
     `fakes` maps file names (`offline.json`) to scripted-model documents, written under
-    fakes/; `model` is the manifest's model (default: `fake:fakes/offline.json` when that
-    fake is given, else the spec's model, else none).
+    fakes/ (the offline script's choose_tool calls get their arguments from `catalogue`:
+    compiler.offline_tools.with_tool_args); `model` is the manifest's model (default:
+    `fake:fakes/offline.json` when that fake is given, else the spec's model, else none).
 
     `train` names the train split's case ids (default: the cases carrying the spec's
     `train` tag); few-shot examples come from those cases only. `shots` sets each generate
@@ -96,6 +98,8 @@ def emit(
     for name in scripts:
         if not _FAKE_NAME.match(name):
             raise CompilerError(f"fake script name {name!r} must be a plain file name ending in .json")
+    if OFFLINE_FAKE in scripts and any(n.kind == "choose_tool" for n in plan.nodes):
+        scripts[OFFLINE_FAKE] = with_tool_args(scripts[OFFLINE_FAKE], plan, spec, tools)
     schemas = _Schemas(plan, spec, induction, tools)
     _check_gates(plan, schemas)
     train_ids = _train_ids(spec, train)
@@ -113,6 +117,8 @@ def emit(
             fields = {w: schemas.field(w) for w in node.writes}
             files[f"grammars/{node.id}.json"] = _json(_object_schema(fields, closed=True))
             files[f"prompts/{node.id}.txt"] = _prompt(node, spec, fields)
+        elif node.kind == "choose_tool":
+            files[f"prompts/{node.id}.txt"] = _choice_prompt(node, spec)
         elif node.kind == "tool":
             known = {w: schemas.tool_field(node, w) for w in node.writes}
             if node.writes and all(s is not None for s in known.values()):
@@ -258,9 +264,10 @@ def _manifest(
     plan: Plan, spec: Spec, fakes: Mapping[str, Any], model: str | None, version: str, train_ids: set[str] | None
 ) -> str:
     used = {n.tool for n in plan.nodes if n.kind == "tool" and n.tool}
+    used |= {t for n in plan.nodes if n.kind == "choose_tool" for t in n.tools}
     tools = [t for t in spec.tools if t in used] + sorted(used - set(spec.tools))
     if model is None:
-        model = "fake:fakes/offline.json" if "offline.json" in fakes else spec.model
+        model = f"fake:fakes/{OFFLINE_FAKE}" if OFFLINE_FAKE in fakes else spec.model
     doc: dict[str, Any] = {
         "name": spec.name,
         "version": version,
@@ -316,8 +323,10 @@ def _graph(plan: Plan, examples: Mapping[str, tuple[str, str]], shots: Mapping[s
             node["args"] = dict(n.args)
         if n.kind != "end" and reads:
             node["reads"] = reads
-        if n.kind in ("generate", "human", "tool") and n.writes:
+        if n.kind in ("generate", "human", "tool", "choose_tool") and n.writes:
             node["writes"] = list(n.writes)
+        if n.kind == "choose_tool":
+            node.update(_choose_keys(n))
         if n.kind == "assert":
             node["expr"] = n.expr
         if n.kind == "generate":
@@ -357,6 +366,19 @@ def _graph(plan: Plan, examples: Mapping[str, tuple[str, str]], shots: Mapping[s
     return _yaml({"nodes": nodes, "edges": edges})
 
 
+def _choose_keys(n: PlanNode) -> dict[str, Any]:
+    """A choose_tool node's own graph.yaml keys, as packs/calculator writes them."""
+    keys: dict[str, Any] = {"tools": list(n.tools), "prompt": f"prompts/{n.id}.txt"}
+    if n.max_calls is not None:
+        keys["max_calls"] = n.max_calls
+    if n.min_calls:
+        keys["min_calls"] = n.min_calls
+    keys["to"] = n.to
+    if n.max_tokens is not None:
+        keys["max_tokens"] = n.max_tokens
+    return keys
+
+
 def _label(path: str, spec: Spec) -> str:
     root, _, rest = path.partition(".")
     words = (rest if root == "input" and rest else path).replace(".", " ").replace("_", " ").strip()
@@ -369,15 +391,35 @@ def _label(path: str, spec: Spec) -> str:
 
 
 def _prompt(node: PlanNode, spec: Spec, fields: Mapping[str, dict[str, Any]]) -> str:
-    body = (node.instructions or node.description or spec.task).strip()
-    parts = [_escape(body)]
+    parts = _head(node, spec)
+    shown = ", ".join(f"{json.dumps(f)}: {_hint(s)}" for f, s in fields.items())
+    parts.append(_escape(REPLY_LINE + "{" + shown + "}"))
+    return "\n\n".join(parts) + "\n"
+
+
+def _head(node: PlanNode, spec: Spec) -> list[str]:
+    """A prompt's first parts: the node's instructions (else its description, else the
+    task), then each read as a labelled section holding its placeholder."""
+    parts = [_escape((node.instructions or node.description or spec.task).strip())]
     for read in node.reads:
         if read.startswith("input."):
             parts.append(f'{_label(read, spec)}:\n"""\n{{{{ {read} }}}}\n"""')
         else:
             parts.append(f"{_label(read, spec)}:\n{{{{ {read} }}}}")
-    shown = ", ".join(f"{json.dumps(f)}: {_hint(s)}" for f, s in fields.items())
-    parts.append(_escape(REPLY_LINE + "{" + shown + "}"))
+    return parts
+
+
+def _choice_prompt(node: PlanNode, spec: Spec) -> str:
+    """A choose_tool node's prompt, asked before each choice: its instructions and reads as
+    a generate node's, then the offered tools (`{{ tools }}`), the calls so far (`{{ calls
+    }}`) and how to answer."""
+    parts = _head(node, spec)
+    parts.append("You answer by calling tools, one call at a time. Tools:\n{{ tools }}")
+    parts.append("Calls made so far:\n{{ calls }}")
+    parts.append(
+        'Reply with the next call as JSON, {"tool": NAME, "args": ARGS} (ARGS: an object holding the '
+        'tool\'s arguments), or {"tool": "done"} when the results above are enough to answer.'
+    )
     return "\n\n".join(parts) + "\n"
 
 

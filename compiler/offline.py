@@ -20,7 +20,11 @@ give way, and the script makes it do so by the node's own mechanism:
 - an assert node: the model node that last wrote what it reads answers a value that
   breaks the assert (checked with the expression language where the assert reads only
   model-written fields; where it reads a tool's result, a value well above the gold one)
-  and still passes that node's own assert.
+  and still passes that node's own assert;
+- a choose_tool node with an on_fail edge: an answer that is not JSON, every attempt
+  (invalid choices past the retry ladder). On the happy path it calls the tools the
+  case's gold `tools` list names, with arguments from the catalogue's argument schemas,
+  then says `done` (compiler.offline_tools).
 
 What it cannot express is listed under the script's `notes` (case id -> why), and those
 cases fail offline: an assert whose reads no model node writes; a tool that must fail on
@@ -37,7 +41,9 @@ from typing import TYPE_CHECKING, Any
 
 import jsonschema
 
+from compiler.gold_tools import gold_tools
 from compiler.induce import Induction, induce
+from compiler.offline_tools import Catalogue, collapse, visit_choices
 from compiler.spec import GoldCase, Spec
 from runtime import ExprError, compile_expr
 
@@ -51,11 +57,13 @@ MAX_STEPS = 64  # a static walk stops here (a plan with a cycle the gold values 
 _MODEL_KINDS = ("generate",)
 
 
-def offline_script(plan: Plan, spec: Spec) -> dict[str, Any]:
+def offline_script(plan: Plan, spec: Spec, catalogue: Catalogue | None = None) -> dict[str, Any]:
     """The `fake:` script that answers every generate node of `plan` perfectly for each
     gold case of `spec` (`cases: {case id: {node: answer}}`), with the gates that gold
-    sends off the happy path made to give way. It answers the gold cases only: it has no
-    `nodes` defaults, so a pack deployed on it fails a call on any other input, saying so,
+    sends off the happy path made to give way. A choose_tool node calls the case's gold
+    `tools`, with arguments from `catalogue`'s argument schemas (without a catalogue,
+    `{}`: emit fills them in, compiler.offline_tools.with_tool_args). It answers the gold
+    cases only: it has no `nodes` defaults, so a pack deployed on it fails a call on any other input, saying so,
     instead of answering it with a gold case's answer (runtime.backends.scripted). `notes`
     says which cases the offline model cannot express and why (module docstring)."""
     induction = induce([(c.input, c.expected) for c in spec.gold], list(spec.outputs), declared=spec.declared_values())
@@ -63,8 +71,9 @@ def offline_script(plan: Plan, spec: Spec) -> dict[str, Any]:
     filler = {f: _filler(f, plan, values) for n in plan.nodes if n.kind in _MODEL_KINDS for f in n.writes}
     cases: dict[str, dict[str, Any]] = {}
     notes: dict[str, str] = {}
+    listed = gold_tools(spec) if any(n.kind == "choose_tool" for n in plan.nodes) else {}
     for case in spec.gold:
-        walk = _Walk(plan, spec, case, induction, values, filler)
+        walk = _Walk(plan, spec, case, induction, values, filler, catalogue, listed.get(case.id))
         walk.run()
         cases[case.id] = walk.answers()
         if walk.notes:
@@ -116,6 +125,8 @@ class _Walk:
         induction: Induction,
         values: Mapping[str, list[Any]],
         filler: Mapping[str, Any],
+        catalogue: Catalogue | None = None,
+        listed: tuple[str, ...] | None = None,
     ) -> None:
         self.plan = plan
         self.spec = spec
@@ -123,6 +134,8 @@ class _Walk:
         self.induction = induction
         self.values = values
         self.filler = filler
+        self.catalogue = catalogue
+        self.listed = listed  # the case's gold `tools`: the calls its gold path makes
         self.env: dict[str, Any] = {**filler, **case.expected, "input": case.input}
         self.answer_of: dict[str, dict[str, Any]] = {}  # generate node -> its perfect answer (steered)
         self.calls: dict[str, list[Any]] = {}
@@ -209,6 +222,13 @@ class _Walk:
             if node.confidence:
                 answer["$probs"] = {str(node.confidence.get("field")): 1.0}
             self._add_calls(node, [answer] * max(1, node.samples))
+        elif node.kind == "choose_tool":
+            choices, notes = visit_choices(node, self.case, self.listed, self.catalogue)
+            self.notes += notes
+            self._add_calls(node, choices)
+            if node.writes:
+                made = [{**c, "result": None} for c in choices if c.get("tool") != "done"]
+                self.env[node.writes[0]] = made
         elif node.kind == "human":
             self.env.update(self.case.human.get(node.id) or {})
 
@@ -298,6 +318,9 @@ class _Walk:
             return self._break_assert(node)
         if node.kind == "tool":
             return True  # the real tool decides; the path says it fails here
+        if node.kind == "choose_tool" and edge.on_fail is not None:
+            self._add_calls(node, [NOT_JSON])  # invalid choices past the ladder
+            return True
         self.notes.append(f"node '{node.id}' ({node.kind}) cannot be made to take its {_edge_kind(edge)} edge")
         return False
 
@@ -353,6 +376,8 @@ class _Walk:
         reads.discard("input")
         for writer_id in reversed(self.order):
             writer = self.plan.node(writer_id)
+            if writer.kind != "generate":
+                continue
             fields = [f for f in writer.writes if f in reads]
             if not fields:
                 continue
@@ -411,15 +436,15 @@ class _Walk:
         them (one object when they are all the same), the perfect answer when unvisited."""
         out: dict[str, Any] = {}
         for node in self.plan.nodes:
-            if node.kind not in _MODEL_KINDS:
+            if node.kind not in (*_MODEL_KINDS, "choose_tool"):
                 continue
             calls = self.calls.get(node.id)
+            if not calls and node.kind == "choose_tool":
+                calls = visit_choices(node, self.case, self.listed, self.catalogue)[0]
             if not calls:
                 out[node.id] = self._answer(node)
-            elif all(c == calls[0] for c in calls):
-                out[node.id] = calls[0]
-            else:
-                out[node.id] = calls
+            else:  # a tool loop's choices stay a list: its calls may be alike until emit fills their arguments
+                out[node.id] = calls if node.kind == "choose_tool" else collapse(calls)
         return out
 
 

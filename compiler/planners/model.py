@@ -31,6 +31,7 @@ GUIDE = """A plan has: name, summary, entry (the first node's id), optional stat
 Node kinds:
 - generate: one model answer. reads (input.<name> or fields written before), writes (spec outputs or state fields), instructions (what to do, in words). Optional: two_stage (reason first), samples + agree (draw several times; disagreement takes on_unsure), assert (an expression over reads and writes; false takes on_fail), max_tokens.
 - tool: calls a host tool: tool (its name), args ({argument: field}), reads (the fields args use), writes (the result's keys).
+- choose_tool: the model picks host tools to call, one call at a time, in a bounded loop: tools (the names it may call), writes (one field: the calls made), max_calls, min_calls, to (the generate node that answers from the calls; its one to edge goes there, with no when), instructions.
 - assert: expr (an expression over reads); false takes on_fail.
 - human: a person answers: reads, writes, instructions (the question).
 - end: the run stops here; optional output (fields).

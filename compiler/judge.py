@@ -28,8 +28,6 @@ from compiler.trials import PROBE_MIN, TrialRunner, setting_dict
 from compiler.verdict import Arm, baseline_outcomes, choose_threshold, mcnemar, measure_auto, score_of
 from runtime import Tool, baseline_summary, open_backend
 
-DEFAULT_TARGET_CALLS = 3000
-DEFAULT_AUTO_ACCURACY = 0.9
 VERDICT_FILE = "verdict.json"
 SPLIT_FILE = "split.json"
 TRIALS_FILE = "search/trials.jsonl"
@@ -104,7 +102,7 @@ def judge(inputs: JudgeInputs, out: Path | None, write_pack: Callable[[Path, Pat
         verdict = not_judged(inputs, split)
         _write(work / VERDICT_FILE, verdict.document)
         return verdict
-    budget = inputs.budget if inputs.budget is not None else getattr(spec.budgets, "target_calls", DEFAULT_TARGET_CALLS)
+    budget = inputs.budget if inputs.budget is not None else spec.budgets.target_calls
     backend = CachedBackend(open_backend(inputs.target), inputs.cache or work / "cache", inputs.target)
     try:
         runner = TrialRunner(
@@ -221,7 +219,7 @@ def decide(spec: Spec, split: Split, arms: dict[str, Arm], runner: TrialRunner) 
             f"baseline ({b}/{n}) on validation: no pack is good enough to write"
         )
     winner = arms.get(chosen or "pack", pack)
-    tier = choose_threshold(winner.validation, getattr(spec, "auto_accuracy", DEFAULT_AUTO_ACCURACY))
+    tier = choose_threshold(winner.validation, spec.auto_accuracy)
     tier = measure_auto(tier, winner.test, one.test if one is not None else None)
     doc = {
         "judged": True,
@@ -244,7 +242,7 @@ def decide(spec: Spec, split: Split, arms: dict[str, Arm], runner: TrialRunner) 
         },
         "auto": {
             **tier.to_dict(),
-            "target": getattr(spec, "auto_accuracy", DEFAULT_AUTO_ACCURACY),
+            "target": spec.auto_accuracy,
             "threshold": tier.threshold if tier.threshold is None else max(tier.threshold, PROBE_MIN),
         },
     }

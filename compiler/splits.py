@@ -72,7 +72,7 @@ class Split:
 
 def split_gold(spec: Spec) -> Split:
     """The split of `spec`'s gold cases: by its tags when it names any, else seeded."""
-    tags = {"train": spec.train, "validation": getattr(spec, "validation", None), "test": getattr(spec, "test", None)}
+    tags = {"train": spec.train, "validation": spec.validation, "test": spec.test}
     result = _by_tags(spec.gold, tags) if any(tags.values()) else _seeded(spec)
     return _with_unseen(spec, result)
 
@@ -101,7 +101,7 @@ def _seeded(spec: Spec) -> Split:
     """Bundles ordered by stratum (shuffled with the seed inside each), then dealt one by
     one to the split furthest below its share of the bundles dealt so far: systematic
     sampling, so each stratum is spread over the three splits in proportion."""
-    rule = getattr(spec, "split", None) or _DefaultRule()
+    rule = spec.split
     rng = random.Random(rule.seed)
     strata: dict[str, list[list[str]]] = defaultdict(list)
     for key, members in _groups(spec):
@@ -120,13 +120,6 @@ def _seeded(spec: Spec) -> Split:
     order = {c.id: i for i, c in enumerate(spec.gold)}
     train, validation, test = (tuple(sorted(parts[n], key=order.__getitem__)) for n in SPLITS)
     return Split("seeded", rule.seed, train, validation, test)
-
-
-@dataclass(frozen=True)
-class _DefaultRule:
-    seed: int = 0
-    validation: float = 0.25
-    test: float = 0.25
 
 
 def _groups(spec: Spec) -> list[tuple[str, list[str]]]:

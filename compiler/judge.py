@@ -170,7 +170,7 @@ def judge(inputs: JudgeInputs, out: Path | None, write_pack: Callable[[Path, Pat
             if staged.exists():
                 shutil.rmtree(staged)
             runner.emit(chosen, plan, result.setting, staged, floor=threshold if threshold else None)
-            _add_offline(staged, plan, spec)
+            _add_offline(staged, plan, spec, inputs.catalogue)
             document["pack"] = CHOSEN_DIR
             if out is not None:
                 write_pack(staged, out)
@@ -255,10 +255,11 @@ def _rules(runner: TrialRunner) -> Mapping[str, Any]:
     return {}
 
 
-def _add_offline(pack_dir: Path, plan: Plan, spec: Spec) -> None:
+def _add_offline(pack_dir: Path, plan: Plan, spec: Spec, catalogue: Mapping[str, ToolSpec]) -> None:
     """The offline test model, for structure tests only (the manifest's model is the target)."""
     (pack_dir / "fakes").mkdir(exist_ok=True)
-    (pack_dir / "fakes" / "offline.json").write_text(json.dumps(offline_script(plan, spec), indent=2) + "\n")
+    script = offline_script(plan, spec, catalogue)
+    (pack_dir / "fakes" / "offline.json").write_text(json.dumps(script, indent=2) + "\n")
 
 
 def _split_counts(split: Split) -> dict[str, Any]:

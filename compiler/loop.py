@@ -308,7 +308,7 @@ class _Build:
         self.check_cancel(run)
         self.progress(n, "emit", f"attempt {n}: emitting {len(plan.nodes)} nodes")
         with run.timed("emit"):
-            script = offline_script(plan, self.spec)
+            script = offline_script(plan, self.spec, self.catalogue)
             pack_dir = emit(
                 plan,
                 self.spec,

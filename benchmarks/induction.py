@@ -3,7 +3,7 @@ packs' hand-written grammars, from their gold cases alone.
 
 Per pack in packs/*/ (evalset.jsonl = the gold cases, grammars/*.json = the hand-written
 answer schemas): precision and recall of type, enum and pattern facts
-(`compiler.induce.score_against_grammars`: a fact is (kind, field path[, value]); only
+(`compiler.induce_score.score_against_grammars`: a fact is (kind, field path[, value]); only
 fields both the grammars and the gold cases have count), the share of the hand grammars'
 enum values the induced enums hold, counts of the other induced constraints, and the
 mismatches in words. Raw rows (one per pack, one per mismatch):
@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._rows import write_rows  # noqa: E402
-from compiler.induce import SCORED_KINDS, induce, score_against_grammars  # noqa: E402
+from compiler.induce import induce  # noqa: E402
+from compiler.induce_score import SCORED_KINDS, score_against_grammars  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "induction.jsonl"
 

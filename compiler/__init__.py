@@ -6,7 +6,8 @@ Built so far: the spec loader and schema induction (docs/compiler.md). This modu
 compiler's public API; tests/compiler/test_exported_members.py pins the list."""
 
 from compiler.errors import CompilerError, PlanInvalid, SpecInvalid
-from compiler.induce import Constraint, InducedField, Induction, InductionScore, induce, score_against_grammars
+from compiler.induce import Constraint, InducedField, Induction, induce
+from compiler.induce_score import InductionScore, score_against_grammars
 from compiler.loop import AttemptRecord, BuildResult, Progress, build
 from compiler.offline import offline_script
 from compiler.plan import PLAN_SCHEMA, Plan, PlanEdge, PlanNode, parse_plan

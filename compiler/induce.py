@@ -15,64 +15,38 @@ satisfies (tests/compiler/test_induce.py checks it with hypothesis).
 from __future__ import annotations
 
 import datetime
-import itertools
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from compiler.induce_cross import _copied, _presence, _relations
+from compiler.induce_facts import (
+    _DATE_RE,
+    _EMAIL_RE,
+    _REGEX_META,
+    BOUND_MIN_VALUES,
+    CONST_MIN_VALUES,
+    ENUM_MAX_DISTINCT,
+    ENUM_MIN_VALUES,
+    FORMAT_MIN_VALUES,
+    JSON,
+    LABEL_RE,
+    PATTERN_MAX_LEN,
+    PATTERN_MIN_DISTINCT,
+    PATTERN_MIN_VALUES,
+    SCHEMA_KINDS,
+    Constraint,
+    _keys_in_order,
+)
+
 __all__ = [
     "Constraint",
     "InducedField",
     "Induction",
-    "InductionScore",
     "generalise",
     "induce",
-    "score_against_grammars",
 ]
-
-# -- rules (docs/compiler.md, "Schema induction") -----------------------------------------
-
-ENUM_MIN_VALUES = 4  # fewer non-null values than this: never an enum
-ENUM_MAX_DISTINCT = 16  # more distinct values than this: never an enum
-LABEL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")  # label-shaped: one token, no spaces
-PATTERN_MIN_VALUES = 5  # a pattern needs this many non-null values ...
-PATTERN_MIN_DISTINCT = 3  # ... this many of them distinct ...
-PATTERN_MAX_LEN = 64  # ... and no value longer than this (nor any whitespace in it)
-FORMAT_MIN_VALUES = 3
-BOUND_MIN_VALUES = 5  # minimum 0 / minLength 1 / minItems 1 need this many values
-CONST_MIN_VALUES = 5
-RELATION_MIN_CASES = 5
-BRANCH_MAX_DISTINCT = 10  # the deciding field must be enum-like
-COPIED_MIN_VALUES = 2
-SUM_TOLERANCE = 0.005
-
-# Constraint kinds that `InducedField.schema()` emits; every other kind is only reported.
-SCHEMA_KINDS = frozenset({"type", "enum", "const", "pattern", "format", "non_negative", "non_empty", "unique_items"})
-
-_DATE_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
-_EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
-_REGEX_META = set("\\.^$*+?()[]{}|/")
-
-JSON = Any
-
-
-@dataclass(frozen=True)
-class Constraint:
-    """One induced fact about `field` (a dotted path: `line_items[].quantity`), with counts."""
-
-    field: str
-    kind: str
-    detail: dict[str, Any]
-    evidence: dict[str, int]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"field": self.field, "kind": self.kind, "detail": self.detail, "evidence": self.evidence}
-
-    def line(self) -> str:
-        counts = ", ".join(f"{k} {v}" for k, v in self.evidence.items())
-        return f"{self.field}: {self.kind} {_detail_text(self.kind, self.detail)} ({counts})"
 
 
 @dataclass
@@ -287,14 +261,6 @@ def _json_equal(a: JSON, b: JSON) -> bool:
     return bool(a == b)
 
 
-def _keys_in_order(objs: Any) -> list[str]:
-    seen: dict[str, None] = {}
-    for o in objs:
-        for k in o:
-            seen.setdefault(k, None)
-    return list(seen)
-
-
 def _json_type(v: JSON) -> str:
     if isinstance(v, bool):
         return "boolean"
@@ -479,227 +445,3 @@ def _array_constraints(name: str, values: list[list[JSON]]) -> list[Constraint]:
 
 
 # -- across fields ---------------------------------------------------------------------------
-
-_NONE = "<no value>"
-_SOME = "<a value>"
-
-
-def _has_value(exp: Mapping[str, Any], name: str) -> bool:
-    return exp.get(name) is not None
-
-
-def _presence(
-    name: str, names: list[str], cases: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]
-) -> list[Constraint]:
-    """`name` has no value (null or absent) exactly when field `other` takes one of a set of
-    values (`<no value>` counts as a value of `other`). Reported, never emitted."""
-    missing = [not _has_value(exp, name) for _, exp in cases]
-    m = sum(missing)
-    if m == 0 or m == len(cases):
-        return []
-    out: list[Constraint] = []
-    for other in names:
-        if other == name:
-            continue
-        keys = [_branch_key(exp.get(other)) for _, exp in cases]
-        branchable = all(k is not None for k in keys)  # else only "has a value or not"
-        by: dict[str, set[bool]] = {}
-        for k, miss in zip(keys, missing, strict=True):
-            by.setdefault(_SOME if k is None else k, set()).add(miss)
-        if len(by) > BRANCH_MAX_DISTINCT or any(len(s) > 1 for s in by.values()):
-            continue
-        when = sorted(k for k, s in by.items() if True in s)
-        if not branchable and when != [_NONE]:
-            continue
-        forms = sorted(
-            {"null" if name in exp else "absent" for (_, exp), miss in zip(cases, missing, strict=True) if miss}
-        )
-        ev = {"cases": len(cases), "missing": m, "present": len(cases) - m, "violations": 0}
-        if when == [_NONE]:
-            # No value exactly when `other` has none: the two are written together.
-            out.append(Constraint(name, "present_with", {"field": other, "missing_as": forms}, ev))
-        else:
-            out.append(Constraint(name, "null_when", {"field": other, "values": when, "missing_as": forms}, ev))
-    return out
-
-
-def _branch_key(v: JSON) -> str | None:
-    """A string key for an enum-like value; None for a value a branch cannot test on (a
-    number, list or object: only whether the field has a value counts then)."""
-    if v is None:
-        return _NONE
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, str):
-        return v
-    return None
-
-
-def _relations(names: list[str], cases: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> list[Constraint]:
-    out: list[Constraint] = []
-    exps = [exp for _, exp in cases]
-
-    def num(exp: Mapping[str, Any], k: str) -> bool:
-        v = exp.get(k)
-        return isinstance(v, int | float) and not isinstance(v, bool)
-
-    for a, b in itertools.permutations(names, 2):
-        both = [e for e in exps if num(e, a) and num(e, b)]
-        if len(both) >= RELATION_MIN_CASES:
-            equal = sum(1 for e in both if e[a] == e[b])
-            if equal == len(both):
-                if a < b:
-                    out.append(_rel(a, "==", b, len(both), equal))
-            elif all(e[a] <= e[b] for e in both):
-                out.append(_rel(a, "<=", b, len(both), equal))
-        strs = [e for e in exps if isinstance(e.get(a), str) and isinstance(e.get(b), str)]
-        if len(strs) >= RELATION_MIN_CASES:
-            if all(e[a] == e[b] for e in strs):
-                if a < b:
-                    out.append(_rel(a, "==", b, len(strs), len(strs)))
-            elif all(e[a] in e[b] for e in strs):
-                out.append(_rel(a, "in", b, len(strs), 0))
-    nums = [k for k in names if any(num(e, k) for e in exps)]
-    for a, b in itertools.combinations(nums, 2):
-        for c in nums:
-            if c in (a, b):
-                continue
-            rows = [e for e in exps if num(e, a) and num(e, b) and num(e, c)]
-            if len(rows) >= RELATION_MIN_CASES and all(abs(e[a] + e[b] - e[c]) <= SUM_TOLERANCE for e in rows):
-                out.append(
-                    Constraint(
-                        c,
-                        "relation",
-                        {"left": f"{a} + {b}", "op": "==", "right": c, "tolerance": SUM_TOLERANCE},
-                        {"cases": len(rows), "violations": 0},
-                    )
-                )
-    return out
-
-
-def _rel(a: str, op: str, b: str, n: int, equal: int) -> Constraint:
-    return Constraint(a, "relation", {"left": a, "op": op, "right": b}, {"cases": n, "equal": equal, "violations": 0})
-
-
-def _copied(name: str, cases: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> Constraint | None:
-    """Every non-null string value of `name` is a substring of the same input string field."""
-    rows = [(inp, exp[name]) for inp, exp in cases if exp.get(name) is not None]
-    if len(rows) < COPIED_MIN_VALUES or not all(isinstance(v, str) and v for _, v in rows):
-        return None
-    inputs = _keys_in_order(inp for inp, _ in rows)
-    for key in inputs:
-        if all(isinstance(inp.get(key), str) and v in inp[key] for inp, v in rows):
-            return Constraint(
-                name, "copied", {"input": key}, {"values": len(rows), "copied": len(rows), "violations": 0}
-            )
-    return None
-
-
-def _detail_text(kind: str, d: dict[str, Any]) -> str:
-    if kind == "type":
-        return "|".join(d["types"] + (["null"] if d["nullable"] else []))
-    if kind == "enum":
-        return (
-            f"{d['values']} (declared in the spec)" if d["rule"] == "declared" else f"{d['values']} ({d['rule']} rule)"
-        )
-    if kind == "relation":
-        return f"{d['left']} {d['op']} {d['right']}"
-    if kind == "null_when":
-        return f"when {d['field']} in {d['values']} ({' or '.join(d['missing_as'])})"
-    if kind == "unique_items":
-        return "no list repeats an item"
-    if kind in ("pattern", "format"):
-        return str(d[kind])
-    if kind == "const":
-        return repr(d["value"])
-    if kind in ("length", "range", "items_range"):
-        return f"{d['min']}..{d['max']} observed"
-    if kind == "present_with":
-        return f"has a value exactly when {d['field']} has one"
-    if kind == "copied":
-        return f"substring of input {d['input']}"
-    return ", ".join(f"{k}={v!r}" for k, v in d.items())
-
-
-# -- induction quality against hand-written grammars -----------------------------------------
-
-
-@dataclass(frozen=True)
-class InductionScore:
-    """Precision / recall of induced facts against hand-written grammars, per kind.
-
-    A fact is (kind, field path, value): ("type", "order_id", "null|string"),
-    ("enum", "intent", ""), ("pattern", "order_id", ""). Only fields that occur in both
-    the grammars and the gold cases count (a grammar field no gold case sets cannot be
-    induced; `unseen` lists them).
-    """
-
-    kinds: dict[str, dict[str, int]]  # kind -> {"induced", "hand", "matched"}
-    enum_values: dict[str, int]  # {"hand", "induced", "matched"}: values of matched enums
-    unseen: tuple[str, ...]
-    mismatches: tuple[str, ...]
-
-    def precision(self, kind: str) -> float | None:
-        k = self.kinds[kind]
-        return k["matched"] / k["induced"] if k["induced"] else None
-
-    def recall(self, kind: str) -> float | None:
-        k = self.kinds[kind]
-        return k["matched"] / k["hand"] if k["hand"] else None
-
-
-SCORED_KINDS = ("type", "enum", "pattern")
-
-
-def _schema_facts(path: str, s: Mapping[str, Any], out: dict[tuple[str, str], str]) -> None:
-    t = s.get("type")
-    types = [t] if isinstance(t, str) else list(t or [])
-    if types and path:
-        out[("type", path)] = "|".join(sorted(types))
-    if "enum" in s and path:
-        out[("enum", path)] = "|".join(sorted(str(v) for v in s["enum"] if v is not None))
-    if "pattern" in s:
-        out[("pattern", path)] = str(s["pattern"])
-    for k, sub in (s.get("properties") or {}).items():
-        _schema_facts(f"{path}.{k}" if path else k, sub, out)
-    if isinstance(s.get("items"), Mapping):
-        _schema_facts(f"{path}[]", s["items"], out)
-
-
-def score_against_grammars(induction: Induction, grammars: Sequence[Mapping[str, Any]]) -> InductionScore:
-    hand: dict[tuple[str, str], str] = {}
-    for g in grammars:
-        _schema_facts("", g, hand)
-    induced: dict[tuple[str, str], str] = {}
-    for name, f in induction.fields.items():
-        if f.present:
-            _schema_facts(name, f.schema(), induced)
-    hand_paths = {p for _, p in hand}
-    induced_paths = {p for k, p in induced if k == "type"}
-    both = hand_paths & induced_paths
-    kinds = {k: {"induced": 0, "hand": 0, "matched": 0} for k in SCORED_KINDS}
-    mismatches: list[str] = []
-    values = {"hand": 0, "induced": 0, "matched": 0}
-    for kind, path in sorted(induced):
-        if path in both and kind in kinds:
-            kinds[kind]["induced"] += 1
-    for (kind, path), v in sorted(hand.items()):
-        if path not in both or kind not in kinds:
-            continue
-        kinds[kind]["hand"] += 1
-        got = induced.get((kind, path))
-        matched = got is not None if kind != "type" else got == v
-        if matched:
-            kinds[kind]["matched"] += 1
-        else:
-            mismatches.append(f"{kind} {path}: hand {v!r}, induced {got!r}")
-        if kind == "enum" and got is not None:
-            hv, iv = set(v.split("|")), set(got.split("|"))
-            values["hand"] += len(hv)
-            values["induced"] += len(iv)
-            values["matched"] += len(hv & iv)
-    for (kind, path), v in sorted(induced.items()):
-        if path in both and kind in kinds and (kind, path) not in hand:
-            mismatches.append(f"{kind} {path}: induced {v!r}, not in the hand grammar")
-    unseen = tuple(sorted(hand_paths - induced_paths))
-    return InductionScore(kinds=kinds, enum_values=values, unseen=unseen, mismatches=tuple(mismatches))

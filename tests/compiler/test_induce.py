@@ -12,7 +12,8 @@ import jsonschema
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compiler.induce import SCORED_KINDS, Induction, generalise, induce, score_against_grammars
+from compiler.induce import Induction, generalise, induce
+from compiler.induce_score import SCORED_KINDS, score_against_grammars
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKS = sorted(p.parent for p in ROOT.glob("packs/*/evalset.jsonl"))

@@ -166,6 +166,9 @@ def judge(inputs: JudgeInputs, out: Path | None, write_pack: Callable[[Path, Pat
             result = pack if chosen == "pack" else one
             assert plan is not None and result is not None
             threshold = document["auto"]["threshold"]
+            winner = arms[chosen]
+            if not any(o.confidence is not None for o in winner.validation + winner.test):
+                threshold = None  # nothing measured a confidence (no logprobs, no closed field): no gate to set
             staged = work / CHOSEN_DIR
             if staged.exists():
                 shutil.rmtree(staged)

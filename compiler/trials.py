@@ -100,7 +100,8 @@ def closed_fields(induction: Induction, plan: Plan, spec: Spec) -> dict[str, str
 def apply_setting(plan: Plan, setting: Setting, spec: Spec, probes: Mapping[str, str], floor: float | None) -> Plan:
     """`plan` with each node's instruction text per its setting, and a confidence gate on
     each node in `probes` (node -> field) at `floor` (PROBE_MIN while searching); with
-    a floor above the probe's and a spec unsure end, an on_unsure edge to that end too."""
+    a floor above the probe's and a spec unsure end, an on_unsure edge to that end too
+    (and the end itself, in a plan that has none: the one-call plan)."""
     chosen = dict(setting)
     nodes: list[PlanNode] = []
     edges = list(plan.edges)
@@ -112,10 +113,12 @@ def apply_setting(plan: Plan, setting: Setting, spec: Spec, probes: Mapping[str,
             if node.id in probes and node.confidence is None and floor is not None:
                 node = dataclasses.replace(node, confidence={"field": probes[node.id], "min": floor})
                 gated = floor > PROBE_MIN and spec.unsure_end is not None
-                unsure = spec.unsure_end in {n.id for n in plan.nodes}
-                if gated and unsure and not any(e.source == node.id and e.on_unsure for e in edges):
+                if gated and spec.unsure_end and not any(e.source == node.id and e.on_unsure for e in edges):
                     edges.append(PlanEdge(node.id, None, None, None, spec.unsure_end))
         nodes.append(node)
+    targets = {e.target for e in edges}
+    if spec.unsure_end and spec.unsure_end in targets and spec.unsure_end not in {n.id for n in nodes}:
+        nodes.append(PlanNode(spec.unsure_end, "end", "The model was unsure; a person takes over."))
     return dataclasses.replace(plan, nodes=tuple(nodes), edges=tuple(edges))
 
 

@@ -190,7 +190,8 @@ class _Builder(Tools, Routing):
                         state[k] = state_schema([a.get(k) for a in self.human_answers])
                 for target, when in routes[stop]:
                     edges.append({"from": self.unsure, "to": target, **({"when": when} if when else {})})
-            else:
+            elif any(self.unsure in (e.get("to"), e.get("on_fail"), e.get("on_unsure")) for e in edges):
+                # an end nothing leads to would be unreachable (the loader refuses it)
                 nodes.append(
                     {
                         "id": self.unsure,

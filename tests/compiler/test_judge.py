@@ -166,3 +166,21 @@ def test_the_seeded_split_is_stratified_reproducible_and_reports_labels_train_ne
     for ids in (first.validation, first.test):
         assert {next(c for c in cases if c["id"] == i)["expected"]["topic"] for i in ids} >= {"billing"}
     assert 8 <= len(first.test) <= 12 and 8 <= len(first.validation) <= 12
+
+
+def test_the_judged_pack_gets_the_auto_threshold_as_its_gates_floor_with_an_edge_to_the_unsure_end(
+    tmp_path: Path,
+) -> None:
+    cases = gold_cases(48)
+    write_spec(tmp_path / "spec", cases, extra="unsure_end: review\nauto_accuracy: 0.7\n")
+    target = Target(cases, lambda body: True)
+    with FaultServer(answer=target, logprobs=True, token_logprob=-0.05) as server:
+        result = compile_against(tmp_path, server)
+    auto = result.verdict.document["auto"]
+    assert auto["threshold"] is not None and 0.5 < auto["threshold"] <= 1.0, auto["reason"]
+    assert auto["validation"]["cases"] >= 10 and auto["test"]["share"] == 1.0
+    written = load_pack(tmp_path / "out")
+    gated = [n for n in written.nodes.values() if n.kind == "generate" and n.confidence is not None]
+    assert gated and all(n.confidence.min == auto["threshold"] for n in gated)
+    for node in gated:
+        assert [e.target for e in written.outgoing(node.id, "on_unsure")] == ["review"]

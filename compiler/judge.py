@@ -70,6 +70,7 @@ class JudgeInputs:
     concurrency: int = 4
     cancel: threading.Event | None = None
     on_trial: Callable[[Trial], None] | None = None
+    attempt_calls: int = 0  # target calls the attempts' validation scores made (compiler.loop)
 
 
 def not_judged(inputs: JudgeInputs, split: Split) -> Verdict:
@@ -90,6 +91,33 @@ def not_judged(inputs: JudgeInputs, split: Split) -> Verdict:
         "cost": {"target_calls": 0, "cached_calls": 0, "tokens": 0},
     }
     return Verdict(doc)
+
+
+def validation_score(inputs: JudgeInputs, arm: str) -> tuple[float, int]:
+    """An attempt's plan on the validation split of the target, at the search's starting
+    setting (so the search's first trial is then answered from the cache): the share of
+    validation cases passed and the target calls it made. Attempts are ranked by it."""
+    assert inputs.target is not None
+    split = split_gold(inputs.spec)
+    backend = CachedBackend(open_backend(inputs.target), inputs.cache or inputs.work / "cache", inputs.target)
+    try:
+        runner = TrialRunner(
+            inputs.spec,
+            inputs.induction,
+            inputs.catalogue,
+            inputs.work / "search",
+            backend,
+            model=inputs.target,
+            train=split.train,
+            tools=inputs.tools,
+            concurrency=inputs.concurrency,
+            cancel=inputs.cancel,
+        )
+        search = Search(arm, inputs.plan, runner, split.validation, backend.counts, 0, inputs.work / "unused")
+        outcomes = runner.score(arm, inputs.plan, search.start(), split.validation)
+    finally:
+        backend.close()
+    return (sum(o.passed for o in outcomes) / len(outcomes) if outcomes else 0.0), backend.counts.calls
 
 
 def judge(inputs: JudgeInputs, out: Path | None, write_pack: Callable[[Path, Path], None]) -> Verdict:
@@ -158,6 +186,7 @@ def judge(inputs: JudgeInputs, out: Path | None, write_pack: Callable[[Path, Pat
             "cached_calls": backend.counts.hits,
             "tokens": backend.counts.prompt_tokens + backend.counts.completion_tokens,
             "budget": budget,
+            "attempt_calls": inputs.attempt_calls,
         }
         document["target"] = inputs.target
         document["stopped"] = {"pack": pack.stopped, "one_call": one.stopped if one else None}
@@ -295,4 +324,14 @@ def _write(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-__all__ = ["CHOSEN_DIR", "SPLIT_FILE", "TRIALS_FILE", "VERDICT_FILE", "JudgeInputs", "Verdict", "judge", "not_judged"]
+__all__ = [
+    "CHOSEN_DIR",
+    "SPLIT_FILE",
+    "TRIALS_FILE",
+    "VERDICT_FILE",
+    "JudgeInputs",
+    "Verdict",
+    "judge",
+    "not_judged",
+    "validation_score",
+]

@@ -29,7 +29,7 @@ import runtime
 from compiler.emit import emit
 from compiler.errors import CompilerError, PlanInvalid
 from compiler.induce import Induction, induce
-from compiler.judge import JudgeInputs, Verdict, judge
+from compiler.judge import JudgeInputs, Verdict, judge, validation_score
 from compiler.offline import offline_script
 from compiler.plan import parse_plan
 from compiler.planners.shared import Planner, PlannerFailed, PlanRequest
@@ -52,7 +52,7 @@ from compiler.workdir import (
 )
 from runtime import Cancelled, PackforgeError, PackInvalid, Tool, load_pack, open_backend
 
-STAGES = ("induce", "plan", "emit", "load", "offline_eval", "search", "done", "cancelled")
+STAGES = ("induce", "plan", "emit", "load", "offline_eval", "target_eval", "search", "done", "cancelled")
 STATUSES = ("ok", "plan_invalid", "pack_invalid", "repeated_plan", "cancelled", "error")
 OFFLINE_SCRIPT = "offline.json"  # the offline test model, as the emitted pack's fakes/offline.json
 OFFLINE_MODEL = f"fake:fakes/{OFFLINE_SCRIPT}"
@@ -126,6 +126,7 @@ class _Build:
         self.budget = budget
         self.concurrency = concurrency
         self.repeated = False
+        self.attempt_calls = 0  # target calls the attempts' validation scores made in this run
         self.spec = spec
         self.planner = planner
         self.work = work
@@ -232,6 +233,7 @@ class _Build:
             on_trial,
         )
         self.progress(n, "search", "judging on the target" if self.target else "no target: nothing judged on a model")
+        inputs.attempt_calls = self.attempt_calls
         return judge(inputs, self.out, swap_in)
 
     def claim_work_dir(self) -> None:
@@ -339,6 +341,27 @@ class _Build:
         run.calls = report.metrics()["mean_model_calls"]
         self.last_scores = (run.offline, None)
         self.progress(n, "offline_eval", f"attempt {n}: offline {report.passed}/{report.total}")
+        if self.target is not None and run.offline == 1.0 and self.induction is not None:
+            self.check_cancel(run)
+            self.progress(n, "target_eval", f"attempt {n}: the validation split on {self.target}")
+            with run.timed("target_eval"):
+                inputs = JudgeInputs(
+                    self.spec,
+                    plan,
+                    self.induction,
+                    self.catalogue,
+                    self.work,
+                    self.target,
+                    self.tools,
+                    self.cache,
+                    self.budget,
+                    self.concurrency,
+                    self.cancel,
+                )
+                run.target, calls = validation_score(inputs, f"attempt-{n}")
+                self.attempt_calls += calls
+            self.last_scores = (run.offline, run.target)
+            self.progress(n, "target_eval", f"attempt {n}: validation {run.target:.2f} on the target ({calls} calls)")
         return run.record("ok", ())
 
     def check_cancel(self, run: _Attempt) -> None:

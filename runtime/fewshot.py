@@ -10,7 +10,9 @@ apart, as the held-out score). Per call, `choose` picks `count`
 examples: `fixed` takes the first ones in file order; `nearest` ranks them by the
 Jaccard similarity of the word sets of the call's input and each example's input
 (every string in the input, flattened), ties broken by file order. Both are
-deterministic: the same input always gets the same examples."""
+deterministic: the same input always gets the same examples. A case is never its own
+few-shot example: an example whose input equals the call's (canonical JSON) is skipped,
+so a train-tagged case run on its own line is not shown its answer."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Protocol
 
 from runtime.errors import PackIssue
@@ -36,6 +39,11 @@ class Example:
     expected: dict[str, Any]
     line: int
     words: frozenset[str] = field(default=frozenset(), compare=False)
+
+    @cached_property
+    def key(self) -> str:
+        """The input as canonical JSON (what `choose` compares with the call's input)."""
+        return canonical(self.input)
 
 
 @dataclass(frozen=True)
@@ -81,16 +89,22 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / union if union else 0.0
 
 
-def choose(examples: Examples, input_: Mapping[str, Any]) -> list[Example]:
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def choose(examples: Examples, input_: Mapping[str, Any], own: Mapping[str, Any] | None = None) -> list[Example]:
     """The examples to show for a call on `input_`, in the order they are shown: for
-    `nearest`, the most similar comes last, next to the question."""
+    `nearest`, the most similar comes last, next to the question. Never an example whose
+    input is the call's own: `input_`, or `own` (the input before truncation, when the
+    call shows a cut one), compared as canonical JSON."""
+    mine = {canonical(dict(input_))} | ({canonical(dict(own))} if own is not None else set())
+    items = [e for e in examples.items if e.key not in mine]
     if examples.strategy == "fixed":
-        return list(examples.items[: examples.count])
+        return items[: examples.count]
     query = words(dict(input_))
-    ranked = sorted(range(len(examples.items)), key=lambda i: (-jaccard(query, examples.items[i].words), i))[
-        : examples.count
-    ]
-    return [examples.items[i] for i in reversed(ranked)]
+    ranked = sorted(range(len(items)), key=lambda i: (-jaccard(query, items[i].words), i))[: examples.count]
+    return [items[i] for i in reversed(ranked)]
 
 
 def overlap_issues(examples: Examples, cases: Sequence[GoldCase], train_tag: str | None = None) -> list[PackIssue]:
@@ -98,11 +112,11 @@ def overlap_issues(examples: Examples, cases: Sequence[GoldCase], train_tag: str
     case tagged `train_tag` (the declared train split)."""
     cases = [c for c in cases if train_tag is None or train_tag not in c.tags]
     by_id = {c.id: c for c in cases}
-    by_input = {json.dumps(c.input, sort_keys=True): c for c in reversed(cases)}
+    by_input = {canonical(c.input): c for c in reversed(cases)}
     found: list[PackIssue] = []
     for ex in examples.items:
         same_id = by_id.get(ex.id)
-        same_input = by_input.get(json.dumps(ex.input, sort_keys=True))
+        same_input = by_input.get(ex.key)
         for what, case in (("id", same_id), ("input", same_input)):
             if case is not None:
                 found.append(

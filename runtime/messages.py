@@ -65,7 +65,7 @@ def build_messages(pack: Pack, node: Node, state: Mapping[str, Any], input_: Map
     system = node.system or pack.system
     messages = [{"role": "system", "content": system.render(view) if system is not None else SYSTEM}]
     if node.examples is not None:
-        for example in choose(node.examples, shown):
+        for example in choose(node.examples, shown, own=input_):
             example_input, _ = truncate_input(example.input, pack.truncate)
             answer = {w: example.expected[w] for w in node.writes}
             messages.append(

@@ -10,6 +10,16 @@ An answer is a JSON object (sent as its JSON text), a string (sent verbatim, e.g
 script a malformed answer) or a list (the Nth call for that node in a run gets item N;
 the last repeats).
 
+Which answer a call gets (`Script.answer`): the call's case id's entry in `cases` for
+its node, else the first `inputs` entry whose `match` the call's input holds (every key
+equal) and that answers its node, else `nodes` for its node. A script that keys answers
+by case or input (non-empty `cases` or `inputs`) answers only the inputs it was written
+for: a call whose case id is not in `cases` and whose input matches no `inputs` entry
+fails with BackendError (decision: never another case's answer; a model deployed on its
+offline script must not answer every real input with one case's answer). Within a known
+input, `nodes` is the default for a node its entry does not mention. A script with only
+`nodes` is a constant model: it answers every input with the same per-node answer.
+
 An answer object may carry `"$probs": {"FIELD": P, ...}`: how sure the scripted model is
 of those fields' values, for exercising a `confidence:` gate offline. The key is never
 part of the answer's text. When a call asks for logprobs (ModelCall.logprobs), a fake:
@@ -50,6 +60,7 @@ class Script:
         if not isinstance(data, dict):
             raise BadSpec(f"scripted model file {shown} must hold a JSON object")
         self.path = path
+        self.name = name if name is not None else path.name  # as messages name it: never the folder it is in
         self.nodes: dict[str, Any] = data.get("nodes", {})
         self.cases: dict[str, dict[str, Any]] = data.get("cases", {})
         self.inputs: list[dict[str, Any]] = data.get("inputs", [])
@@ -59,23 +70,32 @@ class Script:
         self.price_out = float(prices.get("output", 0.0))
 
     def answer(self, call: ModelCall) -> Any:
-        found: Any = None
-        if call.case_id is not None and call.node in self.cases.get(call.case_id, {}):
-            found = self.cases[call.case_id][call.node]
+        """The scripted answer for `call` (module docstring); BackendError when the script
+        keys answers by case or input and knows neither the call's case nor its input."""
+        entry = self.cases.get(call.case_id) if call.case_id is not None else None
+        if entry is not None and call.node in entry:
+            found = entry[call.node]
         else:
-            for entry in self.inputs:
-                match = entry.get("match", {})
-                if all(call.input.get(k) == v for k, v in match.items()) and call.node in entry.get("answers", {}):
-                    found = entry["answers"][call.node]
-                    break
-            else:
+            matched = [e for e in self.inputs if all(call.input.get(k) == v for k, v in e.get("match", {}).items())]
+            if entry is None and not matched and (self.cases or self.inputs):
+                raise BackendError(self._unknown_input(call.node))
+            found = next((e["answers"][call.node] for e in matched if call.node in e.get("answers", {})), None)
+            if found is None:  # a node the known input's entry does not mention: the default
                 found = self.nodes.get(call.node)
         if found is None:
             case = f" for case '{call.case_id}'" if call.case_id else ""
-            raise BackendError(f"scripted model {self.path.name} has no answer for node '{call.node}'{case}")
+            raise BackendError(f"scripted model {self.name} has no answer for node '{call.node}'{case}")
         if isinstance(found, list):
             found = found[min(call.attempt, len(found)) - 1] if found else None
         return found
+
+    def _unknown_input(self, node: str) -> str:
+        known = " and ".join(f"{len(v)} {k}" for k, v in (("cases", self.cases), ("inputs", self.inputs)) if v)
+        return (
+            f"scripted model {self.name} has no answer for node '{node}': the input matches none of its {known}; "
+            "a scripted model only answers the inputs it was written for (use a real model, e.g. "
+            "--model openai:..., for other inputs)"
+        )
 
     def reply(self, call: ModelCall, text: str) -> ModelReply:
         prompt_tokens = sum(estimate_tokens(m["content"]) for m in call.messages)

@@ -71,8 +71,8 @@ class Prepared:
 
 def scripted_by_case(pack: Pack) -> bool:
     """Whether the pack's own model is a scripted one (`fake:FILE`) whose answers are
-    keyed by evalset case id: on any other input it answers with its per-node defaults,
-    so a try-it run is worth starting from an evalset case (see `case_for_input`)."""
+    keyed by evalset case id: it has no answer for any other input (the run fails, saying
+    so), so a try-it run is worth starting from an evalset case (see `case_for_input`)."""
     spec = pack.model or ""
     if not spec.startswith("fake:"):
         return False

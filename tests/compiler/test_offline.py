@@ -11,7 +11,8 @@ import pytest
 
 from compiler import Spec, load_spec, offline_script, parse_plan
 from compiler.offline import NOT_JSON
-from runtime import evaluate, load_pack, load_tools, open_backend
+from runtime import BackendError, evaluate, load_pack, load_tools, open_backend
+from runtime.backends.base import ModelCall
 from tests.support.packplans import plan_from_pack
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,6 +101,22 @@ def test_it_answers_each_case_with_its_expected_values(tmp_path: Path) -> None:
     assert script["cases"]["t2"]["classify"] == {"category": "other", "amount_usd": None}
     assert script["cases"]["t4"]["classify"] == {"category": "billing", "amount_usd": 15}
     assert "notes" not in script
+
+
+def test_it_answers_the_gold_cases_only(tmp_path: Path) -> None:
+    """No `nodes` defaults: a pack deployed on its offline script fails a real input,
+    saying so, instead of answering it with a gold case's answer."""
+    spec = write_spec(tmp_path / "spec")
+    script = offline_script(parse_plan(triage_plan(), spec), spec)
+    assert "nodes" not in script and sorted(script["cases"]) == ["t1", "t2", "t3", "t4"]
+    path = tmp_path / "offline.json"
+    path.write_text(json.dumps(script))
+    model = open_backend(f"fake:{path}")
+    gold = ModelCall("r", "classify", 1, [], None, case_id="t1", input=GOLD[0]["input"])
+    assert json.loads(model.complete(gold).text) == {"category": "billing", "amount_usd": 20}
+    real = ModelCall("r", "classify", 1, [], None, input={"ticket": "Where is my parcel?"})
+    with pytest.raises(BackendError, match="matches none of its 4 cases; a scripted model only answers the inputs"):
+        model.complete(real)
 
 
 def test_it_makes_a_gate_with_only_on_fail_answer_what_no_parser_accepts(tmp_path: Path) -> None:

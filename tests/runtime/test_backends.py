@@ -47,12 +47,18 @@ def script(tmp_path: Path) -> Path:
             {
                 "nodes": {"classify": {"category": "a"}},
                 "cases": {"c1": {"classify": [{"category": "b"}, "not json"]}},
-                "inputs": [{"match": {"ticket": "x"}, "answers": {"classify": {"category": "c"}}}],
+                "inputs": [
+                    {"match": {"ticket": "x"}, "answers": {"classify": {"category": "c"}}},
+                    {"match": {"ticket": "y"}, "answers": {"extract": {"name": "y"}}},
+                ],
                 "prices": {"input": 1.0, "output": 1.0},
             }
         )
     )
     return path
+
+
+KNOWN = {"ticket": "y"}  # an input the script knows whose entry leaves classify to its `nodes` default
 
 
 def test_it_answers_by_case_then_input_then_node(script: Path) -> None:
@@ -61,35 +67,60 @@ def test_it_answers_by_case_then_input_then_node(script: Path) -> None:
     assert fake.complete(call(case_id="c1", attempt=2)).text == "not json"
     assert fake.complete(call(case_id="c1", attempt=9)).text == "not json"  # the last item repeats
     assert json.loads(fake.complete(call(input={"ticket": "x"})).text) == {"category": "c"}
-    assert json.loads(fake.complete(call()).text) == {"category": "a"}
+    assert json.loads(fake.complete(call(input=KNOWN)).text) == {"category": "a"}
+    assert json.loads(fake.complete(call(case_id="c1", node="extract", input=KNOWN)).text) == {"name": "y"}
+
+
+def test_a_script_keyed_by_case_or_input_refuses_an_input_it_has_no_answer_for(script: Path) -> None:
+    fake = open_backend(f"fake:{script}")
+    for unknown in (call(input={"ticket": "a real ticket"}), call(case_id="c9"), call()):
+        with pytest.raises(BackendError) as caught:
+            fake.complete(unknown)
+        assert str(caught.value) == (
+            "scripted model s.json has no answer for node 'classify': the input matches none of its 1 cases and "
+            "2 inputs; a scripted model only answers the inputs it was written for (use a real model, e.g. "
+            "--model openai:..., for other inputs)"
+        )
+    with pytest.raises(BackendError, match="matches none of its 1 cases and 2 inputs"):  # sim: too
+        open_backend(f"sim:error=0,seed=1,base={script}").complete(call(input={"ticket": "a real ticket"}))
+
+
+def test_a_script_with_only_nodes_is_a_constant_model(tmp_path: Path) -> None:
+    path = tmp_path / "constant.json"
+    path.write_text(json.dumps({"nodes": {"classify": {"category": "a"}}}))
+    fake = open_backend(f"fake:{path}")
+    for any_call in (call(), call(input={"ticket": "anything"}), call(case_id="c9", input={"x": 1})):
+        assert json.loads(fake.complete(any_call).text) == {"category": "a"}
 
 
 def test_it_prices_scripted_calls(script: Path) -> None:
-    reply = open_backend(f"fake:{script}").complete(call())
+    reply = open_backend(f"fake:{script}").complete(call(input=KNOWN))
     assert reply.cost_usd == pytest.approx((reply.prompt_tokens + reply.completion_tokens) / 1e6)
     assert reply.request_id == "r.classify.1"
 
 
 def test_it_says_which_node_has_no_scripted_answer(script: Path) -> None:
     with pytest.raises(BackendError, match="no answer for node 'extract'"):
-        open_backend(f"fake:{script}").complete(call(node="extract"))
+        open_backend(f"fake:{script}").complete(call(node="extract", case_id="c1"))
 
 
 def test_sim_is_deterministic_in_seed_run_node_and_attempt(script: Path) -> None:
     spec = f"sim:error=0.5,seed=7,base={script}"
     a, b = open_backend(spec), open_backend(spec)
-    texts = [a.complete(call(run_id=f"r{k}", attempt=n)).text for k in range(20) for n in (1, 2)]
-    assert texts == [b.complete(call(run_id=f"r{k}", attempt=n)).text for k in range(20) for n in (1, 2)]
+    texts = [a.complete(call(run_id=f"r{k}", attempt=n, input=KNOWN)).text for k in range(20) for n in (1, 2)]
+    assert texts == [b.complete(call(run_id=f"r{k}", attempt=n, input=KNOWN)).text for k in range(20) for n in (1, 2)]
     wrong = sum(t != '{"category": "a"}' for t in texts)
     assert 8 <= wrong <= 32  # about half of 40
     other_seed = open_backend(f"sim:error=0.5,seed=8,base={script}")
-    assert texts != [other_seed.complete(call(run_id=f"r{k}", attempt=n)).text for k in range(20) for n in (1, 2)]
+    assert texts != [
+        other_seed.complete(call(run_id=f"r{k}", attempt=n, input=KNOWN)).text for k in range(20) for n in (1, 2)
+    ]
 
 
 def test_sim_wrong_answers_keep_the_schema_shape(script: Path) -> None:
     sim = open_backend(f"sim:error=1,seed=1,invalid=0,base={script}")
     for k in range(20):
-        answer = json.loads(sim.complete(call(run_id=f"r{k}")).text)
+        answer = json.loads(sim.complete(call(run_id=f"r{k}", input=KNOWN)).text)
         assert answer["category"] in ("b", "c")
 
 
@@ -127,7 +158,7 @@ def test_it_renders_a_config_back_to_the_spec_it_was_parsed_from(spec: str) -> N
 def test_it_opens_a_config_object_like_its_spec_string(script: Path) -> None:
     backend = open_backend(FakeConfig(str(script)))
     assert backend.spec == f"fake:{script}"
-    assert json.loads(backend.complete(call()).text) == {"category": "a"}
+    assert json.loads(backend.complete(call(input=KNOWN)).text) == {"category": "a"}
 
 
 def test_it_opens_every_kind_through_the_kinds_table(script: Path) -> None:

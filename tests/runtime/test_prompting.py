@@ -250,6 +250,19 @@ def test_it_chooses_the_nearest_examples_by_word_overlap() -> None:
     assert [e.id for e in choose(Examples("x", 2, "fixed", items), {"text": "moss"})] == ["e1", "e2"]
 
 
+def test_a_case_is_never_its_own_few_shot_example() -> None:
+    items = tuple(Example(e["id"], e["input"], e["expected"], i + 1, words(e["input"])) for i, e in enumerate(EXAMPLES))
+    nearest, fixed = Examples("examples.jsonl", 2, "nearest", items), Examples("examples.jsonl", 2, "fixed", items)
+    assert [e.id for e in choose(nearest, {"text": "a tall oak tree"})] == ["e3", "e1"]  # e2 is this very input
+    assert [e.id for e in choose(fixed, {"text": "a small grey cat"})] == ["e2", "e3"]
+    # Compared as canonical JSON: key order does not matter, any other difference does.
+    two = Example("t", {"b": 1, "a": "x"}, {}, 4, words({"a": "x"}))
+    assert [e.id for e in choose(Examples("x", 4, "fixed", (*items, two)), {"a": "x", "b": 1})] == ["e1", "e2", "e3"]
+    assert "t" in [e.id for e in choose(Examples("x", 4, "fixed", (*items, two)), {"a": "x", "b": 2})]
+    # A call shown a cut input (truncate) still skips the example of its uncut input.
+    assert [e.id for e in choose(fixed, {"text": "a small"}, own={"text": "a small grey cat"})] == ["e2", "e3"]
+
+
 @pytest.mark.parametrize(
     ("example", "same"),
     [

@@ -393,8 +393,9 @@ def test_it_splits_an_eval_by_the_tier_that_settled_each_case(tmp_path: Path) ->
             {"id": "hard", "input": {"ticket": "b"}, "expected": {"category": "technical"}},
             {"id": "stuck", "input": {"ticket": "c"}, "expected": {"category": "other"}},
         ],
-        small_cases={"hard": {"classify": GARBAGE}, "stuck": {"classify": GARBAGE}},
-        large_cases={"stuck": {"classify": GARBAGE}},
+        # A script keyed by case answers only its cases; an empty entry takes the `nodes` default.
+        small_cases={"easy": {}, "hard": {"classify": GARBAGE}, "stuck": {"classify": GARBAGE}},
+        large_cases={"hard": {}, "stuck": {"classify": GARBAGE}},
     )
     tiers = tiers_for(root)
     report = evaluate(load_pack(root), tiers[0].backend, tiers=tiers, model="small", concurrency=1)

@@ -20,6 +20,7 @@ from studio.projects.models import Project
 from studio.runs import execute
 from studio.runs.models import TryRun
 from tests.support.metrics import scrape, value
+from tests.support.serving import TICKET
 from tests.support.studio import bearer, client_for
 
 
@@ -123,7 +124,7 @@ def test_it_counts_evals_cases_durations_calls_and_poisoned_leases(as_staff: Cli
 
 
 def test_it_counts_a_try_run_made_by_the_worker(as_staff: Client, project: Project, owner: User) -> None:
-    run = execute.new_try_run(project, user=owner, version=None, endpoint=None, input={"ticket": "I was charged twice"})
+    run = execute.new_try_run(project, user=owner, version=None, endpoint=None, input=TICKET)  # one the script answers
     execute.run_try(run.pk)
     run.refresh_from_db()
     made = len(run.trace["attempts"])

@@ -133,7 +133,12 @@ def api_client(url: str, password: str) -> httpx.Client:
     return httpx.Client(base_url=url, timeout=30, headers={"Authorization": f"Bearer {made.json()['token']}"})
 
 
-REFUND_INPUT = {"message": "Hi, my pour-over set (order ORD-10001) arrived with the kettle spout snapped off. Refund?"}
+# rd-01's input: the pack's scripted model answers its evalset cases only (a run on it is
+# walked as that case, and ends done at `refunded`).
+REFUND_INPUT = {
+    "message": "Hi, my pour-over set (order ORD-10001) arrived with the kettle spout snapped off. "
+    "I'd like my money back please."
+}
 
 
 def wait_final(client: httpx.Client, run_id: int, timeout: float = 60) -> dict[str, object]:

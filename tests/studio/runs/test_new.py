@@ -16,7 +16,7 @@ from studio.runs.models import TryRun
 
 Capture = Callable[..., AbstractContextManager[list[Callable[[], Any]]]]
 URL = "/p/triage/runs/new"
-TICKET = {"ticket": "Where is my order ORD-11873?"}
+TICKET = {"ticket": "When will order ORD-11873 ship? The page still says 'processing'."}  # st-04's input
 
 
 def _post(client: Client, project: Project, **fields: Any) -> Any:
@@ -65,7 +65,7 @@ def test_it_runs_the_task_end_to_end(
     with django_capture_on_commit_callbacks(execute=True):
         _post(as_owner, project)
     run = TryRun.objects.get()
-    assert run.status == "done" and run.output["category"] == "other"  # the script's default answers
+    assert run.status == "done" and run.output["category"] == "other"  # case st-04's answers
     assert [s["node"] for s in execute.trace_steps(run.trace)] == [
         "classify",
         "extract",
@@ -73,6 +73,23 @@ def test_it_runs_the_task_end_to_end(
         "prioritise",
         "general",
     ]
+
+
+def test_a_made_up_input_fails_on_the_scripted_model_with_its_words_on_the_page(
+    as_owner: Client, project: Project, eager: None, django_capture_on_commit_callbacks: Capture
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        _post(as_owner, project, input=json.dumps({"ticket": "Where is my parcel? It is a week late."}))
+    run = TryRun.objects.get()
+    words = (
+        "model backend: scripted model fakes/scripted.json has no answer for node 'classify': the input matches "
+        "none of its 15 cases and 15 inputs; a scripted model only answers the inputs it was written for (use a "
+        "real model, e.g. --model openai:..., for other inputs)"
+    )
+    assert (run.status, run.error, run.output) == ("failed", words, None)
+    html = as_owner.get(f"/p/{project.slug}/runs/{run.pk}").content.decode()
+    assert '<p class="error" id="run-error">' + words.replace("'", "&#x27;") + "</p>" in html
+    assert "Traceback" not in html and "internal error" not in html
 
 
 def test_it_refuses_input_that_is_not_json(as_owner: Client, project: Project) -> None:

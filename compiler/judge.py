@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compiler.induce import Induction
+from compiler.induce import Induction, induce
 from compiler.offline import offline_script
 from compiler.one_call import one_call_plan
 from compiler.plan import Plan
@@ -93,6 +93,15 @@ def not_judged(inputs: JudgeInputs, split: Split) -> Verdict:
     return Verdict(doc)
 
 
+def held_out_induction(spec: Spec, split: Split) -> Induction:
+    """The schemas the target's packs get: induced from the train and validation cases
+    only (with the spec's declared `values`), so no label that only test cases show
+    reaches a grammar or a prompt's list of values."""
+    test = set(split.test)
+    cases = [(c.input, c.expected) for c in spec.gold if c.id not in test]
+    return induce(cases, list(spec.outputs), declared=spec.declared_values())
+
+
 def validation_score(inputs: JudgeInputs, arm: str) -> tuple[float, int]:
     """An attempt's plan on the validation split of the target, at the search's starting
     setting (so the search's first trial is then answered from the cache): the share of
@@ -103,7 +112,7 @@ def validation_score(inputs: JudgeInputs, arm: str) -> tuple[float, int]:
     try:
         runner = TrialRunner(
             inputs.spec,
-            inputs.induction,
+            held_out_induction(inputs.spec, split),
             inputs.catalogue,
             inputs.work / "search",
             backend,
@@ -125,6 +134,11 @@ def judge(inputs: JudgeInputs, out: Path | None, write_pack: Callable[[Path, Pat
     (through `write_pack(source_dir, out)`, which swaps it in) and verdict.json."""
     spec, work = inputs.spec, inputs.work
     split = split_gold(spec)
+    for stale in (work / VERDICT_FILE, work / CHOSEN_DIR):  # a cancelled judging leaves neither behind
+        if stale.is_dir():
+            shutil.rmtree(stale)
+        elif stale.exists():
+            stale.unlink()
     _write(work / SPLIT_FILE, split.to_dict())
     if inputs.target is None:
         verdict = not_judged(inputs, split)
@@ -135,7 +149,7 @@ def judge(inputs: JudgeInputs, out: Path | None, write_pack: Callable[[Path, Pat
     try:
         runner = TrialRunner(
             spec,
-            inputs.induction,
+            held_out_induction(inputs.spec, split),
             inputs.catalogue,
             work / "search",
             backend,
@@ -214,8 +228,11 @@ def judge(inputs: JudgeInputs, out: Path | None, write_pack: Callable[[Path, Pat
 
 
 def _arm(runner: TrialRunner, name: str, plan: Plan, result: SearchResult, split: Split) -> Arm:
+    """The arm at its searched setting; an arm whose search the budget never let start is
+    still scored on validation (at its starting setting), so no arm wins by default."""
+    validation = result.validation or runner.score(name, plan, result.setting, split.validation)
     test = runner.score(name, plan, result.setting, split.test) if split.test else []
-    return Arm(name, result.validation, test, setting_dict(result.setting))
+    return Arm(name, validation, test, setting_dict(result.setting))
 
 
 def decide(spec: Spec, split: Split, arms: dict[str, Arm], runner: TrialRunner) -> tuple[dict[str, Any], str | None]:

@@ -372,8 +372,8 @@ class _Build:
 
     def promote(self, record: AttemptRecord) -> None:
         """Copy the attempt's pack to `out` when it ranks above the recorded best."""
-        if self.out is None or record.status != "ok":
-            return
+        if self.out is None or record.status != "ok" or self.target is not None:
+            return  # with a target, `out` only ever receives the judged pack (its model is the target)
         best_file = self.work / BEST_FILE
         current = read_json(best_file)
         if (

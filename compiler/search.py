@@ -71,7 +71,7 @@ class SearchResult:
     arm: str
     setting: Setting
     validation: list[CaseOutcome]
-    stopped: str  # converged | budget | cancelled
+    stopped: str  # converged | passes (MAX_PASSES, still improving) | budget | cancelled
 
 
 class Search:
@@ -115,7 +115,7 @@ class Search:
         if not self.affordable(len(self.validation)):
             return SearchResult(self.arm, incumbent, [], "budget")
         best = self.trial("start", incumbent, self.validation, kept=True)
-        stopped = "converged"
+        stopped = "passes"  # MAX_PASSES passes, each of which changed something
         for _ in range(MAX_PASSES):
             improved = False
             for node in self.nodes():
@@ -132,6 +132,7 @@ class Search:
                         incumbent, best, improved = winner, scored, True
                         self.mark_kept(winner, scored)
             if not improved:
+                stopped = "converged"
                 break
         return SearchResult(self.arm, incumbent, best, stopped)
 

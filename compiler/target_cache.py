@@ -10,7 +10,12 @@ call it has made before (benchmarks/compile_target.py counts them).
 An entry is one JSON file, `<dir>/<2 hex>/<64 hex>.json`, written to a temporary name and
 renamed, so a reader (another thread, a killed build resumed) never sees half of one.
 A context overflow is cached too: the same request cannot fit the next time either.
-Other errors (a server down, a timeout) are not: the call is made again."""
+Other errors (a server down, a timeout) are not: the call is made again. An entry that
+is not one this module wrote is a miss. Two threads that miss the same key at once both
+ask the model (the second write wins; both answers were valid draws).
+
+A scripted target (`fake:`, `sim:`) answers by case and input rather than by prompt, so
+for those the case id and the input are part of the key too."""
 
 from __future__ import annotations
 
@@ -19,13 +24,17 @@ import json
 import os
 import threading
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from runtime import Backend, ContextOverflow, ModelCall, ModelReply, TokenLogprob
 
-KEY_VERSION = 1
+KEY_VERSION = 2
+SCRIPTED = ("fake:", "sim:")
+
+
+REPLY_FIELDS = frozenset(f.name for f in fields(ModelReply)) - {"request_id"}
 
 
 @dataclass
@@ -54,7 +63,11 @@ def call_key(spec: str, call: ModelCall) -> str:
         "purpose": call.purpose,
         "logprobs": call.logprobs,
         "draw": call.attempt,
+        "node": call.node,  # an OpenAI-style endpoint sees it as the json_schema's name
     }
+    if spec.startswith(SCRIPTED):  # a scripted model answers by case and input, not by prompt
+        document["case"] = call.case_id
+        document["input"] = call.input
     text = json.dumps(document, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -119,11 +132,20 @@ def _reply(stored: dict[str, Any], call: ModelCall) -> ModelReply:
 
 
 def _read(path: Path) -> dict[str, Any] | None:
+    """The stored entry, or None (a miss) when there is none or it is not one this module
+    wrote: not JSON, or a reply that is not a ModelReply's fields."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (FileNotFoundError, NotADirectoryError, ValueError):
         return None
-    return data if isinstance(data, dict) and ("reply" in data or "overflow" in data) else None
+    if not isinstance(data, dict):
+        return None
+    if isinstance(data.get("overflow"), str):
+        return data
+    reply = data.get("reply")
+    if not isinstance(reply, dict) or not isinstance(reply.get("text"), str) or not set(reply) <= REPLY_FIELDS:
+        return None
+    return data
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:

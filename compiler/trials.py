@@ -15,8 +15,9 @@ import copy
 import dataclasses
 import hashlib
 import json
-import shutil
+import os
 import threading
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +58,10 @@ Setting = tuple[tuple[str, NodeSetting], ...]  # (node id, its setting), in plan
 
 def setting_dict(setting: Setting) -> dict[str, dict[str, Any]]:
     return {node: s.to_dict() for node, s in setting}
+
+
+def plan_key(plan: Plan) -> str:
+    return hashlib.sha256(plan.to_json().encode()).hexdigest()[:8]
 
 
 def setting_key(setting: Setting) -> str:
@@ -110,9 +115,10 @@ def apply_setting(plan: Plan, setting: Setting, spec: Spec, probes: Mapping[str,
             s = chosen.get(node.id, NodeSetting())
             if s.prompt == "brief":
                 node = dataclasses.replace(node, instructions=_brief(node, spec))
-            if node.id in probes and node.confidence is None and floor is not None:
-                node = dataclasses.replace(node, confidence={"field": probes[node.id], "min": floor})
-                gated = floor > PROBE_MIN and spec.unsure_end is not None
+            gate_allowed = floor is not None and (floor <= PROBE_MIN or spec.unsure_end is not None)
+            if node.id in probes and node.confidence is None and gate_allowed:
+                node = dataclasses.replace(node, confidence={"field": probes[node.id], "min": floor or PROBE_MIN})
+                gated = floor is not None and floor > PROBE_MIN and spec.unsure_end is not None
                 if gated and spec.unsure_end and not any(e.source == node.id and e.on_unsure for e in edges):
                     edges.append(PlanEdge(node.id, None, None, None, spec.unsure_end))
         nodes.append(node)
@@ -167,8 +173,10 @@ class TrialRunner:
         """The trial packs loaded so far."""
         return list(self._packs.values())
 
-    def pack_dir(self, arm: str, setting: Setting) -> Path:
-        return self.folder / arm / setting_key(setting) / "pack"
+    def pack_dir(self, arm: str, plan: Plan, setting: Setting) -> Path:
+        """One folder per (arm, plan, setting): a resumed build whose best plan changed
+        never scores the new plan with the old plan's pack."""
+        return self.folder / arm / f"{plan_key(plan)}-{setting_key(setting)}" / "pack"
 
     def emit(self, arm: str, plan: Plan, setting: Setting, out: Path, floor: float | None = PROBE_MIN) -> Path:
         """Emit `plan` under `setting` into `out` (a new folder), the target as its model."""
@@ -189,20 +197,20 @@ class TrialRunner:
         )
 
     def load(self, arm: str, plan: Plan, setting: Setting) -> Pack:
-        key = (arm, setting_key(setting))
+        key = (arm, f"{plan_key(plan)}-{setting_key(setting)}")
         if key not in self._packs:
-            folder = self.pack_dir(arm, setting)
-            if not (folder / "manifest.yaml").is_file():
-                if folder.exists():
-                    shutil.rmtree(folder)  # a half-written emit (a killed build)
-                self.emit(arm, plan, setting, folder)
+            folder = self.pack_dir(arm, plan, setting)
+            if not folder.is_dir():  # emitted next to it, then renamed: a killed emit leaves no half pack here
+                staging = folder.with_name(f".pack-{uuid.uuid4().hex[:8]}")
+                self.emit(arm, plan, setting, staging)
+                os.replace(staging, folder)
             self._packs[key] = load_pack(folder, tools=set(self.tools) if self.tools is not None else None)
         return self._packs[key]
 
     def score(self, arm: str, plan: Plan, setting: Setting, case_ids: Sequence[str]) -> list[CaseOutcome]:
         """Each case's outcome under `setting`, running only those not run before."""
         pack = self.load(arm, plan, setting)
-        key = setting_key(setting)
+        key = f"{plan_key(plan)}-{setting_key(setting)}"
         todo = [i for i in case_ids if (arm, key, i) not in self._outcomes]
         if todo:
             wanted = set(todo)
@@ -221,7 +229,7 @@ class TrialRunner:
 
     def outcome(self, pack: Pack, result: CaseResult) -> CaseOutcome:
         case = self.by_id[result.case_id]
-        actual = result.output if result.output else result.committed
+        actual = result.output if result.status == "done" else {}  # a run held for a person answered nothing
         fields = runtime.field_matches(pack.fields, case.expected, actual)
         probs = [
             float(s.confidence["p"]) for s in result.trace.steps if s.confidence and s.confidence.get("p") is not None

@@ -26,8 +26,11 @@ def clopper_pearson_lower(passed: int, total: int, alpha: float = ALPHA) -> floa
     if total <= 0 or passed <= 0:
         return 0.0
 
-    def upper_tail(p: float) -> float:
-        return sum(math.comb(total, k) * p**k * (1 - p) ** (total - k) for k in range(passed, total + 1))
+    def upper_tail(p: float) -> float:  # P(X >= passed), each term in log space (no overflow at large n)
+        if p <= 0.0:
+            return 0.0
+        log_p, log_q = math.log(p), math.log1p(-p) if p < 1.0 else float("-inf")
+        return sum(math.exp(_log_comb(total, k) + k * log_p + (total - k) * log_q) for k in range(passed, total + 1))
 
     lo, hi = 0.0, passed / total
     for _ in range(60):
@@ -37,6 +40,10 @@ def clopper_pearson_lower(passed: int, total: int, alpha: float = ALPHA) -> floa
         else:
             hi = mid
     return lo
+
+
+def _log_comb(n: int, k: int) -> float:
+    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
 
 
 @dataclass(frozen=True)
@@ -164,13 +171,15 @@ def choose_threshold(validation: Sequence[CaseOutcome], target: float) -> AutoTi
         t, n, bound = best_short
         reason = (
             f"refused: the only thresholds reaching a lower bound of {target:.2f} are backed by {n} validation "
-            f"cases (at least {MIN_AUTO_CASES} needed); every case goes to review"
+            f"cases (at least {MIN_AUTO_CASES} needed); no auto tier: the pack is written without a confidence "
+            "gate, so every answer should be reviewed"
         )
         return AutoTier(None, reason, n, None, bound)
     shown = f"; the best lower bound was {best_bound[0]:.2f}" if best_bound else ""
     return AutoTier(
         None,
-        f"no threshold gives an auto tier whose 95% lower bound reaches {target:.2f}{shown}; every case goes to review",
+        f"no threshold gives an auto tier whose 95% lower bound reaches {target:.2f}{shown}; no auto tier: the pack "
+        "is written without a confidence gate, so every answer should be reviewed",
         0,
         None,
         best_bound[0] if best_bound else None,

@@ -100,3 +100,8 @@ def test_a_case_that_ends_at_the_unsure_end_is_never_auto(tmp_path: Path) -> Non
     assert all(o.eligible and o.passed for i, o in outcomes.items() if i not in ("c001", "c002"))
     tier = choose_threshold(list(outcomes.values()), 0.5)
     assert tier.threshold is not None and tier.validation_cases == 10  # the two unsure cases are left out
+
+
+def test_the_lower_bound_holds_at_large_counts_without_overflow() -> None:
+    assert clopper_pearson_lower(1050, 1100) == pytest.approx(0.9413, abs=2e-3)
+    assert 0.0 < clopper_pearson_lower(5000, 5000) < 1.0

@@ -102,6 +102,7 @@ class Search:
         self.cancel = cancel
         self.on_trial = on_trial
         self.calls_per_case = 3.0  # until the first trial measures it
+        self.stopped_early = False
 
     def nodes(self) -> list[str]:
         return [n.id for n in self.plan.nodes if n.kind == "generate"]
@@ -123,14 +124,12 @@ class Search:
                     variants = self.variants(incumbent, node, coordinate)
                     if len(variants) < 2:
                         continue
-                    outcome = self.halving(f"{node}.{coordinate}", variants, best)
-                    if outcome is None:
-                        stopped = "cancelled" if self.cancelled() else "budget"
-                        return SearchResult(self.arm, incumbent, best, stopped)
-                    winner, scored = outcome
+                    winner, scored = self.halving(f"{node}.{coordinate}", variants, best)
                     if winner != incumbent and _rank(scored) > _rank(best):
                         incumbent, best, improved = winner, scored, True
                         self.mark_kept(winner, scored)
+                    if self.stopped_early:
+                        return SearchResult(self.arm, incumbent, best, "cancelled" if self.cancelled() else "budget")
             if not improved:
                 stopped = "converged"
                 break
@@ -154,12 +153,14 @@ class Search:
 
     def halving(
         self, coordinate: str, candidates: list[Setting], best: list[CaseOutcome]
-    ) -> tuple[Setting, list[CaseOutcome]] | None:
+    ) -> tuple[Setting, list[CaseOutcome]]:
         """Successive halving over `candidates` (the incumbent first, whose whole-split
-        outcomes are `best`); the survivor and its outcomes on the whole validation split,
-        or None when the budget or a cancel stopped it."""
+        outcomes are `best`): the survivor and its outcomes on the whole validation split.
+        When the budget or a cancel stops it (`stopped_early`), the best candidate scored on
+        the whole split so far (the incumbent at least)."""
         size = min(MIN_BATCH, len(self.validation))
         alive = list(candidates)
+        whole: list[tuple[Setting, list[CaseOutcome]]] = [(candidates[0], best)]  # scored on the whole split
         while True:
             batch = self.validation[:size]
             scored: list[tuple[Setting, list[CaseOutcome]]] = []
@@ -168,8 +169,13 @@ class Search:
                     scored.append((candidate, best[:size]))
                     continue
                 if self.cancelled() or not self.affordable(size):
-                    return None
-                scored.append((candidate, self.trial(coordinate, candidate, batch)))
+                    # stopped: the best candidate scored on the whole split so far still counts
+                    self.stopped_early = True
+                    return max(whole, key=lambda item: _rank(item[1]))
+                outcomes = self.trial(coordinate, candidate, batch)
+                scored.append((candidate, outcomes))
+                if size == len(self.validation):
+                    whole.append((candidate, outcomes))
             scored.sort(key=lambda item: _rank(item[1]), reverse=True)  # stable: the incumbent wins ties
             if size == len(self.validation) or (scored[0][0] == candidates[0] and len(scored) == 1):
                 return scored[0]
@@ -226,7 +232,11 @@ class Search:
             self.on_trial(row)
 
     def affordable(self, cases: int) -> bool:
-        return self.counts.calls + cases * self.calls_per_case <= self.budget
+        """Whether `cases` more cases fit the budget. The budget counts the calls the
+        search used, made or answered from the cache, so a rebuild with the same cache
+        takes the same path and makes no call."""
+        used = self.counts.calls + self.counts.hits
+        return used + cases * self.calls_per_case <= self.budget
 
     def cancelled(self) -> bool:
         return self.cancel is not None and self.cancel.is_set()

@@ -87,11 +87,12 @@ def test_a_rebuild_with_the_same_cache_makes_no_target_call(
     write_spec(tmp_path / "spec", cases)
     target = Target(cases, no_examples)
     server = serve(target)
-    first = compile_against(tmp_path, server, cache=tmp_path / "cache")
+    first = compile_against(tmp_path, server, cache=tmp_path / "cache", budget=90)  # a budget that stops the search
+    assert first.verdict.document["stopped"]["pack"] == "budget"
     made = len(target.requests)
     cost = first.verdict.document["cost"]
     assert made > 0 and cost["target_calls"] + cost["attempt_calls"] == made
-    second = compile_against(tmp_path, server, name="again", cache=tmp_path / "cache")
+    second = compile_against(tmp_path, server, name="again", cache=tmp_path / "cache", budget=90)
     assert len(target.requests) == made  # not one request more
     assert second.verdict.document["cost"]["target_calls"] == 0
     assert second.verdict.document["arms"] == first.verdict.document["arms"]

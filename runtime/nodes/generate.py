@@ -7,7 +7,9 @@ on_fail. With a run-wide `budget`, retries draw on the budget instead. With
 `agree_on` names, compared by the manifest's `fields:` rules), or the node is unsure and
 takes on_unsure. With `confidence: {field, min}`, the node's calls ask for logprobs and
 the node is also unsure when its confidence in that closed-choice field is below `min`
-(runtime.confidence); the confidence is on the step either way."""
+(runtime.confidence); the confidence is on the step either way. A request that does not
+fit the model's context is asked again with one few-shot example fewer (the farthest
+from the request first) until it fits or none is left; then the node fails."""
 
 from __future__ import annotations
 
@@ -28,6 +30,12 @@ if TYPE_CHECKING:
 
 THINK = "Before answering, think step by step about the request above. Do not give the final JSON yet."
 ANSWER = "Now give the final answer as one JSON object that follows the schema."
+
+
+def has_examples(messages: list[dict[str, str]]) -> bool:
+    """Whether `messages` (runtime.messages: system, then a user/assistant pair per
+    few-shot example, then the request) still holds an example pair."""
+    return len(messages) >= 4 and messages[1]["role"] == "user" and messages[2]["role"] == "assistant"
 
 
 class GenerateKind:
@@ -160,6 +168,12 @@ class GenerateKind:
                 schema = node.schema
                 reply, attempt = walk.ask(node, asked, schema, stage, logprobs=node.confidence is not None)
             except ContextOverflow as exc:
+                if has_examples(messages):
+                    # Cut examples first: drop the one farthest from the request (for `nearest`, the
+                    # least similar) and ask again; this is not a try of the ladder.
+                    messages = [messages[0], *messages[3:]]
+                    tries -= 1
+                    continue
                 # The same request cannot fit on a retry: a node failure (on_fail), not a backend error.
                 return Outcome("fail", reason=f"input does not fit the model's context: {exc}")
             try:

@@ -385,6 +385,41 @@ def test_it_fails_the_run_at_the_node_without_an_on_fail_edge(
     assert result.trace.steps[-1].reason.startswith("input does not fit the model's context: ")
 
 
+def test_it_cuts_examples_first_when_a_request_overflows_the_context(
+    tmp_path: Path, fault: FaultServer, backend: Backend
+) -> None:
+    root = tmp_path / "p"
+    (root / "prompts").mkdir(parents=True)
+    (root / "grammars").mkdir()
+    (root / "manifest.yaml").write_text("name: fit\nversion: '1'\nentry: tag\ninputs: [text]\n")
+    (root / "graph.yaml").write_text(
+        "nodes:\n"
+        "  tag: {kind: generate, reads: [input.text], writes: [label],\n"
+        "        examples: {file: examples.jsonl, count: 3, strategy: fixed}}\n"
+        "  done: {kind: end}\n"
+        "edges:\n  - {from: tag, to: done}\n"
+    )
+    (root / "prompts" / "tag.txt").write_text("Tag: {{ input.text }}\n")
+    (root / "grammars" / "tag.json").write_text(
+        json.dumps({"type": "object", "properties": {"label": {"type": "string"}}, "required": ["label"]})
+    )
+    (root / "examples.jsonl").write_text(
+        jsonl([{"id": f"e{i}", "input": {"text": f"example {i}"}, "expected": {"label": f"l{i}"}} for i in range(3)])
+    )
+    overflow = {
+        "status": 400,
+        "message": "request exceeds the available context size",
+        "type": "exceed_context_size_error",
+    }
+    fault.configure(answer='{"label":"x"}', script=[overflow, overflow, "ok"])
+    result = run_pack(load_pack(root), {"text": "the one to tag"}, backend=backend)
+    assert result.status == "done" and result.output == {"label": "x"}
+    sent = [len(c.body["messages"]) for c in fault.completions()]
+    assert sent == [8, 6, 4]  # system + 3, 2, then 1 example pair + the request
+    kept = fault.completions()[2].body["messages"]
+    assert kept[1]["content"] == "Tag: example 2\n"  # the example nearest the request is the last one cut
+
+
 # -- the compact grammar ---------------------------------------------------------------
 
 

@@ -64,29 +64,24 @@ def hand_pack(task: str, target: str, test_ids: list[str], cache: Path) -> dict[
 def run_task(task: str, target: str, budget: int, root: Path) -> dict[str, Any]:
     spec = load_spec(REPO / "benchmarks" / "specs" / task)
     cache = root / task / "cache"
+
+    def compile_into(name: str) -> Any:
+        return build(
+            spec,
+            make_planner("rules"),
+            root / task / f"work{name}",
+            out=root / task / f"pack{name}",
+            target=target,
+            cache=cache,
+            budget=budget,
+            concurrency=2,
+            on_progress=lambda p: print(f"  [{task}] {p.message}", file=sys.stderr, flush=True),
+        )
+
     started = time.monotonic()
-    first = build(
-        spec,
-        make_planner("rules"),
-        root / task / "work",
-        out=root / task / "pack",
-        target=target,
-        cache=cache,
-        budget=budget,
-        concurrency=2,
-        on_progress=lambda p: print(f"  [{task}] {p.message}", file=sys.stderr, flush=True),
-    )
+    first = compile_into("")
     seconds = time.monotonic() - started
-    again = build(
-        spec,
-        make_planner("rules"),
-        root / task / "work-again",
-        out=root / task / "pack-again",
-        target=target,
-        cache=cache,
-        budget=budget,
-        concurrency=2,
-    )
+    again = compile_into("-again")  # the same spec, a new work dir, the same cache
     assert first.verdict is not None and again.verdict is not None
     verdict = first.verdict.document
     split = json.loads((root / task / "work" / "split.json").read_text())

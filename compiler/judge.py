@@ -19,7 +19,7 @@ from compiler.induce import Induction, induce
 from compiler.offline import offline_script
 from compiler.one_call import one_call_plan
 from compiler.plan import Plan
-from compiler.search import Search, SearchResult, Trial
+from compiler.search import Search, SearchResult, Trial, start_setting
 from compiler.spec import Spec
 from compiler.splits import Split, split_gold
 from compiler.target_cache import CachedBackend
@@ -102,28 +102,34 @@ def held_out_induction(spec: Spec, split: Split) -> Induction:
     return induce(cases, list(spec.outputs), declared=spec.declared_values())
 
 
+def _open(inputs: JudgeInputs) -> tuple[Split, CachedBackend, TrialRunner]:
+    """The split, the cached target and the trial runner a judging (or an attempt's
+    validation score) works with."""
+    assert inputs.target is not None
+    split = split_gold(inputs.spec)
+    backend = CachedBackend(open_backend(inputs.target), inputs.cache or inputs.work / "cache", inputs.target)
+    runner = TrialRunner(
+        inputs.spec,
+        held_out_induction(inputs.spec, split),
+        inputs.catalogue,
+        inputs.work / "search",
+        backend,
+        model=inputs.target,
+        train=split.train,
+        tools=inputs.tools,
+        concurrency=inputs.concurrency,
+        cancel=inputs.cancel,
+    )
+    return split, backend, runner
+
+
 def validation_score(inputs: JudgeInputs, arm: str) -> tuple[float, int]:
     """An attempt's plan on the validation split of the target, at the search's starting
     setting (so the search's first trial is then answered from the cache): the share of
     validation cases passed and the target calls it made. Attempts are ranked by it."""
-    assert inputs.target is not None
-    split = split_gold(inputs.spec)
-    backend = CachedBackend(open_backend(inputs.target), inputs.cache or inputs.work / "cache", inputs.target)
+    split, backend, runner = _open(inputs)
     try:
-        runner = TrialRunner(
-            inputs.spec,
-            held_out_induction(inputs.spec, split),
-            inputs.catalogue,
-            inputs.work / "search",
-            backend,
-            model=inputs.target,
-            train=split.train,
-            tools=inputs.tools,
-            concurrency=inputs.concurrency,
-            cancel=inputs.cancel,
-        )
-        search = Search(arm, inputs.plan, runner, split.validation, backend.counts, 0, inputs.work / "unused")
-        outcomes = runner.score(arm, inputs.plan, search.start(), split.validation)
+        outcomes = runner.score(arm, inputs.plan, start_setting(inputs.plan, bool(split.train)), split.validation)
     finally:
         backend.close()
     return (sum(o.passed for o in outcomes) / len(outcomes) if outcomes else 0.0), backend.counts.calls
@@ -145,20 +151,8 @@ def judge(inputs: JudgeInputs, out: Path | None, write_pack: Callable[[Path, Pat
         _write(work / VERDICT_FILE, verdict.document)
         return verdict
     budget = inputs.budget if inputs.budget is not None else spec.budgets.target_calls
-    backend = CachedBackend(open_backend(inputs.target), inputs.cache or work / "cache", inputs.target)
+    split, backend, runner = _open(inputs)
     try:
-        runner = TrialRunner(
-            spec,
-            held_out_induction(inputs.spec, split),
-            inputs.catalogue,
-            work / "search",
-            backend,
-            model=inputs.target,
-            train=split.train,
-            tools=inputs.tools,
-            concurrency=inputs.concurrency,
-            cancel=inputs.cancel,
-        )
         log = work / TRIALS_FILE
         if log.exists():
             log.unlink()  # a resumed judge replays its trials from the cache, call-free

@@ -31,7 +31,7 @@ from compiler.errors import CompilerError, PlanInvalid
 from compiler.induce import Induction, induce
 from compiler.judge import JudgeInputs, Verdict, judge, validation_score
 from compiler.offline import offline_script
-from compiler.plan import parse_plan
+from compiler.plan import Plan, parse_plan
 from compiler.planners.shared import Planner, PlannerFailed, PlanRequest
 from compiler.search import Trial
 from compiler.spec import Spec
@@ -205,20 +205,9 @@ class _Build:
             self.progress(len(self.records), "done", f"best: {shown} ({offline}); stopped: {stopped}{said}")
         return BuildResult(best.number if best else None, full, list(self.records), written, stopped, verdict)
 
-    def judge(self, best: AttemptRecord) -> Verdict:
-        """Search and judge the best attempt's plan on the target (compiler.judge)."""
+    def judge_inputs(self, plan: Plan, on_trial: Callable[[Trial], None] | None = None) -> JudgeInputs:
         assert self.induction is not None
-        plan = parse_plan(read_json(self.attempt_dir(best.number) / "plan.json"), self.spec)
-        n = len(self.records)
-
-        def on_trial(t: Trial) -> None:
-            self.progress(
-                n,
-                "search",
-                f"trial {t.trial} ({t.arm} {t.coordinate}): {t.passed}/{t.cases} on validation, {t.calls_total} target calls",
-            )
-
-        inputs = JudgeInputs(
+        return JudgeInputs(
             self.spec,
             plan,
             self.induction,
@@ -232,6 +221,21 @@ class _Build:
             self.cancel,
             on_trial,
         )
+
+    def judge(self, best: AttemptRecord) -> Verdict:
+        """Search and judge the best attempt's plan on the target (compiler.judge)."""
+        assert self.induction is not None
+        plan = parse_plan(read_json(self.attempt_dir(best.number) / "plan.json"), self.spec)
+        n = len(self.records)
+
+        def on_trial(t: Trial) -> None:
+            self.progress(
+                n,
+                "search",
+                f"trial {t.trial} ({t.arm} {t.coordinate}): {t.passed}/{t.cases} on validation, {t.calls_total} target calls",
+            )
+
+        inputs = self.judge_inputs(plan, on_trial)
         self.progress(n, "search", "judging on the target" if self.target else "no target: nothing judged on a model")
         inputs.attempt_calls = self.attempt_calls
         return judge(inputs, self.out, swap_in)
@@ -345,20 +349,7 @@ class _Build:
             self.check_cancel(run)
             self.progress(n, "target_eval", f"attempt {n}: the validation split on {self.target}")
             with run.timed("target_eval"):
-                inputs = JudgeInputs(
-                    self.spec,
-                    plan,
-                    self.induction,
-                    self.catalogue,
-                    self.work,
-                    self.target,
-                    self.tools,
-                    self.cache,
-                    self.budget,
-                    self.concurrency,
-                    self.cancel,
-                )
-                run.target, calls = validation_score(inputs, f"attempt-{n}")
+                run.target, calls = validation_score(self.judge_inputs(plan), f"attempt-{n}")
                 self.attempt_calls += calls
             self.last_scores = (run.offline, run.target)
             self.progress(n, "target_eval", f"attempt {n}: validation {run.target:.2f} on the target ({calls} calls)")

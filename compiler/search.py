@@ -108,8 +108,7 @@ class Search:
         return [n.id for n in self.plan.nodes if n.kind == "generate"]
 
     def start(self) -> Setting:
-        shots = 3 if self.runner.train else 0
-        return tuple((n, NodeSetting(shots=shots)) for n in self.nodes())
+        return start_setting(self.plan, bool(self.runner.train))
 
     def run(self) -> SearchResult:
         incumbent = self.start()
@@ -242,6 +241,13 @@ class Search:
         return self.cancel is not None and self.cancel.is_set()
 
 
+def start_setting(plan: Plan, train: bool) -> Setting:
+    """Where the search starts: 3 nearest examples (none without a train split) and the
+    planner's prompt on every generate node."""
+    shots = 3 if train else 0
+    return tuple((n.id, NodeSetting(shots=shots)) for n in plan.nodes if n.kind == "generate")
+
+
 def _rank(outcomes: Sequence[CaseOutcome]) -> tuple[int, float, float]:
     """Higher is better: cases passed, partial credit, then fewer tokens."""
     return (
@@ -251,4 +257,4 @@ def _rank(outcomes: Sequence[CaseOutcome]) -> tuple[int, float, float]:
     )
 
 
-__all__ = ["FEWSHOT_CHOICES", "MIN_BATCH", "PROMPT_CHOICES", "Search", "SearchResult", "Trial"]
+__all__ = ["FEWSHOT_CHOICES", "MIN_BATCH", "PROMPT_CHOICES", "Search", "SearchResult", "Trial", "start_setting"]

@@ -196,9 +196,9 @@ class _Build:
             self.progress(len(self.records), "cancelled", "cancelled")
         else:
             offline = (
-                "full marks offline"
-                if full
-                else ("no attempt produced a pack" if best is None else "not full marks offline")
+                "no attempt produced a pack"
+                if best is None
+                else ("full marks offline" if best.offline_score == 1.0 else "not full marks offline")
             )
             shown = f"attempt {best.number}" if best is not None else "none"
             said = f"; {verdict.sentence}" if verdict is not None else ""

@@ -234,7 +234,8 @@ def decide(spec: Spec, split: Split, arms: dict[str, Arm], runner: TrialRunner) 
     baseline). The pack wins only when it beats the baseline and one call on validation."""
     rules = _rules(runner)
     by_id = {c.id: c for c in spec.gold}
-    train_expected = [by_id[i].expected for i in split.train] or [c.expected for c in spec.gold]
+    # the trivial baseline learns from train (validation when there is none), never from test
+    train_expected = [by_id[i].expected for i in split.train or split.validation]
     answers = baseline_summary(rules, train_expected)["values"]
     base = Arm(
         "baseline",

@@ -6,6 +6,7 @@ work dir, and the chosen pack into `out`."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -102,11 +103,23 @@ def held_out_induction(spec: Spec, split: Split) -> Induction:
     return induce(cases, list(spec.outputs), declared=spec.declared_values())
 
 
+def scored(spec: Spec, split: Split) -> Split:
+    """The split the arms are scored on: validation and test cases that expect at least
+    one output. A case that expects none checks only its route, which one call and the
+    baseline cannot have, so it would count as passed for them and only them."""
+    expects = {c.id for c in spec.gold if c.expected}
+    return dataclasses.replace(
+        split,
+        validation=tuple(i for i in split.validation if i in expects),
+        test=tuple(i for i in split.test if i in expects),
+    )
+
+
 def _open(inputs: JudgeInputs) -> tuple[Split, CachedBackend, TrialRunner]:
     """The split, the cached target and the trial runner a judging (or an attempt's
     validation score) works with."""
     assert inputs.target is not None
-    split = split_gold(inputs.spec)
+    split = scored(inputs.spec, split_gold(inputs.spec))
     backend = CachedBackend(open_backend(inputs.target), inputs.cache or inputs.work / "cache", inputs.target)
     runner = TrialRunner(
         inputs.spec,

@@ -186,3 +186,19 @@ def test_the_judged_pack_gets_the_auto_threshold_as_its_gates_floor_with_an_edge
     assert gated and all(n.confidence.min == auto["threshold"] for n in gated)
     for node in gated:
         assert [e.target for e in written.outgoing(node.id, "on_unsure")] == ["review"]
+
+
+def test_cases_that_expect_no_output_are_not_scored_for_any_arm(
+    tmp_path: Path, serve: Callable[[Target], FaultServer]
+) -> None:
+    cases = gold_cases(36)
+    for case in cases[::4]:
+        case["expected"] = {}  # a case that checks only its route: one call and the baseline would pass it free
+    write_spec(tmp_path / "spec", cases)
+    result = compile_against(tmp_path, serve(Target(cases, no_examples)))
+    verdict = result.verdict.document
+    split = json.loads((tmp_path / "out.build" / SPLIT_FILE).read_text())
+    empty = {c["id"] for c in cases if not c["expected"]}
+    assert verdict["split"]["validation"] == len(set(split["validation"]) - empty)
+    assert verdict["split"]["test"] == len(set(split["test"]) - empty)
+    assert verdict["arms"]["baseline"]["test"]["total"] == verdict["split"]["test"]

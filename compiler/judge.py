@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
 import threading
 from collections.abc import Callable, Mapping
@@ -27,6 +26,7 @@ from compiler.target_cache import CachedBackend
 from compiler.tools import ToolSpec
 from compiler.trials import PROBE_MIN, TrialRunner, setting_dict
 from compiler.verdict import Arm, baseline_outcomes, choose_threshold, mcnemar, measure_auto, score_of
+from compiler.workdir import write_json
 from runtime import Tool, baseline_summary, open_backend
 
 VERDICT_FILE = "verdict.json"
@@ -158,10 +158,10 @@ def judge(inputs: JudgeInputs, out: Path | None, write_pack: Callable[[Path, Pat
             shutil.rmtree(stale)
         elif stale.exists():
             stale.unlink()
-    _write(work / SPLIT_FILE, split.to_dict())
+    write_json(work / SPLIT_FILE, split.to_dict())
     if inputs.target is None:
         verdict = not_judged(inputs, split)
-        _write(work / VERDICT_FILE, verdict.document)
+        write_json(work / VERDICT_FILE, verdict.document)
         return verdict
     budget = inputs.budget if inputs.budget is not None else spec.budgets.target_calls
     split, backend, runner = _open(inputs)
@@ -228,7 +228,7 @@ def judge(inputs: JudgeInputs, out: Path | None, write_pack: Callable[[Path, Pat
             if out is not None:
                 write_pack(staged, out)
                 document["written"] = str(out)
-        _write(work / VERDICT_FILE, document)
+        write_json(work / VERDICT_FILE, document)
         return Verdict(document)
     finally:
         backend.close()
@@ -340,13 +340,6 @@ def _count_lines(path: Path) -> int:
             return sum(1 for _ in fh)
     except FileNotFoundError:
         return 0
-
-
-def _write(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 __all__ = [

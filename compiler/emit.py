@@ -23,6 +23,7 @@ from compiler.errors import CompilerError, PlanInvalid
 from compiler.offline_tools import OFFLINE_FAKE, with_tool_args
 
 if TYPE_CHECKING:
+    from compiler.hierarchy import Keyed
     from compiler.induce import Induction
     from compiler.plan import Plan, PlanNode
     from compiler.spec import Spec
@@ -37,6 +38,7 @@ class Shots:
 
     count: int = 3
     strategy: str = "nearest"  # nearest | fixed
+    only: frozenset[str] | None = None  # the train cases the examples may come from (None: all)
 
 
 DEFAULT_SHOTS = Shots()
@@ -72,6 +74,7 @@ def emit(
     train: Sequence[str] | None = None,
     shots: Mapping[str, Shots] | None = None,
     evalset: bytes | None = None,
+    choices: Mapping[str, Keyed] | None = None,
 ) -> Path:
     """Write the pack for `plan` into `out` (which must not exist, or be an empty folder)
     and return `out`. Raises PlanInvalid (before writing anything) for a plan that
@@ -89,7 +92,9 @@ def emit(
     `train` tag); few-shot examples come from those cases only. `shots` sets each generate
     node's examples (count and strategy; count 0: none); a node it does not name gets 3
     nearest when there is a train split. `evalset` replaces the gold bytes as the pack's
-    evalset.jsonl (the one-call pack's outputs-only projection, compiler.one_call)."""
+    evalset.jsonl (the one-call pack's outputs-only projection, compiler.one_call).
+    `choices` gives generate nodes keyed choices (compiler.hierarchy): the node's
+    `choices:` key and its labels/<field>.yaml."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise CompilerError(f"{out}: emit writes a new pack; the folder must not exist or be empty")
@@ -103,12 +108,13 @@ def emit(
     schemas = _Schemas(plan, spec, induction, tools)
     _check_gates(plan, schemas)
     train_ids = _train_ids(spec, train)
-    examples = _examples(plan, spec, train_ids)
-    chosen = {n: shots.get(n, DEFAULT_SHOTS) if shots is not None else DEFAULT_SHOTS for n in examples}
+    keyed = dict(choices or {})
+    chosen = {n.id: shots.get(n.id, DEFAULT_SHOTS) if shots is not None else DEFAULT_SHOTS for n in plan.nodes}
+    examples = _examples(plan, spec, train_ids, chosen)
     examples = {n: v for n, v in examples.items() if chosen[n].count > 0}
     files: dict[str, str | bytes] = {
         "manifest.yaml": _manifest(plan, spec, scripts, model, version, train_ids if train is not None else None),
-        "graph.yaml": _graph(plan, examples, chosen),
+        "graph.yaml": _graph(plan, examples, chosen, keyed),
         "evalset.jsonl": spec.gold_bytes if evalset is None else evalset,
         "README.md": _readme(plan, spec),
     }
@@ -129,6 +135,8 @@ def emit(
         files[f"fakes/{name}"] = _json(script)
     for rel, text in examples.values():
         files[rel] = text
+    for choice in keyed.values():
+        files[f"labels/{choice.labels}.yaml"] = choice.yaml_text()
     out.mkdir(parents=True, exist_ok=True)
     for rel, content in files.items():
         path = out / rel
@@ -148,10 +156,13 @@ def _train_ids(spec: Spec, train: Sequence[str] | None) -> set[str] | None:
     return {c.id for c in spec.gold if spec.train in c.tags}
 
 
-def _examples(plan: Plan, spec: Spec, train_ids: set[str] | None) -> dict[str, tuple[str, str]]:
+def _examples(
+    plan: Plan, spec: Spec, train_ids: set[str] | None, shots: Mapping[str, Shots]
+) -> dict[str, tuple[str, str]]:
     """Few-shot examples from the train split, per generate node: `examples/<id>.jsonl`
     holds the train cases that have an expected value for every field the node writes and
-    every state field it reads (the runtime refuses an example without them). A node no
+    every state field it reads (the runtime refuses an example without them); a node whose
+    Shots name `only` cases (bootstrapped examples) holds those of them only. A node no
     train case serves gets no examples."""
     if train_ids is None:
         return {}
@@ -163,10 +174,11 @@ def _examples(plan: Plan, spec: Spec, train_ids: set[str] | None) -> dict[str, t
         if node.kind != "generate":
             continue
         needed = set(node.writes) | {r.split(".", 1)[0] for r in node.reads if not r.startswith("input.")}
+        only = shots[node.id].only if node.id in shots else None
         lines = [
             json.dumps({"id": c.id, "input": c.input, "expected": c.expected}, ensure_ascii=False) + "\n"
             for c in train
-            if needed <= set(c.expected)
+            if needed <= set(c.expected) and (only is None or c.id in only)
         ]
         if lines:
             out[node.id] = (f"examples/{node.id}.jsonl", "".join(lines))
@@ -310,7 +322,9 @@ def _compare_rules(plan: Plan, spec: Spec) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _graph(plan: Plan, examples: Mapping[str, tuple[str, str]], shots: Mapping[str, Shots]) -> str:
+def _graph(
+    plan: Plan, examples: Mapping[str, tuple[str, str]], shots: Mapping[str, Shots], keyed: Mapping[str, Keyed]
+) -> str:
     nodes: dict[str, Any] = {}
     for n in plan.nodes:
         node: dict[str, Any] = {"kind": n.kind}
@@ -342,6 +356,8 @@ def _graph(plan: Plan, examples: Mapping[str, tuple[str, str]], shots: Mapping[s
                 node["max_tokens"] = n.max_tokens
             if n.assert_:
                 node["assert"] = n.assert_
+            if n.id in keyed:
+                node["choices"] = {keyed[n.id].field: {"labels": keyed[n.id].labels, "key": keyed[n.id].key}}
             if n.id in examples:
                 node["examples"] = {
                     "file": examples[n.id][0],

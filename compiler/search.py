@@ -2,17 +2,23 @@
 the target model, coordinate by coordinate, by successive halving on minibatches
 (docs/compiler.md, "The search").
 
-One coordinate at a time (a node's few-shot setting, then its prompt), the incumbent and
-the coordinate's other values are scored on the first `MIN_BATCH` validation cases; the
+One coordinate at a time (a node's few-shot setting, its prompt, then keyed choices where
+compiler.hierarchy finds a parent field), the incumbent and the coordinate's other values are scored on the first `MIN_BATCH` validation cases; the
 better half goes on to twice as many cases, until one is left or the batch is the whole
 validation split. The survivor replaces the incumbent only when it scores higher on the
 whole split (ties keep the incumbent: fewer changes, fewer tokens). A pass over every
 coordinate that changes nothing ends the search, as does the budget of target calls (a
 trial that the budget cannot pay for, at the incumbent's calls per case, is not
-started) or a cancel. Every trial is a row of `search/trials.jsonl`."""
+started) or a cancel. Every trial is a row of `search/trials.jsonl`.
+
+`bootstrap` examples are offered once the arm's starting setting has run on the train
+split (its calls count against the budget; it is not a trial row), and proposed
+instruction texts once the proposer (`propose`, compiler.proposals with a model planner)
+has answered for the node."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import threading
@@ -23,12 +29,14 @@ from typing import Any
 
 from compiler.plan import Plan
 from compiler.target_cache import CacheCounts
-from compiler.trials import CaseOutcome, NodeSetting, Setting, TrialRunner, setting_dict
+from compiler.trials import PROMPT_STYLES, CaseOutcome, NodeSetting, Setting, TrialRunner, setting_dict
 
 MIN_BATCH = 8
 MAX_PASSES = 2
 FEWSHOT_CHOICES: tuple[tuple[int, str], ...] = ((0, "nearest"), (1, "nearest"), (3, "nearest"), (3, "fixed"))
-PROMPT_CHOICES = ("plan", "brief")
+BOOTSTRAP = (3, "bootstrap")  # offered when the budget can pay for a run of the train split
+PROMPT_CHOICES = PROMPT_STYLES
+COORDINATES = ("fewshot", "prompt", "hierarchy")
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,7 @@ class Search:
         trial_offset: int = 0,
         cancel: threading.Event | None = None,
         on_trial: Callable[[Trial], None] | None = None,
+        propose: Callable[[Search, str], Sequence[str]] | None = None,
     ) -> None:
         self.arm = arm
         self.plan = plan
@@ -103,6 +112,8 @@ class Search:
         self.on_trial = on_trial
         self.calls_per_case = 3.0  # until the first trial measures it
         self.stopped_early = False
+        self.bootstrap_calls = 0  # target calls the train run for bootstrap examples made
+        self.propose = propose
 
     def nodes(self) -> list[str]:
         return [n.id for n in self.plan.nodes if n.kind == "generate"]
@@ -119,7 +130,7 @@ class Search:
         for _ in range(MAX_PASSES):
             improved = False
             for node in self.nodes():
-                for coordinate in ("fewshot", "prompt"):
+                for coordinate in COORDINATES:
                     variants = self.variants(incumbent, node, coordinate)
                     if len(variants) < 2:
                         continue
@@ -137,18 +148,44 @@ class Search:
     def variants(self, incumbent: Setting, node: str, coordinate: str) -> list[Setting]:
         """The incumbent first, then the coordinate's other values."""
         current = dict(incumbent)[node]
+        values: list[NodeSetting]
         if coordinate == "fewshot":
             if not self.runner.train:
                 return [incumbent]
-            values = [NodeSetting(k, s, current.prompt) for k, s in FEWSHOT_CHOICES]
+            choices = list(FEWSHOT_CHOICES)
+            if self.bootstrap_ready():
+                choices.append(BOOTSTRAP)
+            values = [dataclasses.replace(current, shots=k, strategy=s) for k, s in choices]
+        elif coordinate == "prompt":
+            values = [dataclasses.replace(current, prompt=p) for p in (*PROMPT_CHOICES, *self.proposed(node))]
         else:
-            values = [NodeSetting(current.shots, current.strategy, p) for p in PROMPT_CHOICES]  # type: ignore[arg-type]
+            if node not in self.runner.keyed(self.plan):
+                return [incumbent]
+            values = [dataclasses.replace(current, hierarchy=h) for h in (False, True)]
         out = [incumbent]
         for value in values:
             candidate = tuple((n, value if n == node else s) for n, s in incumbent)
             if candidate not in out:
                 out.append(candidate)
         return out
+
+    def bootstrap_ready(self) -> bool:
+        """Whether `bootstrap` examples can be offered: the train run at the starting
+        setting is done, or the budget can pay for it (then it runs here)."""
+        if self.runner.has_bootstrap(self.arm, self.plan):
+            return True
+        if self.cancelled() or not self.affordable(len(self.runner.train) + MIN_BATCH):
+            return False
+        before = self.counts.calls
+        self.runner.bootstrap(self.arm, self.plan, self.start())
+        self.bootstrap_calls += self.counts.calls - before
+        return True
+
+    def proposed(self, node: str) -> list[str]:
+        """Prompt values the proposer offers for `node` (none without one)."""
+        if self.propose is None or self.cancelled():
+            return []
+        return list(self.propose(self, node))
 
     def halving(
         self, coordinate: str, candidates: list[Setting], best: list[CaseOutcome]
@@ -257,4 +294,14 @@ def _rank(outcomes: Sequence[CaseOutcome]) -> tuple[int, float, float]:
     )
 
 
-__all__ = ["FEWSHOT_CHOICES", "MIN_BATCH", "PROMPT_CHOICES", "Search", "SearchResult", "Trial", "start_setting"]
+__all__ = [
+    "BOOTSTRAP",
+    "COORDINATES",
+    "FEWSHOT_CHOICES",
+    "MIN_BATCH",
+    "PROMPT_CHOICES",
+    "Search",
+    "SearchResult",
+    "Trial",
+    "start_setting",
+]

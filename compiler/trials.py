@@ -3,8 +3,13 @@ on some cases of the target model (docs/compiler.md, "The search").
 
 A setting is what the search may change about a generate node without touching the
 graph: how many few-shot examples it shows (from the train split only) and which
-(`nearest` or `fixed`), and which instruction text it gets (`plan`: the planner's;
-`brief`: one line per field it writes, nothing else). During the search every node that
+(`nearest`, `fixed`, or `bootstrap`: the nearest of the train cases the target got right
+for this node at the arm's starting setting), which instruction text it gets (`plan`:
+the planner's; `brief`: one line per field it writes with its description; `names`: the
+field names only, the allowed values shown once, in the reply line; `proposal-<key>`: a
+text the model planner proposed from failing validation cases), and whether its closed
+field is split by a parent field through keyed `choices` (`hierarchy`,
+compiler.hierarchy). During the search every node that
 writes a closed-choice field carries a confidence gate whose floor is ~0 (`PROBE_MIN`),
 so each case's confidence is measured without the gate holding anything back; the
 verdict chooses the real floor on validation."""
@@ -21,10 +26,12 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import runtime
 from compiler.emit import Shots, emit
+from compiler.hierarchy import Keyed
+from compiler.hierarchy import candidates as hierarchy_candidates
 from compiler.induce import Induction
 from compiler.one_call import outputs_only
 from compiler.plan import Plan, PlanEdge, PlanNode
@@ -32,7 +39,7 @@ from compiler.spec import Spec
 from compiler.tools import ToolSpec
 from runtime import Backend, CaseResult, Pack, Tool, load_pack
 
-PromptStyle = Literal["plan", "brief"]
+PROMPT_STYLES = ("plan", "brief", "names")  # and proposal-<key>: TrialRunner.proposals
 PROBE_MIN = 1e-6  # a confidence floor that holds nothing back: the gate only measures
 OVERFLOW = "does not fit the model's context"  # the generate node's reason for a ContextOverflow
 
@@ -42,15 +49,19 @@ class NodeSetting:
     """What the search sets on one generate node."""
 
     shots: int = 3
-    strategy: str = "nearest"  # nearest | fixed
-    prompt: PromptStyle = "plan"
+    strategy: str = "nearest"  # nearest | fixed | bootstrap
+    prompt: str = "plan"  # plan | brief | names | proposal-<key>
+    hierarchy: bool = False  # keyed choices by a parent field (compiler.hierarchy)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"shots": self.shots, "strategy": self.strategy, "prompt": self.prompt}
+        out: dict[str, Any] = {"shots": self.shots, "strategy": self.strategy, "prompt": self.prompt}
+        if self.hierarchy:  # only when set: the keys of settings searched before it existed stay the same
+            out["hierarchy"] = True
+        return out
 
     def label(self) -> str:
         shown = "no examples" if self.shots == 0 else f"{self.shots} {self.strategy}"
-        return f"{shown}, {self.prompt} prompt"
+        return f"{shown}, {self.prompt} prompt" + (", keyed choices" if self.hierarchy else "")
 
 
 Setting = tuple[tuple[str, NodeSetting], ...]  # (node id, its setting), in plan order: hashable
@@ -102,19 +113,28 @@ def closed_fields(induction: Induction, plan: Plan, spec: Spec) -> dict[str, str
     return out
 
 
-def apply_setting(plan: Plan, setting: Setting, spec: Spec, probes: Mapping[str, str], floor: float | None) -> Plan:
-    """`plan` with each node's instruction text per its setting, and a confidence gate on
-    each node in `probes` (node -> field) at `floor` (PROBE_MIN while searching); with
-    a floor above the probe's and a spec unsure end, an on_unsure edge to that end too
-    (and the end itself, in a plan that has none: the one-call plan)."""
+def apply_setting(
+    plan: Plan,
+    setting: Setting,
+    spec: Spec,
+    probes: Mapping[str, str],
+    floor: float | None,
+    proposals: Mapping[str, str] | None = None,
+) -> Plan:
+    """`plan` with each node's instruction text per its setting (`proposals` maps a
+    `proposal-<key>` prompt to its text), and a confidence gate on each node in `probes`
+    (node -> field) at `floor` (PROBE_MIN while searching); with a floor above the probe's
+    and a spec unsure end, an on_unsure edge to that end too (and the end itself, in a
+    plan that has none: the one-call plan)."""
     chosen = dict(setting)
     nodes: list[PlanNode] = []
     edges = list(plan.edges)
     for node in plan.nodes:
         if node.kind == "generate":
             s = chosen.get(node.id, NodeSetting())
-            if s.prompt == "brief":
-                node = dataclasses.replace(node, instructions=_brief(node, spec))
+            text = instructions_for(node, spec, s.prompt, proposals or {})
+            if text is not None:
+                node = dataclasses.replace(node, instructions=text)
             gate_allowed = floor is not None and (floor <= PROBE_MIN or spec.unsure_end is not None)
             if node.id in probes and node.confidence is None and gate_allowed:
                 node = dataclasses.replace(node, confidence={"field": probes[node.id], "min": floor or PROBE_MIN})
@@ -128,12 +148,30 @@ def apply_setting(plan: Plan, setting: Setting, spec: Spec, probes: Mapping[str,
     return dataclasses.replace(plan, nodes=tuple(nodes), edges=tuple(edges))
 
 
+def instructions_for(node: PlanNode, spec: Spec, style: str, proposals: Mapping[str, str]) -> str | None:
+    """The node's instruction text under prompt `style` (None: the planner's, unchanged)."""
+    if style == "brief":
+        return _brief(node, spec)
+    if style == "names":
+        return "Fill in: " + ", ".join(node.writes) + "."
+    if style.startswith("proposal-"):
+        if style not in proposals:
+            raise KeyError(f"no proposal text for prompt {style!r}")
+        return proposals[style]
+    return None
+
+
 def _brief(node: PlanNode, spec: Spec) -> str:
     lines = []
     for name in node.writes:
         field = spec.outputs.get(name)
         lines.append(f"- {name}: {field.description.strip() if field else name}")
     return "Fill in:\n" + "\n".join(lines)
+
+
+def proposal_key(text: str) -> str:
+    """The prompt value of a proposed instruction text: `proposal-` and its hash."""
+    return "proposal-" + hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
 class TrialRunner:
@@ -168,6 +206,44 @@ class TrialRunner:
         self.by_id = {c.id: c for c in spec.gold}
         self._packs: dict[tuple[str, str], Pack] = {}
         self._outcomes: dict[tuple[str, str, str], CaseOutcome] = {}
+        self._bootstrap: dict[tuple[str, str], dict[str, frozenset[str]]] = {}  # (arm, plan key) -> node -> ids
+        self.proposals: dict[str, str] = {}  # proposal-<key> -> instruction text (compiler.proposals)
+
+    def field_schema(self, plan: Plan, name: str) -> Mapping[str, Any]:
+        """A field's schema as the emitted grammar has it: planned state, else induced."""
+        planned = plan.state.get(name)
+        if isinstance(planned, dict):
+            return planned
+        return self.induction.fields[name].schema() if name in self.induction.fields else {}
+
+    def keyed(self, plan: Plan) -> dict[str, Keyed]:
+        """The generate nodes of `plan` that hierarchy can split, with their keyed choices
+        (learned from the train split only)."""
+        schemas = {name: self.field_schema(plan, name) for node in plan.nodes for name in (*node.writes, *node.reads)}
+        train = [self.by_id[i] for i in self.train if i in self.by_id]
+        return hierarchy_candidates(plan, schemas, train)
+
+    def bootstrap(self, arm: str, plan: Plan, start: Setting) -> dict[str, frozenset[str]]:
+        """Per generate node, the train cases the target got right for that node's fields
+        at `start` (the arm's starting setting): the source of `bootstrap` examples. Runs
+        `start` on the train split once per (arm, plan); a case is never its own example."""
+        key = (arm, plan_key(plan))
+        if key not in self._bootstrap:
+            outcomes = self.score(arm, plan, start, self.train)
+            found: dict[str, frozenset[str]] = {}
+            for node in plan.nodes:
+                if node.kind != "generate":
+                    continue
+                found[node.id] = frozenset(
+                    o.id
+                    for o in outcomes
+                    if any(w in o.fields for w in node.writes) and all(o.fields.get(w, True) for w in node.writes)
+                )
+            self._bootstrap[key] = found
+        return self._bootstrap[key]
+
+    def has_bootstrap(self, arm: str, plan: Plan) -> bool:
+        return (arm, plan_key(plan)) in self._bootstrap
 
     def loaded(self) -> list[Pack]:
         """The trial packs loaded so far."""
@@ -181,8 +257,17 @@ class TrialRunner:
     def emit(self, arm: str, plan: Plan, setting: Setting, out: Path, floor: float | None = PROBE_MIN) -> Path:
         """Emit `plan` under `setting` into `out` (a new folder), the target as its model."""
         probes = closed_fields(self.induction, plan, self.spec)
-        shaped = apply_setting(plan, setting, self.spec, probes, floor)
-        shots = {node: Shots(s.shots, s.strategy) for node, s in setting}
+        shaped = apply_setting(plan, setting, self.spec, probes, floor, self.proposals)
+        shots: dict[str, Shots] = {}
+        for node, s in setting:
+            if s.strategy == "bootstrap":
+                if (arm, plan_key(plan)) not in self._bootstrap:
+                    raise RuntimeError(f"{arm}: bootstrap examples for {node} asked before TrialRunner.bootstrap ran")
+                shots[node] = Shots(s.shots, "nearest", self._bootstrap[(arm, plan_key(plan))].get(node, frozenset()))
+            else:
+                shots[node] = Shots(s.shots, s.strategy)
+        keyed = self.keyed(plan)
+        choices = {node: keyed[node] for node, s in setting if s.hierarchy and node in keyed}
         evalset = outputs_only(self.spec) if arm == "one_call" else None
         return emit(
             shaped,
@@ -194,6 +279,7 @@ class TrialRunner:
             train=self.train,
             shots=shots,
             evalset=evalset,
+            choices=choices,
         )
 
     def load(self, arm: str, plan: Plan, setting: Setting) -> Pack:
@@ -257,12 +343,15 @@ class TrialRunner:
 
 __all__ = [
     "PROBE_MIN",
+    "PROMPT_STYLES",
     "CaseOutcome",
     "NodeSetting",
     "Setting",
     "TrialRunner",
     "apply_setting",
     "closed_fields",
+    "instructions_for",
+    "proposal_key",
     "setting_dict",
     "setting_key",
 ]

@@ -19,6 +19,9 @@ from compiler.induce import Induction, induce
 from compiler.offline import offline_script
 from compiler.one_call import one_call_plan
 from compiler.plan import Plan
+from compiler.planners.model import ModelPlanner
+from compiler.planners.shared import Planner
+from compiler.proposer import Proposer
 from compiler.search import Search, SearchResult, Trial, start_setting
 from compiler.spec import Spec
 from compiler.splits import Split, split_gold
@@ -72,6 +75,9 @@ class JudgeInputs:
     cancel: threading.Event | None = None
     on_trial: Callable[[Trial], None] | None = None
     attempt_calls: int = 0  # target calls the attempts' validation scores made (compiler.loop)
+    planner: Planner | None = None  # a model planner proposes instruction texts (compiler.proposer)
+    planner_tokens: int = 0  # what the attempts' planning already spent of the planner budgets
+    planner_cost: float = 0.0
 
 
 def not_judged(inputs: JudgeInputs, split: Split) -> Verdict:
@@ -169,6 +175,7 @@ def judge(inputs: JudgeInputs, out: Path | None, write_pack: Callable[[Path, Pat
         log = work / TRIALS_FILE
         if log.exists():
             log.unlink()  # a resumed judge replays its trials from the cache, call-free
+        proposers: list[Proposer] = []
         pack = Search(
             "pack",
             inputs.plan,
@@ -179,6 +186,7 @@ def judge(inputs: JudgeInputs, out: Path | None, write_pack: Callable[[Path, Pat
             log,
             cancel=inputs.cancel,
             on_trial=inputs.on_trial,
+            propose=_proposer(inputs, inputs.plan, runner, proposers),
         ).run()
         one_plan = one_call_plan(spec, inputs.catalogue)
         one: SearchResult | None = None
@@ -194,6 +202,7 @@ def judge(inputs: JudgeInputs, out: Path | None, write_pack: Callable[[Path, Pat
                 trial_offset=_count_lines(log),
                 cancel=inputs.cancel,
                 on_trial=inputs.on_trial,
+                propose=_proposer(inputs, one_plan, runner, proposers),
             ).run()
         if _cancelled(inputs):
             return Verdict({"judged": False, "exit_code": 1, "sentence": "cancelled", "cancelled": True})
@@ -208,6 +217,8 @@ def judge(inputs: JudgeInputs, out: Path | None, write_pack: Callable[[Path, Pat
             "tokens": backend.counts.prompt_tokens + backend.counts.completion_tokens,
             "budget": budget,
             "attempt_calls": inputs.attempt_calls,
+            "proposal_requests": sum(p.asked for p in proposers),
+            "proposal_tokens": (proposers[-1].tokens - inputs.planner_tokens) if proposers else 0,
         }
         document["target"] = inputs.target
         document["stopped"] = {"pack": pack.stopped, "one_call": one.stopped if one else None}
@@ -232,6 +243,18 @@ def judge(inputs: JudgeInputs, out: Path | None, write_pack: Callable[[Path, Pat
         return Verdict(document)
     finally:
         backend.close()
+
+
+def _proposer(inputs: JudgeInputs, plan: Plan, runner: TrialRunner, made: list[Proposer]) -> Proposer | None:
+    """A source of proposed instruction texts for one arm, when the planner is a model;
+    each arm's proposer starts from what the ones before it spent."""
+    if not isinstance(inputs.planner, ModelPlanner):
+        return None
+    tokens = made[-1].tokens if made else inputs.planner_tokens
+    cost = made[-1].cost_usd if made else inputs.planner_cost
+    proposer = Proposer(inputs.planner, inputs.spec, plan, runner, inputs.work / "search", tokens, cost, inputs.cancel)
+    made.append(proposer)
+    return proposer
 
 
 def _arm(runner: TrialRunner, name: str, plan: Plan, result: SearchResult, split: Split) -> Arm:

@@ -220,6 +220,9 @@ class _Build:
             self.concurrency,
             self.cancel,
             on_trial,
+            planner=self.planner,
+            planner_tokens=self.tokens,
+            planner_cost=self.cost,
         )
 
     def judge(self, best: AttemptRecord) -> Verdict:

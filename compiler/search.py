@@ -2,8 +2,8 @@
 the target model, coordinate by coordinate, by successive halving on minibatches
 (docs/compiler.md, "The search").
 
-One coordinate at a time (a node's few-shot setting, its prompt, then keyed choices where
-compiler.hierarchy finds a parent field), the incumbent and the coordinate's other values are scored on the first `MIN_BATCH` validation cases; the
+One coordinate at a time (a node's keyed choices where compiler.hierarchy finds a parent
+field, its few-shot setting, then its prompt), the incumbent and the coordinate's other values are scored on the first `MIN_BATCH` validation cases; the
 better half goes on to twice as many cases, until one is left or the batch is the whole
 validation split. The survivor replaces the incumbent only when it scores higher on the
 whole split (ties keep the incumbent: fewer changes, fewer tokens). A pass over every
@@ -36,7 +36,7 @@ MAX_PASSES = 2
 FEWSHOT_CHOICES: tuple[tuple[int, str], ...] = ((0, "nearest"), (1, "nearest"), (3, "nearest"), (3, "fixed"))
 BOOTSTRAP = (3, "bootstrap")  # offered when the budget can pay for a run of the train split
 PROMPT_CHOICES = PROMPT_STYLES
-COORDINATES = ("fewshot", "prompt", "hierarchy")
+COORDINATES = ("hierarchy", "fewshot", "prompt")  # structure first: it changes what the others are scored on
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ class Search:
         trial_offset: int = 0,
         cancel: threading.Event | None = None,
         on_trial: Callable[[Trial], None] | None = None,
-        propose: Callable[[Search, str], Sequence[str]] | None = None,
+        propose: Callable[[str, Setting, list[CaseOutcome]], Sequence[str]] | None = None,
     ) -> None:
         self.arm = arm
         self.plan = plan
@@ -113,6 +113,7 @@ class Search:
         self.calls_per_case = 3.0  # until the first trial measures it
         self.stopped_early = False
         self.bootstrap_calls = 0  # target calls the train run for bootstrap examples made
+        self.best: list[CaseOutcome] = []  # the incumbent's outcomes on the whole validation split
         self.propose = propose
 
     def nodes(self) -> list[str]:
@@ -125,7 +126,7 @@ class Search:
         incumbent = self.start()
         if not self.affordable(len(self.validation)):
             return SearchResult(self.arm, incumbent, [], "budget")
-        best = self.trial("start", incumbent, self.validation, kept=True)
+        best = self.best = self.trial("start", incumbent, self.validation, kept=True)
         stopped = "passes"  # MAX_PASSES passes, each of which changed something
         for _ in range(MAX_PASSES):
             improved = False
@@ -137,6 +138,7 @@ class Search:
                     winner, scored = self.halving(f"{node}.{coordinate}", variants, best)
                     if winner != incumbent and _rank(scored) > _rank(best):
                         incumbent, best, improved = winner, scored, True
+                        self.best = best
                         self.mark_kept(winner, scored)
                     if self.stopped_early:
                         return SearchResult(self.arm, incumbent, best, "cancelled" if self.cancelled() else "budget")
@@ -157,7 +159,8 @@ class Search:
                 choices.append(BOOTSTRAP)
             values = [dataclasses.replace(current, shots=k, strategy=s) for k, s in choices]
         elif coordinate == "prompt":
-            values = [dataclasses.replace(current, prompt=p) for p in (*PROMPT_CHOICES, *self.proposed(node))]
+            proposed = self.proposed(node, incumbent)
+            values = [dataclasses.replace(current, prompt=p) for p in (*PROMPT_CHOICES, *proposed)]
         else:
             if node not in self.runner.keyed(self.plan):
                 return [incumbent]
@@ -181,11 +184,12 @@ class Search:
         self.bootstrap_calls += self.counts.calls - before
         return True
 
-    def proposed(self, node: str) -> list[str]:
-        """Prompt values the proposer offers for `node` (none without one)."""
+    def proposed(self, node: str, incumbent: Setting) -> list[str]:
+        """Prompt values the proposer offers for `node`, from the incumbent's validation
+        outcomes (none without a proposer)."""
         if self.propose is None or self.cancelled():
             return []
-        return list(self.propose(self, node))
+        return list(self.propose(node, incumbent, self.best))
 
     def halving(
         self, coordinate: str, candidates: list[Setting], best: list[CaseOutcome]

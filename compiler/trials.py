@@ -94,6 +94,7 @@ class CaseOutcome:
     tokens: int
     overflow: bool  # a call did not fit the model's context
     prompt_tokens: int = 0  # the largest prompt of the run's calls, as the server counted it
+    output: dict[str, Any] = dataclasses.field(default_factory=dict)  # what the run answered ({}: nothing)
 
 
 def closed_fields(induction: Induction, plan: Plan, spec: Spec) -> dict[str, str]:
@@ -338,6 +339,7 @@ class TrialRunner:
             tokens=int(totals["prompt_tokens"] + totals["completion_tokens"]),
             overflow=overflow,
             prompt_tokens=max((a.prompt_tokens for a in result.trace.attempts), default=0),
+            output=dict(actual),
         )
 
 

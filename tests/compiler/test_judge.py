@@ -4,9 +4,8 @@ sent, so what the search finds and what the verdict says can be checked."""
 
 from __future__ import annotations
 
-from collections import Counter
-
 import json
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any

@@ -1,0 +1,207 @@
+"""The search's coordinates beyond few-shot count and the planner's prompt (docs/compiler.md,
+"The search"): keyed choices (hierarchy), bootstrapped examples, and instruction texts a
+model planner proposes from failing validation cases. Each test's loopback target is
+right only under the setting the coordinate can find."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from compiler import load_spec
+from compiler.hierarchy import keyed_for
+from compiler.induce import induce
+from compiler.judge import SPLIT_FILE
+from compiler.loop import build
+from compiler.plan import PlanNode, parse_plan
+from compiler.planners import make_planner
+from compiler.planners.model import ModelPlanner
+from compiler.planners.shared import PlanRequest
+from compiler.proposer import PROPOSALS_FILE
+from compiler.search import Search
+from compiler.spec import GoldCase
+from compiler.splits import split_gold
+from compiler.target_cache import CachedBackend
+from compiler.trials import NodeSetting, TrialRunner
+from runtime import open_backend
+from tests.support.fault_server import FaultServer
+from tests.support.routing import SUBISSUES, KeyedTarget, routing_cases, write_routing_spec
+from tests.support.tickets import CASE_ID, Target, gold_cases, request_schema, write_spec
+
+
+@pytest.fixture
+def servers() -> Iterator[list[FaultServer]]:
+    started: list[FaultServer] = []
+    yield started
+    for server in started:
+        server.stop()
+
+
+def serve(started: list[FaultServer], answer: Any) -> FaultServer:
+    server = FaultServer(answer=answer, logprobs=False).start()
+    started.append(server)
+    return server
+
+
+def test_the_search_splits_a_field_by_its_parent_when_the_target_needs_the_narrow_grammar(
+    tmp_path: Path, servers: list[FaultServer]
+) -> None:
+    cases = routing_cases()
+    write_routing_spec(tmp_path / "spec", cases)
+    server = serve(servers, KeyedTarget(cases))
+    result = build(
+        load_spec(tmp_path / "spec"), make_planner("rules"), tmp_path / "b", out=tmp_path / "out", target=server.spec()
+    )
+    assert result.verdict is not None
+    verdict = result.verdict.document
+    assert verdict["chosen"] == "pack", verdict["sentence"]
+    assert verdict["arms"]["pack"]["setting"]["subissue"].get("hierarchy") is True
+    assert verdict["arms"]["pack"]["test"]["accuracy"] == 1.0
+    graph = yaml.safe_load((tmp_path / "out" / "graph.yaml").read_text())
+    assert graph["nodes"]["subissue"]["choices"] == {"subissue": {"labels": "subissue", "key": "department"}}
+    labels = yaml.safe_load((tmp_path / "out" / "labels" / "subissue.yaml").read_text())
+    assert {d: set(v) for d, v in labels.items()} == {d: set(s) for d, s in SUBISSUES.items()}
+
+
+def test_the_label_map_holds_what_train_shows_and_keeps_unseen_values_open() -> None:
+    enum = {"type": "string", "enum": ["double_charge", "refund_status", "late_delivery", "damaged_item"]}
+    schemas = {"department": {"type": "string", "enum": ["billing", "shipping", "technical"]}, "subissue": enum}
+    node = PlanNode("subissue", "generate", reads=("input.message", "department"), writes=("subissue",))
+    train = [
+        GoldCase(f"t{i}", {"message": "m"}, {"department": d, "subissue": s}, None, None, (), i)
+        for i, (d, s) in enumerate(
+            [("billing", "double_charge"), ("billing", "refund_status"), ("shipping", "late_delivery")]
+        )
+    ]
+    keyed = keyed_for(node, schemas, train)
+    assert keyed is not None and (keyed.field, keyed.key) == ("subissue", "department")
+    table = dict(keyed.table)
+    # damaged_item: no train case shows it, so every department allows it; technical: no train case, all allowed
+    assert table["billing"] == ("double_charge", "refund_status", "damaged_item")
+    assert table["shipping"] == ("late_delivery", "damaged_item")
+    assert table["technical"] == tuple(enum["enum"])
+    # a node whose train cases narrow nothing is no candidate
+    flat = [
+        GoldCase(f"f{i}", {"message": "m"}, {"department": d, "subissue": s}, None, None, (), i)
+        for i, d in enumerate(["billing", "shipping"])
+        for s in enum["enum"]
+    ]
+    assert keyed_for(node, schemas, flat) is None
+
+
+def test_bootstrapped_examples_are_the_train_cases_the_target_got_right(
+    tmp_path: Path, servers: list[FaultServer]
+) -> None:
+    cases = gold_cases(40)
+    write_spec(tmp_path / "spec", cases)
+    spec = load_spec(tmp_path / "spec")
+    split = split_gold(spec)
+    induction = induce([(c.input, c.expected) for c in spec.gold], list(spec.outputs))
+    plan = parse_plan(make_planner("rules").plan(PlanRequest(spec, induction, {}, 1)).document, spec)
+    # right on even-numbered tickets only, whatever the prompt
+    server = serve(
+        servers, Target(cases, lambda body: int(CASE_ID.findall(body["messages"][-1]["content"])[-1]) % 2 == 0)
+    )
+    backend = CachedBackend(open_backend(server.spec()), tmp_path / "cache", server.spec())
+    runner = TrialRunner(spec, induction, {}, tmp_path / "search", backend, model=server.spec(), train=split.train)
+    search = Search("pack", plan, runner, split.validation, backend.counts, 1000, tmp_path / "trials.jsonl")
+    start = search.start()
+    assert search.bootstrap_ready() and search.bootstrap_calls > 0  # the train run at the start setting
+    node = next(n.id for n in plan.nodes if n.kind == "generate")
+    offered = search.variants(start, node, "fewshot")
+    assert any(dict(v)[node].strategy == "bootstrap" for v in offered)
+    boot = tuple((n, NodeSetting(3, "bootstrap") if n == node else s) for n, s in start)
+    runner.emit("pack", plan, boot, tmp_path / "pack")
+    backend.close()
+    ids = {
+        json.loads(line)["id"] for line in (tmp_path / "pack" / "examples" / f"{node}.jsonl").read_text().splitlines()
+    }
+    # the node got a case right when the ticket is even, or when the target's wrong answer is the right one
+    wrong = {"topic": "billing", "urgency": "high"}
+    expected = {c["id"]: c["expected"] for c in cases}
+    writes = next(n.writes for n in plan.nodes if n.id == node)
+    right = {i for i in split.train if int(i[1:]) % 2 == 0 or all(expected[i][w] == wrong[w] for w in writes)}
+    assert ids == right and len(right) < len(split.train)
+    graph = yaml.safe_load((tmp_path / "pack" / "graph.yaml").read_text())
+    assert graph["nodes"][node]["examples"]["strategy"] == "nearest"
+
+
+def test_a_search_that_cannot_pay_for_the_train_run_offers_no_bootstrap(
+    tmp_path: Path, servers: list[FaultServer]
+) -> None:
+    cases = gold_cases(40)
+    write_spec(tmp_path / "spec", cases)
+    spec = load_spec(tmp_path / "spec")
+    split = split_gold(spec)
+    induction = induce([(c.input, c.expected) for c in spec.gold], list(spec.outputs))
+    plan = parse_plan(make_planner("rules").plan(PlanRequest(spec, induction, {}, 1)).document, spec)
+    server = serve(servers, Target(cases, lambda body: True))
+    backend = CachedBackend(open_backend(server.spec()), tmp_path / "cache", server.spec())
+    runner = TrialRunner(spec, induction, {}, tmp_path / "search", backend, model=server.spec(), train=split.train)
+    search = Search("pack", plan, runner, split.validation, backend.counts, len(split.train), tmp_path / "t.jsonl")
+    node = next(n.id for n in plan.nodes if n.kind == "generate")
+    assert all(dict(v)[node].strategy != "bootstrap" for v in search.variants(search.start(), node, "fewshot"))
+    backend.close()
+    assert backend.counts.calls == 0
+
+
+MAGIC = "Answer as the magic rule says."
+
+
+class Planner:
+    """A loopback frontier model: the rules planner's plan for a plan request, and one
+    proposal holding MAGIC for a proposal request. Keeps every proposal request."""
+
+    def __init__(self, plan: dict[str, Any]) -> None:
+        self.plan = plan
+        self.proposal_requests: list[dict[str, Any]] = []
+
+    def __call__(self, body: dict[str, Any]) -> str:
+        props = (request_schema(body) or {}).get("properties") or {}
+        if "instructions" in props:
+            self.proposal_requests.append(body)
+            return json.dumps({"instructions": [f"Read the ticket. {MAGIC}"]})
+        return json.dumps(self.plan)
+
+
+def test_a_model_planner_proposes_an_instruction_text_from_failing_validation_cases(
+    tmp_path: Path, servers: list[FaultServer]
+) -> None:
+    cases = gold_cases(48)
+    write_spec(tmp_path / "spec", cases)
+    spec = load_spec(tmp_path / "spec")
+    plan = (
+        make_planner("rules")
+        .plan(PlanRequest(spec, induce([(c.input, c.expected) for c in spec.gold], list(spec.outputs)), {}, 1))
+        .document
+    )
+    planner = Planner(plan)
+    planner_server = serve(servers, planner)
+    target = serve(servers, Target(cases, lambda body: MAGIC in json.dumps(body["messages"])))
+    model = ModelPlanner(planner_server.spec())
+    result = build(spec, model, tmp_path / "b", out=tmp_path / "out", target=target.spec(), attempts=1)
+    assert result.verdict is not None
+    verdict = result.verdict.document
+    assert verdict["arms"][verdict["chosen"]]["validation"]["accuracy"] == 1.0, verdict["sentence"]
+    chosen = verdict["arms"][verdict["chosen"]]["setting"]
+    assert any(s["prompt"].startswith("proposal-") for s in chosen.values())
+    assert any(MAGIC in p.read_text() for p in (tmp_path / "out" / "prompts").glob("*.txt"))
+    assert planner.proposal_requests and verdict["cost"]["proposal_requests"] == len(planner.proposal_requests)
+    split = json.loads((tmp_path / "b" / SPLIT_FILE).read_text())
+    test_numbers = {int(i[1:]) for i in split["test"]}
+    for body in planner.proposal_requests:  # the planner saw failing validation cases, never a test case
+        shown = {int(x) for x in CASE_ID.findall(json.dumps(body["messages"]))}
+        assert shown and not shown & test_numbers
+        assert shown <= {int(i[1:]) for i in split["validation"]}
+    asked = len(planner.proposal_requests)
+    again = build(spec, model, tmp_path / "b", out=tmp_path / "out2", target=target.spec(), attempts=1)
+    assert len(planner.proposal_requests) == asked  # answered from search/proposals.jsonl
+    assert again.verdict is not None and again.verdict.document["arms"] == verdict["arms"]
+    assert (tmp_path / "b" / "search" / PROPOSALS_FILE).is_file()
+    assert re.search(r"proposal-[0-9a-f]{10}", json.dumps(chosen))

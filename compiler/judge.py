@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from compiler.context_fit import FitRule, apply_rule, fit_rule
 from compiler.induce import Induction, induce
 from compiler.offline import offline_script
 from compiler.one_call import one_call_plan
@@ -30,7 +31,7 @@ from compiler.tools import ToolSpec
 from compiler.trials import PROBE_MIN, TrialRunner, setting_dict
 from compiler.verdict import Arm, baseline_outcomes, choose_threshold, mcnemar, measure_auto, score_of
 from compiler.workdir import write_json
-from runtime import Tool, baseline_summary, open_backend
+from runtime import Tool, baseline_summary, evaluate, load_pack, open_backend
 
 VERDICT_FILE = "verdict.json"
 SPLIT_FILE = "split.json"
@@ -235,6 +236,11 @@ def judge(inputs: JudgeInputs, out: Path | None, write_pack: Callable[[Path, Pat
                 shutil.rmtree(staged)
             runner.emit(chosen, plan, result.setting, staged, floor=threshold if threshold else None)
             _add_offline(staged, plan, spec, inputs.catalogue)
+            rule = fit_rule(spec, winner.validation + winner.test)
+            if rule is not None:
+                apply_rule(staged, rule)
+                over = [o.id for o in winner.validation + winner.test if o.overflow]
+                document["context"].update(refit(staged, over, runner, rule))
             document["pack"] = CHOSEN_DIR
             if out is not None:
                 write_pack(staged, out)
@@ -243,6 +249,21 @@ def judge(inputs: JudgeInputs, out: Path | None, write_pack: Callable[[Path, Pat
         return Verdict(document)
     finally:
         backend.close()
+
+
+def refit(pack_dir: Path, case_ids: list[str], runner: TrialRunner, rule: FitRule) -> dict[str, Any]:
+    """The overflowing cases run again on the judged pack, under its truncation rule."""
+    pack = load_pack(pack_dir, tools=set(runner.tools) if runner.tools is not None else None)
+    wanted = set(case_ids)
+    pack.cases = [c for c in pack.cases if c.id in wanted]
+    report = evaluate(pack, runner.backend, tools=runner.tools, concurrency=runner.concurrency, run_prefix="refit")
+    outcomes = [runner.outcome(pack, r) for r in report.cases]
+    return {
+        "rule": rule.to_dict(),
+        "truncated_cases": len(case_ids),
+        "overflow_after_rule": sum(o.overflow for o in outcomes),
+        "passed_after_rule": sum(o.passed for o in outcomes),
+    }
 
 
 def _proposer(inputs: JudgeInputs, plan: Plan, runner: TrialRunner, made: list[Proposer]) -> Proposer | None:
@@ -317,7 +338,7 @@ def decide(spec: Spec, split: Split, arms: dict[str, Arm], runner: TrialRunner) 
         "context": {
             "limit": None,  # not probed: a call that does not fit fails its node and counts below
             "max_prompt_tokens": max((o.prompt_tokens for o in winner.validation + winner.test), default=0),
-            "truncated_cases": 0,  # inputs are not cut (docs/compiler.md, "Left out")
+            "truncated_cases": 0,  # cases whose input the judged pack's truncation rule cuts (refit)
             "overflow_cases": sum(o.overflow for o in winner.validation + winner.test),
         },
         "auto": {

@@ -25,7 +25,9 @@ Behaviour is set per server (or changed with `configure`):
 - json_answer: answer with one `chat.completion` JSON document instead of a stream (a
   server that ignores stream=true), logprobs included as above;
 - echo_auth: the answer ends with the request's Authorization header (a server that
-  echoes what it was sent).
+  echoes what it was sent);
+- context_chars N: a request whose messages hold more than N characters gets the 400
+  llama-server answers when a request exceeds its context (`exceed_context_size_error`).
 Every request is recorded (headers, JSON body, timing, what it got); `GET /_stats` gives
 the counts as JSON. `python -m tests.support.fault_server --capacity 4 --latency 0.1`
 serves in its own process (as benchmarks/overload.py does, so the server does not share
@@ -82,6 +84,7 @@ class Faults:
     logprobs: bool = True  # honour `logprobs: true` (see the module docstring)
     token_logprob: float = -0.05
     json_answer: bool = False  # one JSON document, not an event stream
+    context_chars: int = 0  # >0: a request whose messages hold more characters overflows (llama-server's 400)
 
 
 def example(schema: Any) -> Any:
@@ -316,6 +319,15 @@ class _Handler(BaseHTTPRequestHandler):
             error_type, code = plan.get("type", "invalid_request_error"), plan.get("code", status)
             body_out = {"error": {"message": message, "type": error_type, "code": code}}
             headers = plan.get("headers")
+        elif (
+            f.context_chars
+            and sum(len(str(m.get("content", ""))) for m in body.get("messages") or []) > f.context_chars
+        ):
+            record.outcome, record.status = "4xx", 400
+            size = sum(len(str(m.get("content", ""))) for m in body.get("messages") or [])
+            message = f"request ({size} tokens) exceeds the available context size ({f.context_chars} tokens)"
+            body_out = {"error": {"message": message, "type": "exceed_context_size_error", "code": 400}}
+            headers = None
         else:
             return self._stream(plan, body, record)
         # Out of the in-flight count before the client can read the answer (see _stream).

@@ -3,7 +3,8 @@ the target model, coordinate by coordinate, by successive halving on minibatches
 (docs/compiler.md, "The search").
 
 One coordinate at a time (a node's keyed choices where compiler.hierarchy finds a parent
-field, its few-shot setting, then its prompt), the incumbent and the coordinate's other values are scored on the first `MIN_BATCH` validation cases; the
+field, its few-shot setting, its prompt, then the gates that cost calls: three draws of
+which two must agree, and reasoning first), the incumbent and the coordinate's other values are scored on the first `MIN_BATCH` validation cases; the
 better half goes on to twice as many cases, until one is left or the batch is the whole
 validation split. The survivor replaces the incumbent only when it scores higher on the
 whole split (ties keep the incumbent: fewer changes, fewer tokens). A pass over every
@@ -29,14 +30,15 @@ from typing import Any
 
 from compiler.plan import Plan
 from compiler.target_cache import CacheCounts
-from compiler.trials import PROMPT_STYLES, CaseOutcome, NodeSetting, Setting, TrialRunner, setting_dict
+from compiler.trials import DRAWS, PROMPT_STYLES, CaseOutcome, NodeSetting, Setting, TrialRunner, setting_dict
 
 MIN_BATCH = 8
 MAX_PASSES = 2
 FEWSHOT_CHOICES: tuple[tuple[int, str], ...] = ((0, "nearest"), (1, "nearest"), (3, "nearest"), (3, "fixed"))
 BOOTSTRAP = (3, "bootstrap")  # offered when the budget can pay for a run of the train split
 PROMPT_CHOICES = PROMPT_STYLES
-COORDINATES = ("hierarchy", "fewshot", "prompt")  # structure first: it changes what the others are scored on
+# structure first (it changes what the others are scored on); the costly gates last
+COORDINATES = ("hierarchy", "fewshot", "prompt", "draws", "reasoning")
 
 
 @dataclass(frozen=True)
@@ -161,6 +163,10 @@ class Search:
         elif coordinate == "prompt":
             proposed = self.proposed(node, incumbent)
             values = [dataclasses.replace(current, prompt=p) for p in (*PROMPT_CHOICES, *proposed)]
+        elif coordinate == "draws":
+            values = [dataclasses.replace(current, draws=d) for d in (1, DRAWS)]
+        elif coordinate == "reasoning":
+            values = [dataclasses.replace(current, two_stage=t) for t in (False, True)]
         else:
             if node not in self.runner.keyed(self.plan):
                 return [incumbent]
@@ -208,7 +214,7 @@ class Search:
                 if candidate == candidates[0]:
                     scored.append((candidate, best[:size]))
                     continue
-                if self.cancelled() or not self.affordable(size):
+                if self.cancelled() or not self.affordable(size * _weight(candidate) / _weight(candidates[0])):
                     # stopped: the best candidate scored on the whole split so far still counts
                     self.stopped_early = True
                     return max(whole, key=lambda item: _rank(item[1]))
@@ -271,7 +277,7 @@ class Search:
         if self.on_trial is not None:
             self.on_trial(row)
 
-    def affordable(self, cases: int) -> bool:
+    def affordable(self, cases: float) -> bool:
         """Whether `cases` more cases fit the budget. The budget counts the calls the
         search used, made or answered from the cache, so a rebuild with the same cache
         takes the same path and makes no call."""
@@ -287,6 +293,11 @@ def start_setting(plan: Plan, train: bool) -> Setting:
     planner's prompt on every generate node."""
     shots = 3 if train else 0
     return tuple((n.id, NodeSetting(shots=shots)) for n in plan.nodes if n.kind == "generate")
+
+
+def _weight(setting: Setting) -> float:
+    """Calls per case a setting makes, relative units: draws, twice over when reasoning first."""
+    return sum(s.draws * (2 if s.two_stage else 1) for _, s in setting) / max(len(setting), 1)
 
 
 def _rank(outcomes: Sequence[CaseOutcome]) -> tuple[int, float, float]:

@@ -41,6 +41,8 @@ from runtime import Backend, CaseResult, Pack, Tool, load_pack
 
 PROMPT_STYLES = ("plan", "brief", "names")  # and proposal-<key>: TrialRunner.proposals
 PROBE_MIN = 1e-6  # a confidence floor that holds nothing back: the gate only measures
+AGREE = 2  # of DRAWS draws, how many must agree (the draws coordinate)
+DRAWS = 3
 OVERFLOW = "does not fit the model's context"  # the generate node's reason for a ContextOverflow
 
 
@@ -52,16 +54,28 @@ class NodeSetting:
     strategy: str = "nearest"  # nearest | fixed | bootstrap
     prompt: str = "plan"  # plan | brief | names | proposal-<key>
     hierarchy: bool = False  # keyed choices by a parent field (compiler.hierarchy)
+    draws: int = 1  # DRAWS: samples, of which AGREE must agree (disagreement takes on_unsure)
+    two_stage: bool = False  # reason first, then answer (the runtime's two_stage)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"shots": self.shots, "strategy": self.strategy, "prompt": self.prompt}
-        if self.hierarchy:  # only when set: the keys of settings searched before it existed stay the same
+        # the later keys only when set: the keys of settings searched before they existed stay the same
+        if self.hierarchy:
             out["hierarchy"] = True
+        if self.draws != 1:
+            out["draws"] = self.draws
+        if self.two_stage:
+            out["two_stage"] = True
         return out
 
     def label(self) -> str:
         shown = "no examples" if self.shots == 0 else f"{self.shots} {self.strategy}"
-        return f"{shown}, {self.prompt} prompt" + (", keyed choices" if self.hierarchy else "")
+        extra = [
+            *(["keyed choices"] if self.hierarchy else []),
+            *([f"{self.draws} draws, {AGREE} agree"] if self.draws > 1 else []),
+            *(["reasons first"] if self.two_stage else []),
+        ]
+        return ", ".join([shown, f"{self.prompt} prompt", *extra])
 
 
 Setting = tuple[tuple[str, NodeSetting], ...]  # (node id, its setting), in plan order: hashable
@@ -136,6 +150,10 @@ def apply_setting(
             text = instructions_for(node, spec, s.prompt, proposals or {})
             if text is not None:
                 node = dataclasses.replace(node, instructions=text)
+            if s.draws > 1 and node.samples == 1:
+                node = dataclasses.replace(node, samples=s.draws, agree=AGREE)
+            if s.two_stage:
+                node = dataclasses.replace(node, two_stage=True)
             gate_allowed = floor is not None and (floor <= PROBE_MIN or spec.unsure_end is not None)
             if node.id in probes and node.confidence is None and gate_allowed:
                 node = dataclasses.replace(node, confidence={"field": probes[node.id], "min": floor or PROBE_MIN})

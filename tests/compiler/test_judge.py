@@ -20,7 +20,16 @@ from compiler.planners import make_planner
 from compiler.splits import split_gold
 from runtime import load_pack
 from tests.support.fault_server import FaultServer
-from tests.support.tickets import CASE_ID, Target, gold_cases, no_examples, one_field, write_spec
+from tests.support.tickets import (
+    CASE_ID,
+    Target,
+    asked_case,
+    gold_cases,
+    no_examples,
+    one_field,
+    request_index,
+    write_spec,
+)
 
 
 @pytest.fixture
@@ -111,8 +120,10 @@ def test_no_test_case_reaches_a_prompt_as_an_example_and_train_runs_once_per_arm
     assert train and split["validation"] and split["test"]
     asked: Counter[int] = Counter()
     for body in target.requests:
-        asked[int(CASE_ID.findall(body["messages"][-1]["content"])[-1])] += 1
-        for m in body["messages"][:-1]:  # every message before the request: system and few-shot turns
+        case, at = asked_case(body), request_index(body)
+        assert case is not None and at is not None
+        asked[case] += 1
+        for m in body["messages"][:at]:  # every message before the request: system and few-shot turns
             shown = {int(x) for x in CASE_ID.findall(m["content"])}
             assert shown <= train, f"a non-train case reached a prompt as an example: {shown - train}"
     # train cases are asked only by the one run per arm that finds bootstrap examples: a call per

@@ -32,7 +32,7 @@ from compiler.trials import NodeSetting, TrialRunner
 from runtime import open_backend
 from tests.support.fault_server import FaultServer
 from tests.support.routing import SUBISSUES, KeyedTarget, routing_cases, write_routing_spec
-from tests.support.tickets import CASE_ID, Target, gold_cases, request_schema, write_spec
+from tests.support.tickets import CASE_ID, Target, asked_case, gold_cases, request_index, request_schema, write_spec
 
 
 @pytest.fixture
@@ -105,9 +105,7 @@ def test_bootstrapped_examples_are_the_train_cases_the_target_got_right(
     induction = induce([(c.input, c.expected) for c in spec.gold], list(spec.outputs))
     plan = parse_plan(make_planner("rules").plan(PlanRequest(spec, induction, {}, 1)).document, spec)
     # right on even-numbered tickets only, whatever the prompt
-    server = serve(
-        servers, Target(cases, lambda body: int(CASE_ID.findall(body["messages"][-1]["content"])[-1]) % 2 == 0)
-    )
+    server = serve(servers, Target(cases, lambda body: (asked_case(body) or 0) % 2 == 0))
     backend = CachedBackend(open_backend(server.spec()), tmp_path / "cache", server.spec())
     runner = TrialRunner(spec, induction, {}, tmp_path / "search", backend, model=server.spec(), train=split.train)
     search = Search("pack", plan, runner, split.validation, backend.counts, 1000, tmp_path / "trials.jsonl")
@@ -205,3 +203,28 @@ def test_a_model_planner_proposes_an_instruction_text_from_failing_validation_ca
     assert again.verdict is not None and again.verdict.document["arms"] == verdict["arms"]
     assert (tmp_path / "b" / "search" / PROPOSALS_FILE).is_file()
     assert re.search(r"proposal-[0-9a-f]{10}", json.dumps(chosen))
+
+
+def test_the_search_turns_on_reasoning_first_when_the_target_needs_it(
+    tmp_path: Path, servers: list[FaultServer]
+) -> None:
+    cases = gold_cases(48)
+    write_spec(tmp_path / "spec", cases)
+
+    def reasoned(body: dict[str, Any]) -> bool:  # right only on the answer turn that follows a reasoning turn
+        at = request_index(body)
+        return at is not None and any(m["role"] == "assistant" for m in body["messages"][at + 1 :])
+
+    server = serve(servers, Target(cases, reasoned))
+    result = build(
+        load_spec(tmp_path / "spec"), make_planner("rules"), tmp_path / "b", out=tmp_path / "out", target=server.spec()
+    )
+    assert result.verdict is not None
+    verdict = result.verdict.document
+    setting = verdict["arms"][verdict["chosen"]]["setting"]
+    assert all(s.get("two_stage") is True for s in setting.values()), setting
+    assert verdict["arms"][verdict["chosen"]]["validation"]["accuracy"] == 1.0
+    graph = yaml.safe_load((tmp_path / "out" / "graph.yaml").read_text())
+    assert all(n.get("two_stage") is True for n in graph["nodes"].values() if n["kind"] == "generate")
+    trials = (tmp_path / "b" / "search" / "trials.jsonl").read_text()
+    assert '"draws": 3' in trials  # the draws coordinate was scored too

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tests.support.tickets import request_schema
+from tests.support.tickets import asked_case, request_schema
 
 SUBISSUES = {"billing": ("double_charge", "refund_status"), "shipping": ("late_delivery", "damaged_item")}
 MESSAGE_ID = re.compile(r"msg-(\d{3})")
@@ -66,8 +66,8 @@ class KeyedTarget:
         self.requests.append(body)
         schema = request_schema(body) or {}
         props = schema.get("properties") or {}
-        found = MESSAGE_ID.findall(body["messages"][-1]["content"])
-        expected = self.gold[int(found[-1])] if found else {"department": "billing", "subissue": "double_charge"}
+        found = asked_case(body, MESSAGE_ID)
+        expected = self.gold[found] if found is not None else {"department": "billing", "subissue": "double_charge"}
         answer: dict[str, Any] = {}
         for name, prop in props.items():
             if name != "subissue":

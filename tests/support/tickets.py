@@ -52,8 +52,8 @@ class Target:
     def __call__(self, body: dict[str, Any]) -> str:
         self.requests.append(body)
         props = list(((request_schema(body) or {}).get("properties") or {}).keys())
-        found = CASE_ID.findall(body["messages"][-1]["content"])
-        expected = self.gold[int(found[-1])] if found else {}
+        asked = asked_case(body)
+        expected = self.gold[asked] if asked is not None else {}
         right = self.rule(body)
         answer = {}
         for name in props:
@@ -62,14 +62,31 @@ class Target:
         return json.dumps(answer)
 
 
+def request_index(body: dict[str, Any], pattern: re.Pattern[str] = CASE_ID) -> int | None:
+    """The index of the message that asks about the case: the last user message naming
+    one (with `two_stage`, the reasoning turns come after it; examples come before it)."""
+    for i in range(len(body["messages"]) - 1, -1, -1):
+        m = body["messages"][i]
+        if m["role"] == "user" and pattern.search(str(m["content"])):
+            return i
+    return None
+
+
+def asked_case(body: dict[str, Any], pattern: re.Pattern[str] = CASE_ID) -> int | None:
+    """The number of the case a request asks about (None: it names none)."""
+    i = request_index(body, pattern)
+    return None if i is None else int(pattern.findall(str(body["messages"][i]["content"]))[-1])
+
+
 def request_schema(body: dict[str, Any]) -> dict[str, Any] | None:
     fmt = body.get("response_format") or {}
     return (fmt.get("json_schema") or {}).get("schema") or fmt.get("schema")
 
 
 def no_examples(body: dict[str, Any]) -> bool:
-    """Right only when the request carries no few-shot turns."""
-    return not any(m["role"] == "assistant" for m in body["messages"])
+    """Right only when the request carries no few-shot turns (before the case's message)."""
+    i = request_index(body)
+    return not any(m["role"] == "assistant" for m in body["messages"][: i if i is not None else len(body["messages"])])
 
 
 def one_field(body: dict[str, Any]) -> bool:

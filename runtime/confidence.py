@@ -72,7 +72,8 @@ class Confidence:
     margin: float | None
     source: str  # one of SOURCES
     # How a logprobs confidence was computed: "grammar" (renormalised over the allowed
-    # values), "raw" (the model's unconstrained probability: no allowed set was known).
+    # values), "raw" (the model's unconstrained probability: no allowed set was known),
+    # "prior" (each allowed value's share divided by a label prior, renormalised: runtime.prior).
     basis: str | None = None
     runner_up: Any = None  # the allowed value with the next highest probability, if any had some
     alternatives_seen: int | None = None  # allowed alternative tokens found in the servers' `top` lists

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from runtime.fewshot import Examples
     from runtime.labels import Choice
     from runtime.pack.fields import FieldRule
+    from runtime.prior import LabelPrior
     from runtime.prompt import Template
 
 EDGE_KINDS = ("next", "on_fail", "on_unsure")
@@ -54,6 +55,7 @@ class Node:
     temperature: float = 0.0
     retry: RetryPolicy | None = None
     confidence: ConfidenceGate | None = None  # `confidence: {field, min}`
+    prior: LabelPrior | None = None  # `prior: {field, values}` (runtime.prior)
     choices: tuple[Choice, ...] = ()  # per-call enums from labels/*.yaml (runtime.labels)
     examples: Examples | None = None  # few-shot examples (runtime.fewshot)
     system: Template | None = None  # the node's system prompt; else the pack's

@@ -45,6 +45,7 @@ from runtime.backends.base import TokenLogprob
 __all__ = [
     "Confidence",
     "ConfidenceGate",
+    "LabelPrior",
     "agreement_confidence",
     "allowed_values",
     "value_confidence",
@@ -62,6 +63,22 @@ class ConfidenceGate:
 
     field: str
     min: float
+
+
+@dataclass(frozen=True)
+class LabelPrior:
+    """A generate node's `prior: {field: NAME, values: {LABEL: P}}`: each label's share
+    of the model's answers on a content-free input (labels as the field's values; runtime.prior)."""
+
+    field: str
+    values: tuple[tuple[Any, float], ...]
+
+    def of(self, label: Any) -> float:
+        """The prior of `label`; the smallest listed one when it is not listed."""
+        for known, p in self.values:
+            if _same(known, label):
+                return p
+        return min(p for _, p in self.values)
 
 
 @dataclass

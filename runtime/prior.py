@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from runtime.backends.base import ModelCall
-from runtime.confidence import Confidence, allowed_values, value_shares
+from runtime.confidence import Confidence, LabelPrior, allowed_values, value_shares
 from runtime.errors import OutputRejected
 from runtime.labels import call_schema
 from runtime.messages import build_messages
@@ -33,22 +32,6 @@ __all__ = ["LabelPrior", "apply_prior", "load_prior", "measure_prior"]
 
 # The least share measure_prior reports: a prior's values must be above 0.
 MIN_SHARE = 1e-6
-
-
-@dataclass(frozen=True)
-class LabelPrior:
-    """A generate node's `prior: {field: NAME, values: {LABEL: P}}`: each label's share
-    of the model's answers on a content-free input (labels as the field's values)."""
-
-    field: str
-    values: tuple[tuple[Any, float], ...]
-
-    def of(self, label: Any) -> float:
-        """The prior of `label`; the smallest listed one when it is not listed."""
-        for known, p in self.values:
-            if _same(known, label):
-                return p
-        return min(p for _, p in self.values)
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -9,12 +9,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
-    from runtime.confidence import ConfidenceGate
+    from runtime.confidence import ConfidenceGate, LabelPrior
     from runtime.expr import Expression
     from runtime.fewshot import Examples
     from runtime.labels import Choice
     from runtime.pack.fields import FieldRule
-    from runtime.prior import LabelPrior
     from runtime.prompt import Template
 
 EDGE_KINDS = ("next", "on_fail", "on_unsure")

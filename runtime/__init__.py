@@ -76,6 +76,7 @@ from runtime.pack.yamlsrc import nearest as nearest_key
 from runtime.paths import MAX_DEPTH as MAX_PATH_DEPTH
 from runtime.paths import path_problem
 from runtime.paths import shown as shown_path
+from runtime.prior import measure_prior
 from runtime.recordings import RunTape, ToolTape
 from runtime.scoring import baseline_summary, case_score, field_matches, field_table, observed, set_f1
 from runtime.stats import mcnemar_exact, paired_outcomes, percentile, wilson_interval
@@ -179,6 +180,7 @@ __all__ = [
     "load_yaml",
     "mcnemar_exact",
     "mcp_answer_http",
+    "measure_prior",
     "nearest_key",
     "node_schema",
     "observed",

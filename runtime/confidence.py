@@ -45,6 +45,7 @@ from runtime.backends.base import TokenLogprob
 __all__ = [
     "Confidence",
     "ConfidenceGate",
+    "LabelPrior",
     "agreement_confidence",
     "allowed_values",
     "value_confidence",
@@ -64,6 +65,22 @@ class ConfidenceGate:
     min: float
 
 
+@dataclass(frozen=True)
+class LabelPrior:
+    """A generate node's `prior: {field: NAME, values: {LABEL: P}}`: each label's share
+    of the model's answers on a content-free input (labels as the field's values; runtime.prior)."""
+
+    field: str
+    values: tuple[tuple[Any, float], ...]
+
+    def of(self, label: Any) -> float:
+        """The prior of `label`; the smallest listed one when it is not listed."""
+        for known, p in self.values:
+            if _same(known, label):
+                return p
+        return min(p for _, p in self.values)
+
+
 @dataclass
 class Confidence:
     field: str
@@ -72,7 +89,8 @@ class Confidence:
     margin: float | None
     source: str  # one of SOURCES
     # How a logprobs confidence was computed: "grammar" (renormalised over the allowed
-    # values), "raw" (the model's unconstrained probability: no allowed set was known).
+    # values), "raw" (the model's unconstrained probability: no allowed set was known),
+    # "prior" (each allowed value's share divided by a label prior, renormalised: runtime.prior).
     basis: str | None = None
     runner_up: Any = None  # the allowed value with the next highest probability, if any had some
     alternatives_seen: int | None = None  # allowed alternative tokens found in the servers' `top` lists

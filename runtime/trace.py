@@ -21,7 +21,7 @@ TIER_WORDS = {"auto": "auto", "escalated": "escalated", "failed": "unanswered"}
 # (`Trace.from_dict`, SQL over a stored trace) name the version they understand.
 # Version 1: run_id, pack, case_id, steps, attempts, tool_calls, status, end_node, error,
 # path, tier, totals. A stored dict without "version" is version 1. Added since (compatible):
-# steps[].confidence; model tiers (docs/tiers.md): steps[].tier, steps[].escalations,
+# steps[].confidence, steps[].prior; model tiers (docs/tiers.md): steps[].tier, steps[].escalations,
 # steps[].candidates, steps[].provenance, attempts[].tier, ladder, escalations, settled_by;
 # tools (docs/tools.md): tool_calls[].key, steps[].tool_stats, tool_stats.
 TRACE_VERSION = 1
@@ -69,6 +69,9 @@ class Step:
     # A confidence gate's measure (runtime.confidence.Confidence as a dict: field, value,
     # p, margin, source), kept on unsure steps too; None on nodes without a gate.
     confidence: dict[str, Any] | None = None
+    # A label prior's correction (runtime.prior.apply_prior: field, from, to, scores,
+    # reason); None on nodes without a `prior`.
+    prior: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)  # e.g. "input.ticket cut from 9120 to 4000 chars (keep head)"
     # Model tiers (docs/tiers.md). `tier`: the tier that answered this node (its name, or
     # "person"); None in runs without tiers and for nodes that ask no model.

@@ -491,6 +491,7 @@ def _walk(walk: Walk, current: str) -> RunResult:
                 prompt=outcome.prompt,
                 edge=EdgeTaken(edge.index, edge.kind, edge.target) if edge else None,
                 confidence=outcome.confidence,
+                prior=outcome.prior,
                 notes=outcome.notes,
                 tool_stats=outcome.tool_stats,
                 **extra,
@@ -538,12 +539,9 @@ def _run_node(walk: Walk, node: Node) -> tuple[Outcome, dict[str, Any]]:
     walk.waiting = None
     if waited is not None and waited.get("reason") == "escalated":
         # Resumed at a node that waits for a person after the last model tier.
-        extra = {k: waited.get(k, []) for k in ("escalations", "candidates")}
+        extra = {k: waited.get(k, []) for k in ("escalations", "candidates")} | {"tier": waited.get("tier")}
         if node.id not in walk.answers:
-            return Outcome("wait", reason="escalated", prompt=waited.get("question", "")), {
-                **extra,
-                "tier": waited.get("tier"),
-            }
+            return Outcome("wait", reason="escalated", prompt=waited.get("question", "")), extra
         return _person(walk, node, waited.get("question", "")), {**extra, "tier": PERSON, **_provenance(walk)}
     if walk.tiers and kind.asks_model:
         return _climb(walk, node)

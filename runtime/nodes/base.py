@@ -36,6 +36,7 @@ class Outcome:
     reason: str = ""
     prompt: str = ""  # the rendered prompt, for the trace
     confidence: dict[str, Any] | None = None  # runtime.confidence.Confidence as a dict (confidence gates)
+    prior: dict[str, Any] | None = None  # a label prior's correction (runtime.prior.apply_prior)
     notes: list[str] = field(default_factory=list)  # short facts for the trace (e.g. input fields cut)
     tool_stats: dict[str, Any] | None = None  # a choose_tool visit's counters (Step.tool_stats)
 

@@ -89,6 +89,7 @@ def apply_gate(
             reason=f"confidence {p:.3g} < {gate.min:g} on '{gate.field}' ({measured['source']})",
             prompt=outcome.prompt,
             confidence=measured,
+            prior=outcome.prior,
         )
     return outcome
 

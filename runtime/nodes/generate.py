@@ -7,7 +7,9 @@ on_fail. With a run-wide `budget`, retries draw on the budget instead. With
 `agree_on` names, compared by the manifest's `fields:` rules), or the node is unsure and
 takes on_unsure. With `confidence: {field, min}`, the node's calls ask for logprobs and
 the node is also unsure when its confidence in that closed-choice field is below `min`
-(runtime.confidence); the confidence is on the step either way. A request that does not
+(runtime.confidence); the confidence is on the step either way. With `prior: {field,
+values}`, the calls ask for logprobs too and a verified answer's closed-choice value is
+corrected for the model's label bias (runtime.prior). A request that does not
 fit the model's context is asked again with one few-shot example fewer (the farthest
 from the request first) until it fits or none is left; then the node fails."""
 
@@ -23,6 +25,7 @@ from runtime.nodes.base import LoadContext, NodeDrawing, Outcome, RunContext, co
 from runtime.nodes.gating import apply_gate, load_gate, measure
 from runtime.nodes.prompting import load_choices, load_examples
 from runtime.nodes.voting import load_agree_on, vote
+from runtime.prior import apply_prior, load_prior
 from runtime.verify import feedback_message, parse_answer, verify_answer
 
 if TYPE_CHECKING:
@@ -54,6 +57,7 @@ class GenerateKind:
             "system",
             "confidence",
             "agree_on",
+            "prior",
         }
     )
     drawing = NodeDrawing(shape="rounded", css_class="node-generate", label="generate", mermaid=('["', '"]'))
@@ -98,6 +102,8 @@ class GenerateKind:
         node.choices = load_choices(node, spec.get("choices"), loader)
         if node.prompt is not None:
             node.examples = load_examples(node, spec.get("examples"), loader)
+        if "prior" in spec:
+            node.prior = load_prior(node, spec, loader, at)
         if "system" in spec:
             node.system = loader.template(spec["system"], node.reads, *at, "system")
 
@@ -141,7 +147,10 @@ class GenerateKind:
             )
         chosen = draws[best[0]]
         return apply_gate(
-            node, Outcome("ok", writes=chosen.writes, attempt=chosen.attempt, prompt=prompt), draws, walk.pack.fields
+            node,
+            Outcome("ok", writes=chosen.writes, attempt=chosen.attempt, prompt=prompt, prior=chosen.prior),
+            draws,
+            walk.pack.fields,
         )
 
     def _ladder(self, node: Node, walk: RunContext, messages: list[dict[str, str]]) -> Outcome:
@@ -166,7 +175,8 @@ class GenerateKind:
                     ]
                 # The schema (grammar) sent for this call: with `choices`, this state's enums.
                 schema = node.schema
-                reply, attempt = walk.ask(node, asked, schema, stage, logprobs=node.confidence is not None)
+                wants = node.confidence is not None or node.prior is not None
+                reply, attempt = walk.ask(node, asked, schema, stage, logprobs=wants)
             except ContextOverflow as exc:
                 if has_examples(messages):
                     # Cut examples first: drop the one farthest from the request (for `nearest`, the
@@ -190,7 +200,9 @@ class GenerateKind:
                 return Outcome("fail", reason=f"{exc.category}: {exc.reason} (after {tries} attempt(s))")
             walk.record(node, reply, attempt, stage, ok=True)
             outcome = Outcome("ok", writes=writes, attempt=attempt)
-            if node.confidence is not None:
+            if node.prior is not None:
+                apply_prior(node, reply, answer, outcome, schema, walk.state, walk.input)
+            if node.confidence is not None and outcome.confidence is None:
                 measure(node, reply, outcome, schema)
             return outcome
 

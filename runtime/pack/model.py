@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
-    from runtime.confidence import ConfidenceGate
+    from runtime.confidence import ConfidenceGate, LabelPrior
     from runtime.expr import Expression
     from runtime.fewshot import Examples
     from runtime.labels import Choice
@@ -54,6 +54,7 @@ class Node:
     temperature: float = 0.0
     retry: RetryPolicy | None = None
     confidence: ConfidenceGate | None = None  # `confidence: {field, min}`
+    prior: LabelPrior | None = None  # `prior: {field, values}` (runtime.prior)
     choices: tuple[Choice, ...] = ()  # per-call enums from labels/*.yaml (runtime.labels)
     examples: Examples | None = None  # few-shot examples (runtime.fewshot)
     system: Template | None = None  # the node's system prompt; else the pack's

@@ -50,6 +50,7 @@ PINNED = [
     "load_pack",
     "load_tools",
     "mcnemar_exact",
+    "measure_prior",
     "MemoryStore",
     "METRIC_DIRECTIONS",
     "ModelCall",

@@ -21,7 +21,10 @@ Behaviour is set per server (or changed with `configure`):
 - logprobs (default on): a request with `logprobs: true` gets, per streamed piece of the
   answer, `choices[0].logprobs.content` as llama-server sends it (the piece as one token
   at `token_logprob`, and `top_logprobs` alternatives below it); off: none, as from a
-  server that ignores the request;
+  server that ignores the request; `alternatives` (a function of the request body and
+  the piece) gives a piece's own top list, (token, logprob) pairs best first, in place
+  of the made-up one (the piece's logprob is its entry there, else token_logprob; None
+  from the function: the made-up list);
 - json_answer: answer with one `chat.completion` JSON document instead of a stream (a
   server that ignores stream=true), logprobs included as above;
 - echo_auth: the answer ends with the request's Authorization header (a server that
@@ -83,6 +86,7 @@ class Faults:
     echo_auth: bool = False  # the answer ends with the Authorization header it was sent
     logprobs: bool = True  # honour `logprobs: true` (see the module docstring)
     token_logprob: float = -0.05
+    alternatives: Callable[[dict[str, Any], str], list[tuple[str, float]] | None] | None = None
     json_answer: bool = False  # one JSON document, not an event stream
     context_chars: int = 0  # >0: a request whose messages hold more characters overflows (llama-server's 400)
 
@@ -342,6 +346,12 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         content = []
         for piece in pieces:
+            chosen = f.alternatives(body, piece) if f.alternatives is not None else None
+            if chosen is not None:
+                top = [{"token": t, "logprob": lp} for t, lp in chosen]
+                own = next((lp for t, lp in chosen if t == piece), f.token_logprob)
+                content.append({"token": piece, "logprob": own, "top_logprobs": top})
+                continue
             top = [
                 {"token": piece if n == 0 else f"~{n}", "logprob": f.token_logprob - 2 * n}
                 for n in range(int(body.get("top_logprobs") or 0))

@@ -75,6 +75,7 @@ def emit(
     shots: Mapping[str, Shots] | None = None,
     evalset: bytes | None = None,
     choices: Mapping[str, Keyed] | None = None,
+    node_keys: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Path:
     """Write the pack for `plan` into `out` (which must not exist, or be an empty folder)
     and return `out`. Raises PlanInvalid (before writing anything) for a plan that
@@ -94,7 +95,8 @@ def emit(
     nearest when there is a train split. `evalset` replaces the gold bytes as the pack's
     evalset.jsonl (the one-call pack's outputs-only projection, compiler.one_call).
     `choices` gives generate nodes keyed choices (compiler.hierarchy): the node's
-    `choices:` key and its labels/<field>.yaml."""
+    `choices:` key and its labels/<field>.yaml. `node_keys` adds graph.yaml keys to nodes
+    as they are (a measured label `prior`, compiler.priors)."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise CompilerError(f"{out}: emit writes a new pack; the folder must not exist or be empty")
@@ -114,7 +116,7 @@ def emit(
     examples = {n: v for n, v in examples.items() if chosen[n].count > 0}
     files: dict[str, str | bytes] = {
         "manifest.yaml": _manifest(plan, spec, scripts, model, version, train_ids if train is not None else None),
-        "graph.yaml": _graph(plan, examples, chosen, keyed),
+        "graph.yaml": _graph(plan, examples, chosen, keyed, node_keys or {}),
         "evalset.jsonl": spec.gold_bytes if evalset is None else evalset,
         "README.md": _readme(plan, spec),
     }
@@ -323,7 +325,11 @@ def _compare_rules(plan: Plan, spec: Spec) -> dict[str, dict[str, Any]]:
 
 
 def _graph(
-    plan: Plan, examples: Mapping[str, tuple[str, str]], shots: Mapping[str, Shots], keyed: Mapping[str, Keyed]
+    plan: Plan,
+    examples: Mapping[str, tuple[str, str]],
+    shots: Mapping[str, Shots],
+    keyed: Mapping[str, Keyed],
+    extra: Mapping[str, Mapping[str, Any]],
 ) -> str:
     nodes: dict[str, Any] = {}
     for n in plan.nodes:
@@ -366,6 +372,7 @@ def _graph(
                 }
         if n.kind == "end" and n.output is not None:
             node["output"] = list(n.output)
+        node.update(extra.get(n.id, {}))
         nodes[n.id] = node
     edges: list[dict[str, Any]] = []
     for e in plan.edges:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import runtime
 from compiler.context_fit import FitRule, apply_rule, fit_rule
 from compiler.induce import Induction, induce
 from compiler.offline import offline_script
@@ -31,7 +32,7 @@ from compiler.tools import ToolSpec
 from compiler.trials import PROBE_MIN, TrialRunner, setting_dict
 from compiler.verdict import Arm, baseline_outcomes, choose_threshold, mcnemar, measure_auto, score_of
 from compiler.workdir import write_json
-from runtime import Tool, baseline_summary, evaluate, load_pack, open_backend
+from runtime import Tool, baseline_summary, load_pack, open_backend
 
 VERDICT_FILE = "verdict.json"
 SPLIT_FILE = "split.json"
@@ -256,7 +257,9 @@ def refit(pack_dir: Path, case_ids: list[str], runner: TrialRunner, rule: FitRul
     pack = load_pack(pack_dir, tools=set(runner.tools) if runner.tools is not None else None)
     wanted = set(case_ids)
     pack.cases = [c for c in pack.cases if c.id in wanted]
-    report = evaluate(pack, runner.backend, tools=runner.tools, concurrency=runner.concurrency, run_prefix="refit")
+    report = runtime.evaluate(
+        pack, runner.backend, tools=runner.tools, concurrency=runner.concurrency, run_prefix="refit"
+    )
     outcomes = [runner.outcome(pack, r) for r in report.cases]
     return {
         "rule": rule.to_dict(),

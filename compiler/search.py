@@ -3,7 +3,7 @@ the target model, coordinate by coordinate, by successive halving on minibatches
 (docs/compiler.md, "The search").
 
 One coordinate at a time (a node's keyed choices where compiler.hierarchy finds a parent
-field, its few-shot setting, its prompt, then the gates that cost calls: three draws of
+field, its few-shot setting, its prompt, its label prior, then the gates that cost calls: three draws of
 which two must agree, and reasoning first), the incumbent and the coordinate's other values are scored on the first `MIN_BATCH` validation cases; the
 better half goes on to twice as many cases, until one is left or the batch is the whole
 validation split. The survivor replaces the incumbent only when it scores higher on the
@@ -30,15 +30,26 @@ from typing import Any
 
 from compiler.plan import Plan
 from compiler.target_cache import CacheCounts
-from compiler.trials import DRAWS, PROMPT_STYLES, CaseOutcome, NodeSetting, Setting, TrialRunner, setting_dict
+from compiler.trials import (
+    DRAWS,
+    PROMPT_STYLES,
+    CaseOutcome,
+    NodeSetting,
+    Setting,
+    TrialRunner,
+    closed_fields,
+    plan_key,
+    setting_dict,
+)
 
 MIN_BATCH = 8
 MAX_PASSES = 2
 FEWSHOT_CHOICES: tuple[tuple[int, str], ...] = ((0, "nearest"), (1, "nearest"), (3, "nearest"), (3, "fixed"))
+PRIOR_FILLERS = 3  # calls one prior measurement makes (runtime.measure_prior's fillers)
 BOOTSTRAP = (3, "bootstrap")  # offered when the budget can pay for a run of the train split
 PROMPT_CHOICES = PROMPT_STYLES
 # structure first (it changes what the others are scored on); the costly gates last
-COORDINATES = ("hierarchy", "fewshot", "prompt", "draws", "reasoning")
+COORDINATES = ("hierarchy", "fewshot", "prompt", "prior", "draws", "reasoning")
 
 
 @dataclass(frozen=True)
@@ -163,6 +174,10 @@ class Search:
         elif coordinate == "prompt":
             proposed = self.proposed(node, incumbent)
             values = [dataclasses.replace(current, prompt=p) for p in (*PROMPT_CHOICES, *proposed)]
+        elif coordinate == "prior":
+            if not self.prior_ready(incumbent, node):
+                return [incumbent]
+            values = [dataclasses.replace(current, prior=p) for p in (False, True)]
         elif coordinate == "draws":
             values = [dataclasses.replace(current, draws=d) for d in (1, DRAWS)]
         elif coordinate == "reasoning":
@@ -189,6 +204,17 @@ class Search:
         self.runner.bootstrap(self.arm, self.plan, self.start())
         self.bootstrap_calls += self.counts.calls - before
         return True
+
+    def prior_ready(self, incumbent: Setting, node: str) -> bool:
+        """Whether the node's label prior can be offered: it writes a closed-choice field and
+        the target's prior was measured (a few calls, when the budget can pay for them)."""
+        if node not in closed_fields(self.runner.induction, self.plan, self.runner.spec) or self.cancelled():
+            return False
+        base = dataclasses.replace(dict(incumbent)[node], prior=False)
+        measured = self.runner.priors.measured((self.arm, plan_key(self.plan)), node, base)
+        if not measured and not self.affordable(PRIOR_FILLERS + MIN_BATCH):
+            return False
+        return self.runner.prior_for(self.arm, self.plan, incumbent, node) is not None
 
     def proposed(self, node: str, incumbent: Setting) -> list[str]:
         """Prompt values the proposer offers for `node`, from the incumbent's validation

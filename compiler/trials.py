@@ -23,6 +23,7 @@ import json
 import os
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ from compiler.hierarchy import candidates as hierarchy_candidates
 from compiler.induce import Induction
 from compiler.one_call import outputs_only
 from compiler.plan import Plan, PlanEdge, PlanNode
+from compiler.priors import PriorBook, prior_key
 from compiler.spec import Spec
 from compiler.tools import ToolSpec
 from runtime import Backend, CaseResult, Pack, Tool, load_pack
@@ -56,6 +58,7 @@ class NodeSetting:
     hierarchy: bool = False  # keyed choices by a parent field (compiler.hierarchy)
     draws: int = 1  # DRAWS: samples, of which AGREE must agree (disagreement takes on_unsure)
     two_stage: bool = False  # reason first, then answer (the runtime's two_stage)
+    prior: bool = False  # divide out the target's label prior (compiler.priors)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"shots": self.shots, "strategy": self.strategy, "prompt": self.prompt}
@@ -66,6 +69,8 @@ class NodeSetting:
             out["draws"] = self.draws
         if self.two_stage:
             out["two_stage"] = True
+        if self.prior:
+            out["prior"] = True
         return out
 
     def label(self) -> str:
@@ -74,6 +79,7 @@ class NodeSetting:
             *(["keyed choices"] if self.hierarchy else []),
             *([f"{self.draws} draws, {AGREE} agree"] if self.draws > 1 else []),
             *(["reasons first"] if self.two_stage else []),
+            *(["label prior divided out"] if self.prior else []),
         ]
         return ", ".join([shown, f"{self.prompt} prompt", *extra])
 
@@ -227,6 +233,28 @@ class TrialRunner:
         self._outcomes: dict[tuple[str, str, str], CaseOutcome] = {}
         self._bootstrap: dict[tuple[str, str], dict[str, frozenset[str]]] = {}  # (arm, plan key) -> node -> ids
         self.proposals: dict[str, str] = {}  # proposal-<key> -> instruction text (compiler.proposals)
+        self.priors = PriorBook(backend, self.state_for)
+
+    def state_for(self, plan: Plan, node: str) -> dict[str, Any]:
+        """The state a node's prompt reads while its prior is measured: each state field's
+        most frequent value in train (a content-free input, a typical state)."""
+        reads = next((n.reads for n in plan.nodes if n.id == node), ())
+        out: dict[str, Any] = {}
+        for read in reads:
+            name = read.split(".", 1)[0]
+            if read.startswith("input.") or name in out:
+                continue
+            seen = [json.dumps(self.by_id[i].expected[name]) for i in self.train if name in self.by_id[i].expected]
+            if seen:
+                out[name] = json.loads(Counter(seen).most_common(1)[0][0])
+        return out
+
+    def prior_for(self, arm: str, plan: Plan, setting: Setting, node: str) -> dict[str, float] | None:
+        """The target's prior for `node` under its setting in `setting` (measured once)."""
+        base = tuple((n, dataclasses.replace(s, prior=False)) for n, s in setting)
+        return self.priors.values(
+            (arm, plan_key(plan)), plan, node, dict(base)[node], lambda: self.load(arm, plan, base)
+        )
 
     def field_schema(self, plan: Plan, name: str) -> Mapping[str, Any]:
         """A field's schema as the emitted grammar has it: planned state, else induced."""
@@ -287,6 +315,11 @@ class TrialRunner:
                 shots[node] = Shots(s.shots, s.strategy)
         keyed = self.keyed(plan)
         choices = {node: keyed[node] for node, s in setting if s.hierarchy and node in keyed}
+        node_keys: dict[str, dict[str, Any]] = {}
+        for node, s in setting:
+            values = self.prior_for(arm, plan, setting, node) if s.prior and node in probes else None
+            if values:
+                node_keys[node] = prior_key(probes[node], values)
         evalset = outputs_only(self.spec) if arm == "one_call" else None
         return emit(
             shaped,
@@ -299,6 +332,7 @@ class TrialRunner:
             shots=shots,
             evalset=evalset,
             choices=choices,
+            node_keys=node_keys,
         )
 
     def load(self, arm: str, plan: Plan, setting: Setting) -> Pack:

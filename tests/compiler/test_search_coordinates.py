@@ -6,6 +6,7 @@ right only under the setting the coordinate can find."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -228,3 +229,53 @@ def test_the_search_turns_on_reasoning_first_when_the_target_needs_it(
     assert all(n.get("two_stage") is True for n in graph["nodes"].values() if n["kind"] == "generate")
     trials = (tmp_path / "b" / "search" / "trials.jsonl").read_text()
     assert '"draws": 3' in trials  # the draws coordinate was scored too
+
+
+TOPIC_HEAD = '{"topic": '  # one streamed piece; the value and the closing brace are the next
+
+
+def test_the_search_divides_out_a_label_prior_when_the_target_is_biased(tmp_path: Path) -> None:
+    topics = ("billing", "shipping", "account")
+    cases = [
+        {
+            "id": f"c{i:03d}",
+            "input": {"message": f"ticket-{i:03d} about {topics[i % 3]}"},
+            "expected": {"topic": topics[i % 3]},
+        }
+        for i in range(48)
+    ]
+    root = tmp_path / "spec"
+    root.mkdir()
+    (root / "spec.yaml").write_text(
+        "name: topics\ntask: Name the ticket's topic.\ninputs:\n  message: {description: The ticket.}\n"
+        "outputs:\n  topic: {description: The topic., values: [billing, shipping, account]}\n"
+    )
+    (root / "gold.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases))
+    gold = {i: topics[i % 3] for i in range(48)}
+
+    def shares(body: dict[str, Any], piece: str) -> list[tuple[str, float]]:
+        """Always writes billing; the logprobs lean toward the right topic less than the
+        content-free prior leans toward billing."""
+        if not piece.startswith('"'):
+            return [(piece, 0.0)]
+        case = asked_case(body)
+        if case is None:  # a content-free filler: the bias
+            p = {"billing": 0.8, "shipping": 0.1, "account": 0.1}
+        elif gold[case] == "billing":
+            p = {"billing": 0.9, "shipping": 0.05, "account": 0.05}
+        else:
+            p = {"billing": 0.6, gold[case]: 0.35, ({"shipping", "account"} - {gold[case]}).pop(): 0.05}
+        return [(f'"{t}"}}', math.log(v)) for t, v in sorted(p.items(), key=lambda kv: -kv[1])]
+
+    with FaultServer(answer=TOPIC_HEAD + '"billing"}', chunk_chars=len(TOPIC_HEAD), alternatives=shares) as server:
+        result = build(
+            load_spec(root), make_planner("rules"), tmp_path / "b", out=tmp_path / "out", target=server.spec()
+        )
+    assert result.verdict is not None
+    verdict = result.verdict.document
+    arm = verdict["arms"][verdict["chosen"]]
+    assert next(iter(arm["setting"].values())).get("prior") is True, arm["setting"]
+    assert arm["validation"]["accuracy"] == 1.0 and arm["test"]["accuracy"] == 1.0
+    graph = yaml.safe_load((tmp_path / "out" / "graph.yaml").read_text())
+    prior = next(n["prior"] for n in graph["nodes"].values() if "prior" in n)
+    assert prior["field"] == "topic" and prior["values"]["billing"] == pytest.approx(0.8, abs=0.01)

@@ -143,18 +143,18 @@ class Search:
         stopped = "passes"  # MAX_PASSES passes, each of which changed something
         for _ in range(MAX_PASSES):
             improved = False
-            for node in self.nodes():
-                for coordinate in COORDINATES:
-                    variants = self.variants(incumbent, node, coordinate)
-                    if len(variants) < 2:
-                        continue
-                    winner, scored = self.halving(f"{node}.{coordinate}", variants, best)
-                    if winner != incumbent and _rank(scored) > _rank(best):
-                        incumbent, best, improved = winner, scored, True
-                        self.best = best
-                        self.mark_kept(winner, scored)
-                    if self.stopped_early:
-                        return SearchResult(self.arm, incumbent, best, "cancelled" if self.cancelled() else "budget")
+            # each coordinate over every node before the next: structure first, across the graph
+            for coordinate, node in [(c, n) for c in COORDINATES for n in self.nodes()]:
+                variants = self.variants(incumbent, node, coordinate)
+                if len(variants) < 2:
+                    continue
+                winner, scored = self.halving(f"{node}.{coordinate}", variants, best)
+                if winner != incumbent and _rank(scored) > _rank(best):
+                    incumbent, best, improved = winner, scored, True
+                    self.best = best
+                    self.mark_kept(winner, scored)
+                if self.stopped_early:
+                    return SearchResult(self.arm, incumbent, best, "cancelled" if self.cancelled() else "budget")
             if not improved:
                 stopped = "converged"
                 break
@@ -198,7 +198,8 @@ class Search:
         setting is done, or the budget can pay for it (then it runs here)."""
         if self.runner.has_bootstrap(self.arm, self.plan):
             return True
-        if self.cancelled() or not self.affordable(len(self.runner.train) + MIN_BATCH):
+        # the train run must leave most of the budget to the search: at most a quarter of it
+        if self.cancelled() or not self.affordable(4 * len(self.runner.train) + MIN_BATCH):
             return False
         before = self.counts.calls
         self.runner.bootstrap(self.arm, self.plan, self.start())

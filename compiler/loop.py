@@ -35,6 +35,7 @@ from compiler.plan import Plan, parse_plan
 from compiler.planners.shared import Planner, PlannerFailed, PlanRequest
 from compiler.search import Trial
 from compiler.spec import Spec
+from compiler.splits import split_gold, without_test
 from compiler.tools import ToolSpec, catalogue
 from compiler.workdir import (
     ATTEMPT_FILE,
@@ -128,6 +129,7 @@ class _Build:
         self.repeated = False
         self.attempt_calls = 0  # target calls the attempts' validation scores made in this run
         self.spec = spec
+        self.learn = spec  # what the planner and the offline check see (run: no test case when judged)
         self.planner = planner
         self.work = work
         self.out = out
@@ -172,11 +174,13 @@ class _Build:
             last = self.records[-1]
             self.last_scores = (last.offline_score, last.target_score)
             self.progress(last.number, "induce", f"resuming after attempt {last.number}")
-        self.progress(0, "induce", f"inducing schemas from {len(self.spec.gold)} gold cases")
+        # judged on a target, the planner and the offline check never see a test case
+        self.learn = without_test(self.spec, split_gold(self.spec)) if self.target else self.spec
+        self.progress(0, "induce", f"inducing schemas from {len(self.learn.gold)} gold cases")
         self.induction = induce(
-            [(c.input, c.expected) for c in self.spec.gold],
-            list(self.spec.outputs),
-            declared=self.spec.declared_values(),
+            [(c.input, c.expected) for c in self.learn.gold],
+            list(self.learn.outputs),
+            declared=self.learn.declared_values(),
         )
         stopped = self.stop_reason()
         while stopped is None:
@@ -294,7 +298,7 @@ class _Build:
         self.check_cancel(run)
         self.progress(n, "plan", f"attempt {n}: planning with {self.planner.name}")
         assert self.induction is not None
-        request = PlanRequest(self.spec, self.induction, self.catalogue, n, feedback_for(self.work, self.records))
+        request = PlanRequest(self.learn, self.induction, self.catalogue, n, feedback_for(self.work, self.records))
         with run.timed("plan"):
             try:
                 result = self.planner.plan(request, self.cancel)
@@ -317,10 +321,10 @@ class _Build:
         self.check_cancel(run)
         self.progress(n, "emit", f"attempt {n}: emitting {len(plan.nodes)} nodes")
         with run.timed("emit"):
-            script = offline_script(plan, self.spec, self.catalogue)
+            script = offline_script(plan, self.learn, self.catalogue)
             pack_dir = emit(
                 plan,
-                self.spec,
+                self.learn,
                 folder / "pack",
                 induction=self.induction,
                 catalogue=self.catalogue,

@@ -17,6 +17,7 @@ stay together in one split (a duplicate input across splits would leak its answe
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from collections import defaultdict
@@ -68,6 +69,19 @@ class Split:
             shown = "; ".join(f"{f}: {', '.join(map(str, v))}" for f, v in self.unseen_labels.items())
             text += f"; labels train never shows: {shown}"
         return text
+
+
+def without_test(spec: Spec, split: Split) -> Spec:
+    """`spec` with its test cases left out: their gold lines, and the cases. What the
+    planner and the offline structure check see when the build is judged on a target, so
+    no test case shapes a plan."""
+    test = set(split.test)
+    if not test:
+        return spec
+    dropped = {c.line for c in spec.gold if c.id in test}
+    lines = spec.gold_bytes.splitlines(keepends=True)
+    kept = b"".join(line for n, line in enumerate(lines, 1) if n not in dropped)
+    return dataclasses.replace(spec, gold=tuple(c for c in spec.gold if c.id not in test), gold_bytes=kept)
 
 
 def split_gold(spec: Spec) -> Split:

@@ -219,3 +219,32 @@ def test_cases_that_expect_no_output_are_not_scored_for_any_arm(
     assert verdict["split"]["validation"] == len(set(split["validation"]) - empty)
     assert verdict["split"]["test"] == len(set(split["test"]) - empty)
     assert verdict["arms"]["baseline"]["test"]["total"] == verdict["split"]["test"]
+
+
+def test_judged_on_a_target_the_planner_and_the_offline_check_never_see_a_test_case(
+    tmp_path: Path, serve: Callable[[Target], FaultServer]
+) -> None:
+    cases = gold_cases(36)
+    write_spec(tmp_path / "spec", cases)
+    seen: list[set[str]] = []
+
+    class Watching:
+        name = "watching"
+
+        def plan(self, request: Any, cancel: Any = None) -> Any:
+            seen.append({c.id for c in request.spec.gold})
+            return make_planner("rules").plan(request, cancel)
+
+    build(
+        load_spec(tmp_path / "spec"),
+        Watching(),  # type: ignore[arg-type]
+        tmp_path / "b",
+        out=tmp_path / "out",
+        target=serve(Target(cases, no_examples)).spec(),
+        concurrency=2,
+    )
+    split = json.loads((tmp_path / "b" / SPLIT_FILE).read_text())
+    assert seen and all(ids == set(split["train"]) | set(split["validation"]) for ids in seen)
+    evalset = (tmp_path / "b" / "attempts" / "1" / "pack" / "evalset.jsonl").read_text()
+    offline_ids = {json.loads(line)["id"] for line in evalset.splitlines()}
+    assert offline_ids and not offline_ids & set(split["test"])

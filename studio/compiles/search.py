@@ -224,6 +224,15 @@ def setting_text(v: Any) -> str:
             bits.append(strategy)
         if prompt:
             bits.append(f"{prompt} prompt")
+        if s.get("hierarchy") is True:
+            bits.append("keyed choices")
+        if s.get("prior") is True:
+            bits.append("label prior divided out")
+        draws = _int(s.get("draws"))
+        if draws is not None and draws > 1:
+            bits.append(f"{draws} draws")
+        if s.get("two_stage") is True:
+            bits.append("reasons first")
         parts.append(f"{_text(node)}: {', '.join(bits) or '—'}")
     more = "; …" if len(_dict(v)) > NODES_SHOWN else ""
     return "; ".join(parts) + more

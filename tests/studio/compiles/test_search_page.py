@@ -365,3 +365,23 @@ def test_the_worker_hands_the_loop_the_projects_cache_on_every_compile(
 
     assert [call["cache"] for call in fake.calls] == [cache_dir(project)] * 2
     assert fake.calls[0]["work"] != fake.calls[1]["work"]  # two work dirs, one cache
+
+
+def test_a_setting_says_which_search_coordinates_are_on() -> None:
+    text = search.setting_text(
+        {
+            "route": {"shots": 3, "strategy": "bootstrap", "prompt": "proposal-0123456789", "hierarchy": True},
+            "check": {
+                "shots": 0,
+                "strategy": "nearest",
+                "prompt": "names",
+                "prior": True,
+                "draws": 3,
+                "two_stage": True,
+            },
+        }
+    )
+    assert text == (
+        "route: 3 shots (bootstrap), proposal-0123456789 prompt, keyed choices; "
+        "check: 0 shots (nearest), names prompt, label prior divided out, 3 draws, reasons first"
+    )

@@ -59,6 +59,20 @@ def verdict_table(verdict: Verdict) -> str:
         f"  cost: {cost.get('target_calls', 0)} target calls ({cost.get('cached_calls', 0)} answered from the cache), "
         f"{cost.get('tokens', 0)} tokens; budget {cost.get('budget')}"
     )
+    if cost.get("proposal_requests"):
+        lines.append(
+            f"  instruction proposals: {cost['proposal_requests']} planner requests, "
+            f"{cost.get('proposal_tokens', 0)} planner tokens"
+        )
+    context = doc.get("context") or {}
+    rule = context.get("rule") or {}
+    if rule:
+        lines.append(
+            f"  context: {rule.get('sentence')}; {context.get('truncated_cases')} cases cut, "
+            f"{context.get('overflow_after_rule')} still overflow, {context.get('passed_after_rule')} pass"
+        )
+    elif context.get("overflow_cases"):
+        lines.append(f"  context: {context['overflow_cases']} cases did not fit the target's context")
     unseen = doc.get("unseen_labels") or {}
     if unseen:
         lines.append(

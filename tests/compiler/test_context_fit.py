@@ -13,6 +13,7 @@ from compiler import load_spec
 from compiler.context_fit import fit_rule
 from compiler.loop import build
 from compiler.planners import make_planner
+from compiler.report import verdict_table
 from compiler.trials import CaseOutcome
 from runtime import load_pack
 from tests.support.fault_server import FaultServer
@@ -67,3 +68,6 @@ def test_a_judged_pack_whose_inputs_overflow_gets_a_truncation_rule_that_makes_t
         len(c["input"]["message"]) for c in cases if int(c["id"][1:]) in LONG
     )
     assert json.loads((tmp_path / "b" / "verdict.json").read_text())["context"] == context
+    table = verdict_table(result.verdict)
+    assert f"context: input.message is cut to its first {context['rule']['max_chars']} characters" in table
+    assert f"{context['truncated_cases']} cases cut, 0 still overflow" in table

@@ -4,15 +4,15 @@ that writes a closed-choice field may divide out the target's bias toward some l
 content-free fillers, with the node's own prompt under its setting (its examples and
 instruction text change the bias), once per (arm, plan, node, node setting); the calls go
 through the target cache and count against the budget like any other. A node whose
-target answers without logprobs has no prior to measure, so the coordinate is not
-offered for it. The search keeps the prior only where validation shows it helps."""
+target answers without logprobs (or refuses the fillers, as a scripted model does) has
+no prior to measure, so the coordinate is not offered for it. The search keeps the prior only where validation shows it helps."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from runtime import Backend, Pack, measure_prior
+from runtime import Backend, BackendError, Pack, measure_prior
 
 if TYPE_CHECKING:
     from compiler.plan import Plan
@@ -37,7 +37,10 @@ class PriorBook:
         on `pack()` (a trial pack holding the node under that setting), None without logprobs."""
         at: PriorKey = (key[0], key[1], node, base)
         if at not in self._values:
-            self._values[at] = measure_prior(pack(), node, self.backend, state=self.state(plan, node))
+            try:
+                self._values[at] = measure_prior(pack(), node, self.backend, state=self.state(plan, node))
+            except BackendError:  # e.g. a scripted target has no answer for a filler: no prior to divide out
+                self._values[at] = None
         return self._values[at]
 
     def measured(self, key: tuple[str, str], node: str, base: Hashable) -> bool:

@@ -30,7 +30,7 @@ from compiler.spec import GoldCase
 from compiler.splits import split_gold
 from compiler.target_cache import CachedBackend
 from compiler.trials import NodeSetting, TrialRunner
-from runtime import open_backend
+from runtime import BackendError, measure_prior, open_backend
 from tests.support.fault_server import FaultServer
 from tests.support.routing import SUBISSUES, KeyedTarget, routing_cases, write_routing_spec
 from tests.support.tickets import CASE_ID, Target, asked_case, gold_cases, request_index, request_schema, write_spec
@@ -279,3 +279,24 @@ def test_the_search_divides_out_a_label_prior_when_the_target_is_biased(tmp_path
     graph = yaml.safe_load((tmp_path / "out" / "graph.yaml").read_text())
     prior = next(n["prior"] for n in graph["nodes"].values() if "prior" in n)
     assert prior["field"] == "topic" and prior["values"]["billing"] == pytest.approx(0.8, abs=0.01)
+
+
+def test_a_target_that_refuses_the_content_free_fillers_has_no_prior(tmp_path: Path) -> None:
+    cases = gold_cases(24)
+    write_spec(tmp_path / "spec", cases)
+    spec = load_spec(tmp_path / "spec")
+    induction = induce([(c.input, c.expected) for c in spec.gold], list(spec.outputs))
+    plan = parse_plan(make_planner("rules").plan(PlanRequest(spec, induction, {}, 1)).document, spec)
+    script = tmp_path / "target.json"  # a scripted model: it answers its cases and refuses any other input
+    script.write_text(json.dumps({"cases": {c["id"]: {"topic": c["expected"]} for c in cases}}))
+    target = f"fake:{script}"
+    backend = CachedBackend(open_backend(target), tmp_path / "cache", target)
+    runner = TrialRunner(spec, induction, {}, tmp_path / "search", backend, model=target, train=[])
+    start = tuple((n.id, NodeSetting(shots=0)) for n in plan.nodes if n.kind == "generate")
+    node = start[0][0]
+    with pytest.raises(BackendError, match="no answer"):  # what measuring it directly meets
+        measure_prior(runner.load("pack", plan, start), node, backend)
+    assert runner.prior_for("pack", plan, start, node) is None  # refused, not raised
+    search = Search("pack", plan, runner, [], backend.counts, 100, tmp_path / "t.jsonl")
+    assert search.variants(start, node, "prior") == [start]
+    backend.close()

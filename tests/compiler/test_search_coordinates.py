@@ -9,6 +9,7 @@ import json
 import math
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +21,14 @@ from compiler.hierarchy import keyed_for
 from compiler.induce import induce
 from compiler.judge import SPLIT_FILE
 from compiler.loop import build
-from compiler.plan import PlanNode, parse_plan
+from compiler.plan import Plan, PlanNode, parse_plan
 from compiler.planners import make_planner
 from compiler.planners.model import ModelPlanner
 from compiler.planners.shared import PlanRequest
 from compiler.proposer import PROPOSALS_FILE
 from compiler.search import Search
-from compiler.spec import GoldCase
-from compiler.splits import split_gold
+from compiler.spec import GoldCase, Spec
+from compiler.splits import Split, split_gold
 from compiler.target_cache import CachedBackend
 from compiler.trials import NodeSetting, TrialRunner
 from runtime import BackendError, measure_prior, open_backend
@@ -96,23 +97,45 @@ def test_the_label_map_holds_what_train_shows_and_keeps_unseen_values_open() -> 
     assert keyed_for(node, schemas, flat) is None
 
 
-def test_bootstrapped_examples_are_the_train_cases_the_target_got_right(
-    tmp_path: Path, servers: list[FaultServer]
-) -> None:
-    cases = gold_cases(40)
+@dataclass
+class Bench:
+    """A tickets spec, its split and rules plan, and a trial runner on `target` (a model spec)."""
+
+    cases: list[dict[str, Any]]
+    spec: Spec
+    split: Split
+    plan: Plan
+    backend: CachedBackend
+    runner: TrialRunner
+
+    @property
+    def node(self) -> str:
+        return next(n.id for n in self.plan.nodes if n.kind == "generate")
+
+
+def bench(tmp_path: Path, cases: list[dict[str, Any]], target: str, *, with_train: bool = True) -> Bench:
     write_spec(tmp_path / "spec", cases)
     spec = load_spec(tmp_path / "spec")
     split = split_gold(spec)
     induction = induce([(c.input, c.expected) for c in spec.gold], list(spec.outputs))
     plan = parse_plan(make_planner("rules").plan(PlanRequest(spec, induction, {}, 1)).document, spec)
+    backend = CachedBackend(open_backend(target), tmp_path / "cache", target)
+    train = split.train if with_train else ()
+    runner = TrialRunner(spec, induction, {}, tmp_path / "search", backend, model=target, train=train)
+    return Bench(cases, spec, split, plan, backend, runner)
+
+
+def test_bootstrapped_examples_are_the_train_cases_the_target_got_right(
+    tmp_path: Path, servers: list[FaultServer]
+) -> None:
+    cases = gold_cases(40)
     # right on even-numbered tickets only, whatever the prompt
     server = serve(servers, Target(cases, lambda body: (asked_case(body) or 0) % 2 == 0))
-    backend = CachedBackend(open_backend(server.spec()), tmp_path / "cache", server.spec())
-    runner = TrialRunner(spec, induction, {}, tmp_path / "search", backend, model=server.spec(), train=split.train)
+    b = bench(tmp_path, cases, server.spec())
+    plan, split, runner, backend, node = b.plan, b.split, b.runner, b.backend, b.node
     search = Search("pack", plan, runner, split.validation, backend.counts, 1000, tmp_path / "trials.jsonl")
     start = search.start()
     assert search.bootstrap_ready() and search.bootstrap_calls > 0  # the train run at the start setting
-    node = next(n.id for n in plan.nodes if n.kind == "generate")
     offered = search.variants(start, node, "fewshot")
     assert any(dict(v)[node].strategy == "bootstrap" for v in offered)
     boot = tuple((n, NodeSetting(3, "bootstrap") if n == node else s) for n, s in start)
@@ -134,17 +157,11 @@ def test_bootstrapped_examples_are_the_train_cases_the_target_got_right(
 def test_a_search_that_cannot_pay_for_the_train_run_offers_no_bootstrap(
     tmp_path: Path, servers: list[FaultServer]
 ) -> None:
-    cases = gold_cases(40)
-    write_spec(tmp_path / "spec", cases)
-    spec = load_spec(tmp_path / "spec")
-    split = split_gold(spec)
-    induction = induce([(c.input, c.expected) for c in spec.gold], list(spec.outputs))
-    plan = parse_plan(make_planner("rules").plan(PlanRequest(spec, induction, {}, 1)).document, spec)
-    server = serve(servers, Target(cases, lambda body: True))
-    backend = CachedBackend(open_backend(server.spec()), tmp_path / "cache", server.spec())
-    runner = TrialRunner(spec, induction, {}, tmp_path / "search", backend, model=server.spec(), train=split.train)
-    search = Search("pack", plan, runner, split.validation, backend.counts, len(split.train), tmp_path / "t.jsonl")
-    node = next(n.id for n in plan.nodes if n.kind == "generate")
+    b = bench(tmp_path, gold_cases(40), serve(servers, Target(gold_cases(40), lambda body: True)).spec())
+    backend, node = b.backend, b.node
+    search = Search(
+        "pack", b.plan, b.runner, b.split.validation, backend.counts, len(b.split.train), tmp_path / "t.jsonl"
+    )
     assert all(dict(v)[node].strategy != "bootstrap" for v in search.variants(search.start(), node, "fewshot"))
     backend.close()
     assert backend.counts.calls == 0
@@ -283,15 +300,10 @@ def test_the_search_divides_out_a_label_prior_when_the_target_is_biased(tmp_path
 
 def test_a_target_that_refuses_the_content_free_fillers_has_no_prior(tmp_path: Path) -> None:
     cases = gold_cases(24)
-    write_spec(tmp_path / "spec", cases)
-    spec = load_spec(tmp_path / "spec")
-    induction = induce([(c.input, c.expected) for c in spec.gold], list(spec.outputs))
-    plan = parse_plan(make_planner("rules").plan(PlanRequest(spec, induction, {}, 1)).document, spec)
     script = tmp_path / "target.json"  # a scripted model: it answers its cases and refuses any other input
     script.write_text(json.dumps({"cases": {c["id"]: {"topic": c["expected"]} for c in cases}}))
-    target = f"fake:{script}"
-    backend = CachedBackend(open_backend(target), tmp_path / "cache", target)
-    runner = TrialRunner(spec, induction, {}, tmp_path / "search", backend, model=target, train=[])
+    b = bench(tmp_path, cases, f"fake:{script}", with_train=False)
+    plan, backend, runner = b.plan, b.backend, b.runner
     start = tuple((n.id, NodeSetting(shots=0)) for n in plan.nodes if n.kind == "generate")
     node = start[0][0]
     with pytest.raises(BackendError, match="no answer"):  # what measuring it directly meets

@@ -19,12 +19,12 @@ BREAKS = {
         '    view = {**walk.state, **outcome.writes, "input": walk.input}\n    if outcome.writes.get("goto") in pack.nodes:\n        return Edge(node.id, outcome.writes["goto"])\n',
     ),
     4: (
-        "runtime/walker.py",
+        "runtime/walk.py",
         "        made = self.pending_tools.get((node.id, self.step), [])\n        for entry in made:",
         "        made = self.pending_tools.get((node.id, self.step), [])\n        for entry in []:",
     ),
     5: (
-        "runtime/walker.py",
+        "runtime/walk.py",
         "        found = self.tools.get(tool_name)\n",
         "        import importlib\n        from runtime.tools import tool_def\n        found = self.tools.get(tool_name) or tool_def(tool_name, getattr(importlib.import_module(tool_name.rpartition('.')[0]), tool_name.rpartition('.')[2]))\n",
     ),

@@ -12,7 +12,6 @@ MAX_LINES = 500
 PACKAGES = ("runtime", "compiler", "studio")
 # module -> its length when it was listed: the ceiling it may not pass
 OVER = {
-    "runtime/cli.py": 522,
     "studio/deployments/execute.py": 735,
     "studio/projects/graph_svg.py": 552,
 }

@@ -21,7 +21,7 @@ class UsageError(PackforgeError):
     pass
 
 
-def _json_arg(value: str, what: str) -> Any:
+def json_arg(value: str, what: str) -> Any:
     text = value
     if value.startswith("@"):
         try:
@@ -34,14 +34,14 @@ def _json_arg(value: str, what: str) -> Any:
         raise UsageError(f"{what} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
 
 
-def _backend(pack: Pack, spec: str | None) -> Any:
+def backend_for(pack: Pack, spec: str | None) -> Any:
     chosen = spec or pack.model
     if not chosen:
         raise UsageError("no model: pass --model SPEC or set 'model' in the manifest")
     return open_backend(chosen, base_dir=pack.root, default=pack.model)
 
 
-def _tiers(pack: Pack, args: argparse.Namespace, backend: Any) -> list[Tier] | None:
+def tiers_from_args(pack: Pack, args: argparse.Namespace, backend: Any) -> list[Tier] | None:
     """The model tiers of --model and each --escalate-to (None without --escalate-to);
     their backends, tier 0's aside, are opened here and closed by the caller."""
     if not args.escalate_to:
@@ -64,6 +64,6 @@ def _named(raw: str) -> bool:
     return bool(sep) and bool(head) and all(ch.isalnum() or ch in "-_." for ch in head)
 
 
-def _close_tiers(tiers: list[Tier] | None) -> None:
+def close_tiers(tiers: list[Tier] | None) -> None:
     for tier in (tiers or [])[1:]:
         tier.backend.close()

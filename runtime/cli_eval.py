@@ -14,10 +14,10 @@ from runtime.cli_common import (
     EXIT_GATE_FAILED,
     EXIT_OK,
     UsageError,
-    _backend,
-    _close_tiers,
-    _json_arg,
-    _tiers,
+    backend_for,
+    close_tiers,
+    json_arg,
+    tiers_from_args,
 )
 from runtime.pack import load_pack
 from runtime.progress import EvalProgress
@@ -81,14 +81,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise UsageError("--concurrency must be at least 1")
     if not 0 < args.target_auto_accuracy <= 1:
         raise UsageError("--target-auto-accuracy must be above 0 and at most 1")
-    baseline = _json_arg(f"@{args.baseline}", "--baseline") if args.baseline else None
-    backend = _backend(pack, args.model)
+    baseline = json_arg(f"@{args.baseline}", "--baseline") if args.baseline else None
+    backend = backend_for(pack, args.model)
     tags = set(args.tags.split(",")) if args.tags else None
     progress = _eval_progress(args, len(select_cases(pack, tags)) * args.repeats)
     tiers: list[Tier] | None = None
     tape = _tape(args)
     try:
-        tiers = _tiers(pack, args, backend)
+        tiers = tiers_from_args(pack, args, backend)
         report = evaluate(
             pack,
             backend,
@@ -105,7 +105,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             tape.save(args.record_tools)
     finally:
         backend.close()
-        _close_tiers(tiers)
+        close_tiers(tiers)
         if progress is not None:
             progress.finish()
     gate = check_baseline(report.metrics(), baseline) if baseline is not None else None

@@ -9,7 +9,16 @@ from pathlib import Path
 from typing import Any
 
 from runtime.checkpoint import CheckpointStore, MemoryStore, SQLiteStore
-from runtime.cli_common import EXIT_FAILED, EXIT_OK, EXIT_WAITING, UsageError, _backend, _close_tiers, _json_arg, _tiers
+from runtime.cli_common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_WAITING,
+    UsageError,
+    backend_for,
+    close_tiers,
+    json_arg,
+    tiers_from_args,
+)
 from runtime.errors import OutputRejected
 from runtime.pack import Pack, load_pack
 from runtime.tiers import Tier
@@ -41,17 +50,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     tools = load_tools(args.tools)
     pack = load_pack(args.pack, tools=set(tools or {}))
     store: CheckpointStore = SQLiteStore(args.db, synchronous=args.sync) if args.db else MemoryStore()
-    backend = _backend(pack, args.model)
+    backend = backend_for(pack, args.model)
     tiers: list[Tier] | None = None
     try:
-        tiers = _tiers(pack, args, backend)
+        tiers = tiers_from_args(pack, args, backend)
         if args.resume:
             if not args.db:
                 raise UsageError("--resume needs --db, the checkpoint file the run was started with")
             answers = {}
             if args.answer is not None:
                 waiting_at = _waiting_node(store, args.resume)
-                answers[waiting_at] = _json_arg(args.answer, "--answer")
+                answers[waiting_at] = json_arg(args.answer, "--answer")
                 _check_answer(pack, waiting_at, answers[waiting_at])
             try:
                 result = resume_run(
@@ -69,13 +78,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         else:
             if args.input is None:
                 raise UsageError("run needs --input JSON (or @FILE), or --resume RUN_ID")
-            value = _json_arg(args.input, "--input")
+            value = json_arg(args.input, "--input")
             if not isinstance(value, dict):
                 raise UsageError("--input must be a JSON object")
             result = run_pack(pack, value, backend=backend, tools=tools, store=store, run_id=args.run_id, tiers=tiers)
     finally:
         backend.close()
-        _close_tiers(tiers)
+        close_tiers(tiers)
         store.close()
     if args.trace:
         Path(args.trace).write_text(json.dumps(result.trace.to_dict(), indent=2, default=str), encoding="utf-8")

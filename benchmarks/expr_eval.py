@@ -1,5 +1,5 @@
 """Expression speed: how long the pack expression language takes to evaluate a routing
-condition, and to refuse a value that would be too large (runtime/expr.py); and what a
+condition, and to refuse a value that would be too large (runtime/expr.py, runtime/expr_ops.py); and what a
 backtracking pattern costs in `matches()` (RE2, linear in the text) against Python's `re`
 (which the runtime used before), on the same inputs in the same run.
 

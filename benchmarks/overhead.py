@@ -14,7 +14,8 @@ runs, for each checkpoint store:
 Replay on resume: the same chain with a `human` node before the end, so every run stops
 `waiting` after N checkpointed steps (the run "killed just before its end node"). Each
 waiting run is then resumed with `resume_run(..., answers={"confirm": {"ok": true}})`,
-with `runtime.walker._replay` and the store's `take_over` wrapped by timers, so from the
+with `runtime.walker._replay` (runtime.journal_replay.replay_journal) and the store's `take_over`
+wrapped by timers, so from the
 same real resume we get
   replay         time inside walker._replay / steps replayed     (the goal's figure)
   journal read   time inside store.take_over (SQL read + JSON decode) / steps replayed

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from runtime.evaluate import EvalReport
+from runtime.eval_report import EvalReport
 from runtime.nodes import drawing_for
 from runtime.pack.model import Pack
 from runtime.trace import TIER_WORDS

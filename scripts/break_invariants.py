@@ -19,17 +19,17 @@ BREAKS = {
         '    view = {**walk.state, **outcome.writes, "input": walk.input}\n    if outcome.writes.get("goto") in pack.nodes:\n        return Edge(node.id, outcome.writes["goto"])\n',
     ),
     4: (
-        "runtime/walker.py",
+        "runtime/walk.py",
         "        made = self.pending_tools.get((node.id, self.step), [])\n        for entry in made:",
         "        made = self.pending_tools.get((node.id, self.step), [])\n        for entry in []:",
     ),
     5: (
-        "runtime/walker.py",
+        "runtime/walk.py",
         "        found = self.tools.get(tool_name)\n",
         "        import importlib\n        from runtime.tools import tool_def\n        found = self.tools.get(tool_name) or tool_def(tool_name, getattr(importlib.import_module(tool_name.rpartition('.')[0]), tool_name.rpartition('.')[2]))\n",
     ),
     6: (
-        "runtime/cli.py",
+        "runtime/cli_eval.py",
         "    gate = check_baseline(report.metrics(), baseline) if baseline is not None else None",
         "    gate = check_baseline(report.metrics(), baseline) if baseline is not None else None\n    (pack.root / 'evalset.jsonl').write_text(''.join(__import__('json').dumps({'id': c.case_id, 'input': pack.cases[i].input, 'expected': c.output}) + '\\n' for i, c in enumerate(report.cases)))",
     ),

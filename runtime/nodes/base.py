@@ -63,7 +63,7 @@ OTHER_DRAWING = NodeDrawing(shape="rounded", css_class="node-other", label="othe
 
 
 class RunContext(Protocol):
-    """What a node kind may use of a run in progress (runtime.walker.Walk)."""
+    """What a node kind may use of a run in progress (runtime.walk.Walk)."""
 
     pack: Pack
     tools: Registry  # the host's tools by name (runtime.tools.ToolDef)

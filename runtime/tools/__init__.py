@@ -1,5 +1,5 @@
 """The host's tools: the registry (runtime.tools.registry) and what one call produces
-(runtime.tools.calls). The call itself is runtime.walker.Walk.call_tool, the one path
+(runtime.tools.calls). The call itself is runtime.walk.Walk.call_tool, the one path
 every tool call in a run takes (docs/tools.md)."""
 
 from runtime.tools.calls import (

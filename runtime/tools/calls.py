@@ -1,5 +1,5 @@
 """What one tool call in a run produces (`ToolOutcome`), and the pieces of the one call
-path (runtime.walker.Walk.call_tool) that need no run: the idempotency key, argument and
+path (runtime.walk.Walk.call_tool) that need no run: the idempotency key, argument and
 result validation, and the recording hook's contract (`TapeHook`).
 
 The order of a call (Walk.call_tool): journal replay -> recording replay (the tape) ->

@@ -283,7 +283,7 @@ def _walk(
 
 
 def outcome_fields(pack: Pack, gold: Case, result: RunResult, store: EvalCaseStore) -> dict[str, Any]:
-    """The EvalCase columns for a finished run (runtime.evaluate.score_case)."""
+    """The EvalCase columns for a finished run (runtime.case_scoring.score_case)."""
     trace = result.trace
     fields: dict[str, Any] = {
         "run_status": result.status,

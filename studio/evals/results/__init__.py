@@ -1,6 +1,6 @@
 """The numbers behind an eval's result pages, aggregated over its EvalCase rows.
 
-Definitions are runtime/evaluate.py's (docs/eval-report.md), so the studio and
+Definitions are runtime/eval_report.py's (docs/eval-report.md), so the studio and
 `packforge eval --json` say the same thing about the same runs:
 
 - A case run is *scored* once it has an outcome: passed, failed, or error (a run that

@@ -35,7 +35,7 @@ def scored(ev: Eval) -> QuerySet[EvalCase]:
 
 
 def edge_name(e: Edge) -> str:
-    """An edge in words, as runtime.evaluate names it in reports: `a -> b [when]` / `a -> b (on_fail)`."""
+    """An edge in words, as runtime.eval_report names it in reports: `a -> b [when]` / `a -> b (on_fail)`."""
     kind = f" ({e.kind})" if e.kind != "next" else (f" [{e.when.source}]" if e.when else "")
     return f"{e.source} -> {e.target}{kind}"
 

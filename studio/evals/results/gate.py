@@ -1,5 +1,5 @@
 """The baseline gate: a project's baseline eval, and whether a later eval regressed against it
-(runtime.evaluate.check_baseline, as `packforge eval --baseline` gates)."""
+(runtime.baseline_gate.check_baseline, as `packforge eval --baseline` gates)."""
 
 from __future__ import annotations
 

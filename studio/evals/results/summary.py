@@ -223,7 +223,7 @@ def case_pass_rates(ev: Eval, limit: int = 200) -> list[dict[str, Any]]:
 
 def tool_use(ev: Eval, pack: Pack | None) -> dict[str, Any] | None:
     """Tool use over the scored runs, as the runtime's eval report counts it
-    (runtime.evaluate.tool_metrics over the stored traces; gold calls from the pack at
+    (runtime.eval_report.tool_metrics over the stored traces; gold calls from the pack at
     the eval's version). None when that pack names no tools or does not load, and when
     no run called or chose a tool."""
     if pack is None or not pack.tools:

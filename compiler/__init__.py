@@ -2,8 +2,10 @@
 a pack that passes them out. Imports the runtime's public API only (`from runtime
 import ...`), never the studio.
 
-Built so far: the spec loader and schema induction (docs/compiler.md). This module is the
-compiler's public API; tests/compiler/test_exported_members.py pins the list."""
+What it holds (docs/compiler.md): the spec loader, schema induction, the planners and
+their plan format, the emitter, the offline structure check, the attempts loop, and the
+search and verdict on the target model (splits, trials, the target cache). This module is
+the compiler's public API; tests/compiler/test_exported_members.py pins the list."""
 
 from compiler.errors import CompilerError, PlanInvalid, SpecInvalid
 from compiler.induce import Constraint, InducedField, Induction, induce

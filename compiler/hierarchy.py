@@ -24,13 +24,15 @@ from compiler.spec import GoldCase
 class Keyed:
     """`field`'s allowed values per value of the state field `key` (labels/<field>.yaml)."""
 
+    node: str
     field: str
     key: str
     table: tuple[tuple[str, tuple[str, ...]], ...]
 
     @property
     def labels(self) -> str:
-        return self.field
+        """The label file's name: per node, so two nodes keyed differently never share one."""
+        return f"{self.node}-{self.field}"
 
     def yaml_text(self) -> str:
         """The label file: one line per parent value, its child values as a flow list."""
@@ -38,13 +40,14 @@ class Keyed:
             f"# The values '{self.field}' may take for each value of '{self.key}', learned from the train split.",
         ]
         for parent, children in self.table:
-            lines.append(f"{json.dumps(parent)}: [{', '.join(json.dumps(c) for c in children)}]")
+            shown = ", ".join(json.dumps(c, ensure_ascii=False) for c in children)  # YAML reads JSON strings
+            lines.append(f"{json.dumps(parent, ensure_ascii=False)}: [{shown}]")
         return "\n".join(lines) + "\n"
 
 
 def _closed_strings(schema: Mapping[str, Any]) -> list[str] | None:
     values = schema.get("enum")
-    if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
+    if not isinstance(values, list) or not values or not all(isinstance(v, str) and v for v in values):
         return None
     return list(values)
 
@@ -66,7 +69,7 @@ def keyed_for(node: PlanNode, schemas: Mapping[str, Mapping[str, Any]], train: S
                 continue
             table = _table(name, parent, children, parent_values, train)
             if table is not None:
-                return Keyed(name, parent, table)
+                return Keyed(node.id, name, parent, table)
     return None
 
 

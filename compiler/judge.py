@@ -237,7 +237,7 @@ def judge(inputs: JudgeInputs, out: Path | None, write_pack: Callable[[Path, Pat
                 shutil.rmtree(staged)
             runner.emit(chosen, plan, result.setting, staged, floor=threshold if threshold else None)
             _add_offline(staged, plan, spec, inputs.catalogue)
-            rule = fit_rule(spec, winner.validation + winner.test)
+            rule = fit_rule(spec, winner.validation)  # learned on validation; test cases are only run again
             if rule is not None:
                 apply_rule(staged, rule)
                 over = [o.id for o in winner.validation + winner.test if o.overflow]
@@ -276,7 +276,8 @@ def _proposer(inputs: JudgeInputs, plan: Plan, runner: TrialRunner, made: list[P
         return None
     tokens = made[-1].tokens if made else inputs.planner_tokens
     cost = made[-1].cost_usd if made else inputs.planner_cost
-    proposer = Proposer(inputs.planner, inputs.spec, plan, runner, inputs.work / "search", tokens, cost, inputs.cancel)
+    folder = inputs.cache or inputs.work / "cache"  # beside the target cache: a rebuild with it asks nothing again
+    proposer = Proposer(inputs.planner, inputs.spec, plan, runner, folder, tokens, cost, inputs.cancel)
     made.append(proposer)
     return proposer
 

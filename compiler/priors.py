@@ -25,8 +25,9 @@ class PriorBook:
     """Measured priors, per (arm, plan, node, node setting). `load` gives the trial pack
     of a setting (TrialRunner.load); `state` the state values a node's prompt reads."""
 
-    def __init__(self, backend: Backend, state: Callable[[Plan, str], Mapping[str, Any]]) -> None:
+    def __init__(self, backend: Backend, state: Callable[[Plan, str], Mapping[str, Any]], scripted: bool) -> None:
         self.backend = backend
+        self.scripted = scripted  # the target is a scripted model (fake:, sim:), which refuses the fillers
         self.state = state
         self._values: dict[PriorKey, dict[str, float] | None] = {}
 
@@ -39,8 +40,10 @@ class PriorBook:
         if at not in self._values:
             try:
                 self._values[at] = measure_prior(pack(), node, self.backend, state=self.state(plan, node))
-            except BackendError:  # e.g. a scripted target has no answer for a filler: no prior to divide out
-                self._values[at] = None
+            except BackendError:
+                if not self.scripted:  # a server error is not cached: skipping it would change a rebuild's path
+                    raise
+                self._values[at] = None  # a scripted target has no answer for a filler: no prior to divide out
         return self._values[at]
 
     def measured(self, key: tuple[str, str], node: str, base: Hashable) -> bool:

@@ -4,9 +4,10 @@ go to the model planner, and each text it proposes becomes a prompt value
 (`proposal-<key>`, compiler.trials) the search tries like any other.
 
 Only validation outcomes reach it (the search scores nothing else), so no test case
-is ever shown to the planner. Each answer is kept in `search/proposals.jsonl` under the
-hash of its request, so a resumed build or a rebuild into the same work dir asks the
-planner nothing it has asked before; the planner's tokens and dollars count against the
+is ever shown to the planner. Each answer is kept in `proposals.jsonl` beside the target
+cache, under the hash of its request, so a resumed build or a rebuild with the same cache
+asks the planner nothing it has asked before (and a planner that fails or a cancel only
+means no proposal); the planner's tokens and dollars count against the
 spec's planner budgets, from what the attempts already spent."""
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from compiler.planners.model import ModelPlanner
 from compiler.proposals import Failure, prompt, propose
 from compiler.spec import Spec
 from compiler.trials import CaseOutcome, NodeSetting, Setting, TrialRunner, instructions_for, proposal_key
+from runtime import BackendError, Cancelled
 
 PROPOSALS_FILE = "proposals.jsonl"
 COUNT = 2  # texts asked for per node and incumbent
@@ -33,11 +35,12 @@ class Proposer:
     spec: Spec
     plan: Plan
     runner: TrialRunner
-    folder: Path  # the work dir's search/ folder
+    folder: Path  # where proposals.jsonl is kept: the target cache's folder
     tokens: int = 0  # planner tokens spent so far (the attempts' and these)
     cost_usd: float = 0.0
     cancel: threading.Event | None = None
     asked: int = 0  # requests made to the planner (not answered from the file)
+    failed: int = 0  # requests the planner failed (an error, or a cancel): the search goes on without them
     _stored: dict[str, list[str]] | None = field(default=None, repr=False)
 
     def __call__(self, node_id: str, incumbent: Setting, outcomes: list[CaseOutcome]) -> list[str]:
@@ -55,17 +58,21 @@ class Proposer:
         key = hashlib.sha256(prompt(self.spec, node, current, failures, COUNT).encode()).hexdigest()
         stored = self.stored()
         if key not in stored:
-            result = propose(
-                self.planner,
-                self.spec,
-                node,
-                current,
-                failures,
-                count=COUNT,
-                cancel=self.cancel,
-                spent_tokens=self.tokens,
-                spent_cost_usd=self.cost_usd,
-            )
+            try:
+                result = propose(
+                    self.planner,
+                    self.spec,
+                    node,
+                    current,
+                    failures,
+                    count=COUNT,
+                    cancel=self.cancel,
+                    spent_tokens=self.tokens,
+                    spent_cost_usd=self.cost_usd,
+                )
+            except (BackendError, Cancelled):  # the planner failed or the compile was cancelled: no proposal
+                self.failed += 1
+                return []
             self.tokens += result.tokens
             self.cost_usd += result.cost_usd
             self.asked += 1

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compiler.plan import Plan
+from compiler.plan import Plan, PlanNode
 from compiler.target_cache import CacheCounts
 from compiler.trials import (
     DRAWS,
@@ -179,8 +179,12 @@ class Search:
                 return [incumbent]
             values = [dataclasses.replace(current, prior=p) for p in (False, True)]
         elif coordinate == "draws":
+            if self.planned(node).samples > 1:  # the plan's own draws: turning them off is not ours to try
+                return [incumbent]
             values = [dataclasses.replace(current, draws=d) for d in (1, DRAWS)]
         elif coordinate == "reasoning":
+            if self.planned(node).two_stage:
+                return [incumbent]
             values = [dataclasses.replace(current, two_stage=t) for t in (False, True)]
         else:
             if node not in self.runner.keyed(self.plan):
@@ -192,6 +196,9 @@ class Search:
             if candidate not in out:
                 out.append(candidate)
         return out
+
+    def planned(self, node: str) -> PlanNode:
+        return next(n for n in self.plan.nodes if n.id == node)
 
     def bootstrap_ready(self) -> bool:
         """Whether `bootstrap` examples can be offered: the train run at the starting
@@ -210,6 +217,8 @@ class Search:
         """Whether the node's label prior can be offered: it writes a closed-choice field and
         the target's prior was measured (a few calls, when the budget can pay for them)."""
         if node not in closed_fields(self.runner.induction, self.plan, self.runner.spec) or self.cancelled():
+            return False
+        if dict(incumbent)[node].hierarchy:  # measured under one parent value, the prior would be biased
             return False
         base = dataclasses.replace(dict(incumbent)[node], prior=False)
         measured = self.runner.priors.measured((self.arm, plan_key(self.plan)), node, base)
@@ -309,7 +318,8 @@ class Search:
         search used, made or answered from the cache, so a rebuild with the same cache
         takes the same path and makes no call."""
         used = self.counts.calls + self.counts.hits
-        return used + cases * self.calls_per_case <= self.budget
+        rate = max(1.0, sum(o.calls for o in self.best) / len(self.best)) if self.best else self.calls_per_case
+        return used + cases * rate <= self.budget
 
     def cancelled(self) -> bool:
         return self.cancel is not None and self.cancel.is_set()

@@ -38,6 +38,7 @@ from compiler.one_call import outputs_only
 from compiler.plan import Plan, PlanEdge, PlanNode
 from compiler.priors import PriorBook, prior_key
 from compiler.spec import Spec
+from compiler.target_cache import SCRIPTED
 from compiler.tools import ToolSpec
 from runtime import Backend, CaseResult, Pack, Tool, load_pack
 
@@ -173,6 +174,15 @@ def apply_setting(
     return dataclasses.replace(plan, nodes=tuple(nodes), edges=tuple(edges))
 
 
+def prior_field(plan: Plan, node: str, probes: Mapping[str, str]) -> str | None:
+    """The field a node's measured prior is about: the plan's own confidence gate's field
+    when it has one (runtime.measure_prior measures that one), else its probed field."""
+    planned = next((n.confidence for n in plan.nodes if n.id == node), None)
+    if planned and isinstance(planned.get("field"), str):
+        return str(planned["field"])
+    return probes.get(node)
+
+
 def instructions_for(node: PlanNode, spec: Spec, style: str, proposals: Mapping[str, str]) -> str | None:
     """The node's instruction text under prompt `style` (None: the planner's, unchanged)."""
     if style == "brief":
@@ -233,7 +243,7 @@ class TrialRunner:
         self._outcomes: dict[tuple[str, str, str], CaseOutcome] = {}
         self._bootstrap: dict[tuple[str, str], dict[str, frozenset[str]]] = {}  # (arm, plan key) -> node -> ids
         self.proposals: dict[str, str] = {}  # proposal-<key> -> instruction text (compiler.proposals)
-        self.priors = PriorBook(backend, self.state_for)
+        self.priors = PriorBook(backend, self.state_for, model.startswith(SCRIPTED))
 
     def state_for(self, plan: Plan, node: str) -> dict[str, Any]:
         """The state a node's prompt reads while its prior is measured: each state field's
@@ -317,9 +327,10 @@ class TrialRunner:
         choices = {node: keyed[node] for node, s in setting if s.hierarchy and node in keyed}
         node_keys: dict[str, dict[str, Any]] = {}
         for node, s in setting:
-            values = self.prior_for(arm, plan, setting, node) if s.prior and node in probes else None
-            if values:
-                node_keys[node] = prior_key(probes[node], values)
+            field = prior_field(plan, node, probes)
+            values = self.prior_for(arm, plan, setting, node) if s.prior and field else None
+            if values and field:
+                node_keys[node] = prior_key(field, values)
         evalset = outputs_only(self.spec) if arm == "one_call" else None
         return emit(
             shaped,
@@ -338,6 +349,9 @@ class TrialRunner:
     def load(self, arm: str, plan: Plan, setting: Setting) -> Pack:
         key = (arm, f"{plan_key(plan)}-{setting_key(setting)}")
         if key not in self._packs:
+            for node, s in setting:  # measured even when the pack is on disk: a resume spends what the build did
+                if s.prior:
+                    self.prior_for(arm, plan, setting, node)
             folder = self.pack_dir(arm, plan, setting)
             if not folder.is_dir():  # emitted next to it, then renamed: a killed emit leaves no half pack here
                 staging = folder.with_name(f".pack-{uuid.uuid4().hex[:8]}")

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from compiler import load_spec
-from compiler.hierarchy import keyed_for
+from compiler.hierarchy import Keyed, keyed_for
 from compiler.induce import induce
 from compiler.judge import SPLIT_FILE
 from compiler.loop import build
@@ -66,8 +66,8 @@ def test_the_search_splits_a_field_by_its_parent_when_the_target_needs_the_narro
     assert verdict["arms"]["pack"]["setting"]["subissue"].get("hierarchy") is True
     assert verdict["arms"]["pack"]["test"]["accuracy"] == 1.0
     graph = yaml.safe_load((tmp_path / "out" / "graph.yaml").read_text())
-    assert graph["nodes"]["subissue"]["choices"] == {"subissue": {"labels": "subissue", "key": "department"}}
-    labels = yaml.safe_load((tmp_path / "out" / "labels" / "subissue.yaml").read_text())
+    assert graph["nodes"]["subissue"]["choices"] == {"subissue": {"labels": "subissue-subissue", "key": "department"}}
+    labels = yaml.safe_load((tmp_path / "out" / "labels" / "subissue-subissue.yaml").read_text())
     assert {d: set(v) for d, v in labels.items()} == {d: set(s) for d, s in SUBISSUES.items()}
 
 
@@ -88,6 +88,12 @@ def test_the_label_map_holds_what_train_shows_and_keeps_unseen_values_open() -> 
     assert table["billing"] == ("double_charge", "refund_status", "damaged_item")
     assert table["shipping"] == ("late_delivery", "damaged_item")
     assert table["technical"] == tuple(enum["enum"])
+    # the label file reads back as the table, whatever the labels' characters; it is named per node
+    odd = Keyed("route", "sub", "dept", (("café 🚚", ("naïve", 'a"b')), ("x", ("y",))))
+    assert yaml.safe_load(odd.yaml_text()) == {"café 🚚": ["naïve", 'a"b'], "x": ["y"]}
+    assert odd.labels == "route-sub"
+    # an empty label is no closed choice a label file can hold
+    assert keyed_for(node, {**schemas, "subissue": {"type": "string", "enum": ["", "x"]}}, train) is None
     # a node whose train cases narrow nothing is no candidate
     flat = [
         GoldCase(f"f{i}", {"message": "m"}, {"department": d, "subissue": s}, None, None, (), i)
@@ -219,7 +225,7 @@ def test_a_model_planner_proposes_an_instruction_text_from_failing_validation_ca
     again = build(spec, model, tmp_path / "b", out=tmp_path / "out2", target=target.spec(), attempts=1)
     assert len(planner.proposal_requests) == asked  # answered from search/proposals.jsonl
     assert again.verdict is not None and again.verdict.document["arms"] == verdict["arms"]
-    assert (tmp_path / "b" / "search" / PROPOSALS_FILE).is_file()
+    assert (tmp_path / "b" / "cache" / PROPOSALS_FILE).is_file()  # beside the target cache
     assert re.search(r"proposal-[0-9a-f]{10}", json.dumps(chosen))
 
 

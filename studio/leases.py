@@ -44,6 +44,12 @@ QUEUED = "queued"
 RUNNING = "running"
 
 
+class LeaseLost(Exception):
+    """The unit of work's lease passed to another delivery while this one ran (the
+    watcher saw another owner, or a fenced write was refused). One class for every app
+    that leases work: runs, eval cases, served runs, compiles."""
+
+
 def new_token() -> str:
     return uuid.uuid4().hex
 

@@ -60,6 +60,7 @@ from studio.compiles.settings import setting
 from studio.compiles.shared import S, cache_dir, lease, work_dir
 from studio.endpoints.execute import spec_for
 from studio.evals.limits import Slots, holding, slots
+from studio.leases import LeaseLost
 from studio.projects.specs import spec_files
 from studio.projects.storage import PackRepo, StorageError
 from studio.redaction import stored
@@ -68,10 +69,6 @@ log = logging.getLogger("packforge.studio.compiles")
 
 PACK_BYTES_KEPT = 4 * 1024 * 1024  # an attempt's pack files kept in its row, all together
 FAILING_CASES_KEPT = 50  # failing cases kept in an attempt's eval summary
-
-
-class LeaseLost(Exception):
-    """The compile's lease passed to another delivery while this one ran."""
 
 
 class CappedPlanner:

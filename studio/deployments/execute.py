@@ -91,17 +91,13 @@ from studio.endpoints.models import Endpoint
 from studio.evals.limits import endpoint_tiers
 from studio.evals.models import JournalEntry, RunCheckpoint
 from studio.evals.store import JOURNAL, EvalCaseStore, insert_checkpoint
-from studio.leases import LeaseWatcher
+from studio.leases import LeaseLost, LeaseWatcher
 from studio.redaction import stored
 
 log = logging.getLogger("packforge.studio.deployments")
 
 S = ServedRun.Status
 OWN_TIER = "pack"  # the one tier of a deployment without endpoints: the pack's own model
-
-
-class LeaseLost(Exception):
-    """The run's lease passed to another delivery while this one walked it."""
 
 
 # -- what a worker opens once per deployment version and tiers ------------------------

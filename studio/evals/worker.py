@@ -64,15 +64,12 @@ from studio.evals.recovery import watcher
 from studio.evals.settings import setting
 from studio.evals.shared import S, finish_if_done, lease
 from studio.evals.store import EvalCaseStore
+from studio.leases import LeaseLost
 from studio.packs import PackUnrunnable
 from studio.projects.models import Project
 from studio.redaction import stored
 
 log = logging.getLogger("packforge.studio.evals")
-
-
-class LeaseLost(Exception):
-    """The case's lease passed to another delivery while this one ran."""
 
 
 @dataclass

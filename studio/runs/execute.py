@@ -49,6 +49,7 @@ from studio.endpoints.execute import spec_for
 from studio.endpoints.models import Endpoint
 from studio.evals.settings import setting
 from studio.evals.store import EvalCaseStore
+from studio.leases import LeaseLost
 from studio.projects.models import Project
 from studio.redaction import stored
 from studio.runs import recovery
@@ -218,10 +219,6 @@ def _with_totals(row: dict[str, Any], attempts: list[dict[str, Any]], tools: lis
         "latency_s": round(sum(a.get("latency_s") or 0.0 for a in attempts), 4),
         "cost_usd": sum(a.get("cost_usd") or 0.0 for a in attempts),
     }
-
-
-class LeaseLost(Exception):
-    """The run's lease passed to another delivery while this one walked it."""
 
 
 def _finish(

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import runtime
 from compiler.context_fit import FitRule, apply_rule, fit_rule
 from compiler.induce import Induction, induce
 from compiler.offline import offline_script
@@ -255,12 +254,7 @@ def judge(inputs: JudgeInputs, out: Path | None, write_pack: Callable[[Path, Pat
 def refit(pack_dir: Path, case_ids: list[str], runner: TrialRunner, rule: FitRule) -> dict[str, Any]:
     """The overflowing cases run again on the judged pack, under its truncation rule."""
     pack = load_pack(pack_dir, tools=set(runner.tools) if runner.tools is not None else None)
-    wanted = set(case_ids)
-    pack.cases = [c for c in pack.cases if c.id in wanted]
-    report = runtime.evaluate(
-        pack, runner.backend, tools=runner.tools, concurrency=runner.concurrency, run_prefix="refit"
-    )
-    outcomes = [runner.outcome(pack, r) for r in report.cases]
+    outcomes = runner.run(pack, case_ids, "refit")
     return {
         "rule": rule.to_dict(),
         "truncated_cases": len(case_ids),

@@ -2,10 +2,11 @@
 the target model, coordinate by coordinate, by successive halving on minibatches
 (docs/compiler.md, "The search").
 
-One coordinate at a time (a node's keyed choices where compiler.hierarchy finds a parent
-field, its few-shot setting, its prompt, its label prior, then the gates that cost calls: three draws of
-which two must agree, and reasoning first), the incumbent and the coordinate's other values are scored on the first `MIN_BATCH` validation cases; the
-better half goes on to twice as many cases, until one is left or the batch is the whole
+One coordinate at a time, each over every node before the next (keyed choices where
+compiler.hierarchy finds a parent field, few-shot, prompt, label prior, then the gates
+that cost calls: three draws of which two must agree, and reasoning first), the
+incumbent and the coordinate's other values are scored on the first `MIN_BATCH`
+validation cases; the better half goes on to twice as many cases, until one is left or the batch is the whole
 validation split. The survivor replaces the incumbent only when it scores higher on the
 whole split (ties keep the incumbent: fewer changes, fewer tokens). A pass over every
 coordinate that changes nothing ends the search, as does the budget of target calls (a

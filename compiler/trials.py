@@ -365,20 +365,21 @@ class TrialRunner:
         pack = self.load(arm, plan, setting)
         key = f"{plan_key(plan)}-{setting_key(setting)}"
         todo = [i for i in case_ids if (arm, key, i) not in self._outcomes]
-        if todo:
-            wanted = set(todo)
-            subset = copy.copy(pack)
-            subset.cases = [c for c in pack.cases if c.id in wanted]
-            report = runtime.evaluate(
-                subset,
-                self.backend,
-                tools=self.tools,
-                concurrency=self.concurrency,
-                run_prefix=f"search-{arm}-{key}",
-            )
-            for result in report.cases:
-                self._outcomes[(arm, key, result.case_id)] = self.outcome(pack, result)
+        for o in self.run(pack, todo, f"search-{arm}-{key}"):
+            self._outcomes[(arm, key, o.id)] = o
         return [self._outcomes[(arm, key, i)] for i in case_ids]
+
+    def run(self, pack: Pack, case_ids: Sequence[str], run_prefix: str) -> list[CaseOutcome]:
+        """The outcomes of `pack`'s cases named in `case_ids`, run on the target now."""
+        if not case_ids:
+            return []
+        wanted = set(case_ids)
+        subset = copy.copy(pack)
+        subset.cases = [c for c in pack.cases if c.id in wanted]
+        report = runtime.evaluate(
+            subset, self.backend, tools=self.tools, concurrency=self.concurrency, run_prefix=run_prefix
+        )
+        return [self.outcome(pack, result) for result in report.cases]
 
     def outcome(self, pack: Pack, result: CaseResult) -> CaseOutcome:
         case = self.by_id[result.case_id]

@@ -4,7 +4,7 @@ server exactly full, never over?
 The fault-injecting OpenAI-compatible server (tests/support/fault_server.py, in its own
 process) has capacity C (a call arriving while C are in flight gets 503 + Retry-After)
 and a fixed latency L per call. An endpoint row points at it with `concurrency = C`: the
-global cap (studio/evals/limits.py: lock files, or Redis when REDIS_URL is set). An eval
+global cap (studio/work/slots.py: lock files, or Redis when REDIS_URL is set). An eval
 of --cases cases of a chain of --nodes generate nodes (tests/support/packs.py) runs on
 real `celery worker` processes (threads pool), in three configurations:
 

@@ -31,7 +31,7 @@ HTTP (httpx) to the studio on 127.0.0.1. Then, with worker concurrency 1:
               Measured again on the second start (below) with PACKFORGE_SSE_POLL_S=
               --sse-poll (default 0.02 s; the setting's default is 0.2 s).
               The worker logs, per delivery, the statements it sent and the CPU it spent
-              in run_served (studio.deployments.execute); the script reads those lines
+              in each delivery (studio.work.metering, on with PACKFORGE_WORK_METER); the script reads those lines
               (of the runs through the broker: the web server logs at WARNING).
   throughput  --throughput-runs runs submitted at once (4 client threads, no wait), then
               waited for, after a warm-up of 2 runs per pool process; runs/s = runs /
@@ -139,6 +139,7 @@ def start_studio(tmp: Path, port: int, concurrency: int, extra: dict[str, str] |
         DATABASE_URL=f"sqlite:///{tmp}/var/studio.sqlite3",
         CELERY_CONCURRENCY=str(concurrency),
         DJANGO_SETTINGS_MODULE="studio.settings",
+        PACKFORGE_WORK_METER="true",  # the worker logs each delivery's statements and CPU (studio.work.metering)
     )
     env.update(extra or {})
     studio = Studio(tmp / "var", env)
@@ -248,7 +249,7 @@ WORKER_LINE = re.compile(r"served run (\d+) (\w+): (\d+) statements, ([\d.]+) ms
 
 
 def worker_lines(output: str) -> list[tuple[int, int, float]]:
-    """(run pk, statements, CPU ms) of each delivery the worker logged (execute.run_served)."""
+    """(run pk, statements, CPU ms) of each delivery the worker logged (studio.work.metering)."""
     return [(int(m[1]), int(m[3]), float(m[4])) for m in WORKER_LINE.finditer(output)]
 
 

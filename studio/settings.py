@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "ninja",  # serves Swagger UI for /api/docs from its own static files, not a CDN
+    "studio.work",
     "studio.accounts",
     "studio.projects",
     "studio.endpoints",
@@ -123,7 +124,7 @@ UPLOAD_MAX_FILES = env_int("PACKFORGE_UPLOAD_MAX_FILES", 500, minimum=1)
 DATA_UPLOAD_MAX_MEMORY_SIZE = UPLOAD_MAX_BYTES + 1024 * 1024
 
 # -- celery ------------------------------------------------------------------------------
-# The broker, and the global per-endpoint cap (studio/evals/limits.py), are Redis:
+# The broker, and the global per-endpoint cap (studio/work/slots.py), are Redis:
 # REDIS_URL when it is set (scale-out), else the Redis server that `scripts/start` runs
 # itself on a unix socket under var/ (it sets PACKFORGE_EMBEDDED_REDIS). Only a process
 # started with neither (the test suite, a one-off `manage.py` command) falls back to

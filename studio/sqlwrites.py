@@ -1,5 +1,5 @@
 """The hot path's writes as plain SQL: the checkpoint and event writes a served run or an
-eval case makes at every step (studio.evals.store, studio.deployments.events).
+eval case makes at every step (studio.work.checkpoints, studio.deployments.events).
 
 The ORM builds each statement from a queryset every time it is sent; for these few
 fixed statements that building was most of a scripted step's cost (docs/serving.md,

@@ -1,7 +1,7 @@
 """Compiles: a project's spec, at one version of its repository, turned into a pack by
 the compiler's loop (`compiler.loop.build`), as one durable Celery job.
 
-A compile is one leased row (studio.leases: claim, renew, sweep, like a try-it run);
+A compile is one leased row (studio.work.leases: claim, renew, sweep, like a try-it run);
 its attempts are rows too, written from the loop's work dir as each attempt finishes
 (`attempts/<n>/attempt.json`), so a worker that dies mid-compile leaves every finished
 attempt behind, and the delivery that takes the compile over resumes after the last of
@@ -60,7 +60,7 @@ class Compile(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    # The lease (studio.leases): deliveries that claimed it, the holder's token, when the
+    # The lease (studio.work.leases): deliveries that claimed it, the holder's token, when the
     # hold lapses unless renewed; `swept_at`: when a sweep last re-sent it while queued.
     attempts = models.PositiveIntegerField(default=0)
     lease_owner = models.CharField(max_length=64, blank=True)

@@ -1,6 +1,6 @@
 """The compile app's settings: `setting(NAME)` reads settings.py, else the environment,
-else the default here (the eval app's reader: studio.evals.settings). Compiles share the
-eval app's lease, poll, sweep and stall settings (PACKFORGE_EVAL_LEASE_S, ...)."""
+else the default here (studio.work.settings.read). Leases, polls, sweeps and stall times
+are the work core's (PACKFORGE_WORK_*)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from django.conf import settings
 
-from studio.evals import settings as eval_settings
+from studio.work.settings import read
 
 DEFAULTS: dict[str, Any] = {
     "PACKFORGE_COMPILE_MAX_CLAIMS": 5,  # deliveries of one compile before it is closed as failed
@@ -23,7 +23,7 @@ DEFAULTS: dict[str, Any] = {
 
 
 def setting(name: str) -> Any:
-    return eval_settings.read(name, DEFAULTS)
+    return read(name, DEFAULTS)
 
 
 def compile_root() -> Path:

@@ -1,18 +1,16 @@
-"""What every compile job shares (starting, running, recovering): the lease, sending the
-task, a compile's work dir. Below start.py, worker.py and recovery.py; imports none of
+"""What every compile job shares (starting, running, recovering): sending the task, a
+compile's work dir. Below start.py, worker.py and recovery.py; imports none of
 them, nor tasks.py."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from studio.celery import app
 from studio.compiles.models import Compile
 from studio.compiles.settings import compile_root, setting
-from studio.evals.settings import setting as eval_setting
+from studio.work import sweep as sweeping
 
 if TYPE_CHECKING:
     from studio.projects.models import Project
@@ -21,18 +19,11 @@ S = Compile.Status
 COMPILE_TASK = "compiles.execute_compile"  # studio.compiles.tasks.execute_compile
 
 
-def lease() -> timedelta:
-    return timedelta(seconds=eval_setting("PACKFORGE_EVAL_LEASE_S"))
-
-
 def send(compile_ids: Iterable[int]) -> None:
     """Send `compiles.execute_compile` for each id, by name (tasks.py imports this module
     through recovery.py), to PACKFORGE_COMPILE_QUEUE ("" = the default queue). Callers
     send after commit, so a worker never sees an uncommitted row."""
-    queue = setting("PACKFORGE_COMPILE_QUEUE") or None
-    with app.producer_or_acquire() as producer:
-        for pk in compile_ids:
-            app.signature(COMPILE_TASK, args=(pk,)).apply_async(queue=queue, producer=producer)
+    sweeping.send(COMPILE_TASK, compile_ids, setting("PACKFORGE_COMPILE_QUEUE") or None)
 
 
 def work_dir(compile_pk: int) -> Path:

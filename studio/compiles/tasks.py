@@ -2,7 +2,7 @@
 
 Acknowledged late and rejected (so redelivered) when its worker process is lost; it is
 idempotent: a compile already final, or held by another delivery's live lease, is a
-no-op (studio.leases). Whatever the broker loses with a SIGKILLed worker, the sweep of
+no-op (studio.work.leases). Whatever the broker loses with a SIGKILLed worker, the sweep of
 a live worker sends again (studio/compiles/recovery.py), and the compile resumes from
 its work dir after the last finished attempt. Its time limits are its own: a compile
 runs many attempts, each an eval of the whole gold set."""

@@ -3,7 +3,8 @@ loop (`compiler.loop.build`) in the compile's work dir, and write what the loop 
 to the database as it goes. How a compile stays correct when workers die or stall
 (docs/compiler.md, "Compiling in the studio"):
 
-- **Claim.** A delivery claims the compile with one conditional UPDATE (studio.leases):
+- **Claim.** A delivery (studio.work.delivery, the template every leased row runs
+  through) claims the compile with one conditional UPDATE (studio.work.leases):
   a queued compile, or a running one whose lease lapsed or that a sweep re-sent. A
   delivery that claims nothing returns at once. A compile claimed more than
   PACKFORGE_COMPILE_MAX_CLAIMS times is closed as failed, with the reason.
@@ -28,7 +29,7 @@ to the database as it goes. How a compile stays correct when workers die or stal
   and the verdict's sentence are written to the row in the same UPDATE as the final
   status, under the lease (`judged`), so any web process can show and adopt them.
 - **Cap.** A planner endpoint's calls each hold a slot of that endpoint's global cap
-  (studio.evals.limits), the one evals and try-it runs share."""
+  (studio.work.slots), the one evals and try-it runs share."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ from typing import Any
 
 import yaml
 from celery.exceptions import SoftTimeLimitExceeded
-from django.db import InterfaceError, OperationalError, transaction
+from django.db import transaction
 from django.db.models import DateTimeField, F, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -52,18 +53,21 @@ from compiler.judge import CHOSEN_DIR, VERDICT_FILE
 from compiler.loop import Progress, build
 from compiler.planners.base import Planner, PlanRequest, PlanResult, make_planner
 from runtime import PackforgeError
-from studio import leases, packs
+from studio import packs
 from studio.compiles.models import Compile, CompileAttempt
 from studio.compiles.recovery import watcher
 from studio.compiles.search import read_object
 from studio.compiles.settings import setting
-from studio.compiles.shared import S, cache_dir, lease, work_dir
-from studio.endpoints.execute import spec_for
-from studio.evals.limits import Slots, holding, slots
-from studio.leases import LeaseLost
+from studio.compiles.shared import S, cache_dir, work_dir
+from studio.endpoints.backends import spec_for
 from studio.projects.specs import spec_files
 from studio.projects.storage import PackRepo, StorageError
 from studio.redaction import stored
+from studio.work import leases
+from studio.work.delivery import Delivery
+from studio.work.leases import LeaseLost
+from studio.work.slots import Slots, holding, slots
+from studio.work.watcher import Held, LeaseWatcher
 
 log = logging.getLogger("packforge.studio.compiles")
 
@@ -117,50 +121,54 @@ def _close(pk: int, token: str, status: str, raw: dict[str, Any] | None = None, 
     return leases.close(Compile, pk, token, status=status, finished_at=timezone.now(), **values)
 
 
+class CompileDelivery(Delivery[Compile]):
+    """One delivery of one compile (studio.work.delivery); see the module's docstring."""
+
+    model = Compile
+    noun = "compile"
+    max_claims_setting = "PACKFORGE_COMPILE_MAX_CLAIMS"
+    failed = S.FAILED
+
+    def claim_fields(self) -> dict[str, Any]:
+        return {"started_at": Coalesce(F("started_at"), Value(timezone.now(), output_field=DateTimeField()))}
+
+    def load(self) -> Compile:
+        return Compile.objects.select_related("project", "planner_endpoint", "target_endpoint").get(pk=self.pk)
+
+    def watcher(self) -> LeaseWatcher:
+        return watcher()
+
+    def max_claims(self) -> int:
+        return int(setting("PACKFORGE_COMPILE_MAX_CLAIMS"))
+
+    def before(self, row: Compile) -> tuple[bool, str | None]:
+        if not row.cancel_requested:
+            return False, None
+        closed = _close(self.pk, self.token, S.CANCELLED, stage="cancelled", message="cancelled")
+        return True, (S.CANCELLED if closed else None)
+
+    def end(self, row: Compile, status: str, error: str) -> bool:
+        return _close(self.pk, self.token, status, error=error)
+
+    def refusal(self, exc: Exception) -> str | None:
+        if isinstance(exc, SpecInvalid):
+            return f"the spec does not load: {'; '.join(str(i) for i in exc.issues[:10])}"
+        if isinstance(exc, SoftTimeLimitExceeded):
+            limit_s = setting("PACKFORGE_COMPILE_SOFT_TIME_LIMIT_S")
+            return f"ran longer than PACKFORGE_COMPILE_SOFT_TIME_LIMIT_S={limit_s} s; its finished attempts are kept"
+        if isinstance(exc, packs.PackUnrunnable | StorageError | PackforgeError):
+            return str(exc)
+        return None
+
+    def run(self, row: Compile, held: Held) -> str | None:
+        return _run_claimed(row, self.token, held.cancel, lambda: held.lost)
+
+
 def run_compile(pk: int) -> str | None:
     """Run a compile to its end; return the final status written, or None when this
     delivery had nothing to do (the compile is final, or another delivery holds it, or
     took it over while this one ran). Safe to deliver any number of times."""
-    token = leases.new_token()
-    now = timezone.now()
-    started = Coalesce(F("started_at"), Value(now, output_field=DateTimeField()))
-    if not leases.claim(Compile, pk, token, lease(), started_at=started):
-        log.info("compile %s is gone, final, or held by another delivery; nothing to do", pk)
-        return None
-    c = Compile.objects.select_related("project", "planner_endpoint", "target_endpoint").get(pk=pk)
-    limit = setting("PACKFORGE_COMPILE_MAX_CLAIMS")
-    if c.cancel_requested:
-        return S.CANCELLED if _close(pk, token, S.CANCELLED, stage="cancelled", message="cancelled") else None
-    if c.attempts > limit:
-        reason = (
-            f"killed its worker {c.attempts - 1} times: {c.attempts - 1} deliveries started this compile and none "
-            f"finished it (PACKFORGE_COMPILE_MAX_CLAIMS={limit}); not tried again"
-        )
-        log.warning("compile %s: %s", pk, reason)
-        return S.FAILED if _close(pk, token, S.FAILED, error=reason) else None
-    held = watcher().register(pk, token)
-    try:
-        return _run_claimed(c, token, held.cancel, lambda: held.lost)
-    except LeaseLost:
-        log.warning("compile %s was taken over by another delivery; dropping this one", pk)
-        return None
-    except (OperationalError, InterfaceError):  # the database is away: the lease lapses, a sweep re-sends
-        leases.release(Compile, pk, token)
-        raise
-    except SpecInvalid as exc:
-        problems = "; ".join(str(i) for i in exc.issues[:10])
-        return S.FAILED if _close(pk, token, S.FAILED, error=f"the spec does not load: {problems}") else None
-    except (packs.PackUnrunnable, StorageError, PackforgeError) as exc:
-        return S.FAILED if _close(pk, token, S.FAILED, error=str(exc)) else None
-    except SoftTimeLimitExceeded:
-        limit_s = setting("PACKFORGE_COMPILE_SOFT_TIME_LIMIT_S")
-        reason = f"ran longer than PACKFORGE_COMPILE_SOFT_TIME_LIMIT_S={limit_s} s; its finished attempts are kept"
-        return S.FAILED if _close(pk, token, S.FAILED, error=reason) else None
-    except Exception as exc:  # the row must end final whatever happened; the log has the rest
-        log.exception("compile %s crashed", pk)
-        return S.FAILED if _close(pk, token, S.FAILED, error=f"internal error: {type(exc).__name__}: {exc}") else None
-    finally:
-        watcher().unregister(pk)
+    return CompileDelivery(pk).deliver()
 
 
 def _run_claimed(c: Compile, token: str, cancel: threading.Event, lost: Callable[[], bool]) -> str | None:

@@ -19,14 +19,14 @@ from ninja.errors import HttpError
 
 from studio.accounts.access import project_for
 from studio.accounts.models import ApiToken, Role
-from studio.deployments import execute, service, settled
+from studio.deployments import served_store, service, settled, worker
 from studio.deployments.access import deployment_for, served_run_for
 from studio.deployments.models import Deployment, DeploymentChange, RunEvent, ServedRun
 from studio.deployments.settings import setting
 from studio.errors import CONFLICT, ERRORS, INVALID
 from studio.http import StudioRequest
 from studio.redaction import visible_trace
-from studio.runs.execute import trace_steps
+from studio.runs.steps import trace_steps
 
 router = Router(tags=["deployments"])
 
@@ -250,7 +250,7 @@ def _review_item(run: ServedRun) -> int | None:
 
 
 def steps_of(trace: dict[str, Any]) -> list[dict[str, Any]]:
-    """trace_steps (studio.runs.execute) plus each step's tier, escalations and provenance."""
+    """trace_steps (studio.runs.steps) plus each step's tier, escalations and provenance."""
     rows = trace_steps(trace)
     extra = {(s.get("node"), s.get("step")): s for s in trace.get("steps") or []}
     for row in rows:
@@ -266,7 +266,7 @@ def steps_of(trace: dict[str, Any]) -> list[dict[str, Any]]:
 
 def run_out(run: ServedRun, name: str, role: Role) -> RunOut:
     # A running run's trace is written when it settles; until then its steps are the journal's.
-    raw = execute.journal_trace(run) if run.status == ServedRun.Status.RUNNING else None
+    raw = served_store.journal_trace(run) if run.status == ServedRun.Status.RUNNING else None
     trace = visible_trace(raw or run.trace or {}, role)
     return RunOut(
         **_summary(run, name),
@@ -315,7 +315,7 @@ def submit_run(request: StudioRequest, name: str, body: RunIn, wait: float = 0) 
         raise HttpError(409, str(exc)) from None
     run = got.run
     if got.held_by:  # created held by this request: walked here (docs/serving.md, "Where a run is walked")
-        status = execute.walk_here(run, got.held_by, seconds)
+        status = worker.walk_here(run, got.held_by, seconds)
         # The walk keeps `run` as it settled it; read it again when it did not settle it
         # (handed over, lost, ended before its walk) or when a cancel may have come in.
         if status is None or status != run.status or status == ServedRun.Status.CANCELLED:

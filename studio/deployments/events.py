@@ -8,7 +8,7 @@ Two writers:
   transaction, numbered the next after the run's highest (one indexed MAX on the unique
   (run, seq)); a clash with another writer re-reads and tries again.
 - `Batch` (the worker walking the run) holds the events of the node being walked and
-  writes them in the transaction of that node's checkpoint (studio.deployments.execute
+  writes them in the transaction of that node's checkpoint (studio.deployments.served_store
   ServedStore): one INSERT for the node's events, none committed on its own. It reads the
   run's highest number once (its first write, inside that transaction) and numbers on
   from it; the walk is the run's only writer while its lease and fence are current (a

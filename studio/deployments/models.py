@@ -3,8 +3,8 @@ of tiers (endpoints, small to large; the human review queue is implicit after th
 
 A ServedRun is one run submitted to a deployment. It executes on Celery with the same
 durability as an eval case (studio/deployments/worker.py): a lease held by one task
-delivery at a time (studio.leases), the runtime's checkpoint in the database with a
-fencing token (studio.evals.store), resumed after a worker dies with no tool call
+delivery at a time (studio.work.leases), the runtime's checkpoint in the database with a
+fencing token (studio.work.checkpoints), resumed after a worker dies with no tool call
 repeated, closed as failed ("poisoned") after too many deliveries. RunEvents are the
 run's event stream (the fixed taxonomy in EVENT_KINDS), numbered 1.. per run."""
 
@@ -101,7 +101,7 @@ class ServedRun(models.Model):
     # the list's node filter on any database.
     path = models.TextField(blank=True, default="")
     attempts = models.PositiveIntegerField(default=0)  # task deliveries that claimed it
-    # The lease (studio.leases): the holding delivery's token, named lease_owner as the
+    # The lease (studio.work.leases): the holding delivery's token, named lease_owner as the
     # shared lease helpers expect (`lease_token` is an alias), and when it lapses.
     lease_owner = models.CharField(max_length=64, blank=True)
     lease_until = models.DateTimeField(null=True, blank=True)

@@ -18,11 +18,12 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from studio import leases, packs
+from studio import packs
 from studio.deployments import events, settled
 from studio.deployments.models import Deployment, DeploymentChange, ServedRun
 from studio.endpoints.models import Endpoint
 from studio.projects.models import Project
+from studio.work import leases
 
 S = ServedRun.Status
 RUN_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
@@ -169,9 +170,9 @@ def submit(
     digest = input_digest(input)
     rid = run_id or uuid.uuid4().hex
     token = leases.new_token() if walk_here else ""
-    from studio.deployments.recovery import lease, send_on_commit
+    from studio.deployments.recovery import send_on_commit
 
-    held = {**leases.held_from_start(token, lease()), "started_at": timezone.now()} if token else {}
+    held = {**leases.held_from_start(token, leases.lease()), "started_at": timezone.now()} if token else {}
     try:
         with transaction.atomic():
             run = ServedRun.objects.create(

@@ -1,12 +1,12 @@
 """Serving settings: `setting(NAME)` reads settings.py, else the environment, else the
-default here (the rules of studio.evals.settings). Leases, polls, sweeps and stall
-times are the evals' (PACKFORGE_EVAL_LEASE_S, ...), shared by every leased row."""
+default here (studio.work.settings.read). Leases, polls, sweeps and stall times are the
+work core's (PACKFORGE_WORK_*), shared by every leased row."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from studio.evals import settings as eval_settings
+from studio.work.settings import read
 
 DEFAULTS: dict[str, Any] = {
     "PACKFORGE_SERVE_MAX_ATTEMPTS": 3,  # claims of one served run before it is closed as failed
@@ -23,5 +23,4 @@ DEFAULTS: dict[str, Any] = {
 
 
 def setting(name: str) -> Any:
-    """This app's settings, else the eval app's (leases, polls, sweeps), by one reader."""
-    return eval_settings.read(name, DEFAULTS) if name in DEFAULTS else eval_settings.setting(name)
+    return read(name, DEFAULTS)

@@ -1,7 +1,7 @@
-"""Serving tasks: thin, ids in, one call into studio.deployments.execute / webhooks.
+"""Serving tasks: thin, ids in, one call into studio.deployments.worker / webhooks.
 
 `execute_served_run` is acknowledged late and rejected (so redelivered) when its worker
-process is lost; it is idempotent (studio.leases): a run already final or waiting, or
+process is lost; it is idempotent (studio.work.leases): a run already final or waiting, or
 held by another delivery's live lease, is a no-op. Whatever the broker loses with a
 SIGKILLed worker, a live worker's sweep sends again (studio/deployments/recovery.py),
 and the run resumes from its database checkpoint (no tool call repeated)."""
@@ -13,7 +13,7 @@ from typing import Any
 from celery.signals import worker_ready
 
 from studio.celery import app
-from studio.deployments import execute, recovery, webhooks
+from studio.deployments import recovery, webhooks, worker
 from studio.deployments.settings import setting
 
 
@@ -21,7 +21,7 @@ from studio.deployments.settings import setting
 def execute_served_run(pk: int) -> None:
     # No retries: every failure is written to the run's row, or (the database away) the
     # lease lapses and a sweep sends the run again.
-    execute.run_served(pk)
+    worker.run_served(pk)
 
 
 @app.task(name=webhooks.WEBHOOK_TASK, bind=True, max_retries=None, ignore_result=True)

@@ -4,7 +4,7 @@ from typing import Any
 
 from django import forms
 
-from studio.endpoints.execute import spec_problem
+from studio.endpoints.backends import spec_problem
 from studio.endpoints.models import Endpoint
 
 

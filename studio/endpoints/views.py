@@ -18,7 +18,7 @@ from django_htmx.http import HttpResponseStopPolling
 
 from runtime import PackforgeError
 from studio.accounts.access import can_manage_endpoints, endpoint_for, require_endpoint_manager
-from studio.endpoints.execute import plain_number
+from studio.endpoints.backends import plain_number
 from studio.endpoints.forms import EndpointForm
 from studio.endpoints.models import Endpoint
 from studio.host_tools import registry_broken, tool_registry

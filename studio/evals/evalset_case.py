@@ -20,7 +20,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from studio.projects.evalset import FILE, append_line, case_line, parse_rows
-from studio.projects.execute import validate_files
+from studio.projects.validation import validate_files
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo, StaleBase, StorageError
 

@@ -136,30 +136,3 @@ class EvalCase(models.Model):
     @property
     def passed(self) -> bool:
         return self.status == self.Status.PASSED
-
-
-class RunCheckpoint(models.Model):
-    """runtime.checkpoint.RunRecord, in the database (see studio/evals/store.py)."""
-
-    run_id = models.CharField(max_length=255, primary_key=True)
-    pack = models.CharField(max_length=200)
-    digest = models.CharField(max_length=64)
-    input = models.JSONField()
-    case_id = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001  (mirrors RunRecord.case_id: None, not "")
-    status = models.CharField(max_length=16)
-    fence = models.PositiveIntegerField()
-    result = models.JSONField(null=True, blank=True)
-    updated_at = models.DateTimeField(default=timezone.now)
-
-
-class JournalEntry(models.Model):
-    run = models.ForeignKey(RunCheckpoint, on_delete=models.CASCADE, related_name="journal")
-    seq = models.PositiveIntegerField()
-    kind = models.CharField(max_length=8)
-    node = models.CharField(max_length=100)
-    step = models.PositiveIntegerField()
-    payload = models.JSONField()
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="one_entry_per_seq")]
-        ordering = ["seq"]

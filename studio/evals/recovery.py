@@ -3,9 +3,9 @@
 - the **watcher** (one thread per worker process) renews the leases of the cases this
   process runs, and sets a case's cancel event when its eval is cancelled or its lease
   moved to another worker;
-- the **sweep** (every PACKFORGE_EVAL_SWEEP_S, from the watcher) re-sends the cases
+- the **sweep** (every PACKFORGE_WORK_SWEEP_S, from the watcher) re-sends the cases
   whose lease lapsed, re-sends queued cases when nothing anywhere has moved for
-  PACKFORGE_EVAL_STALL_S (a message lost with a killed worker), and ends evals whose
+  PACKFORGE_WORK_STALL_S (a message lost with a killed worker), and ends evals whose
   cases are all final. A re-sent case goes back through the one claim in worker.py."""
 
 from __future__ import annotations
@@ -18,40 +18,26 @@ from django.utils import timezone
 
 from studio.evals import shared
 from studio.evals.models import Eval, EvalCase
-from studio.evals.settings import setting
-from studio.evals.shared import S, finish_if_done, lease
-from studio.leases import Held, LeaseWatcher, take_lapsed
+from studio.evals.shared import S, finish_if_done
+from studio.work.leases import lease, take_lapsed
+from studio.work.settings import setting
+from studio.work.watcher import Held, LeaseWatcher
 
 log = logging.getLogger("packforge.studio.evals")
 
 
-Active = Held  # what worker.py holds while it runs a case (pk: the case; group: its eval)
-
-
 class Watcher(LeaseWatcher):
-    """One per worker process (studio.leases.LeaseWatcher): every PACKFORGE_EVAL_POLL_S it
-    sets the cancel event of cases whose eval was cancelled, renews the leases of the
-    cases this process runs (every quarter lease), and sweeps (every
-    PACKFORGE_EVAL_SWEEP_S). One query per poll for the whole process, however many
-    cases run in it."""
+    """One per worker process (studio.work.watcher): every PACKFORGE_WORK_POLL_S it sets
+    the cancel event of cases whose eval was cancelled, renews the leases of the cases
+    this process runs (every quarter lease), and sweeps (every PACKFORGE_WORK_SWEEP_S).
+    One query per poll for the whole process, however many cases run in it. Unlike the
+    other kinds it runs when tasks run inline too (tests drive it by hand)."""
 
     model = EvalCase
     name = "eval-watcher"
 
-    def register(self, case_pk: int, eval_pk: int, token: str) -> Held:  # type: ignore[override]
-        return super().register(case_pk, token, eval_pk)
-
     def enabled(self) -> bool:
-        return bool(setting("PACKFORGE_EVAL_WATCH"))
-
-    def lease_for(self) -> timedelta:
-        return lease()
-
-    def poll_s(self) -> float:
-        return float(setting("PACKFORGE_EVAL_POLL_S"))
-
-    def sweep_s(self) -> float:
-        return float(setting("PACKFORGE_EVAL_SWEEP_S"))
+        return bool(setting("PACKFORGE_WORK_WATCH"))
 
     def sweep(self, *, idle: bool) -> dict[str, int]:
         return sweep(idle=idle)
@@ -80,12 +66,12 @@ def sweep(*, idle: bool) -> dict[str, int]:
     - running cases whose lease lapsed are re-sent (each by exactly one sweeper: the
       conditional UPDATE that marks it re-sent); in a cancelled eval they are closed;
     - when this worker is idle and nothing anywhere has run or finished for
-      PACKFORGE_EVAL_STALL_S, queued cases are re-sent: their messages were lost (a
+      PACKFORGE_WORK_STALL_S, queued cases are re-sent: their messages were lost (a
       killed worker had taken them off the queue). A duplicate message is harmless: its
       delivery claims nothing. One sweeper per eval per stall period (`swept_at`)."""
     now = timezone.now()
     lease_for = lease()
-    stall = timedelta(seconds=setting("PACKFORGE_EVAL_STALL_S"))
+    stall = timedelta(seconds=setting("PACKFORGE_WORK_STALL_S"))
     open_evals = list(
         Eval.objects.filter(
             Q(status__in=[Eval.Status.QUEUED, Eval.Status.RUNNING])

@@ -1,10 +1,10 @@
 """What every eval job shares (starting, running a case, recovering): the case
-statuses, the lease, sending case tasks, and ending an eval whose cases are all final
+statuses, sending case tasks, and ending an eval whose cases are all final
 (the app's settings are settings.py, below this one). Below start.py, worker.py and recovery.py; imports none of them, nor tasks.py.
 
 The job modules (docs/evals.md has the full story):
 - start.py: plan an eval, write its rows, send one task per case; cancel one;
-- worker.py: claim a case, run it, write its one outcome (store.EvalCaseStore);
+- worker.py: claim a case, run it, write its one outcome (OutcomeStore);
 - recovery.py: the per-process watcher (leases, cancels) and the sweep;
 - results/: the metrics, the summary and the baseline gate."""
 
@@ -12,18 +12,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from datetime import timedelta
 from typing import Any
 
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from studio.celery import app
 from studio.evals import recordings
 from studio.evals.models import Eval, EvalCase
 from studio.evals.results.nodes import node_stats
 from studio.evals.results.summary import metrics_of, summarize, tiers_by_model
 from studio.evals.settings import setting
+from studio.work import sweep as sweeping
 
 log = logging.getLogger("packforge.studio.evals")
 
@@ -32,18 +31,11 @@ OPEN = (S.QUEUED, S.RUNNING)
 CASE_TASK = "evals.execute_eval_case"  # studio.evals.tasks.execute_eval_case
 
 
-def lease() -> timedelta:
-    return timedelta(seconds=setting("PACKFORGE_EVAL_LEASE_S"))
-
-
 def enqueue_cases(case_ids: Iterable[int]) -> None:
-    """Send one `evals.execute_eval_case` per id, through one producer connection, by
-    the task's name (this module is below tasks.py). Callers send after commit
-    (start_eval uses transaction.on_commit), so a worker never sees an uncommitted row."""
-    queue = setting("PACKFORGE_EVAL_QUEUE") or None
-    with app.producer_or_acquire() as producer:
-        for case_id in case_ids:
-            app.signature(CASE_TASK, args=(case_id,)).apply_async(queue=queue, producer=producer)
+    """Send one `evals.execute_eval_case` per id, by the task's name (this module is below
+    tasks.py; studio.work.sweep.send). Callers send after commit (start_eval uses
+    transaction.on_commit), so a worker never sees an uncommitted row."""
+    sweeping.send(CASE_TASK, case_ids, setting("PACKFORGE_EVAL_QUEUE") or None)
 
 
 # -- ending an eval ---------------------------------------------------------------------------

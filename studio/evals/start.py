@@ -15,7 +15,7 @@ from django.utils import timezone
 from runtime import Case, Pack
 from studio import packs
 from studio.deployments.models import Deployment
-from studio.endpoints.execute import spec_for
+from studio.endpoints.backends import spec_for
 from studio.endpoints.models import Endpoint
 from studio.evals import recordings, shared
 from studio.evals.models import Eval, EvalCase

@@ -2,7 +2,8 @@
 its one outcome. How a case stays correct when workers die or stall (docs/evals.md has
 the full story):
 
-- **Claim.** A delivery claims its case with one conditional UPDATE: a queued case, or a
+- **Claim** (studio.work.delivery, the template every leased row runs through). A
+  delivery claims its case with one conditional UPDATE: a queued case, or a
   running one whose lease lapsed (its worker is gone) or that a sweep re-sent. The claim
   bumps `attempts` and writes a fresh lease token; a delivery that claims nothing (the
   case is final, or another worker holds a live lease) returns at once. A case claimed
@@ -10,13 +11,13 @@ the full story):
 - **Lease.** The process's watcher (recovery.py) renews the leases of the cases this
   process runs, and sets a case's cancel event when its eval is cancelled (or its lease
   moved to another worker): the walker stops, and the openai backend drops its call.
-- **Resume.** The case's run checkpoints into the database (store.EvalCaseStore). A case
+- **Resume.** The case's run checkpoints into the database (OutcomeStore). A case
   whose run exists resumes from it (runtime.resume_run): finished nodes are replayed, a
   tool result journaled before the kill is reused, never called again. Taking a run over
   bumps its fencing token, so a stalled worker that wakes up gets FencedOut on its next
   write and drops the case without touching the row.
 - **One outcome.** The run's final checkpoint status and the case's outcome are written
-  in one transaction, guarded by the lease token (`EvalCaseStore`): either both are
+  in one transaction, guarded by the lease token (`OutcomeStore`): either both are
   there or neither, so a kill between them resumes the run (which then only replays)
   instead of leaving a finished run without a row, or a row counted twice."""
 
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from django.db import InterfaceError, OperationalError, transaction
+from django.db import transaction
 from django.db.models import DateTimeField, F, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -41,7 +42,6 @@ from runtime import (
     Backend,
     BadSpec,
     Case,
-    FencedOut,
     Pack,
     Registry,
     RunOptions,
@@ -55,19 +55,22 @@ from runtime import (
     run_pack,
     score_case,
 )
-from studio import host_tools, leases, packs
+from studio import host_tools, packs
 from studio.endpoints.models import Endpoint
 from studio.evals import recordings
-from studio.evals.limits import capped_endpoint, endpoint_tiers
 from studio.evals.models import Eval, EvalCase
 from studio.evals.recovery import watcher
 from studio.evals.settings import setting
-from studio.evals.shared import S, finish_if_done, lease
-from studio.evals.store import EvalCaseStore
-from studio.leases import LeaseLost
+from studio.evals.shared import S, finish_if_done
 from studio.packs import PackUnrunnable
 from studio.projects.models import Project
 from studio.redaction import stored
+from studio.work import leases
+from studio.work.checkpoints import OutcomeStore
+from studio.work.delivery import Delivery
+from studio.work.leases import LeaseLost
+from studio.work.slots import capped_endpoint, endpoint_tiers
+from studio.work.watcher import Held, LeaseWatcher
 
 log = logging.getLogger("packforge.studio.evals")
 
@@ -114,7 +117,7 @@ def _pack_dir(project: Project, sha: str) -> Path:
 
 def open_model(ev: Eval, pack: Pack) -> Backend:
     """The eval's model. An endpoint's calls each hold a slot of its global cap
-    (studio.evals.limits); the pack's own model is not capped."""
+    (studio.work.slots); the pack's own model is not capped."""
     if ev.endpoint_id is None:
         return open_backend(ev.model_spec or pack.model or "", base_dir=pack.root, default=pack.model)
     endpoint = ev.endpoint
@@ -124,7 +127,7 @@ def open_model(ev: Eval, pack: Pack) -> Backend:
 
 def open_tiers(ev: Eval, pack: Pack) -> list[Tier]:
     """The eval's tier ladder: one Tier per endpoint of `ev.tiers`, in order, each behind
-    its endpoint's global cap (studio.evals.limits.endpoint_tiers, as served runs)."""
+    its endpoint's global cap (studio.work.slots.endpoint_tiers, as served runs)."""
     found = {e.pk: e for e in Endpoint.objects.filter(pk__in=ev.tiers)}
     missing = [pk for pk in ev.tiers if pk not in found]
     if missing:
@@ -172,58 +175,60 @@ def _close(case_pk: int, token: str, status: str, error: str, **fields: Any) -> 
     return leases.close(EvalCase, case_pk, token, status=status, error=error, finished_at=timezone.now(), **fields)
 
 
-def run_eval_case(case_pk: int) -> str | None:
-    """Run one case run to its outcome; return the status written, or None when this
-    delivery had nothing to do (the case is final, another worker holds it, or it was
-    taken over while this one ran). Safe to call any number of times for one case."""
-    token = leases.new_token()
-    now = timezone.now()
-    claimed = leases.claim(
-        EvalCase,
-        case_pk,
-        token,
-        lease(),
-        started_at=Coalesce(F("started_at"), Value(now, output_field=DateTimeField())),
-    )
-    if not claimed:
-        return None
-    case = EvalCase.objects.select_related("eval__project", "eval__endpoint").get(pk=case_pk)
-    ev = case.eval
-    limit = setting("PACKFORGE_EVAL_MAX_ATTEMPTS")
-    if ev.status == Eval.Status.CANCELLED:
-        outcome: str | None = S.CANCELLED if _close(case_pk, token, S.CANCELLED, "the eval was cancelled") else None
-    elif case.attempts > limit:
-        reason = (
-            f"killed its worker {case.attempts - 1} times: {case.attempts - 1} deliveries started this case "
-            f"and none finished it (PACKFORGE_EVAL_MAX_ATTEMPTS={limit}); not tried again"
-        )
-        log.warning("eval case %s (%s): %s", case_pk, case.run_id, reason)
-        outcome = S.ERROR if _close(case_pk, token, S.ERROR, reason) else None
-    else:
+class CaseDelivery(Delivery[EvalCase]):
+    """One delivery of one case run (studio.work.delivery); see the module's docstring."""
+
+    model = EvalCase
+    noun = "eval case"
+    max_claims_setting = "PACKFORGE_EVAL_MAX_ATTEMPTS"
+    failed = S.ERROR
+
+    def claim_fields(self) -> dict[str, Any]:
+        return {"started_at": Coalesce(F("started_at"), Value(timezone.now(), output_field=DateTimeField()))}
+
+    def load(self) -> EvalCase:
+        return EvalCase.objects.select_related("eval__project", "eval__endpoint").get(pk=self.pk)
+
+    def watcher(self) -> LeaseWatcher:
+        return watcher()
+
+    def group(self, row: EvalCase) -> int | None:
+        return row.eval_id
+
+    def max_claims(self) -> int:
+        return int(setting("PACKFORGE_EVAL_MAX_ATTEMPTS"))
+
+    def before(self, row: EvalCase) -> tuple[bool, str | None]:
+        if row.eval.status != Eval.Status.CANCELLED:
+            return False, None
+        return True, (S.CANCELLED if _close(self.pk, self.token, S.CANCELLED, "the eval was cancelled") else None)
+
+    def end(self, row: EvalCase, status: str, error: str) -> bool:
+        return _close(self.pk, self.token, status, error)
+
+    def refusal(self, exc: Exception) -> str | None:
+        return str(exc) if isinstance(exc, PackUnrunnable | BadSpec) else None
+
+    def settle(self, row: EvalCase, exc: Exception, message: str) -> str | None:
+        return super().settle(row, exc, stored(message))
+
+    def settled(self, row: EvalCase, status: str) -> None:
+        finish_if_done(row.eval_id)
+
+    def run(self, row: EvalCase, held: Held) -> str | None:
+        ev, case, token = row.eval, row, self.token
         if ev.status == Eval.Status.QUEUED:
             Eval.objects.filter(pk=ev.pk, status=Eval.Status.QUEUED).update(status=Eval.Status.RUNNING)
-        outcome = _run_claimed(case, ev, token)
-    if outcome is not None:
-        finish_if_done(ev.pk)
-    return outcome
-
-
-def _run_claimed(case: EvalCase, ev: Eval, token: str) -> str | None:
-    active = watcher().register(case.pk, ev.pk, token)
-    try:
         runner = runner_for(ev)
         gold = runner.cases.get(case.case_id)
         if gold is None:
-            return (
-                S.ERROR
-                if _close(case.pk, token, S.ERROR, f"case {case.case_id!r} is not in the evalset at {ev.version[:10]}")
-                else None
-            )
-        store = EvalCaseStore()
+            missing = f"case {case.case_id!r} is not in the evalset at {ev.version[:10]}"
+            return S.ERROR if _close(case.pk, token, S.ERROR, missing) else None
+        store = OutcomeStore()
         hook = recordings.hook_for(ev, runner.replaying)
         # The first claim of a case cannot find a checkpoint: only a claim can begin one.
-        result = _walk(runner, gold, case.run_id, store, active.cancel, maybe_begun=case.attempts > 1, tape=hook)
-        if active.lost:
+        result = _walk(runner, gold, case.run_id, store, held.cancel, maybe_begun=case.attempts > 1, tape=hook)
+        if held.lost:
             raise LeaseLost(case.run_id)
         fields = outcome_fields(runner.pack, gold, result, store)
         fields.update(stored(recordings.case_fields(ev, hook, result)))
@@ -235,29 +240,20 @@ def _run_claimed(case: EvalCase, ev: Eval, token: str) -> str | None:
             if not EvalCase.objects.filter(pk=case.pk, lease_owner=token, status=S.RUNNING).update(**fields):
                 raise LeaseLost(case.run_id)  # rolls the checkpoint's final status back too
         return str(fields["status"])
-    except (FencedOut, LeaseLost) as exc:
-        # Another delivery owns the case now (this worker stalled past its lease): its
-        # outcome is the one that counts, so this one writes nothing.
-        log.warning(
-            "eval case %s (%s) was taken over by another worker; dropping this delivery: %s", case.pk, case.run_id, exc
-        )
-        return None
-    except (OperationalError, InterfaceError):  # the database is away: the task retries the delivery
-        leases.release(EvalCase, case.pk, token)
-        raise
-    except Exception as exc:  # the row must end final whatever happened; the log has the rest
-        log.exception("eval case %s (%s) crashed", case.pk, case.run_id)
-        kind = "" if isinstance(exc, PackUnrunnable | BadSpec) else f"internal error: {type(exc).__name__}: "
-        return S.ERROR if _close(case.pk, token, S.ERROR, stored(f"{kind}{exc}")) else None
-    finally:
-        watcher().unregister(case.pk)
+
+
+def run_eval_case(case_pk: int) -> str | None:
+    """Run one case run to its outcome; return the status written, or None when this
+    delivery had nothing to do (the case is final, another worker holds it, or it was
+    taken over while this one ran). Safe to call any number of times for one case."""
+    return CaseDelivery(case_pk).deliver()
 
 
 def _walk(
     runner: Runner,
     gold: Case,
     run_id: str,
-    store: EvalCaseStore,
+    store: OutcomeStore,
     cancel: threading.Event,
     maybe_begun: bool = True,
     tape: RunTape | None = None,
@@ -279,7 +275,7 @@ def _walk(
         return resume_run(runner.pack, run_id, **common)
 
 
-def outcome_fields(pack: Pack, gold: Case, result: RunResult, store: EvalCaseStore) -> dict[str, Any]:
+def outcome_fields(pack: Pack, gold: Case, result: RunResult, store: OutcomeStore) -> dict[str, Any]:
     """The EvalCase columns for a finished run (runtime.case_scoring.score_case)."""
     trace = result.trace
     fields: dict[str, Any] = {

@@ -34,9 +34,11 @@ from django.utils import timezone
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from studio.deployments.settings import setting as serve_setting
 from studio.evals.models import Eval, EvalCase
-from studio.evals.settings import setting
+from studio.evals.settings import setting as eval_setting
 from studio.runs.models import TryRun
+from studio.runs.settings import setting as run_setting
 
 # Seconds. Eval cases and served runs go from well under a second (a scripted model)
 # to minutes (a 7B model on a CPU, a run waiting on a person).
@@ -172,7 +174,9 @@ class StudioCollector(Collector):
         duration.add_metric([], pairs, seconds)
         yield duration
 
-        leases.append(_leases("eval_case", EvalCase, [EvalCase.Status.ERROR], setting("PACKFORGE_EVAL_MAX_ATTEMPTS")))
+        leases.append(
+            _leases("eval_case", EvalCase, [EvalCase.Status.ERROR], eval_setting("PACKFORGE_EVAL_MAX_ATTEMPTS"))
+        )
 
         rows = EvalCase.objects.annotate(endpoint_name=Coalesce("eval__endpoint__name", Value(PACK_MODEL))).values_list(
             "endpoint_name", "trace__attempts", "trace__steps"
@@ -185,7 +189,7 @@ class StudioCollector(Collector):
         for status, n in _by_status(TryRun.objects.all()):
             runs.add_metric([status], n)
         yield runs
-        leases.append(_leases("try_run", TryRun, [TryRun.Status.FAILED], setting("PACKFORGE_RUN_MAX_ATTEMPTS")))
+        leases.append(_leases("try_run", TryRun, [TryRun.Status.FAILED], run_setting("PACKFORGE_RUN_MAX_ATTEMPTS")))
         rows = TryRun.objects.annotate(endpoint_name=Coalesce("endpoint__name", Value(PACK_MODEL))).values_list(
             "endpoint_name", "trace__attempts", "trace__steps"
         )
@@ -241,10 +245,7 @@ class StudioCollector(Collector):
         yield depth
         yield oldest
 
-        try:
-            max_attempts = setting("PACKFORGE_SERVE_MAX_ATTEMPTS")
-        except KeyError:
-            max_attempts = setting("PACKFORGE_RUN_MAX_ATTEMPTS")
+        max_attempts = serve_setting("PACKFORGE_SERVE_MAX_ATTEMPTS")
         leases.append(_leases("served_run", served, ["failed"], max_attempts))
 
         nodes = _Buckets(NODE_BUCKETS)

@@ -26,7 +26,7 @@ from studio.accounts.models import Membership, Role
 from studio.errors import CONFLICT, ERRORS, INVALID
 from studio.http import StudioRequest
 from studio.projects.archives import ArchiveRefused, read_archive
-from studio.projects.execute import PACK_PREFIX, validate_files
+from studio.projects.validation import PACK_PREFIX, validate_files
 from studio.projects.forms import example_choices
 from studio.projects.models import Project, create_project, slug_unavailable
 from studio.projects.schemas import (

@@ -18,7 +18,7 @@ import yaml
 from django.conf import settings
 
 from compiler import GOLD_FILE, SPEC_FILE, Induction, Spec, SpecInvalid, induce, load_spec
-from studio.projects.execute import Problem
+from studio.projects.validation import Problem
 from studio.projects.storage import PackRepo
 
 __all__ = [

@@ -21,7 +21,7 @@ from studio.errors import ERRORS, INVALID
 from studio.evals.lists import visible_runs  # the cross-project lists live with the eval pages
 from studio.http import StudioRequest
 from studio.redaction import visible_trace
-from studio.runs import execute
+from studio.runs import start, steps
 from studio.runs.models import TryRun
 from studio.runs.tasks import execute_try_run
 
@@ -78,7 +78,7 @@ def _out(run: TryRun, role: Role) -> RunOut:
         final=run.is_final,
         output=run.output,
         error=run.error,
-        steps=execute.trace_steps(trace),
+        steps=steps.trace_steps(trace),
         trace=trace,
     )
 
@@ -92,10 +92,10 @@ def create_run(request: StudioRequest, payload: RunIn) -> Status[RunOut]:
         if endpoint is None:
             raise HttpError(400, f"no endpoint named {payload.endpoint!r}")
     try:
-        run = execute.new_try_run(
+        run = start.new_try_run(
             project, user=request.user, version=payload.version, endpoint=endpoint, input=payload.input
         )
-    except execute.TryRefused as exc:
+    except start.TryRefused as exc:
         raise HttpError(400, str(exc)) from None
     execute_try_run.delay_on_commit(run.pk)
     run, role = run_for(request.user, run.pk)

@@ -34,7 +34,7 @@ class TryRun(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
-    # The lease of the delivery that runs it (studio.leases, studio/runs/execute.py):
+    # The lease of the delivery that runs it (studio.work.leases, studio/runs/worker.py):
     # deliveries that claimed it, the holder's token, when the hold lapses unless
     # renewed. `swept_at`: when a sweep last re-sent it while queued (a lost message).
     attempts = models.PositiveIntegerField(default=0)

@@ -20,9 +20,10 @@ from studio.accounts.access import project_for, run_for
 from studio.http import StudioRequest
 from studio.projects.storage import PackRepo
 from studio.redaction import visible_trace
-from studio.runs import execute
+from studio.runs import start
 from studio.runs.forms import TryRunForm
 from studio.runs.models import TryRun
+from studio.runs.steps import totals, trace_steps
 from studio.runs.tasks import execute_try_run
 
 # A run still queued after this long gets a hint on its page (is a worker running?).
@@ -40,19 +41,19 @@ def try_new(request: StudioRequest, slug: str) -> HttpResponse:
     problem = refused = None
     prepared = None
     try:
-        prepared = execute.prepare(project, None, None)
+        prepared = start.prepare(project, None, None)
         problem = prepared.problem
-    except execute.TryRefused as exc:
+    except start.TryRefused as exc:
         refused = str(exc)
     default_model = prepared.pack.model if prepared else None
     form = TryRunForm(request.POST or None, versions=versions, default_model=default_model)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
-            run = execute.new_try_run(
+            run = start.new_try_run(
                 project, user=request.user, version=data["version"], endpoint=data["endpoint"], input=data["input"]
             )
-        except execute.TryRefused as exc:
+        except start.TryRefused as exc:
             form.add_error(None, str(exc))
         else:
             execute_try_run.delay_on_commit(run.pk)
@@ -60,7 +61,7 @@ def try_new(request: StudioRequest, slug: str) -> HttpResponse:
     cases = list(prepared.pack.cases) if prepared else []
     chosen = next((c for c in cases if c.id == request.GET.get("case")), None)
     if request.method == "GET" and prepared is not None:
-        example = dict(chosen.input) if chosen else execute.first_case_input(prepared.pack)
+        example = dict(chosen.input) if chosen else start.first_case_input(prepared.pack)
         if example is None:
             example = dict.fromkeys(prepared.pack.inputs or (), "")
         form.initial["input"] = _pretty(example)
@@ -81,7 +82,7 @@ def try_new(request: StudioRequest, slug: str) -> HttpResponse:
 def run_detail(request: StudioRequest, slug: str, run_id: int) -> HttpResponse:
     run, role = run_for(request.user, run_id, slug=slug)
     project = run.project
-    steps = execute.trace_steps(visible_trace(run.trace or {}, role))
+    steps = trace_steps(visible_trace(run.trace or {}, role))
     for step in steps:
         kind = NODE_KINDS.get(step.get("kind") or "")
         step["prompt_label"] = "question" if kind is not None and kind.waits else "prompt"  # a person answers it
@@ -94,7 +95,7 @@ def run_detail(request: StudioRequest, slug: str, run_id: int) -> HttpResponse:
         "role": role,
         "author": role.can_edit,
         "steps": steps,
-        "totals": execute.totals(steps),
+        "totals": totals(steps),
         "input_json": _pretty(run.input),
         "output_json": _pretty(run.output) if run.output is not None else "",
         "slow_queue": run.status == TryRun.Status.QUEUED and timezone.now() - run.created_at > QUEUE_PATIENCE,

@@ -41,7 +41,7 @@ def worker(transactional_db: None, tmp_path: Path, settings: Any) -> Iterator[Ce
         "PACKFORGE_GIT_ROOT": str(settings.GIT_ROOT),
         "PACKFORGE_COMPILE_ROOT": settings.PACKFORGE_COMPILE_ROOT,
         "PACKFORGE_COMPILE_QUEUE": queue,
-        "PACKFORGE_EVAL_POLL_S": "0.1",
+        "PACKFORGE_WORK_POLL_S": "0.1",
     }
     if getattr(settings, "REDIS_URL", ""):
         env["REDIS_URL"] = settings.REDIS_URL

@@ -52,8 +52,8 @@ def workers(transactional_db: None, tmp_path: Path, settings: Any) -> Iterator[C
         TOOL_LOG: str(tmp_path / "tools.log"),
         TOOL_SLEEP: "0.2",
         # short leases and sweeps, so a dead worker's compile is sent again within seconds
-        "PACKFORGE_EVAL_LEASE_S": "2",
-        "PACKFORGE_EVAL_SWEEP_S": "0.5",
+        "PACKFORGE_WORK_LEASE_S": "2",
+        "PACKFORGE_WORK_SWEEP_S": "0.5",
     }
     with worker_pool(queue, tmp_path, env, settings) as start:
         yield start

@@ -30,10 +30,11 @@ def test_it_completes_every_case_once_after_its_worker_is_killed(
     from django.contrib.auth.models import User
 
     from studio.evals import shared
-    from studio.evals.models import Eval, EvalCase, JournalEntry
+    from studio.evals.models import Eval, EvalCase
     from studio.evals.start import start_eval
     from studio.projects.models import create_project
     from studio.projects.views import example_files
+    from studio.work.models import JournalEntry
 
     owner = User.objects.create_user("olive", "olive@example.com", "correct horse battery staple")
     project = create_project(

@@ -123,7 +123,8 @@ import json
 import os
 from collections import Counter
 from studio.evals import shared
-from studio.evals.models import Eval, EvalCase, JournalEntry
+from studio.evals.models import Eval, EvalCase
+from studio.work.models import JournalEntry
 ev = Eval.objects.get(pk=%d)
 rows = list(EvalCase.objects.filter(eval=ev))
 steps = Counter(JournalEntry.objects.filter(run__run_id__startswith=f"eval{ev.pk}-", kind="step")

@@ -49,10 +49,10 @@ def workers(transactional_db: None, tmp_path: Path, settings: Any) -> Iterator[C
         TOOL_LOG: str(tmp_path / "tools.log"),
         TOOL_SLEEP: "0.5",
         # short leases and sweeps, so a dead worker's run is sent again within seconds
-        "PACKFORGE_EVAL_LEASE_S": "2",
-        "PACKFORGE_EVAL_SWEEP_S": "0.5",
-        "PACKFORGE_EVAL_POLL_S": "0.2",
-        "PACKFORGE_EVAL_STALL_S": "3",  # a message the broker lost is sent again
+        "PACKFORGE_WORK_LEASE_S": "2",
+        "PACKFORGE_WORK_SWEEP_S": "0.5",
+        "PACKFORGE_WORK_POLL_S": "0.2",
+        "PACKFORGE_WORK_STALL_S": "3",  # a message the broker lost is sent again
     }
     with serving_worker_pool("serve", tmp_path, settings, env) as start:
         yield start
@@ -94,7 +94,7 @@ def test_it_finishes_a_served_run_after_its_worker_is_killed(
 ) -> None:
     from studio.deployments import service
     from studio.deployments.models import RunEvent, ServedRun
-    from studio.evals.models import JournalEntry
+    from studio.work.models import JournalEntry
 
     owner, deployment = _refund_deployment(tmp_path)
 
@@ -141,7 +141,7 @@ def test_a_waited_run_not_settled_in_time_is_handed_to_a_worker(
     # This process is the web process: the request walks the run here (its tools log to
     # the same file as the worker's, with their pid), for 0.2 s, inside its first tool
     # call (0.5 s); then it hands the run to the worker.
-    settings.PACKFORGE_EVAL_WATCH = False  # the walk here is far shorter than its lease
+    settings.PACKFORGE_WORK_WATCH = False  # the walk here is far shorter than its lease
     monkeypatch.setenv(TOOL_LOG, str(tmp_path / "tools.log"))
     monkeypatch.setenv(TOOL_SLEEP, "0.5")
     owner, _ = _refund_deployment(tmp_path)

@@ -25,7 +25,7 @@ from django.test import Client
 from studio.accounts.models import ApiToken
 from studio.endpoints.models import Endpoint
 from studio.projects.models import Project
-from studio.runs import execute
+from studio.runs import steps
 from studio.runs.models import TryRun
 from tests.support.eval_workers import Worker
 from tests.support.fault_server import FaultServer
@@ -81,8 +81,8 @@ def test_it_runs_a_try_it_run_on_a_real_worker(live: Worker) -> None:
     run.refresh_from_db()
     assert run.status == "done", (run.error, live.output())
     assert run.output == case["expected"]
-    assert [s["node"] for s in execute.trace_steps(run.trace)] == case["path"]
-    assert all(s["attempts"] for s in execute.trace_steps(run.trace) if s["kind"] == "generate")
+    assert [s["node"] for s in steps.trace_steps(run.trace)] == case["path"]
+    assert all(s["attempts"] for s in steps.trace_steps(run.trace) if s["kind"] == "generate")
     assert "runs.execute_try_run" in live.output()
 
 

@@ -47,8 +47,8 @@ def workers(transactional_db: None, tmp_path: Path, settings: Any) -> Iterator[C
         TOOL_SLEEP: "0.5",
         "PACKFORGE_RUN_QUEUE": queue,
         # short leases and sweeps, so a dead worker's run is sent again within seconds
-        "PACKFORGE_EVAL_LEASE_S": "2",
-        "PACKFORGE_EVAL_SWEEP_S": "0.5",
+        "PACKFORGE_WORK_LEASE_S": "2",
+        "PACKFORGE_WORK_SWEEP_S": "0.5",
     }
     with worker_pool(queue, tmp_path, env, settings) as start:
         yield start
@@ -60,12 +60,12 @@ def test_it_finishes_a_try_it_run_after_its_worker_is_killed(
     from django.contrib.auth.models import User
 
     from studio.endpoints.models import Endpoint
-    from studio.evals.models import JournalEntry
     from studio.projects.models import create_project
     from studio.projects.views import example_files
-    from studio.runs import execute
+    from studio.runs import start
     from studio.runs.models import TryRun
     from studio.runs.tasks import execute_try_run
+    from studio.work.models import JournalEntry
 
     owner = User.objects.create_user("olive", "olive@example.com", "correct horse battery staple")
     staff = User.objects.create_user("sam", "sam@example.com", "correct horse battery staple", is_staff=True)
@@ -80,7 +80,7 @@ def test_it_finishes_a_try_it_run_after_its_worker_is_killed(
     endpoint = Endpoint.objects.create(name="refunder", spec=f"fake:{tmp_path / 'refunder.json'}", created_by=staff)
 
     first = workers("first")
-    run = execute.new_try_run(project, user=owner, version=None, endpoint=endpoint, input=MESSAGE)
+    run = start.new_try_run(project, user=owner, version=None, endpoint=endpoint, input=MESSAGE)
     execute_try_run.delay_on_commit(run.pk)  # autocommit: sent at once
 
     def in_refund() -> bool:

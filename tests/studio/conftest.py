@@ -131,4 +131,4 @@ def eager() -> Iterator[None]:
 def no_watcher_thread(settings: Any) -> None:
     """The test process never runs a lease watcher thread (tests drive watchers by hand);
     a stray one would hold a database connection until the process exits."""
-    settings.PACKFORGE_EVAL_WATCH = False
+    settings.PACKFORGE_WORK_WATCH = False

@@ -102,7 +102,7 @@ def test_it_holds_the_global_model_cap_on_the_embedded_redis(tmp_path: Path) -> 
     scale-out stack runs Redis 7), reached over a unix socket as under scripts/start."""
     import redis
 
-    from studio.evals.limits import RedisSlots
+    from studio.work.slots import RedisSlots
 
     sock = tmp_path / "redis.sock"
     server = subprocess.Popen(

@@ -17,7 +17,7 @@ from studio.deployments.models import Deployment, ServedRun
 from studio.endpoints.models import Endpoint
 from studio.evals.models import Eval, EvalCase
 from studio.projects.models import Project
-from studio.runs import execute
+from studio.runs import start, worker
 from studio.runs.models import TryRun
 from tests.support.metrics import scrape, value
 from tests.support.serving import TICKET
@@ -37,7 +37,7 @@ def step(node: str, n: int, status: str = "ok", **extra: Any) -> dict[str, Any]:
 @pytest.fixture(autouse=True)
 def no_watcher(settings: Any) -> None:
     # No lease-watcher thread: it would hold its own database connection past the test.
-    settings.PACKFORGE_EVAL_WATCH = False
+    settings.PACKFORGE_WORK_WATCH = False
 
 
 @pytest.fixture
@@ -124,8 +124,8 @@ def test_it_counts_evals_cases_durations_calls_and_poisoned_leases(as_staff: Cli
 
 
 def test_it_counts_a_try_run_made_by_the_worker(as_staff: Client, project: Project, owner: User) -> None:
-    run = execute.new_try_run(project, user=owner, version=None, endpoint=None, input=TICKET)  # one the script answers
-    execute.run_try(run.pk)
+    run = start.new_try_run(project, user=owner, version=None, endpoint=None, input=TICKET)  # one the script answers
+    worker.run_try(run.pk)
     run.refresh_from_db()
     made = len(run.trace["attempts"])
     assert made > 0

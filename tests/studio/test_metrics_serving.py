@@ -21,7 +21,7 @@ from tests.support.studio import send
 
 @pytest.fixture(autouse=True)
 def no_watcher(settings: Any) -> None:
-    settings.PACKFORGE_EVAL_WATCH = False
+    settings.PACKFORGE_WORK_WATCH = False
 
 
 def test_it_counts_a_served_run_as_its_events_tell_it(

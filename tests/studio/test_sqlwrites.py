@@ -9,8 +9,8 @@ import pytest
 from django.db import IntegrityError, transaction
 
 from studio import sqlwrites
-from studio.evals.models import JournalEntry, RunCheckpoint
-from studio.evals.store import CHECKPOINT, JOURNAL
+from studio.work.checkpoints import CHECKPOINT, JOURNAL
+from studio.work.models import JournalEntry, RunCheckpoint
 
 pytestmark = pytest.mark.django_db
 

@@ -191,7 +191,7 @@ def serving_worker_pool(
     settings.GIT_ROOT = tmp_path / "git"
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.PACKFORGE_SERVE_QUEUE = queue
-    settings.PACKFORGE_EVAL_WATCH = False
+    settings.PACKFORGE_WORK_WATCH = False
     base = {
         "DATABASE_URL": database_url(),
         "PACKFORGE_GIT_ROOT": str(settings.GIT_ROOT),

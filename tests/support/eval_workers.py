@@ -32,9 +32,9 @@ class EvalWorker(CeleryWorker):
             TOOL_SLEEP: "0.3",
             "PACKFORGE_EVAL_QUEUE": queue,
             # short leases and sweeps, so a dead worker's case is sent again within seconds
-            "PACKFORGE_EVAL_LEASE_S": "2",
-            "PACKFORGE_EVAL_SWEEP_S": "0.5",
-            "PACKFORGE_EVAL_STALL_S": "3",
+            "PACKFORGE_WORK_LEASE_S": "2",
+            "PACKFORGE_WORK_SWEEP_S": "0.5",
+            "PACKFORGE_WORK_STALL_S": "3",
         }
         if getattr(settings, "REDIS_URL", ""):
             env["REDIS_URL"] = settings.REDIS_URL

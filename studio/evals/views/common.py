@@ -30,7 +30,7 @@ from studio.accounts.models import Role
 from studio.evals.models import Eval
 from studio.evals.results.summary import summarize
 from studio.http import StudioRequest
-from studio.projects.execute import PACK_PREFIX, validate_files
+from studio.projects.validation import PACK_PREFIX, validate_files
 from studio.projects.storage import PackRepo, StorageError
 
 __all__ = [

@@ -18,7 +18,7 @@ from studio.accounts.access import project_for
 from studio.accounts.models import Role
 from studio.http import StudioRequest
 from studio.packs import PackUnrunnable
-from studio.projects.execute import PACK_PREFIX, Problem, validate_files
+from studio.projects.validation import PACK_PREFIX, Problem, validate_files
 from studio.projects.models import Project
 from studio.projects.specs import SPEC_PREFIX
 from studio.projects.storage import FileChange, PackRepo, StorageError, Version

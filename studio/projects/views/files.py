@@ -19,7 +19,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from studio.http import StudioRequest
-from studio.projects.execute import Problem, validate_files
+from studio.projects.validation import Problem, validate_files
 from studio.projects.storage import StaleBase, StorageError
 from studio.projects.views.common import (
     Opened,

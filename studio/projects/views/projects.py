@@ -17,7 +17,7 @@ from studio.accounts.access import visible_projects
 from studio.http import StudioRequest
 from studio.numbers import whole_number
 from studio.projects.archives import ArchiveRefused, Limits, read_archive
-from studio.projects.execute import validate_files
+from studio.projects.validation import validate_files
 from studio.projects.forms import ProjectCreateForm
 from studio.projects.graph_svg import draw
 from studio.projects.models import Project, create_project, slug_unavailable

@@ -22,7 +22,7 @@ from django.views.decorators.http import require_POST
 from compiler import Constraint, Induction
 from studio.http import StudioRequest
 from studio.projects.evalset import Row, parse_rows
-from studio.projects.execute import Problem
+from studio.projects.validation import Problem
 from studio.projects.specs import (
     GOLD_FILE,
     SPEC_FILE,

@@ -21,7 +21,7 @@ from tests.support.compile_stand_in import FakePlanner, Scripted, StandIn, spec_
 def no_watcher(settings: Any, tmp_path: Path) -> None:
     # No lease-watcher thread in unit tests (it would hold its own connection, outside
     # the test's transaction); work dirs under the test's folder.
-    settings.PACKFORGE_EVAL_WATCH = False
+    settings.PACKFORGE_WORK_WATCH = False
     settings.PACKFORGE_COMPILE_ROOT = str(tmp_path / "compiles")
 
 

@@ -22,9 +22,9 @@ from studio.compiles.models import Compile, CompileAttempt
 from studio.compiles.shared import work_dir
 from studio.compiles.start import cancel_compile, start_compile
 from studio.endpoints.models import Endpoint
-from studio.evals.limits import FileSlots
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo
+from studio.work.slots import FileSlots
 from tests.support.compile_stand_in import TWO_ATTEMPTS, FakePlanner, Scripted, StandIn, triage_pack
 
 

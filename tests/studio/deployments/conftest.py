@@ -20,7 +20,7 @@ from tests.support.serving import scripted_tier
 @pytest.fixture(autouse=True)
 def no_watcher(settings: Any) -> None:
     # No lease-watcher thread in unit tests (it would hold its own connection).
-    settings.PACKFORGE_EVAL_WATCH = False
+    settings.PACKFORGE_WORK_WATCH = False
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""A served run's events are written with its checkpoint (studio.deployments.execute
+"""A served run's events are written with its checkpoint (studio.deployments.worker
 ServedStore): a step's events commit in its journal transaction, so a walker that lost
 the run writes none, and a running run's steps are read from its journal."""
 
@@ -12,9 +12,9 @@ from django.db.models import F
 from django.test import Client
 
 from runtime import ModelCall, ModelReply
-from studio.deployments import execute, service
+from studio.deployments import recording, service, worker
 from studio.deployments.models import Deployment, ServedRun
-from studio.evals.models import JournalEntry, RunCheckpoint
+from studio.work.models import JournalEntry, RunCheckpoint
 from tests.support.serving import TICKET, kinds
 
 
@@ -27,17 +27,17 @@ def submitted(deployment: Deployment, owner: User, run_id: str, capture: Any) ->
 def on_call(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Hooks called after each model call of a served walk, with the call's number (1..)."""
     hooks: list[Any] = []
-    real = execute.EventBackend.complete
+    real = recording.EventBackend.complete
     made: list[str] = []
 
-    def complete(self: execute.EventBackend, call: ModelCall) -> ModelReply:
+    def complete(self: recording.EventBackend, call: ModelCall) -> ModelReply:
         reply = real(self, call)
         made.append(call.node)
         for hook in hooks:
             hook(len(made))
         return reply
 
-    monkeypatch.setattr(execute.EventBackend, "complete", complete)
+    monkeypatch.setattr(recording.EventBackend, "complete", complete)
     return hooks
 
 
@@ -51,7 +51,7 @@ def test_it_writes_no_event_once_another_delivery_took_the_run_over(
             RunCheckpoint.objects.filter(run_id=run.checkpoint_id).update(fence=F("fence") + 1)
 
     on_call.append(take_over)
-    assert execute.run_served(run.pk) is None  # dropped: FencedOut
+    assert worker.run_served(run.pk) is None  # dropped: FencedOut
     # The first step's events, with its journal entry; nothing of the second step.
     assert kinds(run) == ["run.start", "node.start", "model.call", "node.start"]
     assert JournalEntry.objects.filter(run_id=run.checkpoint_id).count() == 1
@@ -72,7 +72,7 @@ def test_it_shows_a_running_runs_steps_from_its_journal(
             seen.append(as_owner.get(f"/api/deployments/{deployment.name}/runs/b-2").json())
 
     on_call.append(look)
-    assert execute.run_served(run.pk) == "done"
+    assert worker.run_served(run.pk) == "done"
     assert seen[0]["status"] == "running"
     assert [s["node"] for s in seen[0]["steps"]] == ["classify", "extract"]
     assert seen[0]["steps"][0]["output"] == {"category": "billing"}

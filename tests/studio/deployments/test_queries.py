@@ -13,7 +13,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from studio.accounts.models import ApiToken
-from studio.deployments import execute, service
+from studio.deployments import service, worker
 from studio.deployments.models import Deployment, RunEvent, ServedRun
 from tests.support.serving import ACCEPT_MAX, TICKET, WORKER_MAX, statements
 
@@ -26,10 +26,10 @@ def submitted(deployment: Deployment, owner: User, run_id: str, capture: Any) ->
 def test_it_walks_a_five_step_run_in_one_write_per_step(
     deployment: Deployment, owner: User, django_capture_on_commit_callbacks: Any
 ) -> None:
-    execute.run_served(submitted(deployment, owner, "warm", django_capture_on_commit_callbacks).pk)  # opens the pack
+    worker.run_served(submitted(deployment, owner, "warm", django_capture_on_commit_callbacks).pk)  # opens the pack
     run = submitted(deployment, owner, "q-1", django_capture_on_commit_callbacks)
     with CaptureQueriesContext(connection) as captured, django_capture_on_commit_callbacks(execute=False):
-        assert execute.run_served(run.pk) == "done"
+        assert worker.run_served(run.pk) == "done"
     run.refresh_from_db()
     steps = len(run.trace["steps"])
     sql = statements(captured)
@@ -64,7 +64,7 @@ def test_it_answers_a_settled_run_with_its_steps(
     deployment: Deployment, owner: User, django_capture_on_commit_callbacks: Any, wait: str, as_owner: Client
 ) -> None:
     run = submitted(deployment, owner, "w-1", django_capture_on_commit_callbacks)
-    execute.run_served(run.pk)
+    worker.run_served(run.pk)
     again = as_owner.post(
         f"/api/deployments/{deployment.name}/runs{wait}", {"run_id": "w-1", "input": TICKET}, "application/json"
     )

@@ -1,4 +1,4 @@
-"""A `?wait` run walked by the web process that accepted it (execute.walk_here), in this
+"""A `?wait` run walked by the web process that accepted it (worker.walk_here), in this
 process: no task is sent for it; what it writes is what a worker writes; a run that has
 not settled when the wait ends is handed to the workers, which resume it from its
 checkpoint; a run whose accepting process died is finished by a worker's sweep; and with
@@ -17,9 +17,9 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from studio.deployments import execute, recovery, service
+from studio.deployments import recovery, runners, service, worker
 from studio.deployments.models import Deployment, RunEvent, ServedRun
-from studio.evals.models import JournalEntry
+from studio.work.models import JournalEntry
 from tests.support.serving import ACCEPT_MAX, TICKET, WORKER_MAX, kinds, statements
 from tests.support.studio import send
 
@@ -96,7 +96,7 @@ def test_a_run_not_settled_when_the_wait_ends_is_handed_to_a_worker(
         def stop(self) -> None:
             pass
 
-    monkeypatch.setattr(execute, "_Deadline", Passed)
+    monkeypatch.setattr(worker, "_Deadline", Passed)
     response = send(as_owner, "post", f"/api/deployments/{deployment.name}/runs?wait=5", {"input": TICKET})
     run = ServedRun.objects.get(run_id=response.json()["run_id"])
     # Handed over: the task was sent, and (tasks inline) a worker's delivery resumed it
@@ -171,7 +171,7 @@ def test_a_waited_run_that_waits_for_a_person_answers_with_its_review_item(
 def test_a_waited_run_that_cannot_open_its_tiers_answers_failed(
     transactional_db: None, as_owner: Client, deployment: Deployment, good: Any, sent: list[int]
 ) -> None:
-    execute.forget_runners()
+    runners.forget_runners()
     good.delete()  # the deployment's one tier is gone: the run ends before its walk
     response = send(as_owner, "post", f"/api/deployments/{deployment.name}/runs?wait=5", {"input": TICKET})
     assert response.status_code == 200, response.content
@@ -185,15 +185,15 @@ def test_a_waited_run_that_cannot_open_its_tiers_answers_failed(
 def test_a_runner_evicted_while_a_walk_uses_it_is_closed_when_the_walk_ends(
     deployment: Deployment, project: Any, owner: User, broken: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    execute.forget_runners()
-    monkeypatch.setattr(execute, "_RUNNERS_KEPT", 1)
-    closed: list[execute.Runner] = []
-    monkeypatch.setattr(execute.Runner, "close", lambda self: closed.append(self))
+    runners.forget_runners()
+    monkeypatch.setattr(runners, "_RUNNERS_KEPT", 1)
+    closed: list[runners.Runner] = []
+    monkeypatch.setattr(runners.Runner, "close", lambda self: closed.append(self))
     other = service.create_deployment(project, user=owner, name="small-tier", version=None, tiers=[broken.pk])
-    with execute.using_runner(deployment, deployment.version) as first:
-        with execute.using_runner(other, other.version) as second:  # the cache keeps one: `first` leaves it
+    with runners.using_runner(deployment, deployment.version) as first:
+        with runners.using_runner(other, other.version) as second:  # the cache keeps one: `first` leaves it
             assert first.evicted and not second.evicted and closed == []
         assert closed == []  # `first` is still walked; `second` is cached
     assert closed == [first]
-    execute.forget_runners()
+    runners.forget_runners()
     assert closed == [first, second]

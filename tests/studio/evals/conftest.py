@@ -25,7 +25,7 @@ REFUND_TOOLS = f"{ROOT / 'packs' / 'refund_desk' / 'tools.py'}:registry"
 def eval_settings(settings: Any) -> Iterator[None]:
     # No watcher thread in unit tests: the tests call Watcher.tick() where they need it
     # (a thread would hold its own connection, outside the test's transaction).
-    settings.PACKFORGE_EVAL_WATCH = False
+    settings.PACKFORGE_WORK_WATCH = False
     settings.PACKFORGE_TOOLS = ""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # personas, made fast
     cache.clear()  # result pages cache per eval: each test starts cold

@@ -18,9 +18,10 @@ from django.utils import timezone
 
 from runtime.backends.base import ModelCall, ModelReply
 from studio.evals import recovery, shared, worker
-from studio.evals.models import Eval, EvalCase, RunCheckpoint
+from studio.evals.models import Eval, EvalCase
 from studio.evals.start import EvalRefused, cancel_eval, start_eval
 from studio.projects.models import Project
+from studio.work.models import RunCheckpoint
 from tests.support.studio import run_all, scripted_endpoint, start
 
 pytestmark = pytest.mark.django_db
@@ -263,7 +264,7 @@ def test_it_sends_again_a_case_whose_worker_died(project: Project, owner: User, 
 def test_it_sends_queued_cases_again_when_nothing_has_moved(
     project: Project, owner: User, sent: list[int], settings: Any
 ) -> None:
-    settings.PACKFORGE_EVAL_STALL_S = 60.0
+    settings.PACKFORGE_WORK_STALL_S = 60.0
     ev = start(project, owner)
     assert recovery.sweep(idle=True)["resent"] == 0  # just started: its messages are on their way
     Eval.objects.filter(pk=ev.pk).update(created_at=timezone.now() - timedelta(minutes=5))
@@ -301,7 +302,7 @@ def test_it_renews_the_lease_of_a_running_case(project: Project, owner: User, se
     row = EvalCase.objects.get(eval=ev)
     soon = timezone.now() + timedelta(seconds=1)
     EvalCase.objects.filter(pk=row.pk).update(status="running", lease_owner="me", lease_until=soon)
-    active = recovery.watcher().register(row.pk, ev.pk, "me")
+    active = recovery.watcher().register(row.pk, "me", ev.pk)
     try:
         recovery.watcher().renew([active])
     finally:
@@ -316,7 +317,7 @@ def test_it_stops_a_case_whose_lease_moved_to_another_worker(project: Project, o
     EvalCase.objects.filter(pk=row.pk).update(
         status="running", lease_owner="the-new-owner", lease_until=timezone.now() + timedelta(seconds=30)
     )
-    active = recovery.watcher().register(row.pk, ev.pk, "me")
+    active = recovery.watcher().register(row.pk, "me", ev.pk)
     try:
         recovery.watcher().renew([active])
     finally:

@@ -22,7 +22,7 @@ from tests.support.review import CANDIDATES, TICKET, waiting_trace
 
 @pytest.fixture(autouse=True)
 def no_watcher(settings: Any) -> None:
-    settings.PACKFORGE_EVAL_WATCH = False
+    settings.PACKFORGE_WORK_WATCH = False
 
 
 @pytest.fixture

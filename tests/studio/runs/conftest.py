@@ -19,7 +19,7 @@ from tests.support.studio import REJECTED_TEXT
 def no_watcher(settings: Any) -> None:
     # No lease-watcher thread in unit tests: a thread would hold its own connection,
     # outside the test's transaction; tests call recovery.sweep() where they need it.
-    settings.PACKFORGE_EVAL_WATCH = False
+    settings.PACKFORGE_WORK_WATCH = False
 
 
 @pytest.fixture

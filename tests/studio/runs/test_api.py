@@ -10,7 +10,7 @@ from django.test import Client
 from studio.accounts.models import ApiToken
 from studio.endpoints.models import Endpoint
 from studio.projects.models import Project
-from studio.runs import execute
+from studio.runs import start, worker
 from studio.runs.models import TryRun
 from tests.support.studio import REJECTED_TEXT
 
@@ -67,8 +67,8 @@ def test_it_gets_a_run_with_its_steps(
 def test_it_shows_rejected_text_to_authors_only(
     owner: User, reviewer: User, viewer: User, project: Project, stumbling: Endpoint
 ) -> None:
-    run = execute.new_try_run(project, user=owner, version=None, endpoint=stumbling, input=TICKET)
-    execute.run_try(run.pk)
+    run = start.new_try_run(project, user=owner, version=None, endpoint=stumbling, input=TICKET)
+    worker.run_try(run.pk)
     as_owner = Client().get(f"/api/runs/{run.pk}", headers=bearer(owner)).json()
     assert as_owner["steps"][0]["attempts"][0]["text"] == REJECTED_TEXT
     assert [a["text"] for a in as_owner["trace"]["attempts"] if not a["ok"]] == [REJECTED_TEXT]
@@ -110,7 +110,7 @@ def test_it_forbids_viewers_to_start_runs(viewer: User, project: Project) -> Non
 
 def test_it_hides_projects_and_runs_from_strangers(owner: User, stranger: User, project: Project) -> None:
     assert _post(stranger).status_code == 404
-    run = execute.new_try_run(project, user=owner, version=None, endpoint=None, input=TICKET)
+    run = start.new_try_run(project, user=owner, version=None, endpoint=None, input=TICKET)
     page = Client().get(f"/api/runs/{run.pk}", headers=bearer(stranger))
     assert page.status_code == 404 and page.json() == {"detail": "Not found"}
 

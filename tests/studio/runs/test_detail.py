@@ -5,7 +5,7 @@ from django.test import Client
 
 from studio.endpoints.models import Endpoint
 from studio.projects.models import Project
-from studio.runs import execute
+from studio.runs import start, worker
 from studio.runs.models import TryRun
 from tests.support.studio import REJECTED_TEXT
 
@@ -17,9 +17,9 @@ CASE = {
 
 
 def _run(project: Project, owner: User, endpoint: Endpoint | None = None, *, execute_it: bool = True) -> TryRun:
-    run = execute.new_try_run(project, user=owner, version=None, endpoint=endpoint, input=CASE)
+    run = start.new_try_run(project, user=owner, version=None, endpoint=endpoint, input=CASE)
     if execute_it:
-        execute.run_try(run.pk)
+        worker.run_try(run.pk)
     return run
 
 

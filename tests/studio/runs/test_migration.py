@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 
 from runtime import Trace
-from studio.runs import execute
+from studio.runs import steps
 
 OLD_STEPS = [
     {
@@ -79,5 +79,5 @@ def test_it_reads_a_converted_run_as_the_same_steps() -> None:
     migration = importlib.import_module("studio.runs.migrations.0003_trace")
     trace = migration.trace_of(OLD_STEPS, "try-7", "done", "")
     assert trace["status"] == "done" and [a["node"] for a in trace["attempts"]] == ["classify", "classify"]
-    assert execute.trace_steps(trace) == OLD_STEPS
+    assert steps.trace_steps(trace) == OLD_STEPS
     assert Trace.from_dict(trace).path == ["classify", "lookup"]  # the runtime reads it as its own

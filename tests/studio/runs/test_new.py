@@ -11,7 +11,7 @@ from studio.endpoints.models import Endpoint
 from studio.projects.models import Project, create_project
 from studio.projects.storage import PackRepo
 from studio.projects.views import example_files
-from studio.runs import execute
+from studio.runs import steps
 from studio.runs.models import TryRun
 
 Capture = Callable[..., AbstractContextManager[list[Callable[[], Any]]]]
@@ -66,7 +66,7 @@ def test_it_runs_the_task_end_to_end(
         _post(as_owner, project)
     run = TryRun.objects.get()
     assert run.status == "done" and run.output["category"] == "other"  # case st-04's answers
-    assert [s["node"] for s in execute.trace_steps(run.trace)] == [
+    assert [s["node"] for s in steps.trace_steps(run.trace)] == [
         "classify",
         "extract",
         "sentiment",

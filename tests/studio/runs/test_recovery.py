@@ -1,4 +1,4 @@
-"""Try-it runs survive a lost worker (studio.runs.execute.run_try, studio.runs.recovery):
+"""Try-it runs survive a lost worker (studio.runs.worker.run_try, studio.runs.recovery):
 a run left running is re-sent by the sweep once its lease lapses and resumes from its
 database checkpoint, no tool call made twice; a run that keeps killing its worker is
 closed; a run whose message was lost is re-sent."""
@@ -21,7 +21,7 @@ from studio import host_tools
 from studio.endpoints.models import Endpoint
 from studio.projects.models import Project, create_project
 from studio.projects.views import example_files
-from studio.runs import execute, recovery
+from studio.runs import recovery, start, worker
 from studio.runs.models import TryRun
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -89,10 +89,10 @@ def _lapse(run: TryRun) -> None:
 def test_it_resumes_a_run_whose_worker_died_without_repeating_a_tool_call(
     refunds: Project, owner: User, refunder: Endpoint, sent: list[int]
 ) -> None:
-    run = execute.new_try_run(refunds, user=owner, version=None, endpoint=refunder, input=MESSAGE)
+    run = start.new_try_run(refunds, user=owner, version=None, endpoint=refunder, input=MESSAGE)
     KILL_IN.append("issue_refund")
     with pytest.raises(Killed):
-        execute.run_try(run.pk)
+        worker.run_try(run.pk)
     run.refresh_from_db()
     assert run.status == "running" and run.attempts == 1 and CALLS == [("lookup_order", '{"order_id": "ORD-10001"}')]
 
@@ -101,7 +101,7 @@ def test_it_resumes_a_run_whose_worker_died_without_repeating_a_tool_call(
     assert recovery.sweep(idle=False)["resent"] == 1 and sent == [run.pk]
     assert recovery.sweep(idle=False)["resent"] == 0  # re-sent once
 
-    assert execute.run_try(run.pk) == "done"
+    assert worker.run_try(run.pk) == "done"
     run.refresh_from_db()
     assert run.status == "done" and run.attempts == 2 and run.output["refund_id"] == "R-ORD-10001"
     assert Counter(tool for tool, _ in CALLS) == Counter({"lookup_order": 1, "issue_refund": 1})
@@ -110,11 +110,11 @@ def test_it_resumes_a_run_whose_worker_died_without_repeating_a_tool_call(
 
 
 def test_it_does_nothing_for_a_run_another_delivery_holds(refunds: Project, owner: User, refunder: Endpoint) -> None:
-    run = execute.new_try_run(refunds, user=owner, version=None, endpoint=refunder, input=MESSAGE)
+    run = start.new_try_run(refunds, user=owner, version=None, endpoint=refunder, input=MESSAGE)
     KILL_IN.append("lookup_order")
     with pytest.raises(Killed):
-        execute.run_try(run.pk)
-    assert execute.run_try(run.pk) is None  # the first delivery's lease is live
+        worker.run_try(run.pk)
+    assert worker.run_try(run.pk) is None  # the first delivery's lease is live
     assert TryRun.objects.get(pk=run.pk).attempts == 1
 
 
@@ -122,14 +122,14 @@ def test_it_closes_a_run_that_keeps_killing_its_worker(
     refunds: Project, owner: User, refunder: Endpoint, settings: Any, sent: list[int]
 ) -> None:
     settings.PACKFORGE_RUN_MAX_ATTEMPTS = 2
-    run = execute.new_try_run(refunds, user=owner, version=None, endpoint=refunder, input=MESSAGE)
+    run = start.new_try_run(refunds, user=owner, version=None, endpoint=refunder, input=MESSAGE)
     for _ in range(2):
         KILL_IN.append("issue_refund")
         with pytest.raises(Killed):
-            execute.run_try(run.pk)
+            worker.run_try(run.pk)
         _lapse(run)
         recovery.sweep(idle=False)
-    assert execute.run_try(run.pk) == "failed"
+    assert worker.run_try(run.pk) == "failed"
     run.refresh_from_db()
     assert run.status == "failed" and run.attempts == 3 and "PACKFORGE_RUN_MAX_ATTEMPTS=2" in run.error
     assert run.lease_owner == "" and run.finished_at
@@ -138,33 +138,33 @@ def test_it_closes_a_run_that_keeps_killing_its_worker(
 def test_it_resends_a_run_whose_message_was_lost(
     refunds: Project, owner: User, refunder: Endpoint, settings: Any, sent: list[int]
 ) -> None:
-    settings.PACKFORGE_EVAL_STALL_S = 60.0
-    run = execute.new_try_run(refunds, user=owner, version=None, endpoint=refunder, input=MESSAGE)
+    settings.PACKFORGE_WORK_STALL_S = 60.0
+    run = start.new_try_run(refunds, user=owner, version=None, endpoint=refunder, input=MESSAGE)
     assert recovery.sweep(idle=True)["queued"] == 0  # queued a moment ago: not lost yet
     TryRun.objects.filter(pk=run.pk).update(created_at=timezone.now() - timedelta(seconds=61))
     assert recovery.sweep(idle=False)["queued"] == 0  # a busy worker leaves it to an idle one
     assert recovery.sweep(idle=True)["queued"] == 1 and sent == [run.pk]
     assert recovery.sweep(idle=True)["queued"] == 0  # once per stall period
-    assert execute.run_try(run.pk) == "done"
+    assert worker.run_try(run.pk) == "done"
 
 
 def test_it_resends_a_run_left_running_with_no_lease_at_all(
     refunds: Project, owner: User, refunder: Endpoint, sent: list[int]
 ) -> None:
     # As a worker from before leases left it: running, no owner, no lease time.
-    run = execute.new_try_run(refunds, user=owner, version=None, endpoint=refunder, input=MESSAGE)
+    run = start.new_try_run(refunds, user=owner, version=None, endpoint=refunder, input=MESSAGE)
     TryRun.objects.filter(pk=run.pk).update(status="running", lease_owner="", lease_until=None)
     assert recovery.sweep(idle=False)["resent"] == 1 and sent == [run.pk]
-    assert execute.run_try(run.pk) == "done"
+    assert worker.run_try(run.pk) == "done"
 
 
 def test_it_leaves_queued_runs_alone_while_other_runs_move(
     refunds: Project, owner: User, refunder: Endpoint, settings: Any, sent: list[int]
 ) -> None:
-    settings.PACKFORGE_EVAL_STALL_S = 60.0
-    waiting = execute.new_try_run(refunds, user=owner, version=None, endpoint=refunder, input=MESSAGE)
+    settings.PACKFORGE_WORK_STALL_S = 60.0
+    waiting = start.new_try_run(refunds, user=owner, version=None, endpoint=refunder, input=MESSAGE)
     TryRun.objects.filter(pk=waiting.pk).update(created_at=timezone.now() - timedelta(seconds=61))
-    busy = execute.new_try_run(refunds, user=owner, version=None, endpoint=refunder, input=MESSAGE)
+    busy = start.new_try_run(refunds, user=owner, version=None, endpoint=refunder, input=MESSAGE)
     TryRun.objects.filter(pk=busy.pk).update(
         status="running", lease_owner="w1", lease_until=timezone.now() + timedelta(seconds=30)
     )

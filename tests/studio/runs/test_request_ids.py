@@ -14,7 +14,7 @@ from studio.deployments import service
 from studio.deployments.models import RunEvent, ServedRun
 from studio.endpoints.models import Endpoint
 from studio.projects.models import Project
-from studio.runs import execute
+from studio.runs import start, worker
 from tests.support.fault_server import FaultServer
 from tests.support.serving import TICKET, scripted_tier
 from tests.support.studio import send
@@ -24,8 +24,8 @@ def test_it_shows_the_request_id_each_model_call_sent(
     as_owner: Client, project: Project, owner: User, staff: User, fault: FaultServer
 ) -> None:
     endpoint = Endpoint.objects.create(name="served", spec=fault.spec(), created_by=staff)
-    run = execute.new_try_run(project, user=owner, version=None, endpoint=endpoint, input={"ticket": "charged twice"})
-    execute.run_try(run.pk)
+    run = start.new_try_run(project, user=owner, version=None, endpoint=endpoint, input={"ticket": "charged twice"})
+    worker.run_try(run.pk)
     run.refresh_from_db()
 
     sent = [r.request_id for r in fault.completions()]

@@ -8,7 +8,7 @@ from django.contrib.auth.models import User
 
 from studio.endpoints.models import Endpoint
 from studio.projects.models import Project
-from studio.runs import execute
+from studio.runs import start, worker
 from studio.runs.models import TryRun
 from tests.support.fault_server import FaultServer
 
@@ -22,8 +22,8 @@ def test_it_stores_no_key_a_server_echoes_into_its_answers(
     monkeypatch.setenv(KEY_ENV, KEY)
     fault.configure(echo_auth=True)
     endpoint = Endpoint.objects.create(name="echo", spec=fault.spec(), key_env=KEY_ENV, created_by=staff)
-    run = execute.new_try_run(project, user=owner, version=None, endpoint=endpoint, input={"ticket": "Refund me"})
-    execute.run_try(run.pk)
+    run = start.new_try_run(project, user=owner, version=None, endpoint=endpoint, input={"ticket": "Refund me"})
+    worker.run_try(run.pk)
     run = TryRun.objects.get(pk=run.pk)
     texts = [a["text"] for a in run.trace["attempts"]]
     assert texts and all("Authorization: Bearer [REDACTED]" in t for t in texts)  # every answer echoed it

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from django.conf import settings
 
 from runtime import Backend, Cancelled, ModelCall, ModelReply, Tier
-from studio.evals.settings import setting
+from studio.work.settings import setting
 
 if TYPE_CHECKING:
     from studio.endpoints.models import Endpoint
@@ -240,7 +240,7 @@ def capped_endpoint(endpoint: Endpoint, *, base_dir: Path | None, default: str |
     one construction evals, eval tier ladders and served runs share (one cap per endpoint
     whoever calls it)."""
     # imported here: this module is imported without Django's apps (a slot-holding subprocess)
-    from studio.endpoints.execute import open_endpoint
+    from studio.endpoints.backends import open_endpoint
 
     inner = open_endpoint(endpoint, base_dir=base_dir, default=default)
     return CappedBackend(inner, slots(), f"endpoint-{endpoint.pk}", endpoint.concurrency)

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 
-from studio.endpoints import execute
+from studio.endpoints import backends
 from studio.endpoints.models import Endpoint
 from tests.support.fault_server import FaultServer
 
@@ -20,7 +20,7 @@ def _closed_port() -> int:
 
 
 def test_it_adds_the_rows_fields_to_an_openai_spec() -> None:
-    spec = execute.opening_spec(
+    spec = backends.opening_spec(
         "openai:http://h/v1#m;grammar=gbnf",
         key_env="MY_KEY",
         price_in=Decimal("0.1500"),
@@ -31,7 +31,7 @@ def test_it_adds_the_rows_fields_to_an_openai_spec() -> None:
 
 
 def test_it_leaves_a_scripted_spec_alone() -> None:
-    assert execute.opening_spec("fake:/x.json", key_env="", concurrency=4) == "fake:/x.json"
+    assert backends.opening_spec("fake:/x.json", key_env="", concurrency=4) == "fake:/x.json"
 
 
 @pytest.mark.parametrize(
@@ -47,17 +47,17 @@ def test_it_leaves_a_scripted_spec_alone() -> None:
     ],
 )
 def test_it_says_why_a_spec_cannot_be_saved(spec: str, key_env: str, says: str) -> None:
-    problem = execute.spec_problem(spec, key_env)
+    problem = backends.spec_problem(spec, key_env)
     assert problem is not None and says in problem
 
 
 def test_it_accepts_a_good_spec_without_holding_its_key() -> None:
-    assert execute.spec_problem("openai:http://127.0.0.1:8080/v1#m;grammar=gbnf", "PF_UNSET_IN_TESTS_KEY") is None
+    assert backends.spec_problem("openai:http://127.0.0.1:8080/v1#m;grammar=gbnf", "PF_UNSET_IN_TESTS_KEY") is None
 
 
 def test_it_checks_an_endpoint_and_stores_the_reading(staff: object, fault: FaultServer) -> None:
     endpoint = Endpoint.objects.create(name="e", spec=fault.spec(), created_by=staff)
-    result = execute.check(endpoint.pk)
+    result = backends.check(endpoint.pk)
     endpoint.refresh_from_db()
     assert endpoint.last_check == result
     assert result is not None and result["ok"] and result["honoured"] and result["state"] == "done"
@@ -66,7 +66,7 @@ def test_it_checks_an_endpoint_and_stores_the_reading(staff: object, fault: Faul
 def test_it_reports_an_endpoint_that_does_not_answer(staff: object) -> None:
     spec = f"openai:http://127.0.0.1:{_closed_port()}/v1#m;backoff=0"
     endpoint = Endpoint.objects.create(name="dead", spec=spec, created_by=staff)
-    result = execute.check(endpoint.pk)
+    result = backends.check(endpoint.pk)
     assert result is not None and result["ok"] is False and result["answered"] is False and result["error"]
 
 
@@ -75,7 +75,7 @@ def test_it_sends_the_key_from_the_named_variable_and_stores_no_key(
 ) -> None:
     monkeypatch.setenv("PF_TEST_KEY", "sk-test-secret-0123456789")
     endpoint = Endpoint.objects.create(name="keyed", spec=fault.spec(), key_env="PF_TEST_KEY", created_by=staff)
-    execute.check(endpoint.pk)
+    backends.check(endpoint.pk)
     assert fault.completions()[0].headers["authorization"] == "Bearer sk-test-secret-0123456789"
     endpoint.refresh_from_db()
     assert "sk-test-secret" not in str(endpoint.last_check)
@@ -88,10 +88,10 @@ def test_it_reports_a_key_variable_that_is_not_set(
     endpoint = Endpoint.objects.create(
         name="keyed", spec=fault.spec(), key_env="PF_UNSET_IN_TESTS_KEY", created_by=staff
     )
-    result = execute.check(endpoint.pk)
+    result = backends.check(endpoint.pk)
     assert result is not None and result["ok"] is False
     assert "PF_UNSET_IN_TESTS_KEY" in result["error"] and fault.completions() == []
 
 
 def test_it_does_nothing_for_a_deleted_endpoint(db: None) -> None:
-    assert execute.check(12345) is None
+    assert backends.check(12345) is None

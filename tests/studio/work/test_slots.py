@@ -18,7 +18,7 @@ import pytest
 
 from runtime.backends.base import ModelCall, ModelReply
 from runtime.errors import Cancelled
-from studio.evals.limits import CappedBackend, FileSlots, RedisSlots, Slots, acquire, holding
+from studio.work.slots import CappedBackend, FileSlots, RedisSlots, Slots, acquire, holding
 from tests.support import services
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -82,7 +82,7 @@ def test_it_keeps_endpoints_apart(kind: str, tmp_path: Path, request: pytest.Fix
 HOLDER = """
 import sys, time
 sys.path.insert(0, {root!r})
-from studio.evals.limits import FileSlots, RedisSlots
+from studio.work.slots import FileSlots, RedisSlots
 kind, _, where = sys.argv[1].partition(":")
 if kind == "files":
     slots = FileSlots(where)

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from runtime import Entry, FencedOut, RunNotFound, RunRecord, RunStateError
 from studio import sqlwrites
-from studio.evals.models import JournalEntry, RunCheckpoint
+from studio.work.models import JournalEntry, RunCheckpoint
 
 CHECKPOINT = ("run_id", "pack", "digest", "input", "case_id", "status", "fence", "updated_at")
 JOURNAL = ("run", "seq", "kind", "node", "step", "payload")
@@ -87,10 +87,11 @@ class DatabaseStore:
         return row
 
 
-class EvalCaseStore(DatabaseStore):
-    """The database checkpoint store for one case's run, with two changes:
+class OutcomeStore(DatabaseStore):
+    """The database checkpoint store for one leased run (an eval case's, a try-it run's,
+    a served run's), with two changes:
 
-    - the run's final status is held back until the case's outcome is written, in the
+    - the run's final status is held back until the row's outcome is written, in the
       same transaction (`commit_final`): both are there, or neither;
     - a journal write is two statements: an UPDATE of the run row that matches only
       while this writer's fence is current (the fence check, and the row's write lock

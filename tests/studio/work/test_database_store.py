@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from runtime.checkpoint import CheckpointStore
-from studio.evals.store import DatabaseStore
+from studio.work.checkpoints import DatabaseStore
 from tests.support.checkpoint_contract import CheckpointStoreContract
 
 

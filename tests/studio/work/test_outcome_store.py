@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 
 from runtime.errors import FencedOut, RunNotFound
-from studio.evals.models import JournalEntry, RunCheckpoint
-from studio.evals.store import EvalCaseStore
+from studio.work.checkpoints import OutcomeStore
+from studio.work.models import JournalEntry, RunCheckpoint
 
 pytestmark = pytest.mark.django_db
 
 
 def test_it_refuses_a_journal_write_from_a_writer_that_was_fenced_out() -> None:
-    old_writer, new_writer = EvalCaseStore(), EvalCaseStore()
+    old_writer, new_writer = OutcomeStore(), OutcomeStore()
     old = old_writer.begin("r1", pack="p", digest="d", input={}, case_id="c")
     old_writer.append("r1", old, "step", "a", 1, {"n": 1})
     new, _, journal = new_writer.take_over("r1")
@@ -28,7 +28,7 @@ def test_it_refuses_a_journal_write_from_a_writer_that_was_fenced_out() -> None:
 
 
 def test_it_holds_the_final_status_until_the_outcome_is_written() -> None:
-    store = EvalCaseStore()
+    store = OutcomeStore()
     fence = store.begin("r1", pack="p", digest="d", input={}, case_id="c")
     store.set_status("r1", fence, "done", {"output": {}})
     assert RunCheckpoint.objects.get().status == "running"
@@ -37,17 +37,17 @@ def test_it_holds_the_final_status_until_the_outcome_is_written() -> None:
 
 
 def test_it_refuses_the_final_status_of_a_writer_that_was_fenced_out() -> None:
-    old_writer = EvalCaseStore()
+    old_writer = OutcomeStore()
     old = old_writer.begin("r1", pack="p", digest="d", input={}, case_id="c")
     old_writer.set_status("r1", old, "done", {})
-    EvalCaseStore().take_over("r1")
+    OutcomeStore().take_over("r1")
     with pytest.raises(FencedOut):
         old_writer.commit_final()
     assert RunCheckpoint.objects.get().status == "running"
 
 
 def test_it_says_when_the_run_is_gone() -> None:
-    store = EvalCaseStore()
+    store = OutcomeStore()
     fence = store.begin("r1", pack="p", digest="d", input={}, case_id="c")
     RunCheckpoint.objects.all().delete()
     with pytest.raises(RunNotFound):

@@ -1,6 +1,6 @@
-"""Leases: how one unit of work (an eval case, a try-it run) is held by exactly one task
-delivery at a time, whatever the broker and the workers do. Below studio.evals and
-studio.runs; imports neither. A leased row has four columns: `status`, `attempts`,
+"""Leases: how one unit of work (an eval case, a try-it run, a served run, a compile) is
+held by exactly one task delivery at a time, whatever the broker and the workers do.
+Below every app that leases work; imports none of them. A leased row has four columns: `status`, `attempts`,
 `lease_owner` (the holding delivery's token) and `lease_until` (when the hold lapses
 unless renewed).
 
@@ -16,29 +16,27 @@ unless renewed).
 - **Sweep** (`take_lapsed`): a live worker marks each running row whose lease lapsed as
   re-sent (owner "", a fresh lease) with one conditional UPDATE per row, so exactly one
   sweeper re-sends it; the re-sent delivery goes back through `claim`.
-- **Watch** (`LeaseWatcher`): the per-process thread that renews and sweeps; an app
-  subclasses it with its model and its sweep.
+- **Watch** (studio.work.watcher): the per-process thread that renews and sweeps.
+
+The lease's length is PACKFORGE_WORK_LEASE_S (`lease()`), one for every kind of row.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import threading
-import time
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import DatabaseError, close_old_connections, models
+from django.db import DatabaseError, models
 from django.db.models import F, Q
 from django.utils import timezone
 
 from studio import sqlwrites
+from studio.work.settings import setting
 
-log = logging.getLogger("packforge.studio.leases")
+log = logging.getLogger("packforge.studio.work")
 
 QUEUED = "queued"
 RUNNING = "running"
@@ -48,6 +46,11 @@ class LeaseLost(Exception):
     """The unit of work's lease passed to another delivery while this one ran (the
     watcher saw another owner, or a fenced write was refused). One class for every app
     that leases work: runs, eval cases, served runs, compiles."""
+
+
+def lease() -> timedelta:
+    """How long a claim holds a row unless renewed (PACKFORGE_WORK_LEASE_S)."""
+    return timedelta(seconds=setting("PACKFORGE_WORK_LEASE_S"))
 
 
 def new_token() -> str:
@@ -126,111 +129,3 @@ def take_lapsed(rows: models.QuerySet[Any], lease_for: timedelta, limit: int = 1
         ):
             taken.append(pk)
     return taken
-
-
-@dataclass
-class Held:
-    """A row this process runs under a lease; `cancel` stops its walk, `lost` says the
-    lease moved to another delivery."""
-
-    pk: int
-    token: str
-    group: int | None = None  # what the row belongs to (an eval), for the subclass's checks
-    cancel: threading.Event = field(default_factory=threading.Event)
-    lost: bool = False
-
-
-class LeaseWatcher:
-    """One per worker process and app: a daemon thread that, every `poll_s()`, renews the
-    leases of the rows this process holds (every quarter lease), marks a row whose
-    lease moved elsewhere as lost (and sets its cancel event), and every `sweep_s()`
-    calls `sweep(idle=...)`. Subclasses name the model and the settings, and sweep."""
-
-    model: type[models.Model]
-    name = "lease-watcher"
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._held: dict[int, Held] = {}
-        self._thread: threading.Thread | None = None
-        self._pid = os.getpid()
-        self._renewed = 0.0
-        self._swept = 0.0
-
-    # -- what a subclass says -----------------------------------------------------------
-
-    def enabled(self) -> bool:
-        return True
-
-    def lease_for(self) -> timedelta:
-        raise NotImplementedError
-
-    def poll_s(self) -> float:
-        raise NotImplementedError
-
-    def sweep_s(self) -> float:
-        raise NotImplementedError
-
-    def sweep(self, *, idle: bool) -> dict[str, int]:
-        raise NotImplementedError
-
-    def check(self, held: list[Held]) -> None:
-        """Every poll, with what this process holds (e.g. set cancel events)."""
-
-    # -- the thread ---------------------------------------------------------------------
-
-    def register(self, pk: int, token: str, group: int | None = None) -> Held:
-        held = Held(pk, token, group)
-        with self._lock:
-            self._held[pk] = held
-        self.start()
-        return held
-
-    def unregister(self, pk: int) -> None:
-        with self._lock:
-            self._held.pop(pk, None)
-
-    def snapshot(self) -> list[Held]:
-        with self._lock:
-            return list(self._held.values())
-
-    def start(self) -> None:
-        if not self.enabled():
-            return
-        with self._lock:
-            if self._pid != os.getpid():  # a forked child: the parent's thread is not here
-                self._pid, self._thread, self._held = os.getpid(), None, {}
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._forever, name=self.name, daemon=True)
-                self._thread.start()
-
-    def _forever(self) -> None:
-        while True:
-            try:
-                close_old_connections()
-                self.tick()
-            except Exception:  # the database away for a moment: the next poll tries again
-                log.exception("%s: this round failed", self.name)
-            time.sleep(self.poll_s())
-
-    def tick(self, *, sweep_now: bool = False) -> None:
-        held = self.snapshot()
-        mono = time.monotonic()
-        if held:
-            self.check(held)
-            if mono - self._renewed >= self.lease_for().total_seconds() / 4:
-                self._renewed = mono
-                self.renew(held)
-        if sweep_now or mono - self._swept >= self.sweep_s():
-            self._swept = mono
-            self.sweep(idle=not held)
-
-    def renew(self, held: list[Held]) -> None:
-        renew(self.model, [h.token for h in held], self.lease_for())
-        now_owned = owners(self.model, [h.pk for h in held])
-        for h in held:
-            if now_owned.get(h.pk) != h.token and h.pk in self._held:
-                # Taken over (this process stalled past its lease) or closed elsewhere:
-                # stop the walk; the fence refuses any write it still tries.
-                h.lost = True
-                h.cancel.set()

@@ -1,0 +1,73 @@
+"""A try-it or served run's trace as the run pages show it: one row per step, with its
+attempts, tool calls and totals (`trace_steps`), and the run's totals (`totals`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_ATTEMPT_KEYS = (
+    "attempt",
+    "stage",
+    "ok",
+    "hidden",
+    "category",
+    "reason",
+    "text",
+    "prompt_tokens",
+    "completion_tokens",
+    "reasoning_tokens",
+    "latency_s",
+    "ttft_s",
+    "cost_usd",
+    "request_id",  # the X-Request-ID the call sent (run.node.attempt), shown on the run page
+)
+
+
+def trace_steps(trace: dict[str, Any]) -> list[dict[str, Any]]:
+    """A trace dict (as studio.redaction.visible_trace shows it), one row per step: node,
+    status, writes, edge, every attempt (with its rejection category and reason, tokens,
+    latency) and tool calls. Attempts of a step that never committed (the run stopped
+    inside it) are a last row with status `stopped`."""
+    attempts: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+    for a in trace.get("attempts") or []:
+        attempts.setdefault((a.get("node"), a.get("step")), []).append({k: a[k] for k in _ATTEMPT_KEYS if k in a})
+    tools: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+    for c in trace.get("tool_calls") or []:
+        tools.setdefault((c.get("node"), c.get("step")), []).append(
+            {k: c.get(k) for k in ("tool", "args", "result", "latency_s")}
+        )
+    rows = []
+    for s in trace.get("steps") or []:
+        key = (s.get("node"), s.get("step"))
+        edge = s.get("edge")
+        row = {k: s.get(k) for k in ("step", "node", "kind", "status", "writes", "attempt", "reason", "prompt")}
+        row["edge"] = {"kind": edge["kind"], "target": edge["target"]} if edge else None
+        rows.append(_with_totals(row, attempts.pop(key, []), tools.pop(key, [])))
+    for (node, step), rest in attempts.items():
+        row = {"step": step, "node": node, "kind": "", "status": "stopped", "writes": {}, "edge": None}
+        rows.append(_with_totals(row, rest, tools.pop((node, step), [])))
+    return rows
+
+
+def _with_totals(row: dict[str, Any], attempts: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        **row,
+        "attempts": attempts,
+        "tool_calls": tools,
+        "prompt_tokens": sum(a.get("prompt_tokens") or 0 for a in attempts),
+        "completion_tokens": sum(a.get("completion_tokens") or 0 for a in attempts),
+        "latency_s": round(sum(a.get("latency_s") or 0.0 for a in attempts), 4),
+        "cost_usd": sum(a.get("cost_usd") or 0.0 for a in attempts),
+    }
+
+
+def totals(steps: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "steps": len(steps),
+        "model_calls": sum(len(s.get("attempts", [])) for s in steps),
+        "rejected": sum(1 for s in steps for a in s.get("attempts", []) if not a.get("ok")),
+        "prompt_tokens": sum(s.get("prompt_tokens", 0) for s in steps),
+        "completion_tokens": sum(s.get("completion_tokens", 0) for s in steps),
+        "latency_s": round(sum(s.get("latency_s", 0.0) for s in steps), 3),
+        "cost_usd": sum(s.get("cost_usd", 0.0) for s in steps),
+    }

@@ -3,7 +3,7 @@
 `emit(plan, spec, out, induction=...)` writes manifest.yaml, graph.yaml, one prompt and
 one grammar per generate node (and per human node), a grammar per tool node whose result
 schema is known, the fake scripts it is given, the gold cases as evalset.jsonl (byte for
-byte: invariant 6) and a README. The runtime's loader is the judge of the result: an
+byte: docs/invariants.md, 6) and a README. The runtime's loader is the judge of the result: an
 emitted pack that does not load is a compiler bug (tests/compiler/test_emit.py holds emit
 to that over generated specs and plans). docs/compiler.md, "Emit", says what each file
 holds."""

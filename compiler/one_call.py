@@ -45,7 +45,7 @@ def one_call_plan(spec: Spec, catalogue: Mapping[str, ToolSpec] | None = None) -
 def outputs_only(spec: Spec) -> bytes:
     """The gold cases as the one-call pack's evalset: id, input, expected and tags only.
     The gold's `end` and `path` name the planned graph's nodes, which one call does not
-    have; the spec's gold.jsonl itself is untouched (invariant 6)."""
+    have; the spec's gold.jsonl itself is untouched (docs/invariants.md, 6)."""
     lines = []
     for case in spec.gold:
         line: dict[str, object] = {"id": case.id, "input": case.input, "expected": case.expected}

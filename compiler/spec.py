@@ -7,7 +7,7 @@ are the runtime's own, so a spec and a pack report the same mistake in the same 
 
 The gold file's exact bytes are kept (`Spec.gold_bytes`): they become the pack's
 evalset.jsonl byte for byte, and no compiler step edits, drops or reorders a case
-(invariant 6). docs/compiler.md, "The spec", is the format reference.
+(docs/invariants.md, 6). docs/compiler.md, "The spec", is the format reference.
 
 The loader's parts: compiler/spec_types.py (the types and keys), spec_fields.py (inputs
 and outputs), spec_keys.py (every other spec.yaml key), spec_gold.py (gold.jsonl)."""

@@ -2,7 +2,7 @@
 
 Reasons built here describe what was wrong using only the pack's own text (schema
 paths and values, the check's source), never the rejected answer, because reasons
-are shown to the model on the feedback re-sample (invariant 2)."""
+are shown to the model on the feedback re-sample (docs/invariants.md, 2)."""
 
 from __future__ import annotations
 

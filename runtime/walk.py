@@ -83,7 +83,7 @@ class Walk:
     step: int = 0
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)  # human node answers
     # Tool calls journaled at (node, step): replayed on resume, and when a node re-runs
-    # within its step (a tier climb), instead of calling the tool again (invariant 4).
+    # within its step (a tier climb), instead of calling the tool again (docs/invariants.md, 4).
     pending_tools: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)  # model calls per node, for attempt numbers
     budget_left: int | None = None
@@ -205,7 +205,7 @@ class Walk:
         replayed: bool = False,
     ) -> None:
         """Journal a tool's result the moment it returns, before anything is committed,
-        so a resumed run replays it instead of calling the tool again (invariant 4)."""
+        so a resumed run replays it instead of calling the tool again (docs/invariants.md, 4)."""
         payload = {"tool": tool, "args": args, "result": result, "latency_s": latency_s, "key": key}
         self.store.append(self.run_id, self.fence, "tool", node.id, self.step, payload)
         self.pending_tools.setdefault((node.id, self.step), []).append(payload)
@@ -214,7 +214,7 @@ class Walk:
     def call_tool(self, node: Node, tool_name: str, args: dict[str, Any]) -> ToolOutcome:
         """Call the host tool `tool_name` with `args` for `node`: the one path every tool
         call in a run takes (docs/tools.md). In order: a call already journaled at this
-        node and step is replayed, never made again (invariant 4); a replaying tape
+        node and step is replayed, never made again (docs/invariants.md, 4); a replaying tape
         answers instead of the tool; an unknown or unavailable tool, arguments that break
         its schema or its own check, a raise, and a result that breaks its schema are
         failed outcomes (the node's on_fail); a side-effecting tool gets

@@ -216,7 +216,7 @@ def _walk(walk: Walk, current: str) -> RunResult:
 
 def _route(pack: Pack, node: Node, outcome: Outcome, walk: Walk) -> Edge | None:
     """Choose the next edge from the graph. The model's answer only enters through
-    `when:` expressions evaluated on committed state (invariant 3)."""
+    `when:` expressions evaluated on committed state (docs/invariants.md, 3)."""
     if outcome.status == "end":
         return None
     if outcome.status == "unsure":

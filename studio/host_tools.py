@@ -1,5 +1,5 @@
 """The host's tools for try-it runs and evals (settings.PACKFORGE_TOOLS, MODULE:REGISTRY
-as the CLI's --tools). Packs reach only these (invariant 5)."""
+as the CLI's --tools). Packs reach only these (docs/invariants.md, 5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The one strict parse of a whole number a client typed (a page, an id in a query string).
+"""The one strict parse of a whole number a client typed (a page, an id in a query string),
+and how a share is written on a page (`pct`).
 
 `str.isdigit()` is true for '²', '¹' and '①', which `int()` refuses, and `int()` takes
 '٣', ' 3', '+3' and '3_000'; a URL's numbers are none of these. `whole_number` accepts
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["BIGGEST_ID", "whole_number"]
+__all__ = ["BIGGEST_ID", "pct", "whole_number"]
 
 # The largest primary key the databases hold (a signed 64-bit integer).
 BIGGEST_ID = 2**63 - 1
@@ -27,3 +28,8 @@ def whole_number(raw: object, *, maximum: int = BIGGEST_ID, minimum: int = 0) ->
         return None
     number = int(raw)
     return number if minimum <= number <= maximum else None
+
+
+def pct(v: float | None) -> str:
+    """A share as a page shows it: "12.5%", or "—" when there is none."""
+    return "—" if v is None else f"{100 * v:.1f}%"

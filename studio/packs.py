@@ -1,6 +1,6 @@
 """The one way the studio loads a pack at a version: resolve the version in the
 project's git repository, write its files into a folder, load them with the host's
-tools (invariant 5: the pack reaches only those), and say why it cannot run.
+tools (docs/invariants.md, 5: the pack reaches only those), and say why it cannot run.
 
 Every reason a pack cannot run in the studio is one `PackUnrunnable`, carrying the
 reasons: the version does not exist, the tool registry does not load, the pack does

@@ -113,7 +113,7 @@ X_FRAME_OPTIONS = "DENY"
 GIT_ROOT = Path(env_str("PACKFORGE_GIT_ROOT", str(VAR_DIR / "git")))
 EXAMPLE_PACKS = BASE_DIR / "packs"
 # The host's tools for try-it runs and evals: MODULE:REGISTRY or path/to/tools.py:REGISTRY
-# (as the CLI's --tools). Packs reach only these (invariant 5). Empty: packs that name
+# (as the CLI's --tools). Packs reach only these (docs/invariants.md, 5). Empty: packs that name
 # tools cannot be run from the studio, and say so.
 PACKFORGE_TOOLS = env_str("PACKFORGE_TOOLS", "")
 # How long a reviewer's claim on a review item holds without being renewed (studio/review/claims.py).

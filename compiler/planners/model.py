@@ -5,7 +5,7 @@ schemas, the unsure end), the induction report, a sample of gold cases and, on a
 the loop's feedback (score, failing nodes, blame report). `PLAN_SCHEMA` goes out as the
 grammar, so the answer is JSON of the plan's shape by construction; it is still parsed
 and checked with `parse_plan`. A rejected answer is re-asked with a description of its
-problems, never with its text (invariant 2: a rejected generation never reaches the model
+problems, never with its text (docs/invariants.md, 2: a rejected generation never reaches the model
 again, and it is not logged). Tries are bounded (`tries`, default 3) and so is what one
 call may spend: the spec's `planner_tokens` and `cost_usd` budgets. Tokens are counted
 from the endpoint's usage figures. `cancel` stops an in-flight request (the backend

@@ -121,7 +121,7 @@ class RunContext(Protocol):
         key: str | None = None,
         replayed: bool = False,
     ) -> None:
-        """Journal a tool's result before anything is committed (invariant 4)."""
+        """Journal a tool's result before anything is committed (docs/invariants.md, 4)."""
         ...
 
     def call_tool(self, node: Node, tool_name: str, args: dict[str, Any]) -> ToolOutcome:

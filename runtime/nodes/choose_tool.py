@@ -13,7 +13,7 @@ routes to `to`, a generate node that gives the final answer from those results.
 
 Every call goes through the run's one tool call path (`RunContext.call_tool`), which
 journals its result before the loop moves on; a run killed mid-loop resumes with the
-journaled calls replayed in order, never called twice (invariant 4). The node's counters
+journaled calls replayed in order, never called twice (docs/invariants.md, 4). The node's counters
 (model calls, invalid choices, repeats, why the loop stopped) are on its trace step
 (`Step.tool_stats`) and summed per run by `Trace.tool_stats`."""
 
@@ -144,7 +144,7 @@ class ChooseToolKind:
             )
         # Calls already journaled at this step (a run resumed after a kill mid-loop, or
         # a tier climb) are where the loop continues from: their choices are not asked
-        # again and the tools are not called again (invariant 4).
+        # again and the tools are not called again (docs/invariants.md, 4).
         calls: list[dict[str, Any]] = [
             {"tool": e["tool"], "args": e["args"], "result": e["result"]}
             for e in walk.pending_tools.get((node.id, walk.step), [])
@@ -252,7 +252,7 @@ def choice_grammar(offered: dict[str, ToolDef], may_stop: bool = True) -> dict[s
 
 def verify_choice(answer: Any, offered: dict[str, ToolDef], may_stop: bool = True) -> tuple[str, dict[str, Any]]:
     """The (tool, args) an answer chooses, or ChoiceRejected saying what was wrong in
-    the pack's and the tools' own words (never the answer's text: invariant 2). The
+    the pack's and the tools' own words (never the answer's text: docs/invariants.md, 2). The
     same rules as `choice_grammar`, checked one part at a time so the reason is precise;
     then the tool's own argument check."""
     names = [*offered, DONE] if may_stop else list(offered)

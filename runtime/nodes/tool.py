@@ -1,8 +1,8 @@
 """`tool`: call a function the host registered, through the run's one call path
 (Walk.call_tool: schemas, availability, idempotency key, journal). No retry ladder: a
 repeated call is a side effect done twice. The result is journaled the moment the call
-returns, so a resumed run replays it (invariant 4). A pack can only name tools; the host
-decides which exist (invariant 5)."""
+returns, so a resumed run replays it (docs/invariants.md, 4). A pack can only name tools; the host
+decides which exist (docs/invariants.md, 5)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The manifest's train split: `train_tag` (evalset cases with this tag are the train
 split: few-shot examples may equal them, and the eval report scores the other cases
 apart) and `train_cases` (ids given the tag in memory, for a compiled pack whose split
-was seeded rather than tagged: the compiler may not edit gold, invariant 6)."""
+was seeded rather than tagged: the compiler may not edit gold, docs/invariants.md 6)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The host's tool registry: a module the host names as `MODULE:REGISTRY` (MODULE a dotted
 module name or a path to a .py file, REGISTRY a dict of tool name -> function). A pack
-reaches only the tools in the registry its host loads (invariant 5).
+reaches only the tools in the registry its host loads (docs/invariants.md, 5).
 
 A function may declare itself, with the `runtime.tool` decorator or by hand:
 

@@ -14,7 +14,7 @@ FILE_BYTES and, of those, the last TRIALS_SHOWN trials), and every value is chec
 its type before the page sees it. A file that is missing shows as "not yet"; one that is
 half written, too large or not what the contract says shows why, never a 500. All text
 here reaches the page through Django's autoescape; the one thing marked safe is the
-chart, which escapes its own text (studio.evals.charts)."""
+chart, which escapes its own text (studio.charts)."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ from typing import Any
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from studio.evals import charts
-from studio.evals.views.common import pct
+from studio import charts
+from studio.numbers import pct
 
 FILE_BYTES = 2 * 1024 * 1024  # the most of one file read for the page
 TRIALS_SHOWN = 500  # the last trials shown (table and curve)
@@ -285,7 +285,7 @@ def read_trials(path: Path) -> tuple[list[Trial], int, str]:
 
 
 def learning_curve(trials: list[Trial]) -> SafeString | None:
-    """Validation score per trial (studio.evals.charts.line_plot): one line per arm, and
+    """Validation score per trial (studio.charts.line_plot): one line per arm, and
     per arm its kept trials (the incumbent as it moved) as a line of their own."""
     scored = [(i, t) for i, t in enumerate(trials) if t.score is not None]
     if not scored:

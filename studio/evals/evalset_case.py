@@ -20,9 +20,9 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from studio.projects.evalset import FILE, append_line, case_line, parse_rows
-from studio.projects.validation import validate_files
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo, StaleBase, StorageError
+from studio.projects.validation import validate_files
 
 __all__ = ["CaseRefused", "Saved", "add_case", "commit_case", "fresh_id"]
 

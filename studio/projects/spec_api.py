@@ -18,11 +18,11 @@ from compiler import Constraint, Spec
 from studio.accounts.access import project_for
 from studio.errors import CONFLICT, ERRORS, INVALID
 from studio.http import StudioRequest
-from studio.projects.validation import Problem
 from studio.projects.models import Project
 from studio.projects.schemas import ChangeOut, ProblemOut
 from studio.projects.specs import GOLD_FILE, SPEC_FILE, SPEC_PREFIX, check_spec, induction_of, spec_files
 from studio.projects.storage import PackRepo, StaleBase, StorageError
+from studio.projects.validation import Problem
 from studio.projects.views import upload_limits
 
 router = Router(tags=["spec"])

@@ -18,8 +18,8 @@ import yaml
 from django.conf import settings
 
 from compiler import GOLD_FILE, SPEC_FILE, Induction, Spec, SpecInvalid, induce, load_spec
-from studio.projects.validation import Problem
 from studio.projects.storage import PackRepo
+from studio.projects.validation import Problem
 
 __all__ = [
     "GOLD_FILE",

@@ -9,7 +9,7 @@ from django.http import HttpResponse
 from django.urls import reverse
 
 from runtime import NODE_KINDS
-from studio.evals import charts
+from studio import charts
 from studio.evals.results.nodes import coverage, node_blame
 from studio.evals.views.common import (
     context_for,

@@ -30,8 +30,9 @@ from studio.accounts.models import Role
 from studio.evals.models import Eval
 from studio.evals.results.summary import summarize
 from studio.http import StudioRequest
-from studio.projects.validation import PACK_PREFIX, validate_files
+from studio.numbers import pct
 from studio.projects.storage import PackRepo, StorageError
+from studio.projects.validation import PACK_PREFIX, validate_files
 
 __all__ = [
     "FRAGMENT_FRAME",
@@ -121,10 +122,6 @@ def page(
 def compact(value: Any) -> str:
     """A JSON value on one line, for a table cell ("" for None)."""
     return "" if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
-
-
-def pct(v: float | None) -> str:
-    return "—" if v is None else f"{100 * v:.1f}%"
 
 
 def usd(v: float | None) -> str:

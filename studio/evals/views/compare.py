@@ -8,8 +8,8 @@ from django.http import HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
+from studio import charts
 from studio.accounts.access import eval_for, project_for
-from studio.evals import charts
 from studio.evals.models import Eval
 from studio.evals.results.cases import compare_cases
 from studio.evals.results.compare import NotComparable, compare, history

@@ -11,7 +11,7 @@ from django.http import Http404, HttpResponse
 from django.urls import reverse
 
 from runtime import Pack, Trace
-from studio.evals import charts
+from studio import charts
 from studio.evals.models import EvalCase
 from studio.evals.results.cases import evalset_of, output_of
 from studio.evals.results.common import edge_name

@@ -27,9 +27,9 @@ from studio.evals import shared, start
 from studio.evals.models import Eval
 from studio.host_tools import registry_broken, tool_registry, tools_problem
 from studio.http import StudioRequest
-from studio.projects.validation import PACK_PREFIX, validate_files
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo, StorageError
+from studio.projects.validation import PACK_PREFIX, validate_files
 
 # An eval with nothing started after this long gets a hint on its page.
 QUEUE_PATIENCE = timedelta(seconds=30)

@@ -14,8 +14,9 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from runtime import DEFAULT_TOLERANCES, METRIC_DIRECTIONS, Calibration
+from studio import charts
 from studio.accounts.models import Role
-from studio.evals import charts, recordings
+from studio.evals import recordings
 from studio.evals.models import Eval
 from studio.evals.results.calibration import calibration
 from studio.evals.results.cases import tag_breakdown, tier_word

@@ -18,10 +18,10 @@ from studio.accounts.access import project_for
 from studio.accounts.models import Role
 from studio.http import StudioRequest
 from studio.packs import PackUnrunnable
-from studio.projects.validation import PACK_PREFIX, Problem, validate_files
 from studio.projects.models import Project
 from studio.projects.specs import SPEC_PREFIX
 from studio.projects.storage import FileChange, PackRepo, StorageError, Version
+from studio.projects.validation import PACK_PREFIX, Problem, validate_files
 
 SECTION = "project-page"  # the DOM id of projects/base.html's section
 FRAGMENT_FRAME = "_fragment.html"  # what a section base extends for an htmx swap: no site header

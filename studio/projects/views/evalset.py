@@ -13,8 +13,8 @@ from django.views.decorators.http import require_POST
 
 from studio.http import StudioRequest
 from studio.projects.evalset import FILE, CaseForm, Row, append_line, case_line, initial_for, parse_rows, replace_line
-from studio.projects.validation import Problem, validate_files
 from studio.projects.storage import StaleBase, StorageError
+from studio.projects.validation import Problem, validate_files
 from studio.projects.views.common import (
     Opened,
     after_save,

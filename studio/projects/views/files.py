@@ -19,8 +19,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from studio.http import StudioRequest
-from studio.projects.validation import Problem, validate_files
 from studio.projects.storage import StaleBase, StorageError
+from studio.projects.validation import Problem, validate_files
 from studio.projects.views.common import (
     Opened,
     after_save,

@@ -17,13 +17,13 @@ from studio.accounts.access import visible_projects
 from studio.http import StudioRequest
 from studio.numbers import whole_number
 from studio.projects.archives import ArchiveRefused, Limits, read_archive
-from studio.projects.validation import validate_files
 from studio.projects.forms import ProjectCreateForm
 from studio.projects.graph_svg import draw
 from studio.projects.models import Project, create_project, slug_unavailable
 from studio.projects.skeleton import skeleton_files
 from studio.projects.specs import example_spec_files
 from studio.projects.storage import StorageError, UnsafePath
+from studio.projects.validation import validate_files
 from studio.projects.views.common import (
     SHORT,
     Opened,

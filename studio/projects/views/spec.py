@@ -22,7 +22,6 @@ from django.views.decorators.http import require_POST
 from compiler import Constraint, Induction
 from studio.http import StudioRequest
 from studio.projects.evalset import Row, parse_rows
-from studio.projects.validation import Problem
 from studio.projects.specs import (
     GOLD_FILE,
     SPEC_FILE,
@@ -34,6 +33,7 @@ from studio.projects.specs import (
     spec_files,
 )
 from studio.projects.storage import StaleBase, StorageError
+from studio.projects.validation import Problem
 from studio.projects.views.common import (
     Opened,
     after_save,

@@ -1,4 +1,4 @@
-"""The cost histogram (studio/evals/charts.histogram): mark labels read the real value in
+"""The cost histogram (studio/charts.histogram): mark labels read the real value in
 full, stay inside the drawing and off each other; counts are whole numbers; the drawing
 fills its box (the browser test tests/e2e/test_first_run.py measures it in Chromium)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from studio.evals import charts
+from studio import charts
 from studio.evals.views.common import usd
 
 NS = "{http://www.w3.org/2000/svg}"

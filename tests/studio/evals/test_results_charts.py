@@ -1,10 +1,10 @@
-"""studio/evals/charts.py: SVG that reads without JavaScript and escapes every label."""
+"""studio/charts.py: SVG that reads without JavaScript and escapes every label."""
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from studio.evals import charts
+from studio import charts
 
 EVIL = '<script>alert("x")</script>&'
 

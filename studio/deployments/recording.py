@@ -9,15 +9,20 @@ or a climb while it happens), the others with their step (served_store.ServedSto
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from django.db import InterfaceError, OperationalError
 
 from runtime import Backend, BackendError, HostFailed, ModelCall, ModelReply, Tool
 from studio.deployments import events
 
-if TYPE_CHECKING:
-    from studio.deployments.served_store import ServedStore
+class EventWriter(Protocol):
+    """What writes a run's pending events in a transaction of its own, fence checked
+    (served_store.ServedStore)."""
+
+    fence: int | None
+
+    def write_events(self) -> None: ...
 
 
 class Recorder:
@@ -31,7 +36,7 @@ class Recorder:
         self.node: str | None = None
         self.step = 0
         self.batch = events.Batch(run_pk)
-        self.store: ServedStore | None = None
+        self.store: EventWriter | None = None
 
     def emit(self, kind: str, data: dict[str, Any], *, now: bool = False) -> None:
         self.batch.add(kind, data)

@@ -47,6 +47,7 @@ from runtime import (
 from studio import leases, packs
 from studio.endpoints.execute import spec_for
 from studio.endpoints.models import Endpoint
+from studio.errors import Refused
 from studio.evals.settings import setting
 from studio.evals.store import EvalCaseStore
 from studio.leases import LeaseLost
@@ -58,7 +59,7 @@ from studio.runs.models import TryRun
 log = logging.getLogger("packforge.studio.runs")
 
 
-class TryRefused(Exception):
+class TryRefused(Refused):
     """The run cannot start; the message says why and what to do."""
 
 

@@ -133,7 +133,8 @@ class StudioParser(Parser):
 def install(api: NinjaAPI) -> None:
     """Answer a `Refused` and Django's own exceptions in the `{"detail": ...}` shape."""
 
-    def refused(request: HttpRequest, exc: Refused) -> HttpResponse:
+    def refused(request: HttpRequest, exc: object) -> HttpResponse:
+        assert isinstance(exc, Refused)
         if exc.status >= 500:
             raise exc  # a server's fault: Django's handler500 answers "Server error" and logs it
         return api.create_response(request, exc.body(), status=exc.status)

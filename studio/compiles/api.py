@@ -21,7 +21,6 @@ from ninja.errors import HttpError
 from studio.accounts.access import compile_for, project_for
 from studio.compiles.models import Compile, CompileAttempt
 from studio.compiles.start import (
-    CompileRefused,
     adopt_attempt,
     adopt_judged,
     adoption_message,
@@ -184,16 +183,13 @@ def _attempt(c: Compile, number: int) -> CompileAttempt:
 @router.post("", response={201: CompileOut, **ERRORS_409}, summary="Start a compile of the project's spec")
 def start(request: StudioRequest, payload: CompileIn) -> Status[CompileOut]:
     project, _ = project_for(request.user, payload.project, edit=True)
-    try:
-        made = start_compile(
-            project,
-            user=request.user,
-            planner=endpoint_named(payload.planner, "planner"),
-            target=endpoint_named(payload.target, "target model"),
-            attempts=payload.attempts,
-        )
-    except CompileRefused as exc:
-        raise HttpError(400, str(exc)) from None
+    made = start_compile(
+        project,
+        user=request.user,
+        planner=endpoint_named(payload.planner, "planner"),
+        target=endpoint_named(payload.target, "target model"),
+        attempts=payload.attempts,
+    )
     return Status(201, compile_out(compile_for(request.user, made.pk)[0]))
 
 
@@ -243,10 +239,7 @@ def adopt(request: StudioRequest, compile_id: int, number: int, base: str | None
     moved on since. Without it, the attempt is adopted on top of the head."""
     c, _ = compile_for(request.user, compile_id, edit=True)
     a = _attempt(c, number)
-    try:
-        sha = adopt_attempt(a, user=request.user, base=base)
-    except CompileRefused as exc:
-        raise HttpError(409, str(exc)) from None
+    sha = adopt_attempt(a, user=request.user, base=base)
     return AdoptOut(compile=c.pk, attempt=a.number, version=sha, message=adoption_message(a))
 
 
@@ -274,10 +267,7 @@ def adopt_judged_pack(request: StudioRequest, compile_id: int, base: str | None 
     version you reviewed it against; 409 when the project moved on since, or when there
     is no judged pack (no target, or neither arm beat the trivial baseline)."""
     c, _ = compile_for(request.user, compile_id, edit=True)
-    try:
-        sha = adopt_judged(c, user=request.user, base=base)
-    except CompileRefused as exc:
-        raise HttpError(409, str(exc)) from None
+    sha = adopt_judged(c, user=request.user, base=base)
     return JudgedAdoptOut(
         compile=c.pk, arm=c.judged_arm, model=c.judged_model, version=sha, message=judged_adoption_message(c)
     )

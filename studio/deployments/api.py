@@ -103,10 +103,6 @@ def _deployment_out(d: Deployment) -> DeploymentOut:
     )
 
 
-def _refused(exc: Exception) -> HttpError:
-    return HttpError(400, str(exc))
-
-
 @router.get("", response={200: list[DeploymentOut], **ERRORS}, summary="Deployments of your projects")
 def list_deployments(request: StudioRequest) -> list[DeploymentOut]:
     rows = Deployment.objects.select_related("project", "created_by")
@@ -118,18 +114,15 @@ def list_deployments(request: StudioRequest) -> list[DeploymentOut]:
 @router.post("", response={201: DeploymentOut, **ERRORS, **INVALID}, summary="Create a deployment (authors)")
 def create_deployment(request: StudioRequest, body: DeploymentIn) -> Status[DeploymentOut]:
     project, _ = project_for(request.user, body.project, edit=True)
-    try:
-        made = service.create_deployment(
-            project,
-            user=request.user,
-            name=body.name,
-            version=body.version,
-            tiers=body.tiers,
-            webhook_url=body.webhook_url,
-            webhook_secret=body.webhook_secret,
-        )
-    except service.Refused as exc:
-        raise _refused(exc) from None
+    made = service.create_deployment(
+        project,
+        user=request.user,
+        name=body.name,
+        version=body.version,
+        tiers=body.tiers,
+        webhook_url=body.webhook_url,
+        webhook_secret=body.webhook_secret,
+    )
     return Status(201, _deployment_out(made))
 
 
@@ -146,10 +139,7 @@ def get_deployment(request: StudioRequest, name: str) -> DeploymentOut:
 )
 def change_deployment(request: StudioRequest, name: str, body: DeploymentPatch) -> DeploymentOut:
     deployment, _ = deployment_for(request.user, name, edit=True)
-    try:
-        service.change_deployment(deployment, user=request.user, **body.model_dump())
-    except service.Refused as exc:
-        raise _refused(exc) from None
+    service.change_deployment(deployment, user=request.user, **body.model_dump())
     return _deployment_out(deployment)
 
 
@@ -307,12 +297,7 @@ def submit_run(request: StudioRequest, name: str, body: RunIn, wait: float = 0) 
         raise HttpError(400, "wait is a number of seconds, 0 or more")
     seconds = min(wait, setting("PACKFORGE_SERVE_MAX_WAIT_S"))
     here = seconds > 0 and setting("PACKFORGE_SERVE_WALK_ON_WAIT")
-    try:
-        got = service.submit(deployment, body.input, run_id=body.run_id, user=request.user, walk_here=here)
-    except service.Refused as exc:
-        raise _refused(exc) from None
-    except service.Conflict as exc:
-        raise HttpError(409, str(exc)) from None
+    got = service.submit(deployment, body.input, run_id=body.run_id, user=request.user, walk_here=here)
     run = got.run
     if got.held_by:  # created held by this request: walked here (docs/serving.md, "Where a run is walked")
         status = execute.walk_here(run, got.held_by, seconds)

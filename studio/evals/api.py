@@ -174,25 +174,22 @@ def _eval(request: StudioRequest, eval_id: int, *, edit: bool = False) -> Eval:
 
 @router.post("", response={201: StartOut, **ERRORS_409}, summary="Start an eval (one per endpoint)")
 def start(request: StudioRequest, payload: EvalIn) -> Status[StartOut]:
-    try:
-        if payload.deployment is not None:
-            evals = [_start_deployment_eval(request, payload)]
-        else:
-            assert payload.project is not None  # EvalIn checks: one of project and deployment
-            project, _ = project_for(request.user, payload.project, edit=True)
-            evals = start_eval(
-                project,
-                user=request.user,
-                version=payload.version,
-                endpoints=payload.endpoints,
-                tiers=payload.tiers,
-                tags=payload.tags,
-                repeats=payload.repeats,
-                record_tools=payload.record_tools,
-                replay_tools_from=payload.replay_tools_from,
-            )
-    except EvalRefused as exc:
-        raise HttpError(400, str(exc)) from None
+    if payload.deployment is not None:
+        evals = [_start_deployment_eval(request, payload)]
+    else:
+        assert payload.project is not None  # EvalIn checks: one of project and deployment
+        project, _ = project_for(request.user, payload.project, edit=True)
+        evals = start_eval(
+            project,
+            user=request.user,
+            version=payload.version,
+            endpoints=payload.endpoints,
+            tiers=payload.tiers,
+            tags=payload.tags,
+            repeats=payload.repeats,
+            record_tools=payload.record_tools,
+            replay_tools_from=payload.replay_tools_from,
+        )
     fresh = Eval.objects.select_related("project", "endpoint", "deployment", "created_by").filter(
         pk__in=[e.pk for e in evals]
     )

@@ -23,10 +23,9 @@ from ninja.errors import HttpError
 
 from studio.accounts.access import eval_for, project_for, run_for
 from studio.errors import CONFLICT, ERRORS, INVALID
-from studio.evals.evalset_case import CaseRefused, add_case
+from studio.evals.evalset_case import add_case
 from studio.evals.models import Eval, EvalCase
 from studio.evals.results.cases import (
-    BadFilter,
     CaseFilter,
     case_page,
     case_row,
@@ -36,7 +35,7 @@ from studio.evals.results.cases import (
     matrix,
     tag_breakdown,
 )
-from studio.evals.results.compare import NotComparable, compare
+from studio.evals.results.compare import compare
 from studio.evals.results.nodes import coverage, node_blame
 from studio.evals.results.summary import tiers
 from studio.evals.views.common import pack_of
@@ -258,19 +257,13 @@ def _eval(request: StudioRequest, eval_id: int) -> Eval:
 
 
 def _filter(request: StudioRequest) -> CaseFilter:
-    try:
-        return CaseFilter.from_query(request.GET)
-    except BadFilter as exc:
-        raise HttpError(400, str(exc)) from None
+    return CaseFilter.from_query(request.GET)
 
 
 @router.get("/compare", response={200: CompareOut, **ERRORS_ALL}, summary="Two evals side by side, per case")
 def compare_evals(request: StudioRequest, a: int, b: int, changed: bool = False) -> CompareOut:
     ev_a, ev_b = _eval(request, a), _eval(request, b)
-    try:
-        cmp = compare(ev_a, ev_b)
-    except NotComparable as exc:
-        raise HttpError(400, str(exc)) from None
+    cmp = compare(ev_a, ev_b)
     pairs = compare_cases(ev_a, ev_b, pack_of(ev_a), pack_of(ev_b), changed_only=changed)
     return CompareOut(
         a=ev_a.pk,
@@ -349,20 +342,17 @@ def add_evalset_case(request: StudioRequest, payload: EvalsetCaseIn) -> Status[E
             raise HttpError(400, f"eval {ev.pk} is not an eval of {project.slug}")
         note = note or f"from eval {ev.pk}, case {payload.from_case} run {payload.from_repeat}"
         default_id = f"{payload.from_case or 'case'}-fix"
-    try:
-        saved = add_case(
-            project,
-            request.user,
-            input=payload.input,
-            expected=payload.expected,
-            case_id=payload.id,
-            default_id=default_id,
-            tags=payload.tags,
-            note=note,
-            message=payload.message,
-        )
-    except CaseRefused as exc:
-        raise HttpError(exc.status, str(exc)) from None
+    saved = add_case(
+        project,
+        request.user,
+        input=payload.input,
+        expected=payload.expected,
+        case_id=payload.id,
+        default_id=default_id,
+        tags=payload.tags,
+        note=note,
+        message=payload.message,
+    )
     return Status(201, EvalsetCaseOut(project=project.slug, case_id=saved.case_id, commit=saved.sha))
 
 
@@ -417,10 +407,7 @@ def eval_cases(request: StudioRequest, eval_id: int, page: int = 1, per_page: in
 )
 def export(request: StudioRequest, eval_id: int, format: str = "csv") -> StreamingHttpResponse:
     ev = _eval(request, eval_id)
-    try:
-        return export_response(ev, _filter(request), pack_of(ev), format)
-    except BadFilter as exc:
-        raise HttpError(400, str(exc)) from None
+    return export_response(ev, _filter(request), pack_of(ev), format)
 
 
 @router.get(

@@ -346,8 +346,6 @@ def save_files(request: StudioRequest, slug: str, body: FilesSaveIn) -> SaveOut 
     except StaleBase as exc:
         detail = f"{exc}; nothing was saved. Re-read the files at {exc.head[:10]} and save again"
         return Status(409, StaleOut(detail=detail, head=exc.head, changes=_changes(exc.changes)))
-    except StorageError as exc:
-        raise HttpError(400, str(exc)) from None
     Project.objects.filter(pk=project.pk).update(head=sha, updated_at=timezone.now())
     return SaveOut(version=sha, base=base, changes=_changes(repo.diff(base, sha)))
 

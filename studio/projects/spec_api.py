@@ -233,8 +233,6 @@ def save_spec(request: StudioRequest, slug: str, body: SpecIn) -> SpecSaveOut | 
         detail = f"{exc}; nothing was saved. Re-read the spec at {exc.head[:10]} and save again"
         changes_out = [ChangeOut(path=c.path, status=c.status) for c in exc.changes]
         return Status(409, SpecStaleOut(detail=detail, head=exc.head, changes=changes_out))
-    except StorageError as exc:
-        raise HttpError(400, str(exc)) from None
     Project.objects.filter(pk=project.pk).update(head=repo.head() or sha, updated_at=timezone.now())
     spec, problems = check_spec(spec_files(repo, sha))
     return SpecSaveOut(version=sha, base=base, valid=spec is not None, problems=_problems(problems))

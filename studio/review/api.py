@@ -18,7 +18,7 @@ from studio.http import StudioRequest
 from studio.numbers import whole_number
 from studio.review import claims, gold, present
 from studio.review.access import can_work, item_for
-from studio.review.decide import DecisionRefused, decide
+from studio.review.decide import decide
 from studio.review.models import ReviewItem
 from studio.review.queue import MAX_OFFSET, PAGE, Filters, counts, items_for, page_of
 
@@ -202,10 +202,7 @@ def decide_item(request: StudioRequest, item_id: int, payload: DecideIn) -> Any:
     item, role = item_for(request.user, item_id, work=True)
     if payload.decision == "edit" and payload.answer is None:
         return Status(400, RefusedOut(detail="an edit needs an answer"))
-    try:
-        decided = decide(item, request.user, payload.decision, answer=payload.answer, note=payload.note)
-    except DecisionRefused as exc:
-        return Status(exc.status, RefusedOut(detail=str(exc), reasons=exc.reasons))
+    decided = decide(item, request.user, payload.decision, answer=payload.answer, note=payload.note)
     return Status(200, DecidedOut(item=_detail(decided.item, role), decision=decided.decision))
 
 
@@ -218,8 +215,5 @@ def gold_item(request: StudioRequest, item_id: int, payload: GoldIn) -> ItemDeta
     """Commit the item as an evalset case (input, decided output, path, the answer under
     `human`) by the caller, and start the eval that gives the delta (`eval_delta`)."""
     item, role = item_for(request.user, item_id, work=True)
-    try:
-        item = gold.add_to_gold(item, request.user, payload.message)
-    except gold.GoldRefused as exc:
-        raise HttpError(exc.status, str(exc)) from None
+    item = gold.add_to_gold(item, request.user, payload.message)
     return _detail(item, role)

@@ -91,12 +91,9 @@ def create_run(request: StudioRequest, payload: RunIn) -> Status[RunOut]:
         endpoint = Endpoint.objects.filter(name=payload.endpoint).first()
         if endpoint is None:
             raise HttpError(400, f"no endpoint named {payload.endpoint!r}")
-    try:
-        run = execute.new_try_run(
-            project, user=request.user, version=payload.version, endpoint=endpoint, input=payload.input
-        )
-    except execute.TryRefused as exc:
-        raise HttpError(400, str(exc)) from None
+    run = execute.new_try_run(
+        project, user=request.user, version=payload.version, endpoint=endpoint, input=payload.input
+    )
     execute_try_run.delay_on_commit(run.pk)
     run, role = run_for(request.user, run.pk)
     return Status(201, _out(run, role))

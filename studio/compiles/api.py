@@ -16,7 +16,6 @@ from typing import Any
 
 from django.db.models import BooleanField, ExpressionWrapper, Q
 from ninja import Router, Schema, Status
-from ninja.errors import HttpError
 
 from studio.accounts.access import compile_for, project_for
 from studio.compiles.models import Compile, CompileAttempt
@@ -29,7 +28,7 @@ from studio.compiles.start import (
     judged_adoption_message,
     start_compile,
 )
-from studio.errors import CONFLICT, ERRORS, INVALID
+from studio.errors import CONFLICT, ERRORS, INVALID, Conflict, NotFound
 from studio.http import StudioRequest
 
 router = Router(tags=["compiles"])
@@ -175,7 +174,7 @@ def compile_out(c: Compile) -> CompileOut:
 def _attempt(c: Compile, number: int) -> CompileAttempt:
     found = CompileAttempt.objects.filter(compile=c, number=number).first()
     if found is None:
-        raise HttpError(404, f"compile {c.pk} has no finished attempt {number}")
+        raise NotFound(f"compile {c.pk} has no finished attempt {number}")
     found.compile = c
     return found
 
@@ -214,7 +213,7 @@ def get_compile(request: StudioRequest, compile_id: int) -> CompileOut:
 def cancel(request: StudioRequest, compile_id: int) -> CompileOut:
     c, _ = compile_for(request.user, compile_id, edit=True)
     if not cancel_compile(c) and c.status != Compile.Status.CANCELLED:
-        raise HttpError(409, f"compile {c.pk} already ended ({c.status}); there is nothing to cancel")
+        raise Conflict(f"compile {c.pk} already ended ({c.status}); there is nothing to cancel")
     return compile_out(compile_for(request.user, compile_id)[0])
 
 
@@ -252,7 +251,7 @@ def get_judged(request: StudioRequest, compile_id: int) -> JudgedPackOut:
     c, _ = compile_for(request.user, compile_id)
     found = judged_out(c)
     if found is None:
-        raise HttpError(404, f"compile {c.pk} has no verdict on a target model")
+        raise NotFound(f"compile {c.pk} has no verdict on a target model")
     return JudgedPackOut(**found.dict(), pack_files=c.judged_pack_files)
 
 

@@ -15,7 +15,6 @@ from django.apps import apps
 from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
 from ninja import Field, Query, Router, Schema, Status
-from ninja.errors import HttpError
 
 from studio.accounts.access import project_for
 from studio.accounts.models import ApiToken, Role
@@ -23,7 +22,7 @@ from studio.deployments import execute, service, settled
 from studio.deployments.access import deployment_for, served_run_for
 from studio.deployments.models import Deployment, DeploymentChange, RunEvent, ServedRun
 from studio.deployments.settings import setting
-from studio.errors import CONFLICT, ERRORS, INVALID
+from studio.errors import CONFLICT, ERRORS, INVALID, Refused
 from studio.http import StudioRequest
 from studio.redaction import visible_trace
 from studio.runs.execute import trace_steps
@@ -166,7 +165,7 @@ def create_token(request: StudioRequest, name: str, body: DeploymentTokenIn) -> 
     deployment, _ = deployment_for(request.user, name, edit=True)
     label = body.name.strip()
     if not label or len(label) > 100:
-        raise HttpError(400, "give the token a name of 1-100 characters")
+        raise Refused("give the token a name of 1-100 characters")
     row, token = ApiToken.issue(request.user, label, deployment=deployment)
     return Status(
         201,
@@ -294,7 +293,7 @@ def _wait_for(run: ServedRun, seconds: float) -> ServedRun:
 def submit_run(request: StudioRequest, name: str, body: RunIn, wait: float = 0) -> Status[RunOut]:
     deployment, role = deployment_for(request.user, name, edit=True)
     if wait < 0:
-        raise HttpError(400, "wait is a number of seconds, 0 or more")
+        raise Refused("wait is a number of seconds, 0 or more")
     seconds = min(wait, setting("PACKFORGE_SERVE_MAX_WAIT_S"))
     here = seconds > 0 and setting("PACKFORGE_SERVE_WALK_ON_WAIT")
     got = service.submit(deployment, body.input, run_id=body.run_id, user=request.user, walk_here=here)
@@ -403,7 +402,7 @@ def run_events(
     after = last_event_id
     if header:
         if not header.isdigit():
-            raise HttpError(400, "Last-Event-ID must be an event number")
+            raise Refused("Last-Event-ID must be an event number")
         after = int(header)
     limit = setting("PACKFORGE_SSE_MAX_S")
     seconds = min(timeout, limit) if timeout > 0 else limit

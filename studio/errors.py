@@ -1,22 +1,24 @@
 """The studio's one refusal base, the API's one error shape and its one handler map.
 
-`Refused` is what the studio raises when it will not do what a request asks: it carries
+`Refused` is what the studio raises when it will not do what a request asks. It carries
 the HTTP status that says why (400 unless told), the sentence for the person, and an
-optional short `code` (a name a test or a log can match on; not sent). `NotFound`,
-`Forbidden` and `Conflict` set 404, 403 and 409; each app's own refusals (CompileRefused,
+optional short `code` (a name a test or a log can match on; it is not sent). `NotFound`,
+`Forbidden` and `Conflict` set 404, 403 and 409; each app's refusals (CompileRefused,
 EvalRefused, MemberConflict, ...) subclass one of them. An API operation lets a Refused
-propagate: `install` answers it with its status and `{"detail": message}`. A page view
-that does not catch one (a form shows most refusals next to its fields) gets the same
-sentence in the studio's layout from `RefusedMiddleware`.
+propagate and `install` answers it; a page view that does not catch one (a form shows
+most refusals next to its fields) gets the same sentence in the studio's layout from
+`RefusedMiddleware`. A Refused with a status of 500 or more is a fault of the server's:
+both leave it to the server-error handling (logged, answered "Server error").
 
-Every error answers `{"detail": ...}`: a sentence for `Refused`, `HttpError` and Django's exceptions,
-ninja's list of problems for a 422 (a body or parameter of the wrong shape). Each router
-declares the errors its operations may give with `**ERRORS`, plus `**CONFLICT` where an
-operation can answer 409 and `**INVALID` where it takes a body or a typed parameter (so
-ninja can answer 422), so the OpenAPI document lists every status an operation can give
-(tests/studio/api/test_openapi_fuzz.py holds them to it). `install` maps Django's
-exceptions (404, 403, a model's ValidationError, a database's DataError as 400) onto the same shape for the one NinjaAPI;
-`page_not_found` does it for a URL under /api/ that no route matches.
+Every error answers `{"detail": ...}`: a sentence for a Refused, ninja's `HttpError` and
+Django's exceptions, ninja's list of problems for a 422 (a body or parameter of the wrong
+shape). Each router declares the errors its operations may give with `**ERRORS`, plus
+`**CONFLICT` where an operation can answer 409 and `**INVALID` where it takes a body or a
+typed parameter (so ninja can answer 422), so the OpenAPI document lists every status an
+operation can give (tests/studio/api/test_openapi_fuzz.py holds them to it). `install`
+maps a Refused and Django's exceptions (404, 403, a model's ValidationError, a database's
+DataError as 400) onto the same shape for the one NinjaAPI; `page_not_found` does it for
+a URL under /api/ that no route matches.
 
 The pages' errors (`handler404`, `handler403`, `handler500`, `handler400` in studio/urls.py)
 are rendered in the studio's layout, with its navigation, from frontend/templates/errors/:
@@ -35,7 +37,6 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.template import loader
 from django.utils.datastructures import MultiValueDict
 from ninja import NinjaAPI, Schema
-from ninja.errors import HttpError
 from ninja.parser import Parser
 
 
@@ -126,7 +127,7 @@ class StudioParser(Parser):
     ) -> dict[str, Any]:
         parsed = super().parse_querydict(data, list_fields, request)
         if _holds_nul(parsed):
-            raise HttpError(400, NUL_REFUSED)
+            raise Refused(NUL_REFUSED)
         return parsed
 
 

@@ -1,13 +1,24 @@
-"""The API's one error shape and its one handler map.
+"""The studio's one refusal base, the API's one error shape and its one handler map.
 
-Every error answers `{"detail": ...}`: a sentence for `HttpError` and Django's exceptions,
-ninja's list of problems for a 422 (a body or parameter of the wrong shape). Each router
-declares the errors its operations may give with `**ERRORS`, plus `**CONFLICT` where an
-operation can answer 409 and `**INVALID` where it takes a body or a typed parameter (so
-ninja can answer 422), so the OpenAPI document lists every status an operation can give
-(tests/studio/api/test_openapi_fuzz.py holds them to it). `install` maps Django's
-exceptions (404, 403, a model's ValidationError, a database's DataError as 400) onto the same shape for the one NinjaAPI;
-`page_not_found` does it for a URL under /api/ that no route matches.
+`Refused` is what the studio raises when it will not do what a request asks. It carries
+the HTTP status that says why (400 unless told), the sentence for the person, and an
+optional short `code` (a name a test or a log can match on; it is not sent). `NotFound`,
+`Forbidden` and `Conflict` set 404, 403 and 409; each app's refusals (CompileRefused,
+EvalRefused, MemberConflict, ...) subclass one of them. An API operation lets a Refused
+propagate and `install` answers it; a page view that does not catch one (a form shows
+most refusals next to its fields) gets the same sentence in the studio's layout from
+`RefusedMiddleware`. A Refused with a status of 500 or more is a fault of the server's:
+both leave it to the server-error handling (logged, answered "Server error").
+
+Every error answers `{"detail": ...}`: a sentence for a Refused, ninja's `HttpError` and
+Django's exceptions, ninja's list of problems for a 422 (a body or parameter of the wrong
+shape). Each router declares the errors its operations may give with `**ERRORS`, plus
+`**CONFLICT` where an operation can answer 409 and `**INVALID` where it takes a body or a
+typed parameter (so ninja can answer 422), so the OpenAPI document lists every status an
+operation can give (tests/studio/api/test_openapi_fuzz.py holds them to it). `install`
+maps a Refused and Django's exceptions (404, 403, a model's ValidationError, a database's
+DataError as 400) onto the same shape for the one NinjaAPI; `page_not_found` does it for
+a URL under /api/ that no route matches.
 
 The pages' errors (`handler404`, `handler403`, `handler500`, `handler400` in studio/urls.py)
 are rendered in the studio's layout, with its navigation, from frontend/templates/errors/:
@@ -17,6 +28,7 @@ technical pages, as it should to a developer). Under /api/ they keep the API's s
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -25,8 +37,43 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.template import loader
 from django.utils.datastructures import MultiValueDict
 from ninja import NinjaAPI, Schema
-from ninja.errors import HttpError
 from ninja.parser import Parser
+
+
+class Refused(Exception):
+    """A request the studio will not do; `message` says why and what to do, `status` is
+    the HTTP answer (a class default, or given per instance where one class's refusals
+    answer differently). A status of 500 or more marks a fault of the server's rather
+    than a refusal (a project's repository gone missing): it is answered as any other
+    server error, logged, with no message."""
+
+    status: int = 400
+    code: str = ""
+
+    def __init__(self, message: str, *, status: int | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if status is not None:
+            self.status = status
+        if code is not None:
+            self.code = code
+
+    def body(self) -> dict[str, Any]:
+        """The API's answer: `{"detail": message}`; a subclass may add the fields its
+        operations declare (DecisionRefused adds `reasons`)."""
+        return {"detail": self.message}
+
+
+class NotFound(Refused):
+    status = 404
+
+
+class Forbidden(Refused):
+    status = 403
+
+
+class Conflict(Refused):
+    status = 409
 
 
 class ErrorOut(Schema):
@@ -80,12 +127,18 @@ class StudioParser(Parser):
     ) -> dict[str, Any]:
         parsed = super().parse_querydict(data, list_fields, request)
         if _holds_nul(parsed):
-            raise HttpError(400, NUL_REFUSED)
+            raise Refused(NUL_REFUSED)
         return parsed
 
 
 def install(api: NinjaAPI) -> None:
-    """Answer Django's own exceptions in the `{"detail": ...}` shape."""
+    """Answer a `Refused` and Django's own exceptions in the `{"detail": ...}` shape."""
+
+    def refused(request: HttpRequest, exc: object) -> HttpResponse:
+        assert isinstance(exc, Refused)
+        if exc.status >= 500:
+            raise exc  # a server's fault: Django's handler500 answers "Server error" and logs it
+        return api.create_response(request, exc.body(), status=exc.status)
 
     def not_found(request: HttpRequest, exc: object) -> HttpResponse:
         return api.create_response(request, {"detail": "Not found"}, status=404)
@@ -103,6 +156,7 @@ def install(api: NinjaAPI) -> None:
         detail = "the request holds text the database cannot store (a NUL character, \\u0000?)"
         return api.create_response(request, {"detail": detail}, status=400)
 
+    api.add_exception_handler(Refused, refused)
     api.add_exception_handler(Http404, not_found)
     api.add_exception_handler(DataError, unstorable)
     api.add_exception_handler(PermissionDenied, forbidden)
@@ -124,6 +178,38 @@ def _is_api(request: HttpRequest) -> bool:
 def _page(request: HttpRequest, status: int, **context: Any) -> HttpResponse:
     body = loader.render_to_string(f"errors/{status}.html", {"status": status, **context}, request=request)
     return HttpResponse(body, status=status)
+
+
+PAGES = (400, 403, 404, 409)  # the statuses with a page of their own in frontend/templates/errors/
+
+
+def refused_page(request: HttpRequest, exc: Refused) -> HttpResponse:
+    """A refusal no view caught: its status and sentence, in the layout (the 400 page for
+    a status without its own); under /api/ the API's shape."""
+    if _is_api(request):
+        return JsonResponse(exc.body(), status=exc.status)
+    template = exc.status if exc.status in PAGES else 400
+    body = loader.render_to_string(
+        f"errors/{template}.html", {"status": exc.status, "reason": exc.message}, request=request
+    )
+    return HttpResponse(body, status=exc.status)
+
+
+class RefusedMiddleware:
+    """Answers a `Refused` that escapes a page view (a full page or an htmx partial) with
+    `refused_page`, instead of a 500. The API's operations never get here: ninja answers
+    them itself (`install`)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if isinstance(exception, Refused) and exception.status < 500:
+            return refused_page(request, exception)
+        return None
 
 
 def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:

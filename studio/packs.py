@@ -28,6 +28,7 @@ from runtime import (
     parse_backend_spec,
     path_problem,
 )
+from studio.errors import Refused
 from studio.host_tools import registry_broken, tool_registry, tools_problem
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo, StorageError
@@ -36,7 +37,7 @@ PACK_PREFIX = "pack/"  # where a project's pack lives in its repository
 NO_MODEL = "this pack's manifest names no model; choose an endpoint"
 
 
-class PackUnrunnable(Exception):
+class PackUnrunnable(Refused):
     """The pack at a version cannot run in the studio; `reasons` says why, each with
     what to do. str() joins them."""
 

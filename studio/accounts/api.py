@@ -7,10 +7,9 @@ from __future__ import annotations
 from datetime import datetime
 
 from ninja import Field, Router, Schema, Status
-from ninja.errors import HttpError
 
 from studio.accounts.models import ApiToken
-from studio.errors import ERRORS, INVALID
+from studio.errors import ERRORS, INVALID, NotFound, Refused
 from studio.http import StudioRequest
 
 router = Router(tags=["accounts"])
@@ -57,7 +56,7 @@ def list_tokens(request: StudioRequest) -> list[TokenOut]:
 def create_token(request: StudioRequest, body: TokenIn) -> Status[TokenCreatedOut]:
     name = body.name.strip()
     if not name or len(name) > 100:
-        raise HttpError(400, "give the token a name of 1-100 characters")
+        raise Refused("give the token a name of 1-100 characters")
     row, token = ApiToken.issue(request.user, name)
     return Status(201, TokenCreatedOut(**_out(row).model_dump(), token=token))
 
@@ -65,5 +64,5 @@ def create_token(request: StudioRequest, body: TokenIn) -> Status[TokenCreatedOu
 @router.delete("/{token_id}", response={204: None, **ERRORS, **INVALID}, summary="Revoke one of your tokens")
 def revoke_token(request: StudioRequest, token_id: int) -> Status[None]:
     if not ApiToken.objects.filter(pk=token_id, user=request.user).update(revoked=True):
-        raise HttpError(404, f"you have no token {token_id}")
+        raise NotFound(f"you have no token {token_id}")
     return Status(204, None)

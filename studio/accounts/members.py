@@ -29,12 +29,13 @@ from django.utils.http import urlsafe_base64_encode
 
 from studio.accounts.access import project_for
 from studio.accounts.models import Membership, Role
+from studio.errors import Conflict
 from studio.projects.models import Project
 
 USERNAME_MAX = 150
 
 
-class MemberConflict(Exception):
+class MemberConflict(Conflict):
     """A change that would leave a project without an author, or a taken username."""
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from django.contrib.auth.models import User
 from ninja import Field, Router, Schema, Status
-from ninja.errors import HttpError
 
 from studio.accounts import members
 from studio.accounts.models import Membership
@@ -78,10 +77,7 @@ def list_users(request: StudioRequest) -> list[UserOut]:
 )
 def create_user(request: StudioRequest, body: UserIn) -> Status[InvitedOut]:
     members.require_staff(request.user)
-    try:
-        user = members.invite(body.username, body.email, staff=body.staff)
-    except members.MemberConflict as exc:
-        raise HttpError(409, str(exc)) from None
+    user = members.invite(body.username, body.email, staff=body.staff)
     link = request.build_absolute_uri(members.set_password_path(user))
     return Status(201, InvitedOut(**_user_out(user).model_dump(), set_password_url=link))
 
@@ -113,10 +109,7 @@ def put_member(request: StudioRequest, slug: str, username: str, body: MemberIn)
     project, _ = members.members_of(request.user, slug, manage=True)
     role = members.parse_role(body.role)
     user = members.user_named(username)
-    try:
-        row, created = members.grant(project, user, role)
-    except members.MemberConflict as exc:
-        raise HttpError(409, str(exc)) from None
+    row, created = members.grant(project, user, role)
     return Status(201 if created else 200, _member_out(row))
 
 
@@ -128,8 +121,5 @@ def put_member(request: StudioRequest, slug: str, username: str, body: MemberIn)
 def delete_member(request: StudioRequest, slug: str, username: str) -> Status[None]:
     project, _ = members.members_of(request.user, slug, manage=True)
     user = members.user_named(username)
-    try:
-        members.revoke(project, user)
-    except members.MemberConflict as exc:
-        raise HttpError(409, str(exc)) from None
+    members.revoke(project, user)
     return Status(204, None)

@@ -16,12 +16,10 @@ from typing import Any
 
 from django.db.models import BooleanField, ExpressionWrapper, Q
 from ninja import Router, Schema, Status
-from ninja.errors import HttpError
 
 from studio.accounts.access import compile_for, project_for
 from studio.compiles.models import Compile, CompileAttempt
 from studio.compiles.start import (
-    CompileRefused,
     adopt_attempt,
     adopt_judged,
     adoption_message,
@@ -30,7 +28,7 @@ from studio.compiles.start import (
     judged_adoption_message,
     start_compile,
 )
-from studio.errors import CONFLICT, ERRORS, INVALID
+from studio.errors import CONFLICT, ERRORS, INVALID, Conflict, NotFound
 from studio.http import StudioRequest
 
 router = Router(tags=["compiles"])
@@ -176,7 +174,7 @@ def compile_out(c: Compile) -> CompileOut:
 def _attempt(c: Compile, number: int) -> CompileAttempt:
     found = CompileAttempt.objects.filter(compile=c, number=number).first()
     if found is None:
-        raise HttpError(404, f"compile {c.pk} has no finished attempt {number}")
+        raise NotFound(f"compile {c.pk} has no finished attempt {number}")
     found.compile = c
     return found
 
@@ -184,16 +182,13 @@ def _attempt(c: Compile, number: int) -> CompileAttempt:
 @router.post("", response={201: CompileOut, **ERRORS_409}, summary="Start a compile of the project's spec")
 def start(request: StudioRequest, payload: CompileIn) -> Status[CompileOut]:
     project, _ = project_for(request.user, payload.project, edit=True)
-    try:
-        made = start_compile(
-            project,
-            user=request.user,
-            planner=endpoint_named(payload.planner, "planner"),
-            target=endpoint_named(payload.target, "target model"),
-            attempts=payload.attempts,
-        )
-    except CompileRefused as exc:
-        raise HttpError(400, str(exc)) from None
+    made = start_compile(
+        project,
+        user=request.user,
+        planner=endpoint_named(payload.planner, "planner"),
+        target=endpoint_named(payload.target, "target model"),
+        attempts=payload.attempts,
+    )
     return Status(201, compile_out(compile_for(request.user, made.pk)[0]))
 
 
@@ -218,7 +213,7 @@ def get_compile(request: StudioRequest, compile_id: int) -> CompileOut:
 def cancel(request: StudioRequest, compile_id: int) -> CompileOut:
     c, _ = compile_for(request.user, compile_id, edit=True)
     if not cancel_compile(c) and c.status != Compile.Status.CANCELLED:
-        raise HttpError(409, f"compile {c.pk} already ended ({c.status}); there is nothing to cancel")
+        raise Conflict(f"compile {c.pk} already ended ({c.status}); there is nothing to cancel")
     return compile_out(compile_for(request.user, compile_id)[0])
 
 
@@ -243,10 +238,7 @@ def adopt(request: StudioRequest, compile_id: int, number: int, base: str | None
     moved on since. Without it, the attempt is adopted on top of the head."""
     c, _ = compile_for(request.user, compile_id, edit=True)
     a = _attempt(c, number)
-    try:
-        sha = adopt_attempt(a, user=request.user, base=base)
-    except CompileRefused as exc:
-        raise HttpError(409, str(exc)) from None
+    sha = adopt_attempt(a, user=request.user, base=base)
     return AdoptOut(compile=c.pk, attempt=a.number, version=sha, message=adoption_message(a))
 
 
@@ -259,7 +251,7 @@ def get_judged(request: StudioRequest, compile_id: int) -> JudgedPackOut:
     c, _ = compile_for(request.user, compile_id)
     found = judged_out(c)
     if found is None:
-        raise HttpError(404, f"compile {c.pk} has no verdict on a target model")
+        raise NotFound(f"compile {c.pk} has no verdict on a target model")
     return JudgedPackOut(**found.dict(), pack_files=c.judged_pack_files)
 
 
@@ -274,10 +266,7 @@ def adopt_judged_pack(request: StudioRequest, compile_id: int, base: str | None 
     version you reviewed it against; 409 when the project moved on since, or when there
     is no judged pack (no target, or neither arm beat the trivial baseline)."""
     c, _ = compile_for(request.user, compile_id, edit=True)
-    try:
-        sha = adopt_judged(c, user=request.user, base=base)
-    except CompileRefused as exc:
-        raise HttpError(409, str(exc)) from None
+    sha = adopt_judged(c, user=request.user, base=base)
     return JudgedAdoptOut(
         compile=c.pk, arm=c.judged_arm, model=c.judged_model, version=sha, message=judged_adoption_message(c)
     )

@@ -15,6 +15,7 @@ from studio.compiles.models import Compile, CompileAttempt
 from studio.compiles.settings import setting
 from studio.compiles.shared import S
 from studio.endpoints.models import Endpoint
+from studio.errors import Refused
 from studio.numbers import whole_number
 from studio.packs import PACK_PREFIX
 from studio.projects.models import Project
@@ -27,8 +28,9 @@ from studio.projects.storage import PackRepo, StaleBase, StorageError
 PLANNER_SCHEMES = ("openai:", "recorded:")
 
 
-class CompileRefused(Exception):
-    """The compile (or the adoption) cannot happen; the message says why and what to do."""
+class CompileRefused(Refused):
+    """The compile (or the adoption) cannot happen; the message says why and what to do.
+    A refused compile is a 400, a refused adoption a 409 (the adopt functions say so)."""
 
 
 def endpoint_named(ref: int | str | None, what: str) -> Endpoint | None:
@@ -146,12 +148,14 @@ def judged_adoption_message(c: Compile) -> str:
 class AdoptStale(CompileRefused):
     """The project moved on since the version the adoption was based on."""
 
+    status = 409
+
 
 def adopt_attempt(attempt: CompileAttempt, *, user: User, base: str | None = None) -> str:
     """Adopt the attempt's pack (adopt_files), with a message naming the spec version and
     the attempt. Its pack runs on the offline test model (structure tests only)."""
     if not attempt.pack_files:
-        raise CompileRefused(f"attempt {attempt.number} produced no pack to adopt")
+        raise CompileRefused(f"attempt {attempt.number} produced no pack to adopt", status=409)
     what = f"attempt {attempt.number}'s pack"
     return adopt_files(
         attempt.compile.project, attempt.pack_files, what, adoption_message(attempt), user=user, base=base
@@ -165,7 +169,8 @@ def adopt_judged(c: Compile, *, user: User, base: str | None = None) -> str:
     if not c.judged_pack_files:
         raise CompileRefused(
             f"compile #{c.pk} has no judged pack to adopt: "
-            + (c.judged_sentence or "it was not judged on a target model")
+            + (c.judged_sentence or "it was not judged on a target model"),
+            status=409,
         )
     return adopt_files(
         c.project, c.judged_pack_files, "the judged pack", judged_adoption_message(c), user=user, base=base
@@ -191,11 +196,11 @@ def adopt_files(
         try:
             current = repo.files(head, prefix=PACK_PREFIX) if head else {}
         except StorageError as exc:
-            raise CompileRefused(f"cannot adopt on version {head}: {exc}") from None
+            raise CompileRefused(f"cannot adopt on version {head}: {exc}", status=409) from None
         changes: dict[str, bytes | None] = {p: None for p in (f"{PACK_PREFIX}{q}" for q in current) if p not in wanted}
         changes.update({p: data for p, data in wanted.items() if current.get(p[len(PACK_PREFIX) :]) != data})
         if not changes:
-            raise CompileRefused(f"the project's pack is already {what}; nothing to adopt")
+            raise CompileRefused(f"the project's pack is already {what}; nothing to adopt", status=409)
         try:
             sha = repo.save(changes, base=head, author=author, email=user.email, message=message)
         except StaleBase as exc:
@@ -206,7 +211,7 @@ def adopt_files(
                 ) from None
             continue
         except StorageError as exc:
-            raise CompileRefused(f"could not commit the pack: {exc}") from None
+            raise CompileRefused(f"could not commit the pack: {exc}", status=409) from None
         Project.objects.filter(pk=project.pk).update(head=repo.head() or "", updated_at=timezone.now())
         return sha
-    raise CompileRefused("the project changed twice while adopting; try again")
+    raise CompileRefused("the project changed twice while adopting; try again", status=409)

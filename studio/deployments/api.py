@@ -15,7 +15,6 @@ from django.apps import apps
 from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
 from ninja import Field, Query, Router, Schema, Status
-from ninja.errors import HttpError
 
 from studio.accounts.access import project_for
 from studio.accounts.models import ApiToken, Role
@@ -23,7 +22,7 @@ from studio.deployments import served_store, service, settled, worker
 from studio.deployments.access import deployment_for, served_run_for
 from studio.deployments.models import Deployment, DeploymentChange, RunEvent, ServedRun
 from studio.deployments.settings import setting
-from studio.errors import CONFLICT, ERRORS, INVALID
+from studio.errors import CONFLICT, ERRORS, INVALID, Refused
 from studio.http import StudioRequest
 from studio.redaction import visible_trace
 from studio.runs.steps import trace_steps
@@ -103,10 +102,6 @@ def _deployment_out(d: Deployment) -> DeploymentOut:
     )
 
 
-def _refused(exc: Exception) -> HttpError:
-    return HttpError(400, str(exc))
-
-
 @router.get("", response={200: list[DeploymentOut], **ERRORS}, summary="Deployments of your projects")
 def list_deployments(request: StudioRequest) -> list[DeploymentOut]:
     rows = Deployment.objects.select_related("project", "created_by")
@@ -118,18 +113,15 @@ def list_deployments(request: StudioRequest) -> list[DeploymentOut]:
 @router.post("", response={201: DeploymentOut, **ERRORS, **INVALID}, summary="Create a deployment (authors)")
 def create_deployment(request: StudioRequest, body: DeploymentIn) -> Status[DeploymentOut]:
     project, _ = project_for(request.user, body.project, edit=True)
-    try:
-        made = service.create_deployment(
-            project,
-            user=request.user,
-            name=body.name,
-            version=body.version,
-            tiers=body.tiers,
-            webhook_url=body.webhook_url,
-            webhook_secret=body.webhook_secret,
-        )
-    except service.Refused as exc:
-        raise _refused(exc) from None
+    made = service.create_deployment(
+        project,
+        user=request.user,
+        name=body.name,
+        version=body.version,
+        tiers=body.tiers,
+        webhook_url=body.webhook_url,
+        webhook_secret=body.webhook_secret,
+    )
     return Status(201, _deployment_out(made))
 
 
@@ -146,10 +138,7 @@ def get_deployment(request: StudioRequest, name: str) -> DeploymentOut:
 )
 def change_deployment(request: StudioRequest, name: str, body: DeploymentPatch) -> DeploymentOut:
     deployment, _ = deployment_for(request.user, name, edit=True)
-    try:
-        service.change_deployment(deployment, user=request.user, **body.model_dump())
-    except service.Refused as exc:
-        raise _refused(exc) from None
+    service.change_deployment(deployment, user=request.user, **body.model_dump())
     return _deployment_out(deployment)
 
 
@@ -176,7 +165,7 @@ def create_token(request: StudioRequest, name: str, body: DeploymentTokenIn) -> 
     deployment, _ = deployment_for(request.user, name, edit=True)
     label = body.name.strip()
     if not label or len(label) > 100:
-        raise HttpError(400, "give the token a name of 1-100 characters")
+        raise Refused("give the token a name of 1-100 characters")
     row, token = ApiToken.issue(request.user, label, deployment=deployment)
     return Status(
         201,
@@ -304,15 +293,10 @@ def _wait_for(run: ServedRun, seconds: float) -> ServedRun:
 def submit_run(request: StudioRequest, name: str, body: RunIn, wait: float = 0) -> Status[RunOut]:
     deployment, role = deployment_for(request.user, name, edit=True)
     if wait < 0:
-        raise HttpError(400, "wait is a number of seconds, 0 or more")
+        raise Refused("wait is a number of seconds, 0 or more")
     seconds = min(wait, setting("PACKFORGE_SERVE_MAX_WAIT_S"))
     here = seconds > 0 and setting("PACKFORGE_SERVE_WALK_ON_WAIT")
-    try:
-        got = service.submit(deployment, body.input, run_id=body.run_id, user=request.user, walk_here=here)
-    except service.Refused as exc:
-        raise _refused(exc) from None
-    except service.Conflict as exc:
-        raise HttpError(409, str(exc)) from None
+    got = service.submit(deployment, body.input, run_id=body.run_id, user=request.user, walk_here=here)
     run = got.run
     if got.held_by:  # created held by this request: walked here (docs/serving.md, "Where a run is walked")
         status = worker.walk_here(run, got.held_by, seconds)
@@ -418,7 +402,7 @@ def run_events(
     after = last_event_id
     if header:
         if not header.isdigit():
-            raise HttpError(400, "Last-Event-ID must be an event number")
+            raise Refused("Last-Event-ID must be an event number")
         after = int(header)
     limit = setting("PACKFORGE_SSE_MAX_S")
     seconds = min(timeout, limit) if timeout > 0 else limit

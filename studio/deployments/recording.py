@@ -16,6 +16,7 @@ from django.db import InterfaceError, OperationalError
 from runtime import Backend, BackendError, HostFailed, ModelCall, ModelReply, Tool
 from studio.deployments import events
 
+
 class EventWriter(Protocol):
     """What writes a run's pending events in a transaction of its own, fence checked
     (served_store.ServedStore)."""

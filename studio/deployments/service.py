@@ -18,7 +18,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from studio import packs
+from studio import errors, packs
 from studio.deployments import events, settled
 from studio.deployments.models import Deployment, DeploymentChange, ServedRun
 from studio.endpoints.models import Endpoint
@@ -29,11 +29,11 @@ S = ServedRun.Status
 RUN_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 
 
-class Refused(Exception):
+class Refused(errors.Refused):
     """The request cannot be done; the message says why (a 400)."""
 
 
-class Conflict(Exception):
+class Conflict(errors.Conflict):
     """The run_id is taken by a run with another input (a 409)."""
 
 

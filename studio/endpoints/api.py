@@ -11,12 +11,11 @@ from typing import Any
 
 from django.utils import timezone
 from ninja import Router, Schema, Status
-from ninja.errors import HttpError
 
 from studio.accounts.access import can_manage_endpoints, endpoint_for, require_endpoint_manager
 from studio.endpoints.forms import EndpointForm
 from studio.endpoints.models import Endpoint
-from studio.errors import ERRORS, INVALID
+from studio.errors import ERRORS, INVALID, Refused
 from studio.http import StudioRequest
 from studio.redaction import visible_check
 
@@ -76,7 +75,7 @@ def create_endpoint(request: StudioRequest, payload: EndpointIn) -> Status[Endpo
             f"{name}: {' '.join(str(e) for e in errors)}" if name != "__all__" else " ".join(str(e) for e in errors)
             for name, errors in form.errors.items()
         ]
-        raise HttpError(400, "; ".join(problems))
+        raise Refused("; ".join(problems))
     endpoint = form.save(commit=False)
     endpoint.created_by = request.user
     endpoint.save()

@@ -21,12 +21,11 @@ from typing import Any
 
 from django.db.models import Count, Q, QuerySet
 from ninja import Field, Router, Schema, Status
-from ninja.errors import HttpError
 from pydantic import model_validator
 
 from studio.accounts.access import eval_for, project_for
 from studio.deployments.access import deployment_for
-from studio.errors import CONFLICT, ERRORS, INVALID
+from studio.errors import CONFLICT, ERRORS, INVALID, Conflict
 from studio.evals import shared
 from studio.evals.lists import visible_evals
 from studio.evals.models import Eval, EvalCase
@@ -174,25 +173,22 @@ def _eval(request: StudioRequest, eval_id: int, *, edit: bool = False) -> Eval:
 
 @router.post("", response={201: StartOut, **ERRORS_409}, summary="Start an eval (one per endpoint)")
 def start(request: StudioRequest, payload: EvalIn) -> Status[StartOut]:
-    try:
-        if payload.deployment is not None:
-            evals = [_start_deployment_eval(request, payload)]
-        else:
-            assert payload.project is not None  # EvalIn checks: one of project and deployment
-            project, _ = project_for(request.user, payload.project, edit=True)
-            evals = start_eval(
-                project,
-                user=request.user,
-                version=payload.version,
-                endpoints=payload.endpoints,
-                tiers=payload.tiers,
-                tags=payload.tags,
-                repeats=payload.repeats,
-                record_tools=payload.record_tools,
-                replay_tools_from=payload.replay_tools_from,
-            )
-    except EvalRefused as exc:
-        raise HttpError(400, str(exc)) from None
+    if payload.deployment is not None:
+        evals = [_start_deployment_eval(request, payload)]
+    else:
+        assert payload.project is not None  # EvalIn checks: one of project and deployment
+        project, _ = project_for(request.user, payload.project, edit=True)
+        evals = start_eval(
+            project,
+            user=request.user,
+            version=payload.version,
+            endpoints=payload.endpoints,
+            tiers=payload.tiers,
+            tags=payload.tags,
+            repeats=payload.repeats,
+            record_tools=payload.record_tools,
+            replay_tools_from=payload.replay_tools_from,
+        )
     fresh = Eval.objects.select_related("project", "endpoint", "deployment", "created_by").filter(
         pk__in=[e.pk for e in evals]
     )
@@ -240,7 +236,7 @@ def get_eval(request: StudioRequest, eval_id: int) -> EvalOut:
 def cancel(request: StudioRequest, eval_id: int) -> EvalOut:
     ev = _eval(request, eval_id, edit=True)
     if not cancel_eval(ev) and ev.status == Eval.Status.DONE:
-        raise HttpError(409, f"eval {ev.pk} already finished; there is nothing to cancel")
+        raise Conflict(f"eval {ev.pk} already finished; there is nothing to cancel")
     ev.refresh_from_db()
     return eval_out(ev)
 
@@ -251,7 +247,7 @@ def cancel(request: StudioRequest, eval_id: int) -> EvalOut:
 def baseline(request: StudioRequest, eval_id: int) -> EvalOut:
     ev = _eval(request, eval_id, edit=True)
     if ev.status != Eval.Status.DONE:
-        raise HttpError(409, f"eval {ev.pk} is {ev.status}; only a finished eval can be the baseline")
+        raise Conflict(f"eval {ev.pk} is {ev.status}; only a finished eval can be the baseline")
     mark_baseline(ev)
     return eval_out(ev)
 
@@ -264,7 +260,5 @@ def baseline(request: StudioRequest, eval_id: int) -> EvalOut:
 def gate(request: StudioRequest, eval_id: int) -> GateOut:
     ev = _eval(request, eval_id)
     if ev.status != Eval.Status.DONE:
-        raise HttpError(
-            409, f"eval {ev.pk} is {ev.status}; only a finished eval is gated (poll GET /api/evals/{ev.pk})"
-        )
+        raise Conflict(f"eval {ev.pk} is {ev.status}; only a finished eval is gated (poll GET /api/evals/{ev.pk})")
     return GateOut(eval=ev.pk, **baseline_gate(ev))

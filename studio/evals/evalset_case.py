@@ -19,6 +19,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.utils import timezone
 
+from studio.errors import Refused
 from studio.projects.evalset import FILE, append_line, case_line, parse_rows
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo, StaleBase, StorageError
@@ -29,12 +30,11 @@ __all__ = ["CaseRefused", "Saved", "add_case", "commit_case", "fresh_id"]
 CASE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$")
 
 
-class CaseRefused(Exception):
+class CaseRefused(Refused):
     """The case was not committed; the message says why. `status` is the HTTP answer."""
 
     def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
+        super().__init__(message, status=status)
 
 
 @dataclass(frozen=True)

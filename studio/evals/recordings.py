@@ -15,6 +15,7 @@ from typing import Any
 from django.db.models import Count, Q, Sum
 
 from runtime import RunResult, RunTape, ToolTape
+from studio.errors import Refused
 from studio.evals.models import Eval, EvalCase
 
 __all__ = [
@@ -33,7 +34,7 @@ RECORD, REPLAY = "record", "replay"
 DIVERGED_MARK = "diverged from the recording"  # runtime.walker's reason for a `diverged` ToolOutcome
 
 
-class RecordingRefused(Exception):
+class RecordingRefused(Refused):
     """The eval cannot replay what was asked; the message says why."""
 
 

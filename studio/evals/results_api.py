@@ -19,14 +19,12 @@ from typing import Any
 
 from django.http import StreamingHttpResponse
 from ninja import Field, Router, Schema, Status
-from ninja.errors import HttpError
 
 from studio.accounts.access import eval_for, project_for, run_for
-from studio.errors import CONFLICT, ERRORS, INVALID
-from studio.evals.evalset_case import CaseRefused, add_case
+from studio.errors import CONFLICT, ERRORS, INVALID, NotFound, Refused
+from studio.evals.evalset_case import add_case
 from studio.evals.models import Eval, EvalCase
 from studio.evals.results.cases import (
-    BadFilter,
     CaseFilter,
     case_page,
     case_row,
@@ -36,7 +34,7 @@ from studio.evals.results.cases import (
     matrix,
     tag_breakdown,
 )
-from studio.evals.results.compare import NotComparable, compare
+from studio.evals.results.compare import compare
 from studio.evals.results.nodes import coverage, node_blame
 from studio.evals.results.summary import tiers
 from studio.evals.views.common import pack_of
@@ -258,19 +256,13 @@ def _eval(request: StudioRequest, eval_id: int) -> Eval:
 
 
 def _filter(request: StudioRequest) -> CaseFilter:
-    try:
-        return CaseFilter.from_query(request.GET)
-    except BadFilter as exc:
-        raise HttpError(400, str(exc)) from None
+    return CaseFilter.from_query(request.GET)
 
 
 @router.get("/compare", response={200: CompareOut, **ERRORS_ALL}, summary="Two evals side by side, per case")
 def compare_evals(request: StudioRequest, a: int, b: int, changed: bool = False) -> CompareOut:
     ev_a, ev_b = _eval(request, a), _eval(request, b)
-    try:
-        cmp = compare(ev_a, ev_b)
-    except NotComparable as exc:
-        raise HttpError(400, str(exc)) from None
+    cmp = compare(ev_a, ev_b)
     pairs = compare_cases(ev_a, ev_b, pack_of(ev_a), pack_of(ev_b), changed_only=changed)
     return CompareOut(
         a=ev_a.pk,
@@ -293,11 +285,11 @@ def parse_ids(raw: str) -> list[int]:
         if not part:
             continue
         if not part.isdigit() or len(part) > 12:
-            raise HttpError(400, f"evals: {part!r} is not an eval id; list ids with commas (evals=12,13,14)")
+            raise Refused(f"evals: {part!r} is not an eval id; list ids with commas (evals=12,13,14)")
         if int(part) not in ids:
             ids.append(int(part))
     if not 2 <= len(ids) <= MAX_MATRIX:
-        raise HttpError(400, f"evals: list 2 to {MAX_MATRIX} eval ids with commas (evals=12,13,14)")
+        raise Refused(f"evals: list 2 to {MAX_MATRIX} eval ids with commas (evals=12,13,14)")
     return ids
 
 
@@ -305,7 +297,7 @@ def open_matrix(request: StudioRequest, ids: list[int]) -> list[Eval]:
     """The evals of a matrix, each readable by the user (404 otherwise), all of one project."""
     evals = [_eval(request, i) for i in ids]
     if len({ev.project_id for ev in evals}) > 1:
-        raise HttpError(400, "a matrix compares evals of one project (the same evalset)")
+        raise Refused("a matrix compares evals of one project (the same evalset)")
     return evals
 
 
@@ -340,29 +332,26 @@ def add_evalset_case(request: StudioRequest, payload: EvalsetCaseIn) -> Status[E
     if payload.from_run is not None:
         run, _ = run_for(request.user, payload.from_run)
         if run.project_id != project.pk:
-            raise HttpError(400, f"try-it run {run.pk} is not a run of {project.slug}")
+            raise Refused(f"try-it run {run.pk} is not a run of {project.slug}")
         note = note or f"from try-it run {run.pk} ({run.model_spec or 'the pack model'})"
         default_id = f"try-{run.pk}"
     elif payload.from_eval is not None:
         ev, _ = eval_for(request.user, payload.from_eval)
         if ev.project_id != project.pk:
-            raise HttpError(400, f"eval {ev.pk} is not an eval of {project.slug}")
+            raise Refused(f"eval {ev.pk} is not an eval of {project.slug}")
         note = note or f"from eval {ev.pk}, case {payload.from_case} run {payload.from_repeat}"
         default_id = f"{payload.from_case or 'case'}-fix"
-    try:
-        saved = add_case(
-            project,
-            request.user,
-            input=payload.input,
-            expected=payload.expected,
-            case_id=payload.id,
-            default_id=default_id,
-            tags=payload.tags,
-            note=note,
-            message=payload.message,
-        )
-    except CaseRefused as exc:
-        raise HttpError(exc.status, str(exc)) from None
+    saved = add_case(
+        project,
+        request.user,
+        input=payload.input,
+        expected=payload.expected,
+        case_id=payload.id,
+        default_id=default_id,
+        tags=payload.tags,
+        note=note,
+        message=payload.message,
+    )
     return Status(201, EvalsetCaseOut(project=project.slug, case_id=saved.case_id, commit=saved.sha))
 
 
@@ -417,10 +406,7 @@ def eval_cases(request: StudioRequest, eval_id: int, page: int = 1, per_page: in
 )
 def export(request: StudioRequest, eval_id: int, format: str = "csv") -> StreamingHttpResponse:
     ev = _eval(request, eval_id)
-    try:
-        return export_response(ev, _filter(request), pack_of(ev), format)
-    except BadFilter as exc:
-        raise HttpError(400, str(exc)) from None
+    return export_response(ev, _filter(request), pack_of(ev), format)
 
 
 @router.get(
@@ -432,7 +418,7 @@ def eval_case(request: StudioRequest, eval_id: int, case_id: str, repeat: int) -
     ev, role = eval_for(request.user, eval_id)
     row = EvalCase.objects.filter(eval=ev, case_id=case_id, repeat=repeat).first()
     if row is None:
-        raise HttpError(404, f"eval {ev.pk} has no run of case {case_id!r} repeat {repeat}")
+        raise NotFound(f"eval {ev.pk} has no run of case {case_id!r} repeat {repeat}")
     pack = pack_of(ev)
     trace = row.trace if isinstance(row.trace, dict) else None
     shown = visible_trace(trace, role) if trace is not None else None

@@ -17,6 +17,7 @@ from studio import packs
 from studio.deployments.models import Deployment
 from studio.endpoints.backends import spec_for
 from studio.endpoints.models import Endpoint
+from studio.errors import Refused
 from studio.evals import recordings, shared
 from studio.evals.models import Eval, EvalCase
 from studio.evals.settings import setting
@@ -25,7 +26,7 @@ from studio.numbers import whole_number
 from studio.projects.models import Project
 
 
-class EvalRefused(Exception):
+class EvalRefused(Refused):
     """The eval cannot start; the message says why and what to do."""
 
 

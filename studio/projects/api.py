@@ -23,7 +23,7 @@ from runtime import path_problem
 from runtime import shown_path as shown
 from studio.accounts.access import project_for, visible_projects
 from studio.accounts.models import Membership, Role
-from studio.errors import CONFLICT, ERRORS, INVALID
+from studio.errors import CONFLICT, ERRORS, INVALID, Conflict, NotFound, Refused
 from studio.http import StudioRequest
 from studio.projects.archives import ArchiveRefused, read_archive
 from studio.projects.forms import example_choices
@@ -95,7 +95,7 @@ def _resolve(repo: PackRepo, version: str | None) -> str:
     try:
         return repo.resolve(version or None)
     except StorageError as exc:
-        raise HttpError(404, str(exc)) from None
+        raise NotFound(str(exc)) from None
 
 
 def pack_path(path: str) -> str:
@@ -109,26 +109,25 @@ def pack_path(path: str) -> str:
         or any(ord(c) < 32 for c in path)
         or any(p in ("", ".", "..") for p in parts)
     ):
-        raise HttpError(
-            400,
+        raise Refused(
             f"bad file path {path!r}: give a path inside the pack, like prompts/classify.txt "
             "(no '..', no leading '/', no empty parts)",
         )
     problem = path_problem(path, under=PACK_PREFIX)  # no .git, no name a filesystem cannot hold
     if problem is not None:
-        raise HttpError(400, f"bad file path {shown(path)}: {problem}")
+        raise Refused(f"bad file path {shown(path)}: {problem}")
     return path
 
 
 def _check_changes(files: dict[str, str | None]) -> dict[str, bytes | None]:
     limits = upload_limits()
     if len(files) > limits.max_files:
-        raise HttpError(400, f"{len(files)} files in one request; the limit is {limits.max_files}")
+        raise Refused(f"{len(files)} files in one request; the limit is {limits.max_files}")
     out: dict[str, bytes | None] = {}
     for path, content in files.items():
         data = None if content is None else content.encode("utf-8")
         if data is not None and len(data) > limits.max_file:
-            raise HttpError(400, f"{path} is {len(data)} bytes; the limit per file is {limits.max_file}")
+            raise Refused(f"{path} is {len(data)} bytes; the limit per file is {limits.max_file}")
         out[pack_path(path)] = data
     return out
 
@@ -146,7 +145,7 @@ def _text(data: bytes, path: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise HttpError(422, f"{path} is not UTF-8 text") from None
+        raise Refused(f"{path} is not UTF-8 text", status=422) from None
 
 
 def _parent(repo: PackRepo, sha: str) -> str | None:
@@ -184,7 +183,7 @@ def _create(
     spec: dict[str, bytes] | None = None,
 ) -> Project:
     if Project.objects.filter(slug=slug).exists():
-        raise HttpError(409, slug_unavailable(slug, request.user))
+        raise Conflict(slug_unavailable(slug, request.user))
     try:
         return create_project(
             slug=slug,
@@ -198,11 +197,11 @@ def _create(
     except ValidationError as exc:
         fields = getattr(exc, "message_dict", None)
         detail = "; ".join(f"{k}: {' '.join(v)}" for k, v in fields.items()) if fields else "; ".join(exc.messages)
-        raise HttpError(400, detail) from None
+        raise Refused(detail) from None
     except UnsafePath as exc:
-        raise HttpError(400, f"upload refused: {exc}. Nothing was stored.") from None
+        raise Refused(f"upload refused: {exc}. Nothing was stored.") from None
     except (IntegrityError, StorageError):  # another create of this slug won, or a repository holds it
-        raise HttpError(409, slug_unavailable(slug, request.user)) from None
+        raise Conflict(slug_unavailable(slug, request.user)) from None
 
 
 @router.post(
@@ -217,7 +216,7 @@ def create(request: StudioRequest, body: ProjectIn) -> Status[ProjectOut]:
     if body.example:
         examples = [name for name, _ in example_choices() if name]
         if body.example not in examples:
-            raise HttpError(400, f"no example {body.example!r}; choose one of {', '.join(examples)}")
+            raise Refused(f"no example {body.example!r}; choose one of {', '.join(examples)}")
         files, message = example_files(body.example), f"Create from example {body.example}"
         spec = example_spec_files(body.example)
     project = _create(request, body.slug, body.name, body.description, files, message, spec)
@@ -240,15 +239,14 @@ def upload(
     many files, non-UTF-8 text) answer 400 with the reason; nothing is stored."""
     limits = upload_limits()
     if archive.size is not None and archive.size > limits.max_total:
-        raise HttpError(
-            400,
+        raise Refused(
             f"upload refused: the archive is {archive.size} bytes; the limit is {limits.max_total}. "
             "Nothing was stored.",
         )
     try:
         files = read_archive(archive.name or "", archive.read(), limits)
     except ArchiveRefused as exc:
-        raise HttpError(400, f"upload refused: {exc}. Nothing was stored.") from None
+        raise Refused(f"upload refused: {exc}. Nothing was stored.") from None
     project = _create(request, slug, name, description, files, f"Create from upload {archive.name}")
     return Status(201, _project_out(project, Role.AUTHOR))
 
@@ -270,7 +268,7 @@ def detail(request: StudioRequest, slug: str) -> ProjectOut:
 def versions(request: StudioRequest, slug: str, limit: int = 200) -> list[VersionOut]:
     project, _ = project_for(request.user, slug)
     if not 1 <= limit <= 10_000:
-        raise HttpError(400, "limit must be between 1 and 10000")
+        raise Refused("limit must be between 1 and 10000")
     out = []
     for v in _repo(project).log(limit=limit):
         author, _, email = v.author.partition(" <")
@@ -307,7 +305,7 @@ def read_file(request: StudioRequest, slug: str, path: str, version: str | None 
     sha = _resolve(repo, version)
     files = repo.files(sha, prefix=PACK_PREFIX)
     if path not in files:
-        raise HttpError(404, f"no file {path} in version {sha[:10]}")
+        raise NotFound(f"no file {path} in version {sha[:10]}")
     return FileOut(path=path, version=sha, size=len(files[path]), content=_text(files[path], path))
 
 
@@ -321,19 +319,19 @@ def save_files(request: StudioRequest, slug: str, body: FilesSaveIn) -> SaveOut 
     answer names the head and the files changed since, so the client can merge by hand."""
     project, _ = project_for(request.user, slug, edit=True)
     if not body.files:
-        raise HttpError(400, "no files given; send {path: content} (or null to delete)")
+        raise Refused("no files given; send {path: content} (or null to delete)")
     if not body.message.strip():
-        raise HttpError(400, "a save needs a message")
+        raise Refused("a save needs a message")
     changes = _check_changes(body.files)
     repo = _repo(project)
     try:
         base = repo.resolve(body.base)
     except StorageError as exc:
-        raise HttpError(400, f"base: {exc}") from None
+        raise Refused(f"base: {exc}") from None
     existing = repo.files(base, prefix=PACK_PREFIX)
     for path, data in changes.items():
         if data is None and path not in existing:
-            raise HttpError(400, f"cannot delete {path}: version {base[:10]} has no such file")
+            raise Refused(f"cannot delete {path}: version {base[:10]} has no such file")
     user = _user(request)
     try:
         sha = repo.save(
@@ -346,8 +344,6 @@ def save_files(request: StudioRequest, slug: str, body: FilesSaveIn) -> SaveOut 
     except StaleBase as exc:
         detail = f"{exc}; nothing was saved. Re-read the files at {exc.head[:10]} and save again"
         return Status(409, StaleOut(detail=detail, head=exc.head, changes=_changes(exc.changes)))
-    except StorageError as exc:
-        raise HttpError(400, str(exc)) from None
     Project.objects.filter(pk=project.pk).update(head=sha, updated_at=timezone.now())
     return SaveOut(version=sha, base=base, changes=_changes(repo.diff(base, sha)))
 
@@ -363,7 +359,7 @@ def diff(
     unified diff; `layout=side-by-side` gives rows (old line, old text, new line, new text, kind)."""
     project, _ = project_for(request.user, slug)
     if layout not in LAYOUTS:
-        raise HttpError(400, f"unknown layout {layout!r}; use unified or side-by-side")
+        raise Refused(f"unknown layout {layout!r}; use unified or side-by-side")
     repo = _repo(project)
     new = _resolve(repo, b)
     old = _resolve(repo, a) if a else _parent(repo, new)
@@ -441,13 +437,13 @@ _ARCHIVE_DOC = {
 def download(request: StudioRequest, slug: str, version: str | None = None, format: str = "zip") -> HttpResponse:
     project, _ = project_for(request.user, slug)
     if format not in ARCHIVE_TYPES:
-        raise HttpError(400, f"unknown format {format!r}; use zip or tar.gz")
+        raise Refused(f"unknown format {format!r}; use zip or tar.gz")
     repo = _repo(project)
     sha = _resolve(repo, version)
     try:
         data = repo.archive(sha, format, prefix=PACK_PREFIX, folder=project.slug)
     except UnsafePath as exc:  # stored before such paths were refused: hand out nothing
-        raise HttpError(409, str(exc)) from None
+        raise Conflict(str(exc)) from None
     response = HttpResponse(data, content_type=ARCHIVE_TYPES[format])
     response["Content-Disposition"] = f'attachment; filename="{project.slug}-{sha[:10]}.{format}"'
     response["X-Packforge-Version"] = sha

@@ -18,10 +18,11 @@ from pathlib import PurePosixPath
 
 from runtime import path_problem
 from runtime import shown_path as shown
+from studio.errors import Refused
 
 
-class ArchiveRefused(Exception):
-    pass
+class ArchiveRefused(Refused):
+    """An uploaded archive the studio will not unpack; the message names the member and why."""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from ninja.errors import HttpError
 
 from compiler import Constraint, Spec
 from studio.accounts.access import project_for
-from studio.errors import CONFLICT, ERRORS, INVALID
+from studio.errors import CONFLICT, ERRORS, INVALID, Conflict, NotFound, Refused
 from studio.http import StudioRequest
 from studio.projects.models import Project
 from studio.projects.schemas import ChangeOut, ProblemOut
@@ -137,7 +137,7 @@ def _at(repo: PackRepo, version: str | None) -> tuple[str, dict[str, bytes]]:
     try:
         sha = repo.resolve(version or None)
     except StorageError as exc:
-        raise HttpError(404, str(exc)) from None
+        raise NotFound(str(exc)) from None
     return sha, spec_files(repo, sha)
 
 
@@ -208,18 +208,18 @@ def save_spec(request: StudioRequest, slug: str, body: SpecIn) -> SpecSaveOut | 
     lists every problem with its file and line."""
     project, _ = project_for(request.user, slug, edit=True)
     if not body.message.strip():
-        raise HttpError(400, "a save needs a message")
+        raise Refused("a save needs a message")
     changes = {SPEC_FILE: body.spec_yaml} | ({GOLD_FILE: body.gold_jsonl} if body.gold_jsonl is not None else {})
     limit = upload_limits().max_file
     data = {name: text.encode("utf-8") for name, text in changes.items()}
     for name, content in data.items():
         if len(content) > limit:
-            raise HttpError(400, f"{name} is {len(content)} bytes; the limit per file is {limit}")
+            raise Refused(f"{name} is {len(content)} bytes; the limit per file is {limit}")
     repo = _repo(project)
     try:
         base = repo.resolve(body.base)
     except StorageError as exc:
-        raise HttpError(400, f"base: {exc}") from None
+        raise Refused(f"base: {exc}") from None
     user = request.user
     try:
         sha = repo.save(
@@ -233,8 +233,6 @@ def save_spec(request: StudioRequest, slug: str, body: SpecIn) -> SpecSaveOut | 
         detail = f"{exc}; nothing was saved. Re-read the spec at {exc.head[:10]} and save again"
         changes_out = [ChangeOut(path=c.path, status=c.status) for c in exc.changes]
         return Status(409, SpecStaleOut(detail=detail, head=exc.head, changes=changes_out))
-    except StorageError as exc:
-        raise HttpError(400, str(exc)) from None
     Project.objects.filter(pk=project.pk).update(head=repo.head() or sha, updated_at=timezone.now())
     spec, problems = check_spec(spec_files(repo, sha))
     return SpecSaveOut(version=sha, base=base, valid=spec is not None, problems=_problems(problems))
@@ -255,8 +253,7 @@ def read_induction(request: StudioRequest, slug: str, version: str | None = None
     sha, files = _at(_repo(project), version)
     spec, problems = check_spec(files)
     if spec is None:
-        raise HttpError(
-            409,
+        raise Conflict(
             f"the spec at {sha[:10]} does not load ({len(problems)} problem{'s' if len(problems) != 1 else ''}); "
             "GET /spec lists them",
         )

@@ -36,6 +36,7 @@ from dulwich.repo import Repo
 from runtime import MAX_PATH_DEPTH as MAX_DEPTH
 from runtime import path_problem
 from runtime import shown_path as shown
+from studio.errors import Refused
 
 BRANCH = Ref(b"refs/heads/main")
 FILE_MODE = 0o100644
@@ -44,8 +45,9 @@ STORED_FILE_MODES = (0o100644, 0o100755)
 ORPHAN_AGE_S = 600  # a create takes well under a second; a folder this old with no commit is an orphan
 
 
-class StorageError(Exception):
-    pass
+class StorageError(Refused):
+    """A version, a save or a path the repository refuses (400 unless the caller says
+    otherwise); a missing repository is the server's fault (500)."""
 
 
 class UnsafePath(StorageError):
@@ -73,6 +75,8 @@ class FileChange:
 class StaleBase(StorageError):
     """The branch moved since the commit a save was based on."""
 
+    status = 409
+
     def __init__(self, base: str, head: str, changes: list[FileChange]) -> None:
         self.base = base
         self.head = head
@@ -94,7 +98,7 @@ class PackRepo:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         if not (self.path / "HEAD").exists():
-            raise StorageError("the project's repository is missing")
+            raise StorageError("the project's repository is missing", status=500)
         self.repo = Repo(str(self.path))
 
     @classmethod

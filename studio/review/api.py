@@ -10,15 +10,14 @@ from datetime import datetime
 from typing import Any, Literal
 
 from ninja import Router, Schema, Status
-from ninja.errors import HttpError
 
 from studio.accounts.models import Role
-from studio.errors import CONFLICT, ERRORS, INVALID
+from studio.errors import CONFLICT, ERRORS, INVALID, Conflict, Refused
 from studio.http import StudioRequest
 from studio.numbers import whole_number
 from studio.review import claims, gold, present
 from studio.review.access import can_work, item_for
-from studio.review.decide import DecisionRefused, decide
+from studio.review.decide import decide
 from studio.review.models import ReviewItem
 from studio.review.queue import MAX_OFFSET, PAGE, Filters, counts, items_for, page_of
 
@@ -150,7 +149,7 @@ def list_items(
     """Items of the caller's projects, oldest first; `status`: todo (open or claimed, the
     default), open, claimed, decided, all. `counts`: per deployment and node."""
     if whole_number(offset, maximum=MAX_OFFSET) is None or not 1 <= limit <= 500:
-        raise HttpError(400, f"offset must be from 0 to {MAX_OFFSET} and limit from 1 to 500")
+        raise Refused(f"offset must be from 0 to {MAX_OFFSET} and limit from 1 to 500")
     filters = Filters.of({"deployment": deployment, "node": node, "reason": reason, "status": status})
     items = items_for(request.user, filters)
     groups = counts(items)
@@ -178,8 +177,8 @@ def claim_item(request: StudioRequest, item_id: int) -> ItemDetailOut:
     item, role = item_for(request.user, item_id, work=True)
     if not claims.claim(item, request.user):
         if item.is_decided:
-            raise HttpError(409, "this item was already decided")
-        raise HttpError(409, f"{claims.holder(item) or 'another reviewer'} has claimed this item")
+            raise Conflict("this item was already decided")
+        raise Conflict(f"{claims.holder(item) or 'another reviewer'} has claimed this item")
     return _detail(item, role)
 
 
@@ -202,10 +201,7 @@ def decide_item(request: StudioRequest, item_id: int, payload: DecideIn) -> Any:
     item, role = item_for(request.user, item_id, work=True)
     if payload.decision == "edit" and payload.answer is None:
         return Status(400, RefusedOut(detail="an edit needs an answer"))
-    try:
-        decided = decide(item, request.user, payload.decision, answer=payload.answer, note=payload.note)
-    except DecisionRefused as exc:
-        return Status(exc.status, RefusedOut(detail=str(exc), reasons=exc.reasons))
+    decided = decide(item, request.user, payload.decision, answer=payload.answer, note=payload.note)
     return Status(200, DecidedOut(item=_detail(decided.item, role), decision=decided.decision))
 
 
@@ -218,8 +214,5 @@ def gold_item(request: StudioRequest, item_id: int, payload: GoldIn) -> ItemDeta
     """Commit the item as an evalset case (input, decided output, path, the answer under
     `human`) by the caller, and start the eval that gives the delta (`eval_delta`)."""
     item, role = item_for(request.user, item_id, work=True)
-    try:
-        item = gold.add_to_gold(item, request.user, payload.message)
-    except gold.GoldRefused as exc:
-        raise HttpError(exc.status, str(exc)) from None
+    item = gold.add_to_gold(item, request.user, payload.message)
     return _detail(item, role)

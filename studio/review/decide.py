@@ -29,6 +29,7 @@ from django.utils import timezone
 from runtime import check_answer
 from studio import packs
 from studio.deployments.service import reject_served_run, resume_served_run
+from studio.errors import Refused
 from studio.review import claims
 from studio.review.models import ReviewItem
 
@@ -36,15 +37,18 @@ D = ReviewItem.Decision
 S = ReviewItem.Status
 
 
-class DecisionRefused(Exception):
+class DecisionRefused(Refused):
     """The decision was not taken; `status` is the HTTP status that says why (409: the
     item is held by someone else, decided, or its run no longer waits; 400: the answer
     fails verification (`reasons` says how) or the request is incomplete)."""
 
     def __init__(self, message: str, status: int = 409, reasons: list[str] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
+        super().__init__(message, status=status)
         self.reasons = list(reasons or [])
+
+    def body(self) -> dict[str, Any]:
+        """The API's answer with the verification's `reasons` (review's RefusedOut)."""
+        return {"detail": self.message, "reasons": self.reasons}
 
 
 @dataclass

@@ -23,6 +23,7 @@ from typing import Any
 from django.contrib.auth.models import User
 
 from studio.deployments.models import ServedRun
+from studio.errors import Refused
 from studio.evals.evalset_case import CaseRefused, commit_case
 from studio.evals.models import Eval, EvalCase
 from studio.evals.start import EvalRefused, start_eval
@@ -32,10 +33,11 @@ RESERVED = "pending"  # gold_commit while one request is committing: a second on
 TAGS = ["review"]
 
 
-class GoldRefused(Exception):
+class GoldRefused(Refused):
+    """The item was not added to gold; the message says why (409 unless told)."""
+
     def __init__(self, message: str, status: int = 409) -> None:
-        super().__init__(message)
-        self.status = status
+        super().__init__(message, status=status)
 
 
 def why_not(item: ReviewItem) -> str:

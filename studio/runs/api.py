@@ -12,12 +12,11 @@ from datetime import datetime
 from typing import Any
 
 from ninja import Router, Schema, Status
-from ninja.errors import HttpError
 
 from studio.accounts.access import project_for, run_for
 from studio.accounts.models import Role
 from studio.endpoints.models import Endpoint
-from studio.errors import ERRORS, INVALID
+from studio.errors import ERRORS, INVALID, Refused
 from studio.evals.lists import visible_runs  # the cross-project lists live with the eval pages
 from studio.http import StudioRequest
 from studio.redaction import visible_trace
@@ -90,13 +89,8 @@ def create_run(request: StudioRequest, payload: RunIn) -> Status[RunOut]:
     if payload.endpoint:
         endpoint = Endpoint.objects.filter(name=payload.endpoint).first()
         if endpoint is None:
-            raise HttpError(400, f"no endpoint named {payload.endpoint!r}")
-    try:
-        run = start.new_try_run(
-            project, user=request.user, version=payload.version, endpoint=endpoint, input=payload.input
-        )
-    except start.TryRefused as exc:
-        raise HttpError(400, str(exc)) from None
+            raise Refused(f"no endpoint named {payload.endpoint!r}")
+    run = start.new_try_run(project, user=request.user, version=payload.version, endpoint=endpoint, input=payload.input)
     execute_try_run.delay_on_commit(run.pk)
     run, role = run_for(request.user, run.pk)
     return Status(201, _out(run, role))

@@ -20,11 +20,12 @@ from runtime import Pack
 from studio import packs
 from studio.endpoints.backends import spec_for
 from studio.endpoints.models import Endpoint
+from studio.errors import Refused
 from studio.projects.models import Project
 from studio.runs.models import TryRun
 
 
-class TryRefused(Exception):
+class TryRefused(Refused):
     """The run cannot start; the message says why and what to do."""
 
 

@@ -26,6 +26,7 @@ from django.db.models import Count, Q, QuerySet
 from django.http import StreamingHttpResponse
 
 from runtime import TIER_WORDS, Case, Pack
+from studio.errors import Refused
 from studio.evals.models import Eval, EvalCase
 from studio.evals.results.common import SCORED, Status, ratio
 
@@ -73,7 +74,7 @@ EXPORT_COLUMNS = (
 )
 
 
-class BadFilter(ValueError):
+class BadFilter(Refused):
     """A filter value the table does not know; the message says which values it takes."""
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from django.db.models import Count, Q, Sum
 
 from runtime import METRIC_DIRECTIONS, mcnemar_exact, paired_outcomes, wilson_interval
+from studio.errors import Refused
 from studio.evals.models import Eval, EvalCase
 from studio.evals.results.common import SCORED, Status, ratio
 from studio.evals.results.summary import metrics_of
@@ -19,7 +20,7 @@ __all__ = ["NotComparable", "compare", "history"]
 # -- comparing two evals ------------------------------------------------------------------
 
 
-class NotComparable(Exception):
+class NotComparable(Refused):
     """Two evals whose outcomes cannot be paired; the message says why, for a person."""
 
 

@@ -105,3 +105,40 @@ def test_it_serves_the_favicon_and_sends_the_conventional_address_to_it(client: 
     moved = client.get("/favicon.ico")
     assert moved.status_code == 302 and moved["Location"] == "/static/studio/favicon.svg"
     assert ICON in client.get("/login/").content.decode()
+
+
+def test_it_answers_a_refusal_no_view_caught_in_the_layout_with_its_status_and_message(
+    as_owner: Client, failing: None
+) -> None:
+    response = as_owner.get("/refuses/")  # an AdoptStale: a Conflict, 409
+    assert response.status_code == 409
+    text = _page(response)
+    assert all(link in text for link in NAV)
+    assert "the project moved on to 0123456789; review the attempt again" in text
+    assert "AdoptStale" not in text
+    bad = as_owner.get("/refuses-bad/")  # a StorageError: 400, the 400 page with the reason
+    assert bad.status_code == 400
+    assert '<strong class="reason">no version cafe</strong>' in _page(bad)
+
+
+def test_it_answers_a_refusal_in_an_htmx_partial_the_same_way(as_owner: Client, failing: None) -> None:
+    response = as_owner.get("/refuses/", headers={"HX-Request": "true"})
+    assert response.status_code == 409
+    assert "review the attempt again" in _page(response)
+
+
+def test_it_answers_a_refusal_under_api_in_the_api_shape(as_owner: Client, failing: None) -> None:
+    response = as_owner.get("/api/refuses")
+    assert response.status_code == 409
+    assert response.json() == {"detail": "the project moved on to 0123456789; review the attempt again"}
+
+
+def test_it_answers_a_refusal_marked_a_server_fault_as_a_server_error(
+    as_owner: Client, failing: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    as_owner.raise_request_exception = False
+    response = as_owner.get("/storage-fault/")
+    assert response.status_code == 500
+    text = _page(response)
+    assert "SECRET-INTERNALS" not in text and "Something went wrong" in text
+    assert any("SECRET-INTERNALS" in str(r.exc_info) for r in caplog.records)

@@ -1,8 +1,11 @@
-"""The studio's URLs, its error handlers, and one view that fails: a 500 on demand."""
+"""The studio's URLs, its error handlers, and views that fail: a 500 on demand, and
+refusals no view catches (a page's and an htmx partial's, and a server's fault)."""
 
 from django.http import HttpRequest, HttpResponse
 from django.urls import path
 
+from studio.compiles.start import AdoptStale
+from studio.projects.storage import StorageError
 from studio.urls import handler400, handler403, handler404, handler500
 from studio.urls import urlpatterns as studio_patterns
 
@@ -13,4 +16,24 @@ def fails(request: HttpRequest) -> HttpResponse:
     raise RuntimeError("SECRET-INTERNALS in a traceback")
 
 
-urlpatterns = [path("fails/", fails), path("api/fails", fails), *studio_patterns]
+def refuses(request: HttpRequest) -> HttpResponse:
+    raise AdoptStale("the project moved on to 0123456789; review the attempt again")
+
+
+def refuses_bad(request: HttpRequest) -> HttpResponse:
+    raise StorageError("no version cafe")
+
+
+def storage_fault(request: HttpRequest) -> HttpResponse:
+    raise StorageError("SECRET-INTERNALS: the project's repository is missing", status=500)
+
+
+urlpatterns = [
+    path("fails/", fails),
+    path("api/fails", fails),
+    path("refuses/", refuses),
+    path("refuses-bad/", refuses_bad),
+    path("api/refuses", refuses),
+    path("storage-fault/", storage_fault),
+    *studio_patterns,
+]

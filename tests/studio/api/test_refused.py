@@ -23,7 +23,7 @@ from studio.projects.models import Project
 from studio.projects.storage import StaleBase, StorageError, UnsafePath
 from studio.review.decide import DecisionRefused
 from studio.review.gold import GoldRefused
-from studio.runs.execute import TryRefused
+from studio.runs.start import TryRefused
 
 
 def _client() -> TestClient:

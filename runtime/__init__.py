@@ -82,7 +82,7 @@ from runtime.scoring import baseline_summary, case_score, field_matches, field_t
 from runtime.stats import mcnemar_exact, paired_outcomes, percentile, wilson_interval
 from runtime.tiers import PERSON, Tier, check_answer, node_schema
 from runtime.tools import Registry, Tool, ToolDef, ToolOutcome, load_tools, tool, tool_def
-from runtime.trace import TIER_WORDS, TRACE_VERSION, Attempt, EdgeTaken, Step, ToolCall, Trace
+from runtime.trace import TIER_WORDS, TRACE_VERSION, Attempt, EdgeTaken, Step, ToolCall, Trace, TraceBuilder
 from runtime.walker import RunOptions, RunResult, resume_run, run_pack
 
 __all__ = [
@@ -159,6 +159,7 @@ __all__ = [
     "ToolOutcome",
     "ToolTape",
     "Trace",
+    "TraceBuilder",
     "baseline_document",
     "baseline_summary",
     "calibrate",

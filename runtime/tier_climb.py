@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 from runtime.errors import OutputRejected
+from runtime.journal import EscalatePayload
 from runtime.nodes import NODE_KINDS
 from runtime.nodes.base import Outcome
 from runtime.pack.model import Node
@@ -21,14 +22,14 @@ def run_node(walk: Walk, node: Node) -> tuple[Outcome, dict[str, Any]]:
     """Run `node` (on the tiers, when the run has them and the node asks a model);
     the outcome and the Step fields it adds (tier, escalations, candidates, provenance)."""
     kind = NODE_KINDS[node.kind]
-    waited = walk.waiting if walk.waiting is not None and walk.waiting["node"] == node.id else None
+    waited = walk.waiting if walk.waiting is not None and walk.waiting.node == node.id else None
     walk.waiting = None
-    if waited is not None and waited.get("reason") == "escalated":
+    if waited is not None and waited.reason == "escalated":
         # Resumed at a node that waits for a person after the last model tier.
-        extra = {k: waited.get(k, []) for k in ("escalations", "candidates")} | {"tier": waited.get("tier")}
+        extra = {"escalations": waited.escalations or [], "candidates": waited.candidates or [], "tier": waited.tier}
         if node.id not in walk.answers:
-            return Outcome("wait", reason="escalated", prompt=waited.get("question", "")), extra
-        return _person(walk, node, waited.get("question", "")), {**extra, "tier": PERSON, **_provenance(walk)}
+            return Outcome("wait", reason="escalated", prompt=waited.question), extra
+        return _person(walk, node, waited.question), {**extra, "tier": PERSON, **_provenance(walk)}
     if walk.tiers and kind.asks_model:
         return _climb(walk, node)
     outcome = kind.run(node, walk)
@@ -59,10 +60,10 @@ def _climb(walk: Walk, node: Node) -> tuple[Outcome, dict[str, Any]]:
     found: list[dict[str, Any]] = []
     pending = walk.pending
     walk.pending = None
-    if pending is not None and pending["node"] == node.id and pending["step"] == walk.step:
+    if pending is not None and pending.node == node.id and pending.step == walk.step:
         # A resumed run given fewer tiers than it climbed stays on the last one it has.
-        start = min(int(pending["tier_index"]), len(walk.tiers) - 1)
-        escalations, found = list(pending["escalations"]), list(pending["candidates"])
+        start = min(pending.tier_index, len(walk.tiers) - 1)
+        escalations, found = list(pending.escalations), list(pending.candidates)
     k = start
     try:
         while True:
@@ -89,15 +90,19 @@ def _climb(walk: Walk, node: Node) -> tuple[Outcome, dict[str, Any]]:
                 if node.id in walk.answers:  # a gold case's answer for the person (evals)
                     return _person(walk, node, outcome.prompt), {**extra, "tier": PERSON, **_provenance(walk)}
                 return Outcome("wait", reason="escalated", prompt=outcome.prompt, notes=outcome.notes), extra
-            payload = {
-                **escalation,
-                "tier_index": k + 1,
-                "escalations": escalations,
-                "candidates": found,
-                "attempts": unjournaled(walk),
-                "budget_left": walk.budget_left,
-            }
-            walk.store.append(walk.run_id, walk.fence, "escalate", node.id, walk.step, payload)
+            climb = EscalatePayload(
+                node=node.id,
+                step=walk.step,
+                from_tier=tier,
+                to_tier=to,
+                reason=escalation["reason"],
+                tier_index=k + 1,
+                escalations=escalations,
+                candidates=found,
+                attempts=unjournaled(walk),
+                budget_left=walk.budget_left,
+            )
+            walk.store.append(walk.run_id, walk.fence, "escalate", node.id, walk.step, climb.to_payload())
             if walk.options.on_escalate is not None:
                 walk.options.on_escalate(escalation)
             k += 1

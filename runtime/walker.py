@@ -19,6 +19,7 @@ from typing import Any
 from runtime.backends.base import Backend
 from runtime.checkpoint import CheckpointStore, MemoryStore
 from runtime.errors import BackendError, Cancelled, ExprError, OutputRejected, RunStateError
+from runtime.journal import StepPayload, WaitPayload
 from runtime.journal_replay import replay_journal as _replay
 from runtime.nodes.base import Outcome
 from runtime.pack.model import Edge, Node, Pack
@@ -101,7 +102,7 @@ def resume_run(
     walk.tiers, walk.answered_by = list(tiers or []), answered_by
     walk.trace.ladder = [t.name for t in walk.tiers]
     current = _replay(walk, journal)
-    if walk.waiting is not None and current == walk.waiting["node"] and current in walk.answers:
+    if walk.waiting is not None and current == walk.waiting.node and current in walk.answers:
         reasons = check_answer(pack, current, walk.view(), walk.answers[current])
         if reasons:  # the run stays waiting: nothing journaled, its status untouched
             raise OutputRejected("answer", "; ".join(reasons), reasons)
@@ -161,9 +162,17 @@ def _walk(walk: Walk, current: str) -> RunResult:
             outcome, extra = _run_node(walk, node)
             if outcome.status == "wait":
                 why = outcome.reason or "human"
-                payload = {"question": outcome.prompt, "reason": why, **extra, "attempts": unjournaled(walk)}
-                payload["budget_left"] = walk.budget_left
-                walk.store.append(walk.run_id, walk.fence, "wait", node.id, walk.step, payload)
+                wait = WaitPayload(
+                    node=node.id,
+                    question=outcome.prompt,
+                    reason=why,
+                    tier=extra.get("tier"),
+                    escalations=extra.get("escalations"),
+                    candidates=extra.get("candidates"),
+                    attempts=unjournaled(walk),
+                    budget_left=walk.budget_left,
+                )
+                walk.store.append(walk.run_id, walk.fence, "wait", node.id, walk.step, wait.to_payload())
                 walk.step -= 1  # the node's step is taken when its answer arrives
                 walk.trace.steps.append(
                     Step(node.id, walk.step + 1, node.kind, "wait", prompt=outcome.prompt, reason=why, **extra)
@@ -189,15 +198,11 @@ def _walk(walk: Walk, current: str) -> RunResult:
             if outcome.status == "ok":
                 walk.state.update(outcome.writes)
             walk.trace.steps.append(step)
-            # Shallow copies: asdict() deep-copies every value and was half the walker's time.
-            payload = {**vars(step), "edge": vars(step.edge) if step.edge else None}
-            payload.pop("replayed")
-            payload["attempts"] = unjournaled(walk)
-            payload["budget_left"] = walk.budget_left
-            walk.store.append(walk.run_id, walk.fence, "step", node.id, walk.step, payload)
+            entry = StepPayload(step=step, attempts=unjournaled(walk), budget_left=walk.budget_left)
+            walk.store.append(walk.run_id, walk.fence, "step", node.id, walk.step, entry.to_payload())
             log.info(
                 "node.done",
-                extra={"fields": {"node": node.id, "status": outcome.status, "attempts": len(payload["attempts"])}},
+                extra={"fields": {"node": node.id, "status": outcome.status, "attempts": len(entry.attempts)}},
             )
             if walk.options.on_step is not None:
                 walk.options.on_step(step)

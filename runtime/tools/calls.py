@@ -37,7 +37,7 @@ __all__ = [
 OUTCOME_KINDS = ("ok", "unavailable", "unknown", "bad_args", "bad_result", "raised", "diverged")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ToolOutcome:
     """What a tool call produced. `ok` False is a node failure (the node's on_fail);
     `reason` then says why, in words for an author. `replayed`: the result came from the
@@ -53,7 +53,7 @@ class ToolOutcome:
 
     @classmethod
     def failed(cls, kind: str, reason: str) -> ToolOutcome:
-        return cls(False, None, reason, False, kind)
+        return cls(ok=False, result=None, reason=reason, replayed=False, kind=kind)
 
 
 @dataclass(frozen=True)

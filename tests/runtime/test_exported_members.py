@@ -90,6 +90,7 @@ PINNED = [
     "Tool",
     "ToolCall",
     "Trace",
+    "TraceBuilder",  # the journal decoded into a Trace one entry at a time (Trace.from_journal for a whole one): the studio's live run traces
     "TRACE_VERSION",
     "TIER_WORDS",
     "wilson_interval",

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from runtime.trace_items import Attempt, EdgeTaken, Step
+from runtime.trace_items import Attempt, Candidate, EdgeTaken, Step
 
 _STEP_FIELDS = frozenset(f.name for f in fields(Step)) - {"edge", "replayed"}
 _ATTEMPT_FIELDS = frozenset(f.name for f in fields(Attempt))
@@ -101,7 +101,7 @@ class EscalatePayload:
     reason: str
     tier_index: int
     escalations: list[dict[str, Any]] = field(default_factory=list)
-    candidates: list[dict[str, Any]] = field(default_factory=list)
+    candidates: list[Candidate] = field(default_factory=list)
     attempts: list[Attempt] = field(default_factory=list)
     budget_left: int | None = None
 
@@ -147,7 +147,7 @@ class WaitPayload:
     reason: str = "human"
     tier: str | None = None
     escalations: list[dict[str, Any]] | None = None
-    candidates: list[dict[str, Any]] | None = None
+    candidates: list[Candidate] | None = None
     attempts: list[Attempt] = field(default_factory=list)
     budget_left: int | None = None
 

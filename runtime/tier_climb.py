@@ -13,12 +13,13 @@ from runtime.nodes import NODE_KINDS
 from runtime.nodes.base import Outcome
 from runtime.pack.model import Node
 from runtime.tiers import PERSON, candidates, person_writes
+from runtime.trace_items import Candidate, StepExtras
 from runtime.walk import Walk, unjournaled
 
 log = logging.getLogger("packforge.run")
 
 
-def run_node(walk: Walk, node: Node) -> tuple[Outcome, dict[str, Any]]:
+def run_node(walk: Walk, node: Node) -> tuple[Outcome, StepExtras]:
     """Run `node` (on the tiers, when the run has them and the node asks a model);
     the outcome and the Step fields it adds (tier, escalations, candidates, provenance)."""
     kind = NODE_KINDS[node.kind]
@@ -26,7 +27,11 @@ def run_node(walk: Walk, node: Node) -> tuple[Outcome, dict[str, Any]]:
     walk.waiting = None
     if waited is not None and waited.reason == "escalated":
         # Resumed at a node that waits for a person after the last model tier.
-        extra = {"escalations": waited.escalations or [], "candidates": waited.candidates or [], "tier": waited.tier}
+        extra: StepExtras = {
+            "escalations": waited.escalations or [],
+            "candidates": waited.candidates or [],
+            "tier": waited.tier,
+        }
         if node.id not in walk.answers:
             return Outcome("wait", reason="escalated", prompt=waited.question), extra
         return _person(walk, node, waited.question), {**extra, "tier": PERSON, **_provenance(walk)}
@@ -36,7 +41,7 @@ def run_node(walk: Walk, node: Node) -> tuple[Outcome, dict[str, Any]]:
     return outcome, (_provenance(walk) if kind.waits and outcome.status == "ok" else {})
 
 
-def _provenance(walk: Walk) -> dict[str, Any]:
+def _provenance(walk: Walk) -> StepExtras:
     return {"provenance": walk.answered_by or "human"}
 
 
@@ -50,14 +55,14 @@ def _person(walk: Walk, node: Node, prompt: str) -> Outcome:
     return Outcome("ok", writes=writes, prompt=prompt)
 
 
-def _climb(walk: Walk, node: Node) -> tuple[Outcome, dict[str, Any]]:
+def _climb(walk: Walk, node: Node) -> tuple[Outcome, StepExtras]:
     """Run a model node on tier 0, then on each next tier while it fails or is unsure
     (docs/tiers.md). Each climb is journaled before the next tier is asked, so a run
     killed meanwhile resumes on the tier it had reached."""
     kind = NODE_KINDS[node.kind]
     start = 0
     escalations: list[dict[str, Any]] = []
-    found: list[dict[str, Any]] = []
+    found: list[Candidate] = []
     pending = walk.pending
     walk.pending = None
     if pending is not None and pending.node == node.id and pending.step == walk.step:
@@ -73,7 +78,7 @@ def _climb(walk: Walk, node: Node) -> tuple[Outcome, dict[str, Any]]:
             outcome = kind.run(node, walk)
             new = walk.trace.attempts[before:]
             found += candidates(new, node.id, tier, outcome.status, outcome.reason, outcome.writes)
-            extra: dict[str, Any] = {"tier": tier, "escalations": escalations, "candidates": found}
+            extra: StepExtras = {"tier": tier, "escalations": escalations, "candidates": found}
             asked = any(a.node == node.id for a in new)  # a node that asked no model gains nothing higher up
             if outcome.status not in ("fail", "unsure") or not asked:
                 return outcome, extra

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
 from typing import Any
 
 from runtime.checkpoint import Entry
@@ -34,6 +35,17 @@ TIER_WORDS = {"auto": "auto", "escalated": "escalated", "failed": "unanswered"}
 TRACE_VERSION = 1
 
 
+class RunStatus(StrEnum):
+    """Where a run stands (Trace.status, RunResult.status, the checkpoint's status).
+    Members are strings and compare equal to their values, which are what is stored."""
+
+    RUNNING = "running"
+    WAITING = "waiting"  # for a person (a human node, or a model node past the last tier)
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
 @dataclass
 class Trace:
     run_id: str
@@ -42,7 +54,7 @@ class Trace:
     steps: list[Step] = field(default_factory=list)
     attempts: list[Attempt] = field(default_factory=list)
     tool_calls: list[ToolCall] = field(default_factory=list)
-    status: str = "running"  # running | waiting | done | failed | cancelled
+    status: str = RunStatus.RUNNING  # a RunStatus (str: a stored trace may hold another word)
     end_node: str | None = None
     error: str | None = None
     ladder: list[str] = field(default_factory=list)  # the model tiers' names, small to large ([] without tiers)
@@ -63,7 +75,7 @@ class Trace:
         without tiers."""
         if not self.ladder:
             return None
-        if self.status == "waiting" or any(s.tier == "person" or s.provenance for s in self.steps):
+        if self.status == RunStatus.WAITING or any(s.tier == "person" or s.provenance for s in self.steps):
             return "person"
         rank = {name: i for i, name in enumerate(self.ladder)}
         used = [rank[s.tier] for s in self.steps if s.tier in rank]
@@ -71,10 +83,12 @@ class Trace:
 
     @property
     def tier(self) -> str:
-        if self.status in ("failed", "cancelled") or any(s.edge and s.edge.kind == "on_fail" for s in self.steps):
+        if self.status in (RunStatus.FAILED, RunStatus.CANCELLED) or any(
+            s.edge and s.edge.kind == "on_fail" for s in self.steps
+        ):
             return "failed"
         waits = _waiting_kinds()
-        if self.status == "waiting" or any(
+        if self.status == RunStatus.WAITING or any(
             s.kind in waits or s.provenance or (s.edge and s.edge.kind == "on_unsure") for s in self.steps
         ):
             return "escalated"

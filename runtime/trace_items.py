@@ -8,7 +8,28 @@ They are never sent to a model again and never logged above DEBUG."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
+
+
+class Candidate(TypedDict):
+    """One answer a model gave at a node on a tier (Step.candidates): "answer" is the
+    parsed JSON (None when it did not parse), "status" rejected | unsure | ok."""
+
+    tier: str
+    answer: Any
+    status: str
+    reason: str
+
+
+class StepExtras(TypedDict, total=False):
+    """The Step fields that running a node on the model tiers, or a person's answer, adds
+    (runtime.tier_climb.run_node): the tier that answered, the climb's escalations and
+    candidates, and who committed a person's writes."""
+
+    tier: str | None
+    escalations: list[dict[str, Any]]
+    candidates: list[Candidate]
+    provenance: str
 
 
 @dataclass
@@ -64,7 +85,7 @@ class Step:
     escalations: list[dict[str, Any]] = field(default_factory=list)
     # Every answer the models gave at this node, on every tier: {"tier", "answer" (the
     # parsed JSON, None when it did not parse), "status" (rejected | unsure | ok), "reason"}.
-    candidates: list[dict[str, Any]] = field(default_factory=list)
+    candidates: list[Candidate] = field(default_factory=list)
     # Who committed the writes when a person did ("human:<user>", or "human" when the
     # answer came without a name, as a gold case's `human` answers do); None for models.
     provenance: str | None = None

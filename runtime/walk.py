@@ -23,6 +23,7 @@ from runtime.tools import (
     Registry,
     TapeHook,
     ToolOutcome,
+    ToolOutcomeKind,
     idempotency_key,
     result_problem,
 )
@@ -44,10 +45,12 @@ class RunOptions:
     tape: TapeHook | None = None  # records or replays tool results (runtime.recordings, docs/tools.md)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RunResult:
     run_id: str
-    status: str  # done | failed | waiting | cancelled
+    # A RunStatus: done | failed | waiting | cancelled. Typed str so that hosts with their
+    # own status enum (the studio's TextChoices) compare with it.
+    status: str
     output: dict[str, Any]
     state: dict[str, Any]
     trace: Trace
@@ -236,7 +239,9 @@ class Walk:
         made = self.pending_tools.get((node.id, self.step), [])
         for entry in made:
             if same_call(entry.tool, entry.args, tool_name, args):
-                return ToolOutcome(ok=True, result=entry.result, reason=None, replayed=True, kind="ok", key=entry.key)
+                return ToolOutcome(
+                    ok=True, result=entry.result, reason=None, replayed=True, kind=ToolOutcomeKind.OK, key=entry.key
+                )
         found = self.tools.get(tool_name)
         key = None
         if found is not None and found.side_effects:
@@ -247,25 +252,25 @@ class Walk:
             # fault, not a divergence); an unregistered or unavailable tool is replayed.
             problem = args_problem(found, args) if found is not None and found.available else None
             if problem is not None:
-                return ToolOutcome.failed("bad_args", problem)
+                return ToolOutcome.failed(ToolOutcomeKind.BAD_ARGS, problem)
             recorded = tape.lookup(self.case_id, node.id, len(self.trace.tool_calls), tool_name, args)
             if isinstance(recorded, Divergence):
                 return ToolOutcome.failed(
-                    "diverged", f"tool '{tool_name}' diverged from the recording: {recorded.reason}"
+                    ToolOutcomeKind.DIVERGED, f"tool '{tool_name}' diverged from the recording: {recorded.reason}"
                 )
             if isinstance(recorded, RecordedFailure):
                 return ToolOutcome(
                     ok=False, result=None, reason=recorded.reason, replayed=True, kind=recorded.kind, key=key
                 )
             self.record_tool(node, tool_name, args, recorded, 0.0, key=key, replayed=True)
-            return ToolOutcome(ok=True, result=recorded, reason=None, replayed=True, kind="ok", key=key)
+            return ToolOutcome(ok=True, result=recorded, reason=None, replayed=True, kind=ToolOutcomeKind.OK, key=key)
         if found is None:  # load_pack(tools=...) refuses this; a host that skipped it lands here
-            return ToolOutcome.failed("unknown", f"tool '{tool_name}' is not registered")
+            return ToolOutcome.failed(ToolOutcomeKind.UNKNOWN, f"tool '{tool_name}' is not registered")
         if not found.available:
-            return ToolOutcome.failed("unavailable", f"tool '{tool_name}' is {found.state}")
+            return ToolOutcome.failed(ToolOutcomeKind.UNAVAILABLE, f"tool '{tool_name}' is {found.state}")
         problem = args_problem(found, args)
         if problem is not None:
-            return ToolOutcome.failed("bad_args", problem)
+            return ToolOutcome.failed(ToolOutcomeKind.BAD_ARGS, problem)
         kwargs = dict(args) if key is None else {**args, "idempotency_key": key}
         index = len(self.trace.tool_calls)
         started = time.perf_counter()
@@ -275,19 +280,32 @@ class Walk:
             raise
         except Exception as exc:  # a tool's failure is the node's failure, not the runtime's
             return self._tool_failed(
-                tape, node, index, tool_name, args, "raised", f"tool '{tool_name}' raised {type(exc).__name__}: {exc}"
+                tape,
+                node,
+                index,
+                tool_name,
+                args,
+                ToolOutcomeKind.RAISED,
+                f"tool '{tool_name}' raised {type(exc).__name__}: {exc}",
             )
         latency_s = time.perf_counter() - started
         problem = result_problem(found, result)
         if problem is not None:
-            return self._tool_failed(tape, node, index, tool_name, args, "bad_result", problem)
+            return self._tool_failed(tape, node, index, tool_name, args, ToolOutcomeKind.BAD_RESULT, problem)
         self.record_tool(node, tool_name, args, result, latency_s, key=key)
         if tape is not None and tape.mode == "record":
             tape.record(self.case_id, node.id, index, tool_name, args, result)
-        return ToolOutcome(ok=True, result=result, reason=None, replayed=False, kind="ok", key=key)
+        return ToolOutcome(ok=True, result=result, reason=None, replayed=False, kind=ToolOutcomeKind.OK, key=key)
 
     def _tool_failed(
-        self, tape: TapeHook | None, node: Node, index: int, tool: str, args: dict[str, Any], kind: str, reason: str
+        self,
+        tape: TapeHook | None,
+        node: Node,
+        index: int,
+        tool: str,
+        args: dict[str, Any],
+        kind: ToolOutcomeKind,
+        reason: str,
     ) -> ToolOutcome:
         """A live call that failed; a recording tape keeps the failure for its replays."""
         if tape is not None and tape.mode == "record":

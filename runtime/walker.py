@@ -6,7 +6,8 @@ edges (never by the model), and the step appended to the checkpoint journal.
 
 This module holds the walk loop (run_pack, resume_run, routing, the run's end); the run
 in progress and its model and tool calls are runtime.walk, running one node on the
-model tiers runtime.tier_climb, rebuilding a run from its journal runtime.journal_replay."""
+model tiers runtime.tier_climb, rebuilding a run from its journal runtime.journal_replay
+(its entries' payloads are runtime.journal's, decoded into a trace by runtime.trace.TraceBuilder)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,21 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from runtime import Entry, MemoryStore, Tier, Trace, TraceBuilder, load_pack, open_backend, run_pack
+import pytest
+
+from runtime import (
+    Entry,
+    MemoryStore,
+    RunStatus,
+    Tier,
+    ToolOutcome,
+    ToolOutcomeKind,
+    Trace,
+    TraceBuilder,
+    load_pack,
+    open_backend,
+    run_pack,
+)
 from runtime.journal import StepPayload, ToolPayload, WaitPayload
 from tests.support.runtime_packs import ENUM_SCHEMA, Tools, tool_pack, write_pack
 
@@ -124,3 +138,18 @@ def test_the_payloads_write_the_journal_as_before(tmp_path: Path) -> None:
     assert StepPayload.from_payload(step).to_payload() == step
     human = WaitPayload(node="ask", question="why?", reason="human", budget_left=2)
     assert human.to_payload() == {"question": "why?", "reason": "human", "attempts": [], "budget_left": 2}
+
+
+def test_a_runs_status_is_a_run_status_stored_as_its_word(tmp_path: Path) -> None:
+    store = MemoryStore()
+    result = run_tool_pack(tmp_path, store)
+    assert result.status is RunStatus.DONE and result.status == "done"
+    assert json.loads(json.dumps(result.trace.to_dict()))["status"] == "done"
+    assert store.get("r1").status == "done"
+
+
+def test_a_tool_outcome_is_built_by_keyword() -> None:
+    with pytest.raises(TypeError):
+        ToolOutcome(True, 1, None, False, "ok", None)  # type: ignore[misc]
+    failed = ToolOutcome.failed(ToolOutcomeKind.RAISED, "boom")
+    assert (failed.ok, failed.kind, failed.replayed) == (False, "raised", False)

@@ -1,4 +1,6 @@
-"""What a run did, as data: the steps walked, every model attempt, every tool call.
+"""What a run did, as data: the steps walked, every model attempt, every tool call
+(their classes are runtime.trace_items'); the run's status (RunStatus); the trace
+rebuilt from a run's checkpoint journal (Trace.from_journal, TraceBuilder).
 
 Rejected answers are kept here (`Attempt.text`) for the pack's author to inspect.
 They are never sent to a model again and never logged above DEBUG."""

@@ -101,7 +101,7 @@ def setting_key(setting: Setting) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CaseOutcome:
     """One case's run on the target, reduced to what the search and the verdict read."""
 

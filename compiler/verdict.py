@@ -225,7 +225,19 @@ def baseline_outcomes(
     for case_id, expected in cases:
         matches = runtime.field_matches(rules, expected, answers)
         passed = all(matches.values())
-        out.append(CaseOutcome(case_id, passed, runtime.case_score(matches, passed), matches, None, False, 0, 0, False))
+        out.append(
+            CaseOutcome(
+                id=case_id,
+                passed=passed,
+                score=runtime.case_score(matches, passed),
+                fields=matches,
+                confidence=None,
+                eligible=False,
+                calls=0,
+                tokens=0,
+                overflow=False,
+            )
+        )
     return out
 
 

@@ -81,8 +81,8 @@ from runtime.recordings import RunTape, ToolTape
 from runtime.scoring import baseline_summary, case_score, field_matches, field_table, observed, set_f1
 from runtime.stats import mcnemar_exact, paired_outcomes, percentile, wilson_interval
 from runtime.tiers import PERSON, Tier, check_answer, node_schema
-from runtime.tools import Registry, Tool, ToolDef, ToolOutcome, load_tools, tool, tool_def
-from runtime.trace import TIER_WORDS, TRACE_VERSION, Attempt, EdgeTaken, Step, ToolCall, Trace
+from runtime.tools import Registry, Tool, ToolDef, ToolOutcome, ToolOutcomeKind, load_tools, tool, tool_def
+from runtime.trace import TIER_WORDS, TRACE_VERSION, Attempt, EdgeTaken, RunStatus, Step, ToolCall, Trace, TraceBuilder
 from runtime.walker import RunOptions, RunResult, resume_run, run_pack
 
 __all__ = [
@@ -145,6 +145,7 @@ __all__ = [
     "RunRecord",
     "RunResult",
     "RunStateError",
+    "RunStatus",
     "RunTape",
     "SQLiteStore",
     "SimConfig",
@@ -157,8 +158,10 @@ __all__ = [
     "ToolCall",
     "ToolDef",
     "ToolOutcome",
+    "ToolOutcomeKind",
     "ToolTape",
     "Trace",
+    "TraceBuilder",
     "baseline_document",
     "baseline_summary",
     "calibrate",

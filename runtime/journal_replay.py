@@ -1,45 +1,41 @@
 """Rebuilding a run in progress from its checkpoint journal, for resume_run: finished
 steps, journaled tool results, attempts and a pending escalation or wait are replayed,
-never re-run."""
+never re-run. Decoding the entries into the trace is runtime.trace.TraceBuilder's;
+this module replays the walk's own state (where it continues, its committed state, its
+model-call counts, its retry budget, the tool results to reuse)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from runtime.checkpoint import Entry
-from runtime.trace import Attempt, EdgeTaken, Step, ToolCall
+from runtime.journal import EscalatePayload, ToolPayload, WaitPayload
+from runtime.trace import TraceBuilder
 from runtime.walk import Walk
 
 
 def replay_journal(walk: Walk, journal: list[Entry]) -> str | None:
+    """Replay `journal` onto `walk` (a new walk of the run); the node the run continues
+    at, None when the journal ends with the run's last step."""
     current: str | None = walk.pack.entry
+    builder = TraceBuilder.onto(walk.trace, replayed=True)
     for entry in journal:
         payload = entry.payload
+        before = len(walk.trace.attempts)
+        step = builder.add(entry.kind, entry.node, entry.step, payload)
         if entry.kind == "tool":
-            walk.pending_tools.setdefault((entry.node, entry.step), []).append(payload)
-            walk.trace.tool_calls.append(
-                ToolCall(
-                    entry.node,
-                    entry.step,
-                    payload["tool"],
-                    payload["args"],
-                    payload["result"],
-                    payload["latency_s"],
-                    replayed=True,
-                    key=payload.get("key"),
-                )
-            )
-        elif entry.kind == "wait":
+            walk.pending_tools.setdefault((entry.node, entry.step), []).append(ToolPayload.from_payload(payload))
+            continue
+        if entry.kind not in ("wait", "escalate", "step"):
+            continue
+        for a in walk.trace.attempts[before:]:
+            if a.stage != "reasoning":
+                walk.calls[a.node] = max(walk.calls.get(a.node, 0), a.attempt)
+        walk.budget_left = payload.get("budget_left", walk.budget_left)
+        if entry.kind == "wait":
             current = entry.node
-            replay_attempts(walk, payload)
-            walk.waiting, walk.pending = {**payload, "node": entry.node}, None
+            walk.waiting, walk.pending = WaitPayload.from_payload(entry.node, payload), None
         elif entry.kind == "escalate":
-            replay_attempts(walk, payload)
-            walk.pending = {**payload, "node": entry.node, "step": entry.step}
-        elif entry.kind == "step":
-            step = step_from(payload)
-            walk.trace.steps.append(step)
-            replay_attempts(walk, payload)
+            walk.pending = EscalatePayload.from_payload(entry.node, entry.step, payload)
+        elif step is not None:
             if step.status == "ok":
                 walk.state.update(step.writes)
             walk.step = entry.step
@@ -47,17 +43,3 @@ def replay_journal(walk: Walk, journal: list[Entry]) -> str | None:
             current = step.edge.target if step.edge else None
     walk.journaled = len(walk.trace.attempts)
     return current
-
-
-def replay_attempts(walk: Walk, payload: dict[str, Any]) -> None:
-    for a in payload.get("attempts", []):
-        walk.trace.attempts.append(Attempt(**a))
-        if a["stage"] != "reasoning":
-            walk.calls[a["node"]] = max(walk.calls.get(a["node"], 0), a["attempt"])
-    walk.budget_left = payload.get("budget_left", walk.budget_left)
-
-
-def step_from(payload: dict[str, Any]) -> Step:
-    edge = payload["edge"]
-    fields = {k: v for k, v in payload.items() if k not in ("attempts", "edge", "budget_left")}
-    return Step(**fields, edge=EdgeTaken(**edge) if edge else None, replayed=True)

@@ -20,7 +20,7 @@ from runtime.verify import describe_schema_error, verify_answer
 if TYPE_CHECKING:
     from runtime.backends.base import Backend
     from runtime.pack.model import Node, Pack
-    from runtime.trace import Attempt
+    from runtime.trace_items import Attempt, Candidate
 
 PERSON = "person"  # the tier past the last model tier: `to` of the last escalation, a Step's `tier`
 
@@ -105,11 +105,11 @@ def person_writes(pack: Pack, node_id: str, state: Mapping[str, Any], answer: An
 
 def candidates(
     attempts: list[Attempt], node_id: str, tier: str, status: str, reason: str, committed: dict[str, Any]
-) -> list[dict[str, Any]]:
+) -> list[Candidate]:
     """The answers the model gave at `node_id` on `tier` (from its attempts), each with
     its status: "rejected" (verification refused it), "ok" (verified, and what the node
     committed), "unsure" (verified, but this tier did not settle the node with it)."""
-    out: list[dict[str, Any]] = []
+    out: list[Candidate] = []
     for a in attempts:
         if a.node != node_id or a.stage == "reasoning":
             continue

@@ -1,13 +1,23 @@
-"""What a run did, as data: the steps walked, every model attempt, every tool call.
+"""What a run did, as data: the steps walked, every model attempt, every tool call
+(their classes are runtime.trace_items'); the run's status (RunStatus); the trace
+rebuilt from a run's checkpoint journal (Trace.from_journal, TraceBuilder).
 
 Rejected answers are kept here (`Attempt.text`) for the pack's author to inspect.
 They are never sent to a model again and never logged above DEBUG."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
 from typing import Any
+
+from runtime.checkpoint import Entry
+from runtime.journal import StepPayload, ToolPayload, journaled_attempts
+from runtime.trace_items import Attempt as Attempt
+from runtime.trace_items import EdgeTaken as EdgeTaken
+from runtime.trace_items import Step as Step
+from runtime.trace_items import ToolCall as ToolCall
 
 TIERS = ("auto", "escalated", "failed")
 # The words people read for the tiers (reports, the CLI's eval line, the studio's pages
@@ -27,79 +37,15 @@ TIER_WORDS = {"auto": "auto", "escalated": "escalated", "failed": "unanswered"}
 TRACE_VERSION = 1
 
 
-@dataclass
-class Attempt:
-    node: str
-    step: int
-    attempt: int
-    stage: str  # sample | resample | feedback | reasoning
-    ok: bool
-    category: str | None = None  # rejection category (runtime.verify.REJECTION_CATEGORIES)
-    reason: str | None = None
-    text: str = ""
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    reasoning_tokens: int = 0
-    latency_s: float = 0.0
-    ttft_s: float | None = None
-    cost_usd: float = 0.0
-    request_id: str = ""
-    tier: str | None = None  # the model tier that was asked (runs with tiers only)
+class RunStatus(StrEnum):
+    """Where a run stands (Trace.status, RunResult.status, the checkpoint's status).
+    Members are strings and compare equal to their values, which are what is stored."""
 
-
-@dataclass
-class EdgeTaken:
-    index: int
-    kind: str  # next | on_fail | on_unsure
-    target: str
-
-
-@dataclass
-class Step:
-    node: str
-    step: int
-    kind: str
-    status: str  # ok | fail | unsure | wait | end
-    writes: dict[str, Any] = field(default_factory=dict)
-    attempt: int = 0  # which attempt's answer was committed (provenance)
-    reason: str = ""
-    edge: EdgeTaken | None = None
-    prompt: str = ""
-    replayed: bool = False
-    # A confidence gate's measure (runtime.confidence.Confidence as a dict: field, value,
-    # p, margin, source), kept on unsure steps too; None on nodes without a gate.
-    confidence: dict[str, Any] | None = None
-    # A label prior's correction (runtime.prior.apply_prior: field, from, to, scores,
-    # reason); None on nodes without a `prior`.
-    prior: dict[str, Any] | None = None
-    notes: list[str] = field(default_factory=list)  # e.g. "input.ticket cut from 9120 to 4000 chars (keep head)"
-    # Model tiers (docs/tiers.md). `tier`: the tier that answered this node (its name, or
-    # "person"); None in runs without tiers and for nodes that ask no model.
-    tier: str | None = None
-    # Each move up the ladder at this node: {"from", "to" (a tier or "person"), "reason", "node"}.
-    escalations: list[dict[str, Any]] = field(default_factory=list)
-    # Every answer the models gave at this node, on every tier: {"tier", "answer" (the
-    # parsed JSON, None when it did not parse), "status" (rejected | unsure | ok), "reason"}.
-    candidates: list[dict[str, Any]] = field(default_factory=list)
-    # Who committed the writes when a person did ("human:<user>", or "human" when the
-    # answer came without a name, as a gold case's `human` answers do); None for models.
-    provenance: str | None = None
-    # A choose_tool visit's counters: {"model_calls", "invalid_choices", "repeats", "stop"
-    # (done | budget | repeat | failed), "per_tool": {tool: {"invalid", "repeats"}}};
-    # None for other kinds. Journaled with the step, so a resumed run keeps them.
-    tool_stats: dict[str, Any] | None = None
-
-
-@dataclass
-class ToolCall:
-    node: str
-    step: int
-    tool: str
-    args: dict[str, Any]
-    result: Any
-    latency_s: float = 0.0
-    replayed: bool = False  # from the run's journal (a resumed run) or a recording, not called
-    key: str | None = None  # the idempotency key it was called with (side-effecting tools)
+    RUNNING = "running"
+    WAITING = "waiting"  # for a person (a human node, or a model node past the last tier)
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
 
 
 @dataclass
@@ -110,7 +56,7 @@ class Trace:
     steps: list[Step] = field(default_factory=list)
     attempts: list[Attempt] = field(default_factory=list)
     tool_calls: list[ToolCall] = field(default_factory=list)
-    status: str = "running"  # running | waiting | done | failed | cancelled
+    status: str = RunStatus.RUNNING  # a RunStatus (str: a stored trace may hold another word)
     end_node: str | None = None
     error: str | None = None
     ladder: list[str] = field(default_factory=list)  # the model tiers' names, small to large ([] without tiers)
@@ -131,7 +77,7 @@ class Trace:
         without tiers."""
         if not self.ladder:
             return None
-        if self.status == "waiting" or any(s.tier == "person" or s.provenance for s in self.steps):
+        if self.status == RunStatus.WAITING or any(s.tier == "person" or s.provenance for s in self.steps):
             return "person"
         rank = {name: i for i, name in enumerate(self.ladder)}
         used = [rank[s.tier] for s in self.steps if s.tier in rank]
@@ -139,10 +85,12 @@ class Trace:
 
     @property
     def tier(self) -> str:
-        if self.status in ("failed", "cancelled") or any(s.edge and s.edge.kind == "on_fail" for s in self.steps):
+        if self.status in (RunStatus.FAILED, RunStatus.CANCELLED) or any(
+            s.edge and s.edge.kind == "on_fail" for s in self.steps
+        ):
             return "failed"
         waits = _waiting_kinds()
-        if self.status == "waiting" or any(
+        if self.status == RunStatus.WAITING or any(
             s.kind in waits or s.provenance or (s.edge and s.edge.kind == "on_unsure") for s in self.steps
         ):
             return "escalated"
@@ -235,6 +183,89 @@ class Trace:
             error=data.get("error"),
             ladder=list(data.get("ladder", [])),
         )
+
+    @classmethod
+    def from_journal(
+        cls,
+        entries: Iterable[Entry | EntryRow],
+        *,
+        run_id: str,
+        pack: str,
+        case_id: str | None = None,
+        replayed: bool = False,
+    ) -> Trace:
+        """The trace a run's checkpoint journal holds: its steps, attempts and tool calls,
+        as the walk that wrote `entries` (Entry, or (kind, node, step, payload) rows, in
+        journal order) built them. Its status stays "running": the journal does not hold
+        the run's end. `replayed` marks the steps and tool calls as replayed. One entry at
+        a time: TraceBuilder."""
+        builder = TraceBuilder(run_id, pack, case_id=case_id, replayed=replayed)
+        return builder.extend(entries)
+
+
+# A journal entry as the studio reads it from its own tables: (kind, node, step, payload).
+EntryRow = tuple[str, str, int, Mapping[str, Any]]
+
+
+class TraceBuilder:
+    """Rebuilds a run's Trace from its journal, one entry at a time (`add`), as the walk
+    that wrote the entries built its own: a "step" entry adds its step and its attempts,
+    an "escalate" or "wait" entry its attempts, a "tool" entry its tool call (with its
+    idempotency key). A "wait" entry adds no step: a waiting run's step is the answer's.
+    `replayed`: mark the steps and tool calls as replayed (a resumed run's view of what
+    happened before it); the studio's live view of a run leaves it False.
+
+    `trace` is the Trace being built, a new one unless given (`TraceBuilder.onto`)."""
+
+    def __init__(self, run_id: str = "", pack: str = "", *, case_id: str | None = None, replayed: bool = False) -> None:
+        self.trace = Trace(run_id=run_id, pack=pack, case_id=case_id)
+        self.replayed = replayed
+
+    @classmethod
+    def onto(cls, trace: Trace, *, replayed: bool = False) -> TraceBuilder:
+        """A builder that adds to `trace` (say, a resumed run's, its ladder already set)."""
+        builder = cls(replayed=replayed)
+        builder.trace = trace
+        return builder
+
+    def add(self, kind: str, node: str, step: int, payload: Mapping[str, Any]) -> Step | None:
+        """Add one journal entry to the trace; the Step it added ("step" entries), else None."""
+        trace = self.trace
+        if kind == "step":
+            entry = StepPayload.from_payload(payload, replayed=self.replayed)
+            trace.steps.append(entry.step)
+            trace.attempts.extend(entry.attempts)
+            return entry.step
+        if kind in ("escalate", "wait"):
+            trace.attempts.extend(journaled_attempts(payload))
+        elif kind == "tool":
+            call = ToolPayload.from_payload(payload)
+            trace.tool_calls.append(
+                ToolCall(
+                    node=node,
+                    step=step,
+                    tool=call.tool,
+                    args=call.args,
+                    result=call.result,
+                    latency_s=call.latency_s,
+                    replayed=self.replayed,
+                    key=call.key,
+                )
+            )
+        return None
+
+    def add_entry(self, entry: Entry | EntryRow) -> Step | None:
+        """`add` for an Entry, or a (kind, node, step, payload) row."""
+        if isinstance(entry, Entry):
+            return self.add(entry.kind, entry.node, entry.step, entry.payload)
+        kind, node, step, payload = entry
+        return self.add(kind, node, step, payload)
+
+    def extend(self, entries: Iterable[Entry | EntryRow]) -> Trace:
+        """Add every entry, in order; the trace."""
+        for entry in entries:
+            self.add_entry(entry)
+        return self.trace
 
 
 def _waiting_kinds() -> tuple[str, ...]:

@@ -14,6 +14,7 @@ from typing import Any
 from runtime.backends.base import Backend, ModelCall, ModelReply
 from runtime.checkpoint import CheckpointStore
 from runtime.errors import Cancelled, FencedOut, HostFailed
+from runtime.journal import EscalatePayload, ToolPayload, WaitPayload
 from runtime.pack.model import Node, Pack
 from runtime.tiers import Tier
 from runtime.tools import (
@@ -22,6 +23,7 @@ from runtime.tools import (
     Registry,
     TapeHook,
     ToolOutcome,
+    ToolOutcomeKind,
     idempotency_key,
     result_problem,
 )
@@ -43,10 +45,12 @@ class RunOptions:
     tape: TapeHook | None = None  # records or replays tool results (runtime.recordings, docs/tools.md)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RunResult:
     run_id: str
-    status: str  # done | failed | waiting | cancelled
+    # A RunStatus: done | failed | waiting | cancelled. Typed str so that hosts with their
+    # own status enum (the studio's TextChoices) compare with it.
+    status: str
     output: dict[str, Any]
     state: dict[str, Any]
     trace: Trace
@@ -84,14 +88,14 @@ class Walk:
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)  # human node answers
     # Tool calls journaled at (node, step): replayed on resume, and when a node re-runs
     # within its step (a tier climb), instead of calling the tool again (docs/invariants.md, 4).
-    pending_tools: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
+    pending_tools: dict[tuple[str, int], list[ToolPayload]] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)  # model calls per node, for attempt numbers
     budget_left: int | None = None
     tiers: list[Tier] = field(default_factory=list)  # [] : every model call goes to `backend`
     tier_index: int = 0  # the tier the node being run asks
     journaled: int = 0  # trace.attempts[:journaled] are in the journal
-    pending: dict[str, Any] | None = None  # an escalation journaled before a kill, for the node it was at
-    waiting: dict[str, Any] | None = None  # the wait the run was resumed from (its journal payload + node)
+    pending: EscalatePayload | None = None  # an escalation journaled before a kill, for the node it was at
+    waiting: WaitPayload | None = None  # the wait the run was resumed from
     answered_by: str | None = None  # who gave `answers` ("human:<user>"): the provenance of their commits
 
     @property
@@ -206,10 +210,21 @@ class Walk:
     ) -> None:
         """Journal a tool's result the moment it returns, before anything is committed,
         so a resumed run replays it instead of calling the tool again (docs/invariants.md, 4)."""
-        payload = {"tool": tool, "args": args, "result": result, "latency_s": latency_s, "key": key}
-        self.store.append(self.run_id, self.fence, "tool", node.id, self.step, payload)
+        payload = ToolPayload(tool=tool, args=args, result=result, latency_s=latency_s, key=key)
+        self.store.append(self.run_id, self.fence, "tool", node.id, self.step, payload.to_payload())
         self.pending_tools.setdefault((node.id, self.step), []).append(payload)
-        self.trace.tool_calls.append(ToolCall(node.id, self.step, tool, args, result, latency_s, replayed, key))
+        self.trace.tool_calls.append(
+            ToolCall(
+                node=node.id,
+                step=self.step,
+                tool=tool,
+                args=args,
+                result=result,
+                latency_s=latency_s,
+                replayed=replayed,
+                key=key,
+            )
+        )
 
     def call_tool(self, node: Node, tool_name: str, args: dict[str, Any]) -> ToolOutcome:
         """Call the host tool `tool_name` with `args` for `node`: the one path every tool
@@ -223,8 +238,10 @@ class Walk:
             raise Cancelled("run cancelled")
         made = self.pending_tools.get((node.id, self.step), [])
         for entry in made:
-            if same_call(entry["tool"], entry["args"], tool_name, args):
-                return ToolOutcome(True, entry["result"], None, True, "ok", entry.get("key"))
+            if same_call(entry.tool, entry.args, tool_name, args):
+                return ToolOutcome(
+                    ok=True, result=entry.result, reason=None, replayed=True, kind=ToolOutcomeKind.OK, key=entry.key
+                )
         found = self.tools.get(tool_name)
         key = None
         if found is not None and found.side_effects:
@@ -235,23 +252,25 @@ class Walk:
             # fault, not a divergence); an unregistered or unavailable tool is replayed.
             problem = args_problem(found, args) if found is not None and found.available else None
             if problem is not None:
-                return ToolOutcome.failed("bad_args", problem)
+                return ToolOutcome.failed(ToolOutcomeKind.BAD_ARGS, problem)
             recorded = tape.lookup(self.case_id, node.id, len(self.trace.tool_calls), tool_name, args)
             if isinstance(recorded, Divergence):
                 return ToolOutcome.failed(
-                    "diverged", f"tool '{tool_name}' diverged from the recording: {recorded.reason}"
+                    ToolOutcomeKind.DIVERGED, f"tool '{tool_name}' diverged from the recording: {recorded.reason}"
                 )
             if isinstance(recorded, RecordedFailure):
-                return ToolOutcome(False, None, recorded.reason, True, recorded.kind, key)
+                return ToolOutcome(
+                    ok=False, result=None, reason=recorded.reason, replayed=True, kind=recorded.kind, key=key
+                )
             self.record_tool(node, tool_name, args, recorded, 0.0, key=key, replayed=True)
-            return ToolOutcome(True, recorded, None, True, "ok", key)
+            return ToolOutcome(ok=True, result=recorded, reason=None, replayed=True, kind=ToolOutcomeKind.OK, key=key)
         if found is None:  # load_pack(tools=...) refuses this; a host that skipped it lands here
-            return ToolOutcome.failed("unknown", f"tool '{tool_name}' is not registered")
+            return ToolOutcome.failed(ToolOutcomeKind.UNKNOWN, f"tool '{tool_name}' is not registered")
         if not found.available:
-            return ToolOutcome.failed("unavailable", f"tool '{tool_name}' is {found.state}")
+            return ToolOutcome.failed(ToolOutcomeKind.UNAVAILABLE, f"tool '{tool_name}' is {found.state}")
         problem = args_problem(found, args)
         if problem is not None:
-            return ToolOutcome.failed("bad_args", problem)
+            return ToolOutcome.failed(ToolOutcomeKind.BAD_ARGS, problem)
         kwargs = dict(args) if key is None else {**args, "idempotency_key": key}
         index = len(self.trace.tool_calls)
         started = time.perf_counter()
@@ -261,19 +280,32 @@ class Walk:
             raise
         except Exception as exc:  # a tool's failure is the node's failure, not the runtime's
             return self._tool_failed(
-                tape, node, index, tool_name, args, "raised", f"tool '{tool_name}' raised {type(exc).__name__}: {exc}"
+                tape,
+                node,
+                index,
+                tool_name,
+                args,
+                ToolOutcomeKind.RAISED,
+                f"tool '{tool_name}' raised {type(exc).__name__}: {exc}",
             )
         latency_s = time.perf_counter() - started
         problem = result_problem(found, result)
         if problem is not None:
-            return self._tool_failed(tape, node, index, tool_name, args, "bad_result", problem)
+            return self._tool_failed(tape, node, index, tool_name, args, ToolOutcomeKind.BAD_RESULT, problem)
         self.record_tool(node, tool_name, args, result, latency_s, key=key)
         if tape is not None and tape.mode == "record":
             tape.record(self.case_id, node.id, index, tool_name, args, result)
-        return ToolOutcome(True, result, None, False, "ok", key)
+        return ToolOutcome(ok=True, result=result, reason=None, replayed=False, kind=ToolOutcomeKind.OK, key=key)
 
     def _tool_failed(
-        self, tape: TapeHook | None, node: Node, index: int, tool: str, args: dict[str, Any], kind: str, reason: str
+        self,
+        tape: TapeHook | None,
+        node: Node,
+        index: int,
+        tool: str,
+        args: dict[str, Any],
+        kind: ToolOutcomeKind,
+        reason: str,
     ) -> ToolOutcome:
         """A live call that failed; a recording tape keeps the failure for its replays."""
         if tape is not None and tape.mode == "record":
@@ -286,8 +318,8 @@ class Walk:
         return 1 + sum(1 for s in self.trace.steps if s.node == node_id and s.status != "wait" and s.step < self.step)
 
 
-def unjournaled(walk: Walk) -> list[dict[str, Any]]:
-    """The attempts not yet journaled, as journal data; they count as journaled now."""
-    out = [vars(a) for a in walk.trace.attempts[walk.journaled :]]
+def unjournaled(walk: Walk) -> list[Attempt]:
+    """The attempts not yet journaled; they count as journaled now."""
+    out = walk.trace.attempts[walk.journaled :]
     walk.journaled = len(walk.trace.attempts)
     return out

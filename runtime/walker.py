@@ -6,7 +6,8 @@ edges (never by the model), and the step appended to the checkpoint journal.
 
 This module holds the walk loop (run_pack, resume_run, routing, the run's end); the run
 in progress and its model and tool calls are runtime.walk, running one node on the
-model tiers runtime.tier_climb, rebuilding a run from its journal runtime.journal_replay."""
+model tiers runtime.tier_climb, rebuilding a run from its journal runtime.journal_replay
+(its entries' payloads are runtime.journal's, decoded into a trace by runtime.trace.TraceBuilder)."""
 
 from __future__ import annotations
 
@@ -19,13 +20,14 @@ from typing import Any
 from runtime.backends.base import Backend
 from runtime.checkpoint import CheckpointStore, MemoryStore
 from runtime.errors import BackendError, Cancelled, ExprError, OutputRejected, RunStateError
+from runtime.journal import StepPayload, WaitPayload
 from runtime.journal_replay import replay_journal as _replay
 from runtime.nodes.base import Outcome
 from runtime.pack.model import Edge, Node, Pack
 from runtime.tier_climb import run_node as _run_node
 from runtime.tiers import Tier, check_answer, check_tiers
 from runtime.tools import Registry, Tool
-from runtime.trace import EdgeTaken, Step, Trace
+from runtime.trace import EdgeTaken, RunStatus, Step, Trace
 from runtime.walk import RunOptions as RunOptions
 from runtime.walk import RunResult as RunResult
 from runtime.walk import Walk as Walk
@@ -92,7 +94,9 @@ def resume_run(
     if tiers is not None:
         check_tiers(list(tiers))
     record = store.get(run_id)
-    if record.status == "done" or (record.status == "failed" and (record.result or {}).get("error_kind") != "backend"):
+    if record.status == RunStatus.DONE or (
+        record.status == RunStatus.FAILED and (record.result or {}).get("error_kind") != "backend"
+    ):
         raise RunStateError(f"run '{run_id}' already finished ({record.status}); nothing to resume")
     if record.digest != pack.digest:
         raise RunStateError(f"run '{run_id}' was started with a different version of pack '{record.pack}'")
@@ -101,7 +105,7 @@ def resume_run(
     walk.tiers, walk.answered_by = list(tiers or []), answered_by
     walk.trace.ladder = [t.name for t in walk.tiers]
     current = _replay(walk, journal)
-    if walk.waiting is not None and current == walk.waiting["node"] and current in walk.answers:
+    if walk.waiting is not None and current == walk.waiting.node and current in walk.answers:
         reasons = check_answer(pack, current, walk.view(), walk.answers[current])
         if reasons:  # the run stays waiting: nothing journaled, its status untouched
             raise OutputRejected("answer", "; ".join(reasons), reasons)
@@ -109,9 +113,9 @@ def resume_run(
         last = walk.trace.steps[-1] if walk.trace.steps else None
         if last is not None and last.status == "end":
             walk.trace.end_node = last.node
-            return _finish(walk, "done", None)
-        return _finish(walk, "failed", f"{last.node}: {last.reason}" if last else "nothing was journaled")
-    store.set_status(run_id, fence, "running")
+            return _finish(walk, RunStatus.DONE, None)
+        return _finish(walk, RunStatus.FAILED, f"{last.node}: {last.reason}" if last else "nothing was journaled")
+    store.set_status(run_id, fence, RunStatus.RUNNING)
     log.info("run.resume", extra={"fields": {"run_id": run_id, "at": current, "replayed_steps": walk.step}})
     return _walk(walk, current)
 
@@ -155,20 +159,32 @@ def _walk(walk: Walk, current: str) -> RunResult:
             if walk.cancel is not None and walk.cancel.is_set():
                 raise Cancelled("run cancelled")
             if walk.step >= max_steps:
-                return _finish(walk, "failed", f"step bound reached ({max_steps} steps); the graph may be looping")
+                return _finish(
+                    walk, RunStatus.FAILED, f"step bound reached ({max_steps} steps); the graph may be looping"
+                )
             node = pack.nodes[current]
             walk.step += 1
             outcome, extra = _run_node(walk, node)
             if outcome.status == "wait":
                 why = outcome.reason or "human"
-                payload = {"question": outcome.prompt, "reason": why, **extra, "attempts": unjournaled(walk)}
-                payload["budget_left"] = walk.budget_left
-                walk.store.append(walk.run_id, walk.fence, "wait", node.id, walk.step, payload)
+                wait = WaitPayload(
+                    node=node.id,
+                    question=outcome.prompt,
+                    reason=why,
+                    tier=extra.get("tier"),
+                    escalations=extra.get("escalations"),
+                    candidates=extra.get("candidates"),
+                    attempts=unjournaled(walk),
+                    budget_left=walk.budget_left,
+                )
+                walk.store.append(walk.run_id, walk.fence, "wait", node.id, walk.step, wait.to_payload())
                 walk.step -= 1  # the node's step is taken when its answer arrives
                 walk.trace.steps.append(
                     Step(node.id, walk.step + 1, node.kind, "wait", prompt=outcome.prompt, reason=why, **extra)
                 )
-                return _finish(walk, "waiting", None, waiting_at=node.id, question=outcome.prompt, waiting_reason=why)
+                return _finish(
+                    walk, RunStatus.WAITING, None, waiting_at=node.id, question=outcome.prompt, waiting_reason=why
+                )
             edge = _route(pack, node, outcome, walk)
             step = Step(
                 node=node.id,
@@ -189,29 +205,25 @@ def _walk(walk: Walk, current: str) -> RunResult:
             if outcome.status == "ok":
                 walk.state.update(outcome.writes)
             walk.trace.steps.append(step)
-            # Shallow copies: asdict() deep-copies every value and was half the walker's time.
-            payload = {**vars(step), "edge": vars(step.edge) if step.edge else None}
-            payload.pop("replayed")
-            payload["attempts"] = unjournaled(walk)
-            payload["budget_left"] = walk.budget_left
-            walk.store.append(walk.run_id, walk.fence, "step", node.id, walk.step, payload)
+            entry = StepPayload(step=step, attempts=unjournaled(walk), budget_left=walk.budget_left)
+            walk.store.append(walk.run_id, walk.fence, "step", node.id, walk.step, entry.to_payload())
             log.info(
                 "node.done",
-                extra={"fields": {"node": node.id, "status": outcome.status, "attempts": len(payload["attempts"])}},
+                extra={"fields": {"node": node.id, "status": outcome.status, "attempts": len(entry.attempts)}},
             )
             if walk.options.on_step is not None:
                 walk.options.on_step(step)
             if outcome.status == "end":
                 walk.trace.end_node = node.id
-                return _finish(walk, "done", None)
+                return _finish(walk, RunStatus.DONE, None)
             if edge is None:
                 why = outcome.reason if outcome.status != "ok" else f"no edge out of '{node.id}' matched"
-                return _finish(walk, "failed", f"{node.id}: {why}")
+                return _finish(walk, RunStatus.FAILED, f"{node.id}: {why}")
             current = edge.target
     except Cancelled:
-        return _finish(walk, "cancelled", "run cancelled")
+        return _finish(walk, RunStatus.CANCELLED, "run cancelled")
     except BackendError as exc:
-        return _finish(walk, "failed", f"model backend: {exc}", error_kind="backend")
+        return _finish(walk, RunStatus.FAILED, f"model backend: {exc}", error_kind="backend")
 
 
 def _route(pack: Pack, node: Node, outcome: Outcome, walk: Walk) -> Edge | None:
@@ -239,7 +251,7 @@ def _route(pack: Pack, node: Node, outcome: Outcome, walk: Walk) -> Edge | None:
 
 def _finish(
     walk: Walk,
-    status: str,
+    status: RunStatus,
     error: str | None,
     *,
     waiting_at: str | None = None,
@@ -249,7 +261,7 @@ def _finish(
 ) -> RunResult:
     walk.trace.status = status
     walk.trace.error = error
-    output = _output(walk) if status == "done" else {}
+    output = _output(walk) if status == RunStatus.DONE else {}
     result: dict[str, Any] = {"output": output, "error": error, "tier": walk.trace.tier}
     if error_kind:
         result["error_kind"] = error_kind
@@ -272,7 +284,15 @@ def _finish(
             }
         },
     )
-    return RunResult(walk.run_id, status, output, dict(walk.state), walk.trace, waiting_at, waiting_reason)
+    return RunResult(
+        run_id=walk.run_id,
+        status=status,
+        output=output,
+        state=dict(walk.state),
+        trace=walk.trace,
+        waiting_at=waiting_at,
+        waiting_reason=waiting_reason,
+    )
 
 
 def _output(walk: Walk) -> dict[str, Any]:

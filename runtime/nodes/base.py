@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from runtime.backends.base import ModelReply
     from runtime.errors import PackIssue
     from runtime.expr import Expression
+    from runtime.journal import ToolPayload
     from runtime.pack.model import Node, Pack, RetryPolicy
     from runtime.prompt import Template
     from runtime.tools import Registry, ToolOutcome
@@ -71,7 +72,7 @@ class RunContext(Protocol):
     state: dict[str, Any]
     step: int
     answers: dict[str, dict[str, Any]]  # human answers by node id, popped when used
-    pending_tools: dict[tuple[str, int], list[dict[str, Any]]]  # journaled tool calls, by (node, step)
+    pending_tools: dict[tuple[str, int], list[ToolPayload]]  # journaled tool calls, by (node, step)
     budget_left: int | None
 
     @property

@@ -146,7 +146,7 @@ class ChooseToolKind:
         # a tier climb) are where the loop continues from: their choices are not asked
         # again and the tools are not called again (docs/invariants.md, 4).
         calls: list[dict[str, Any]] = [
-            {"tool": e["tool"], "args": e["args"], "result": e["result"]}
+            {"tool": e.tool, "args": e.args, "result": e.result}
             for e in walk.pending_tools.get((node.id, walk.step), [])
         ]
         prompt = ""

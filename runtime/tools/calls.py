@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Protocol
 
 from jsonschema.exceptions import best_match
@@ -24,20 +25,31 @@ __all__ = [
     "RecordedFailure",
     "TapeHook",
     "ToolOutcome",
+    "ToolOutcomeKind",
     "args_problem",
     "idempotency_key",
     "result_problem",
     "same_call",
 ]
 
-# ok: the tool returned a valid result (or one was replayed). The rest fail the node:
-# unknown (not in the registry), unavailable (a dependency missing), bad_args (schema or
-# the tool's check), raised (the tool raised, or returned something not JSON), bad_result
-# (the result broke the declared schema), diverged (a replayed recording has no such call).
-OUTCOME_KINDS = ("ok", "unavailable", "unknown", "bad_args", "bad_result", "raised", "diverged")
+
+class ToolOutcomeKind(StrEnum):
+    """What became of a tool call (ToolOutcome.kind). OK: the tool returned a valid result
+    (or one was replayed). The rest fail the node. Members compare equal to their values."""
+
+    OK = "ok"
+    UNAVAILABLE = "unavailable"  # a dependency missing
+    UNKNOWN = "unknown"  # not in the registry
+    BAD_ARGS = "bad_args"  # the `args` schema or the tool's check refused the arguments
+    BAD_RESULT = "bad_result"  # the result broke the declared schema
+    RAISED = "raised"  # the tool raised, or returned something not JSON
+    DIVERGED = "diverged"  # a replayed recording has no such call
 
 
-@dataclass(frozen=True)
+OUTCOME_KINDS = tuple(k.value for k in ToolOutcomeKind)
+
+
+@dataclass(frozen=True, kw_only=True)
 class ToolOutcome:
     """What a tool call produced. `ok` False is a node failure (the node's on_fail);
     `reason` then says why, in words for an author. `replayed`: the result came from the
@@ -48,12 +60,12 @@ class ToolOutcome:
     result: Any
     reason: str | None
     replayed: bool
-    kind: str
+    kind: str  # a ToolOutcomeKind; a RecordedFailure replays the kind its recording names
     key: str | None = None
 
     @classmethod
-    def failed(cls, kind: str, reason: str) -> ToolOutcome:
-        return cls(False, None, reason, False, kind)
+    def failed(cls, kind: ToolOutcomeKind, reason: str) -> ToolOutcome:
+        return cls(ok=False, result=None, reason=reason, replayed=False, kind=kind)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from runtime import Attempt, EdgeTaken, Entry, Pack, RunRecord, RunStateError, Step, ToolCall, Trace
+from runtime import Entry, Pack, RunRecord, RunStateError, Trace, TraceBuilder
 from studio import sqlwrites
 from studio.deployments.models import ServedRun
 from studio.deployments.recording import Recorder
@@ -32,7 +32,7 @@ class ServedStore(OutcomeStore):
     def __init__(self, run_id: str, pack: Pack, recorder: Recorder) -> None:
         super().__init__()
         self.run_id = run_id
-        self.trace = Trace(run_id=run_id, pack=pack.name)
+        self.builder = TraceBuilder(run_id, pack.name)  # the runtime's journal decoder
         self.entry = pack.entry
         self.recorder = recorder
         recorder.store = self
@@ -76,10 +76,10 @@ class ServedStore(OutcomeStore):
     def take_over(self, run_id: str) -> tuple[int, RunRecord, list[Entry]]:
         fence, record, entries = super().take_over(run_id)
         self.fence = fence
-        self.trace = Trace(run_id=self.trace.run_id, pack=self.trace.pack)
+        self.builder = TraceBuilder(self.trace.run_id, self.trace.pack)
         at, step = self.entry, 1
         for e in entries:
-            note(self.trace, e.kind, e.node, e.step, e.payload)
+            self.builder.add_entry(e)
             if e.kind == "step":
                 edge = e.payload.get("edge")
                 at, step = (edge["target"] if edge else e.node), e.step + 1
@@ -104,7 +104,7 @@ class ServedStore(OutcomeStore):
         if seq is None:  # not begun or taken over through this store (never, in a worker)
             super().append(run_id, fence, kind, node, step, payload)
             self.write_events()
-            note(self.trace, kind, node, step, payload)
+            self.builder.add(kind, node, step, payload)
             return
         for a in payload.get("attempts", []):
             if not a.get("ok") and a.get("stage") != "reasoning":
@@ -122,22 +122,12 @@ class ServedStore(OutcomeStore):
 
         self._with_events(journal)
         self._seq[run_id] = seq + 1
-        note(self.trace, kind, node, step, payload)
+        self.builder.add(kind, node, step, payload)
 
-
-def note(trace: Trace, kind: str, node: str, step: int, payload: dict[str, Any]) -> None:
-    """Add journal entry (kind, node, step, payload) to `trace`, as the walk did."""
-    if kind == "step":
-        edge = payload.get("edge")
-        fields = {k: v for k, v in payload.items() if k not in ("attempts", "edge", "budget_left")}
-        trace.steps.append(Step(**fields, edge=EdgeTaken(**edge) if edge else None))
-        trace.attempts.extend(Attempt(**a) for a in payload.get("attempts", []))
-    elif kind in ("escalate", "wait"):
-        trace.attempts.extend(Attempt(**a) for a in payload.get("attempts", []))
-    elif kind == "tool":
-        trace.tool_calls.append(
-            ToolCall(node, step, payload["tool"], payload["args"], payload["result"], payload["latency_s"])
-        )
+    @property
+    def trace(self) -> Trace:
+        """The run's trace so far, rebuilt from its journal as it is written."""
+        return self.builder.trace
 
 
 def journal_trace(run: ServedRun) -> dict[str, Any] | None:
@@ -147,9 +137,6 @@ def journal_trace(run: ServedRun) -> dict[str, Any] | None:
     pack = RunCheckpoint.objects.filter(run_id=cid).values_list("pack", flat=True).first()
     if pack is None:
         return None
-    trace = Trace(run_id=cid, pack=pack)
-    for kind, node, step, payload in JournalEntry.objects.filter(run_id=cid).values_list(
-        "kind", "node", "step", "payload"
-    ):
-        note(trace, kind, node, step, payload)
+    rows = JournalEntry.objects.filter(run_id=cid).values_list("kind", "node", "step", "payload")
+    trace = Trace.from_journal(rows, run_id=cid, pack=pack)
     return stored(trace.to_dict(include_rejected_text=True))

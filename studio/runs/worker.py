@@ -17,16 +17,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from runtime import (
-    Attempt,
-    EdgeTaken,
     Entry,
     PackforgeError,
     RunOptions,
     RunRecord,
     RunStateError,
     Step,
-    ToolCall,
     Trace,
+    TraceBuilder,
     open_backend,
     resume_run,
     run_pack,
@@ -55,29 +53,21 @@ class _Journal(OutcomeStore):
 
     def __init__(self, run_id: str, pack: str) -> None:
         super().__init__()
-        self.trace = Trace(run_id=run_id, pack=pack)
+        self.builder = TraceBuilder(run_id, pack)  # the runtime's journal decoder
+
+    @property
+    def trace(self) -> Trace:
+        return self.builder.trace
 
     def take_over(self, run_id: str) -> tuple[int, RunRecord, list[Entry]]:
         fence, record, entries = super().take_over(run_id)
-        self.trace = Trace(run_id=self.trace.run_id, pack=self.trace.pack)
-        for e in entries:
-            self._note(e.kind, e.node, e.step, e.payload)
+        self.builder = TraceBuilder(self.trace.run_id, self.trace.pack)
+        self.builder.extend(entries)
         return fence, record, entries
 
     def append(self, run_id: str, fence: int, kind: str, node: str, step: int, payload: dict[str, Any]) -> None:
         super().append(run_id, fence, kind, node, step, payload)
-        self._note(kind, node, step, payload)
-
-    def _note(self, kind: str, node: str, step: int, payload: dict[str, Any]) -> None:
-        if kind == "step":
-            edge = payload.get("edge")
-            fields = {k: v for k, v in payload.items() if k not in ("attempts", "edge", "budget_left")}
-            self.trace.steps.append(Step(**fields, edge=EdgeTaken(**edge) if edge else None))
-            self.trace.attempts.extend(Attempt(**a) for a in payload.get("attempts", []))
-        elif kind == "tool":
-            self.trace.tool_calls.append(
-                ToolCall(node, step, payload["tool"], payload["args"], payload["result"], payload["latency_s"])
-            )
+        self.builder.add(kind, node, step, payload)
 
 
 def _finish(

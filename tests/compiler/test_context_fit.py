@@ -24,7 +24,17 @@ LONG = {3, 7, 11, 15, 19, 23, 27, 31, 35, 39, 43, 47}  # tickets padded past the
 
 
 def outcome(case_id: str, overflow: bool) -> CaseOutcome:
-    return CaseOutcome(case_id, not overflow, float(not overflow), {}, None, True, 1, 10, overflow)
+    return CaseOutcome(
+        id=case_id,
+        passed=not overflow,
+        score=float(not overflow),
+        fields={},
+        confidence=None,
+        eligible=True,
+        calls=1,
+        tokens=10,
+        overflow=overflow,
+    )
 
 
 def test_the_rule_cuts_the_longest_field_to_the_longest_value_that_fit(tmp_path: Path) -> None:

@@ -20,7 +20,17 @@ from tests.support.tickets import gold_cases, write_spec
 
 
 def outcome(i: int, passed: bool, confidence: float | None, eligible: bool = True) -> CaseOutcome:
-    return CaseOutcome(f"c{i}", passed, float(passed), {"f": passed}, confidence, eligible, 1, 10, False)
+    return CaseOutcome(
+        id=f"c{i}",
+        passed=passed,
+        score=float(passed),
+        fields={"f": passed},
+        confidence=confidence,
+        eligible=eligible,
+        calls=1,
+        tokens=10,
+        overflow=False,
+    )
 
 
 @pytest.mark.parametrize(("k", "n", "expected"), [(10, 10, 0.6915), (9, 10, 0.5550), (45, 50, 0.7819), (0, 5, 0.0)])

@@ -80,6 +80,7 @@ PINNED = [
     "RunOptions",
     "RunRecord",
     "RunResult",
+    "RunStatus",  # done | failed | waiting | cancelled | running, as a StrEnum (issue 21)
     "RunStateError",
     "SCHEMA_CATEGORIES",
     "score_case",
@@ -90,6 +91,7 @@ PINNED = [
     "Tool",
     "ToolCall",
     "Trace",
+    "TraceBuilder",  # the journal decoded into a Trace one entry at a time (Trace.from_journal for a whole one): the studio's live run traces
     "TRACE_VERSION",
     "TIER_WORDS",
     "wilson_interval",
@@ -128,6 +130,7 @@ PINNED = [
     "Registry",
     "ToolDef",
     "ToolOutcome",
+    "ToolOutcomeKind",  # ToolOutcome.kind's words, as a StrEnum (issue 21)
     "ToolTape",  # recorded tool results (runtime.recordings): evaluate(tape=), the studio's evals
     "RunTape",  # one run's hook on a ToolTape (RunOptions.tape), with its counts
     "tool",

@@ -81,12 +81,12 @@ from runtime import (
     FieldRule,
     ModelCall,
     PackforgeError,
-    comparable,
+    compare_key,
     evaluate,
     load_pack,
     open_backend,
     rule_for,
-    same,
+    values_match,
     wilson_interval,
 )
 
@@ -180,13 +180,15 @@ def score(task: Task, expected: dict[str, Any], got: dict[str, Any] | None) -> t
     if not expected:
         return True, 1.0
     got = got or {}
-    hits = [name in got and same(rule_for(task.rules, name), want, got[name]) for name, want in expected.items()]
+    hits = [
+        name in got and values_match(rule_for(task.rules, name), want, got[name]) for name, want in expected.items()
+    ]
     return all(hits), sum(hits) / len(hits)
 
 
 def canonical(task: Task, name: str, value: Any) -> str:
     """A hashable key for a value under its field's rule (for modes and agreement)."""
-    return repr(comparable(rule_for(task.rules, name), value))
+    return repr(compare_key(rule_for(task.rules, name), value))
 
 
 # -- few-shot and the one-call prompt -------------------------------------------------------

@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks._rows import write_rows
 from runtime import Backend, ModelCall, load_pack, load_tools, open_backend
 from runtime.evaluate import evaluate
-from runtime.pack.fields import rule_for, same
+from runtime.pack.fields import rule_for, values_match
 from runtime.pack.model import Case, Pack
 from runtime.stats import wilson_interval
 from runtime.tools import Registry, args_problem
@@ -168,7 +168,7 @@ def run_one_call_arm(pack: Pack, cases: list[Case], backend: Backend, tools: Reg
                     answer = result.get("result") if isinstance(result, dict) else None
                 except Exception as exc:  # the tool refused what the model wrote
                     problem = f"the call failed: {type(exc).__name__}"
-        passed = answer is not None and same(rule, case.expected["answer"], answer)
+        passed = answer is not None and values_match(rule, case.expected["answer"], answer)
         rows.append(
             {
                 "arm": "one_call",

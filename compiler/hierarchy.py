@@ -1,5 +1,5 @@
 """Hierarchy as a search coordinate: a generate node whose closed-choice field is split
-by a parent field it reads, through keyed `choices` (runtime.labels), as the hand-written
+by a parent field it reads, through keyed `choices` (runtime.choices), as the hand-written
 routing pack does (`subissue` keyed on `department`).
 
 The label map is learned from the train split only: for each parent value, the child

@@ -69,7 +69,7 @@ from runtime.nodes import NODE_KINDS, drawing_for
 from runtime.nodes.base import NODE_SHAPES, NodeDrawing, NodeKind
 from runtime.pack import Pack, load_pack
 from runtime.pack.evalset import parse_evalset
-from runtime.pack.fields import COMPARES, FieldRule, comparable, rule_for, same
+from runtime.pack.fields import COMPARES, FieldRule, compare_key, rule_for, values_match
 from runtime.pack.model import Case, Edge, Node
 from runtime.pack.yamlsrc import SourceMap, load_yaml
 from runtime.pack.yamlsrc import nearest as nearest_key
@@ -78,7 +78,7 @@ from runtime.paths import path_problem
 from runtime.paths import shown as shown_path
 from runtime.prior import measure_prior
 from runtime.recordings import RunTape, ToolTape
-from runtime.scoring import baseline_summary, case_score, field_matches, field_table, observed, set_f1
+from runtime.scoring import baseline_summary, case_score, field_matches, field_table, observed_values, set_f1
 from runtime.stats import mcnemar_exact, paired_outcomes, percentile, wilson_interval
 from runtime.tiers import PERSON, Tier, check_answer, node_schema
 from runtime.tools import Registry, Tool, ToolDef, ToolOutcome, ToolOutcomeKind, load_tools, tool, tool_def
@@ -170,7 +170,7 @@ __all__ = [
     "check_baseline",
     "check_endpoint",
     "cli_main",
-    "comparable",
+    "compare_key",
     "compile_expr",
     "drawing_for",
     "evaluate",
@@ -186,7 +186,7 @@ __all__ = [
     "measure_prior",
     "nearest_key",
     "node_schema",
-    "observed",
+    "observed_values",
     "open_backend",
     "pack_file",
     "pack_tool",
@@ -200,12 +200,12 @@ __all__ = [
     "rule_for",
     "run_pack",
     "run_payload",
-    "same",
     "score_case",
     "set_f1",
     "shown_path",
     "tool",
     "tool_def",
     "tool_metrics",
+    "values_match",
     "wilson_interval",
 ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from runtime.nodes import kind_names
-from runtime.pack.fields import rule_for, same
+from runtime.pack.fields import rule_for, values_match
 
 if TYPE_CHECKING:
     from runtime.pack.model import Case, Pack
@@ -85,7 +85,9 @@ def _origin(pack: Pack | None, case: Case, commits: list[Step], j: int) -> int:
     named = {name: k for name, k in fed.items() if name in case.expected}
     rules = pack.fields if pack is not None else {}
     wrong = [
-        k for name, k in named.items() if not same(rule_for(rules, name), case.expected[name], commits[k].writes[name])
+        k
+        for name, k in named.items()
+        if not values_match(rule_for(rules, name), case.expected[name], commits[k].writes[name])
     ]
     if named and not wrong:
         return j

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.pack.fields import FieldRule, rule_for, same
+from runtime.pack.fields import FieldRule, rule_for, values_match
 from runtime.pack.model import Pack
 from runtime.stats import wilson_interval
 from runtime.trace import Trace
@@ -48,7 +48,7 @@ DEFAULT_TARGET = 0.95  # `packforge eval --target-auto-accuracy`
 def _correct(rules: Mapping[str, FieldRule], field: str, expected: Any, chosen: Any) -> bool:
     """Whether the chosen value of `field` counts as right: by the pack's `fields:` rule
     for it, as scoring compares it (runtime/pack/fields.py)."""
-    return same(rule_for(rules, field), expected, chosen)
+    return values_match(rule_for(rules, field), expected, chosen)
 
 
 @dataclass(frozen=True)

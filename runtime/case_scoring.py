@@ -7,7 +7,7 @@ from collections import Counter
 
 from runtime.blame import blame
 from runtime.case_result import DIVERGED, CaseProblem, CaseResult, FieldDiff
-from runtime.pack.fields import rule_for, same
+from runtime.pack.fields import rule_for, values_match
 from runtime.pack.model import Case, Pack
 from runtime.scoring import case_score
 from runtime.walker import RunResult
@@ -28,7 +28,7 @@ def score_case(pack: Pack, case: Case, result: RunResult) -> CaseResult:
     for name, want in case.expected.items():
         if name not in result.state:
             diffs.append(FieldDiff(name, want, None, missing=True))
-        elif not same(rule_for(pack.fields, name), want, result.state[name]):
+        elif not values_match(rule_for(pack.fields, name), want, result.state[name]):
             diffs.append(FieldDiff(name, want, result.state[name]))
     problems = []
     stopped_at = trace.end_node or result.waiting_at

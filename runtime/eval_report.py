@@ -14,7 +14,7 @@ from runtime.calibration import DEFAULT_TARGET, calibrate
 from runtime.case_result import CaseResult, case_dict, diff_dicts
 from runtime.pack.fields import FieldRule
 from runtime.pack.model import Edge
-from runtime.scoring import baseline_summary, field_table, observed, trivial_answers
+from runtime.scoring import baseline_summary, field_table, observed_values, trivial_answers
 from runtime.stats import percentile, wilson_interval
 from runtime.tiers import PERSON
 from runtime.trace import Trace
@@ -51,7 +51,7 @@ class EvalReport:
 
     def rows(self) -> list[tuple[dict[str, Any], dict[str, Any]]]:
         """(expected, actual) per case, as runtime.scoring reads them."""
-        return [(c.expected, observed(c.expected, diff_dicts(c.diffs))) for c in self.cases]
+        return [(c.expected, observed_values(c.expected, diff_dicts(c.diffs))) for c in self.cases]
 
     def mean_score(self) -> float:
         return statistics.fmean(c.score for c in self.cases) if self.cases else 0.0

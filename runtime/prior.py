@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from runtime.backends.base import ModelCall
+from runtime.choices import call_schema
 from runtime.confidence import Confidence, LabelPrior, allowed_values, value_shares
 from runtime.errors import OutputRejected
-from runtime.labels import call_schema
 from runtime.messages import build_messages
 from runtime.verify import parse_answer, verify_answer
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
-from runtime.pack.fields import FieldRule, group, label_set, rule_for, same
+from runtime.pack.fields import FieldRule, group, label_set, rule_for, values_match
 
 Row = tuple[Mapping[str, Any], Mapping[str, Any]]  # (expected, actual)
 
@@ -22,7 +22,10 @@ def field_matches(
 ) -> dict[str, bool]:
     """Per expected field: whether the actual value matches it by the field's rule. A
     field the run never wrote does not match."""
-    return {name: name in actual and same(rule_for(rules, name), want, actual[name]) for name, want in expected.items()}
+    return {
+        name: name in actual and values_match(rule_for(rules, name), want, actual[name])
+        for name, want in expected.items()
+    }
 
 
 def case_score(matches: Mapping[str, bool], passed: bool) -> float:
@@ -104,8 +107,8 @@ def field_table(rules: Mapping[str, FieldRule], rows: Sequence[Row]) -> dict[str
     for name, trivial in answers.items():
         rule = rule_for(rules, name)
         present = [(e[name], a) for e, a in rows if name in e]
-        right = sum(name in a and same(rule, want, a[name]) for want, a in present)
-        base = sum(same(rule, want, trivial) for want, _ in present)
+        right = sum(name in a and values_match(rule, want, a[name]) for want, a in present)
+        base = sum(values_match(rule, want, trivial) for want, _ in present)
         n = len(present)
         entry: dict[str, Any] = {
             "compare": rule.compare,
@@ -120,7 +123,7 @@ def field_table(rules: Mapping[str, FieldRule], rows: Sequence[Row]) -> dict[str
     return table
 
 
-def observed(expected: Mapping[str, Any], diffs: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def observed_values(expected: Mapping[str, Any], diffs: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """The actual values of a run's expected fields, rebuilt from its field diffs (what a
     host stores): a field without a diff matched its rule, so its expected value stands
     in for it (the same verdict and the same labels); a missing field stays absent."""

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from runtime.choices import NoChoices, call_schema
 from runtime.errors import ExprError, OutputRejected
-from runtime.labels import NoChoices, call_schema
 from runtime.verify import describe_schema_error, verify_answer
 
 if TYPE_CHECKING:

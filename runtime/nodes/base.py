@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from runtime.expr import Expression
     from runtime.journal import ToolPayload
     from runtime.pack.model import Node, Pack, RetryPolicy
-    from runtime.prompt import Template
+    from runtime.templates import Template
     from runtime.tools import Registry, ToolOutcome
 
 COMMON_KEYS = frozenset({"kind", "reads", "writes", "description"})

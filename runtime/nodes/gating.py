@@ -53,12 +53,12 @@ def apply_gate(
     if gate is None or outcome.status not in ("ok", "unsure") or not draws:
         return outcome
     # Imported here: runtime.pack's package imports the loader, which imports this module.
-    from runtime.pack.fields import comparable, rule_for
+    from runtime.pack.fields import compare_key, rule_for
 
     rule = rule_for(fields or {}, gate.field)
 
     def key(v: Any) -> Hashable:  # values the same by the field's rule, as the vote groups them
-        return comparable(rule, v)
+        return compare_key(rule, v)
 
     values = [d.writes.get(gate.field) for d in draws]
     if outcome.status == "ok":

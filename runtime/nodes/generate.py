@@ -18,12 +18,12 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from runtime.choices import NoChoices, call_schema
 from runtime.errors import ContextOverflow, OutputRejected
-from runtime.labels import NoChoices, call_schema
 from runtime.messages import build_messages
 from runtime.nodes.base import LoadContext, NodeDrawing, Outcome, RunContext, covered, may_retry, whole_number
 from runtime.nodes.gating import apply_gate, load_gate, measure
-from runtime.nodes.prompting import load_choices, load_examples
+from runtime.nodes.generate_keys import load_choices, load_examples
 from runtime.nodes.voting import load_agree_on, vote
 from runtime.prior import apply_prior, load_prior
 from runtime.verify import feedback_message, parse_answer, verify_answer

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from runtime.errors import OutputRejected
 from runtime.nodes.base import LoadContext, NodeDrawing, Outcome, RunContext, covered
-from runtime.prompt import lookup
+from runtime.templates import lookup
 from runtime.verify import verify_answer
 
 if TYPE_CHECKING:

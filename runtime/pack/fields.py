@@ -51,17 +51,17 @@ def rule_for(fields: Mapping[str, FieldRule], name: str) -> FieldRule:
     return fields.get(name, EXACT)
 
 
-def same(rule: FieldRule, expected: Any, actual: Any) -> bool:
+def values_match(rule: FieldRule, expected: Any, actual: Any) -> bool:
     """Whether two values of a field are the same under its rule."""
     if rule.compare == "number":
         a, b = _number(expected), _number(actual)
         if a is not None and b is not None:
             return abs(a - b) <= rule.tolerance + 1e-9 * max(1.0, abs(a), abs(b))
         return _canonical(expected) == _canonical(actual)
-    return comparable(rule, expected) == comparable(rule, actual)
+    return compare_key(rule, expected) == compare_key(rule, actual)
 
 
-def comparable(rule: FieldRule, value: Any) -> Hashable:
+def compare_key(rule: FieldRule, value: Any) -> Hashable:
     """What the rule compares of a value, as a hashable key: two values are the same
     under every rule but `number` exactly when their keys are equal. (`number` with a
     tolerance is not transitive, so it has no key; its values are compared in pairs.)"""
@@ -91,7 +91,7 @@ def group(rule: FieldRule, values: Sequence[Any]) -> list[list[int]]:
     if rule.compare != "number":
         by_key: dict[Hashable, list[int]] = {}
         for i, value in enumerate(values):
-            key = comparable(rule, value)
+            key = compare_key(rule, value)
             if key not in by_key:
                 by_key[key] = []
                 groups.append(by_key[key])
@@ -99,7 +99,7 @@ def group(rule: FieldRule, values: Sequence[Any]) -> list[list[int]]:
         return groups
     for i, value in enumerate(values):
         for members in groups:
-            if same(rule, values[members[0]], value):
+            if values_match(rule, values[members[0]], value):
                 members.append(i)
                 break
         else:

@@ -26,7 +26,7 @@ from runtime.pack.model import TRUNCATE_KEEPS, Edge, Node, Pack, RetryPolicy, Tr
 from runtime.pack.train import tag_train_cases, train_tag
 from runtime.pack.yamlsrc import SourceMap, load_yaml, nearest
 from runtime.paths import path_problem
-from runtime.prompt import Template, TemplateError, parse_template
+from runtime.templates import Template, TemplateError, parse_template
 
 MANIFEST_KEYS = frozenset(
     {

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
+    from runtime.choices import Choice
     from runtime.confidence import ConfidenceGate, LabelPrior
     from runtime.expr import Expression
     from runtime.fewshot import Examples
-    from runtime.labels import Choice
     from runtime.pack.fields import FieldRule
-    from runtime.prompt import Template
+    from runtime.templates import Template
 
 EDGE_KINDS = ("next", "on_fail", "on_unsure")
 
@@ -55,7 +55,7 @@ class Node:
     retry: RetryPolicy | None = None
     confidence: ConfidenceGate | None = None  # `confidence: {field, min}`
     prior: LabelPrior | None = None  # `prior: {field, values}` (runtime.prior)
-    choices: tuple[Choice, ...] = ()  # per-call enums from labels/*.yaml (runtime.labels)
+    choices: tuple[Choice, ...] = ()  # per-call enums from labels/*.yaml (runtime.choices)
     examples: Examples | None = None  # few-shot examples (runtime.fewshot)
     system: Template | None = None  # the node's system prompt; else the pack's
     # tool

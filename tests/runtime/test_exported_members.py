@@ -98,14 +98,14 @@ PINNED = [
     # per-field comparison and scoring (issue 10)
     "COMPARES",
     "FieldRule",
-    "same",
+    "values_match",
     "rule_for",
-    "comparable",
+    "compare_key",
     "baseline_summary",
     "case_score",
     "field_matches",
     "field_table",
-    "observed",
+    "observed_values",
     "set_f1",
     # what the compiler's spec loader shares with the pack loader (issue 11)
     "compile_expr",

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from runtime import PackInvalid, load_pack, open_backend, run_pack
-from runtime.pack.fields import FieldRule, same
+from runtime.pack.fields import FieldRule, values_match
 from tests.support.runtime_packs import write_pack
 
 EXACT, LOOSE, SET, TEXT = FieldRule("exact"), FieldRule("loose"), FieldRule("set"), FieldRule("text")
@@ -22,45 +22,45 @@ def number(tolerance: float = 0.0) -> FieldRule:
 
 
 def test_it_compares_exact_values_with_json_equality() -> None:
-    assert same(EXACT, "billing", "billing")
-    assert same(EXACT, {"a": [1, 2]}, {"a": [1, 2]})
-    assert not same(EXACT, "billing", "Billing")
-    assert not same(EXACT, ["a", "b"], ["b", "a"])
-    assert same(EXACT, 2, 2.0)
-    assert not same(EXACT, [True], [1])  # a boolean is not a number
+    assert values_match(EXACT, "billing", "billing")
+    assert values_match(EXACT, {"a": [1, 2]}, {"a": [1, 2]})
+    assert not values_match(EXACT, "billing", "Billing")
+    assert not values_match(EXACT, ["a", "b"], ["b", "a"])
+    assert values_match(EXACT, 2, 2.0)
+    assert not values_match(EXACT, [True], [1])  # a boolean is not a number
 
 
 def test_it_compares_loose_strings_ignoring_case_and_spacing() -> None:
-    assert same(LOOSE, "ACME  Corp ", "acme corp")
-    assert same(LOOSE, ["A b", "C"], ["a  B", "c"])
-    assert not same(LOOSE, "acme corp.", "acme corp")
-    assert not same(LOOSE, 1, 2)
+    assert values_match(LOOSE, "ACME  Corp ", "acme corp")
+    assert values_match(LOOSE, ["A b", "C"], ["a  B", "c"])
+    assert not values_match(LOOSE, "acme corp.", "acme corp")
+    assert not values_match(LOOSE, 1, 2)
 
 
 def test_it_compares_set_fields_ignoring_order_and_repeats() -> None:
-    assert same(SET, ["bug", "ui"], ["ui", "bug", "ui"])
-    assert same(SET, [{"k": 1}, {"k": 2}], [{"k": 2}, {"k": 1}])
-    assert not same(SET, ["bug", "ui"], ["bug"])
-    assert not same(SET, ["bug"], "bug")  # a non-array is compared exactly
-    assert same(SET, [], [])
+    assert values_match(SET, ["bug", "ui"], ["ui", "bug", "ui"])
+    assert values_match(SET, [{"k": 1}, {"k": 2}], [{"k": 2}, {"k": 1}])
+    assert not values_match(SET, ["bug", "ui"], ["bug"])
+    assert not values_match(SET, ["bug"], "bug")  # a non-array is compared exactly
+    assert values_match(SET, [], [])
 
 
 def test_it_compares_numbers_within_the_tolerance() -> None:
-    assert same(number(0.01), 148.98, 148.99)
-    assert not same(number(0.01), 148.98, 149.0)
-    assert same(number(), 0.1 + 0.2, 0.3)  # float rounding is not a difference
-    assert same(number(), 12.5, "12.50")  # a number read as a string
-    assert not same(number(), True, 1)  # a boolean is not a number
-    assert not same(number(0.5), "n/a", 1)
+    assert values_match(number(0.01), 148.98, 148.99)
+    assert not values_match(number(0.01), 148.98, 149.0)
+    assert values_match(number(), 0.1 + 0.2, 0.3)  # float rounding is not a difference
+    assert values_match(number(), 12.5, "12.50")  # a number read as a string
+    assert not values_match(number(), True, 1)  # a boolean is not a number
+    assert not values_match(number(0.5), "n/a", 1)
 
 
 def test_it_compares_text_after_normalising_it() -> None:
-    assert same(TEXT, "Atelier Lumière, SARL.", "ATELIER   LUMIÈRE SARL")
-    assert same(TEXT, "ﬁle №5", "file no5")  # NFKC: ligature and compatibility characters
-    assert not same(TEXT, "Lumière", "Lumiere")  # accents are letters, not punctuation
-    assert not same(TEXT, "acme", "acme corp")
+    assert values_match(TEXT, "Atelier Lumière, SARL.", "ATELIER   LUMIÈRE SARL")
+    assert values_match(TEXT, "ﬁle №5", "file no5")  # NFKC: ligature and compatibility characters
+    assert not values_match(TEXT, "Lumière", "Lumiere")  # accents are letters, not punctuation
+    assert not values_match(TEXT, "acme", "acme corp")
     # Punctuation becomes a space (docs/pack-format.md): a hyphen splits a word.
-    assert same(TEXT, "e-mail", "e mail") and not same(TEXT, "e-mail", "email")
+    assert values_match(TEXT, "e-mail", "e mail") and not values_match(TEXT, "e-mail", "email")
 
 
 # -- the loader ------------------------------------------------------------------------------

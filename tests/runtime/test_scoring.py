@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from runtime import evaluate, load_pack, open_backend
-from runtime.pack.fields import COMPARES, FieldRule, group, same
+from runtime.pack.fields import COMPARES, FieldRule, group, values_match
 from runtime.scoring import baseline_summary, case_score, field_table, mode, set_f1
 from tests.support.runtime_packs import pf, write_pack
 
@@ -51,12 +51,12 @@ def test_it_gives_the_baseline_the_share_of_the_most_frequent_value(values: list
 def test_it_takes_the_most_frequent_whole_set_as_a_set_fields_baseline(gold: list[list[str]]) -> None:
     rule = FieldRule("set")
     top = max(Counter(frozenset(g) for g in gold).values())
-    assert sum(same(rule, g, mode(rule, gold)) for g in gold) == top
+    assert sum(values_match(rule, g, mode(rule, gold)) for g in gold) == top
 
 
 @given(st.sampled_from(COMPARES), JSON)
 def test_it_finds_every_value_the_same_as_itself(compare: str, value: Any) -> None:
-    assert same(FieldRule(compare), value, value)
+    assert values_match(FieldRule(compare), value, value)
 
 
 @given(
@@ -67,9 +67,9 @@ def test_it_groups_values_that_are_the_same_and_only_those(compare: str, values:
     rule = FieldRule(compare, 0.0)
     groups = group(rule, values)
     assert sorted(i for g in groups for i in g) == list(range(len(values)))
-    assert all(same(rule, values[g[0]], values[i]) for g in groups for i in g)
+    assert all(values_match(rule, values[g[0]], values[i]) for g in groups for i in g)
     firsts = [values[g[0]] for g in groups]
-    assert not any(same(rule, a, b) for i, a in enumerate(firsts) for b in firsts[i + 1 :])
+    assert not any(values_match(rule, a, b) for i, a in enumerate(firsts) for b in firsts[i + 1 :])
 
 
 @given(st.dictionaries(st.text(max_size=3), st.booleans(), max_size=6), st.booleans())

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime import Pack, baseline_summary, case_score, field_matches, field_table, observed
+from runtime import Pack, baseline_summary, case_score, field_matches, field_table, observed_values
 from studio.evals.models import Eval
 from studio.evals.results.common import Status, scored
 
@@ -32,7 +32,7 @@ def field_scores(ev: Eval, pack: Pack) -> dict[str, Any]:
         if expected is None:
             unknown += 1
             continue
-        actual = {} if status == Status.ERROR else observed(expected, diffs or [])
+        actual = {} if status == Status.ERROR else observed_values(expected, diffs or [])
         rows.append((expected, actual))
         scores.append(case_score(field_matches(pack.fields, expected, actual), status == Status.PASSED))
     return {

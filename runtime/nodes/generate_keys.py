@@ -1,4 +1,4 @@
-"""Loading the generate node's prompting keys: `choices` (labels/*.yaml, runtime.labels)
+"""Loading the generate node's prompting keys: `choices` (labels/*.yaml, runtime.choices)
 and `examples` (an examples file, runtime.fewshot). Every problem is reported with its
 file and line; nothing here runs at call time."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from runtime.choices import Choice
 from runtime.errors import PackIssue
 from runtime.fewshot import STRATEGIES, Examples, parse_examples
-from runtime.labels import Choice
 from runtime.nodes.base import covered
 from runtime.paths import path_problem
 

@@ -11,7 +11,7 @@ outside the allowed subset is never committed. A state value the map has no entr
 fails the node (on_fail), it is not a backend error.
 
 A leaf module (the loaded pack's model refers to `Choice`); loading the key and its
-files is runtime.nodes.prompting's job."""
+files is runtime.nodes.generate_keys's job."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from runtime.prompt import lookup
+from runtime.templates import lookup
 
 
 @dataclass(frozen=True)

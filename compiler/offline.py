@@ -35,17 +35,14 @@ on_unsure edge and neither samples nor a confidence gate (parse_plan refuses tha
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
-
-import jsonschema
 
 from compiler.gold_tools import gold_tools
 from compiler.induce import Induction, induce
 from compiler.offline_tools import Catalogue, collapse, visit_choices
 from compiler.spec import GoldCase, Spec
-from runtime import ExprError, compile_expr
+from runtime import ExprError, PatternRefused, compile_expr, compile_pattern, schema_validator
 
 if TYPE_CHECKING:
     from compiler.plan import Plan, PlanNode
@@ -255,8 +252,8 @@ class _Walk:
         if not isinstance(pattern, str) or not isinstance(text, str):
             return None
         try:
-            found = re.search(pattern.removeprefix("^").removesuffix("$"), text)
-        except re.error:
+            found = compile_pattern(pattern.removeprefix("^").removesuffix("$")).search(text)
+        except PatternRefused:
             return None
         return found.group(0) if found else None
 
@@ -424,10 +421,9 @@ class _Walk:
         if induced is None:
             return True
         try:
-            jsonschema.validate(value, induced.schema())
-        except jsonschema.ValidationError:
+            return bool(schema_validator(induced.schema()).is_valid(value))
+        except PatternRefused:  # an induced pattern RE2 does not take fits nothing
             return False
-        return True
 
     # -- the result --------------------------------------------------------------------
 

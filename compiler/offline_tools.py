@@ -28,7 +28,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-import jsonschema
+from jsonschema import SchemaError
+
+from runtime import PatternRefused, check_schema, compile_pattern, schema_validator
 
 if TYPE_CHECKING:
     from compiler.plan import Plan, PlanNode
@@ -186,9 +188,9 @@ def _arguments(schema: Mapping[str, Any], case: GoldCase, pool: list[int | float
         numbers += numeric
         args[name] = value
     try:
-        error = jsonschema.validators.validator_for(schema)(schema).iter_errors(args)
-        return None if next(error, None) is not None else args
-    except jsonschema.SchemaError:
+        check_schema(schema)
+        return None if next(schema_validator(schema).iter_errors(args), None) is not None else args
+    except SchemaError:
         return None
 
 
@@ -249,9 +251,9 @@ def _string(prop: Mapping[str, Any], case: GoldCase) -> str:
     if isinstance(pattern, str):
         for text in texts:
             try:
-                found = re.search(pattern.removeprefix("^").removesuffix("$"), text)
-            except re.error:
+                found = compile_pattern(pattern.removeprefix("^").removesuffix("$")).search(text)
+            except PatternRefused:
                 break
             if found:
-                return found.group(0)
+                return str(found.group(0))
     return texts[0] if texts else ""

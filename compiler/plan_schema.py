@@ -14,7 +14,7 @@ from typing import Any
 
 import jsonschema
 
-from runtime import COMPARES
+from runtime import COMPARES, check_schema, schema_validator
 
 NODE_KINDS = ("generate", "tool", "choose_tool", "assert", "human", "end")
 MAX_CALLS = 20  # the runtime's bound on a choose_tool node's max_calls
@@ -136,9 +136,8 @@ def validator() -> jsonschema.protocols.Validator:
     """PLAN_SCHEMA's validator (checked and built once)."""
     global _VALIDATOR
     if _VALIDATOR is None:
-        cls = jsonschema.validators.validator_for(PLAN_SCHEMA)
-        cls.check_schema(PLAN_SCHEMA)
-        _VALIDATOR = cls(PLAN_SCHEMA)
+        check_schema(PLAN_SCHEMA)
+        _VALIDATOR = schema_validator(PLAN_SCHEMA)
     return _VALIDATOR
 
 

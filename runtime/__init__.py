@@ -78,6 +78,8 @@ from runtime.paths import path_problem
 from runtime.paths import shown as shown_path
 from runtime.prior import measure_prior
 from runtime.recordings import RunTape, ToolTape
+from runtime.regex import PatternRefused, compile_pattern
+from runtime.schemas import check_schema, schema_validator
 from runtime.scoring import baseline_summary, case_score, field_matches, field_table, observed_values, set_f1
 from runtime.stats import mcnemar_exact, paired_outcomes, percentile, wilson_interval
 from runtime.tiers import PERSON, Tier, check_answer, node_schema
@@ -139,6 +141,7 @@ __all__ = [
     "PackInvalid",
     "PackIssue",
     "PackforgeError",
+    "PatternRefused",
     "Registry",
     "RunNotFound",
     "RunOptions",
@@ -169,9 +172,11 @@ __all__ = [
     "check_answer",
     "check_baseline",
     "check_endpoint",
+    "check_schema",
     "cli_main",
     "compare_key",
     "compile_expr",
+    "compile_pattern",
     "drawing_for",
     "evaluate",
     "field_matches",
@@ -200,6 +205,7 @@ __all__ = [
     "rule_for",
     "run_pack",
     "run_payload",
+    "schema_validator",
     "score_case",
     "set_f1",
     "shown_path",

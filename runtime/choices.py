@@ -22,8 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
+from runtime.schemas import schema_validator
 from runtime.templates import lookup
 
 
@@ -72,4 +71,4 @@ def call_schema(
 
 @functools.lru_cache(maxsize=256)
 def _validator(text: str) -> Any:
-    return Draft202012Validator(json.loads(text))
+    return schema_validator(json.loads(text))

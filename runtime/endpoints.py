@@ -13,8 +13,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from runtime.backends.base import ModelCall
 from runtime.backends.config import OpenAIConfig
 from runtime.confidence import allowed_values, value_confidence
@@ -22,6 +20,7 @@ from runtime.errors import BadSpec, PackforgeError
 from runtime.logs import redact
 from runtime.nodes import kind_names
 from runtime.pack.model import Pack
+from runtime.schemas import schema_validator
 
 __all__ = ["CHECK_SCHEMA", "LINT_TABLE", "CheckResult", "LintWarning", "check_endpoint", "lint_pack", "lint_schema"]
 
@@ -256,7 +255,7 @@ def check_endpoint(endpoint: OpenAIConfig | str) -> CheckResult:
         except json.JSONDecodeError:
             honoured = False
         else:
-            honoured = Draft202012Validator(CHECK_SCHEMA).is_valid(value)
+            honoured = schema_validator(CHECK_SCHEMA).is_valid(value)
     return CheckResult(
         spec,
         config.grammar,

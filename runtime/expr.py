@@ -35,7 +35,7 @@ from runtime.expr_ops import MAX_SIZE as MAX_SIZE
 from runtime.expr_ops import MAX_SOURCE_CHARS as MAX_SOURCE_CHARS
 from runtime.expr_ops import MAX_STEPS as MAX_STEPS
 from runtime.expr_ops import MAX_SUBJECT_CHARS as MAX_SUBJECT_CHARS
-from runtime.expr_ops import RE2_MAX_MEM as RE2_MAX_MEM
+from runtime.regex import RE2_MAX_MEM as RE2_MAX_MEM
 
 _REFUSED: dict[type[ast.AST], str] = {
     ast.Lambda: "lambda is",

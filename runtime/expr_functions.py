@@ -3,17 +3,12 @@ count and implementation, and `matches()` on RE2 (runtime.expr has the why)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
-from functools import lru_cache
 from typing import Any
-
-import re2  # type: ignore[import-untyped]  # google-re2 ships no type hints
 
 from runtime.expr_ops import (
     MAX_PATTERN_CHARS,
     MAX_SUBJECT_CHARS,
-    RE2_MAX_MEM,
     _bad,
     _Ctx,
     _Fail,
@@ -25,6 +20,7 @@ from runtime.expr_ops import (
     _sized,
     _truth,
 )
+from runtime.regex import PatternRefused, compile_pattern
 
 # --- functions -----------------------------------------------------------------------------
 # Argument kinds: s string, n number, p string/number/boolean, x scalar (also null),
@@ -46,39 +42,13 @@ def _subject(text: str) -> str:
     return text
 
 
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False  # RE2 would print every refused pattern to stderr
-_RE2_OPTIONS.max_mem = RE2_MAX_MEM
-# RE2's error text for the Python constructs it leaves out on purpose -> what to say instead.
-_RE2_UNSUPPORTED = (
-    (re.compile(r"invalid escape sequence: \\[1-9]"), "backreferences (\\1) are not supported"),
-    (re.compile(r"invalid perl operator: \(\?P$"), "backreferences (?P=name) are not supported"),
-    (
-        re.compile(r"invalid (?:perl operator|named capture group): \(\?<?[=!]"),
-        "lookaround is not supported",
-    ),
-    (re.compile(r"invalid perl operator: \(\?>"), "atomic groups (?>...) are not supported (nor needed)"),
-    (re.compile(r"bad repetition operator: [*+?}]\+"), "possessive quantifiers are not supported (nor needed)"),
-    (re.compile(r"invalid escape sequence: \\Z"), "use \\z or $ instead of \\Z"),
-)
-
-
-@lru_cache(maxsize=64)  # 64 x RE2_MAX_MEM at most
 def _regex(pattern: str) -> Any:
-    """The compiled RE2 pattern; RE2 matches in linear time, so no pattern can backtrack."""
+    """The compiled RE2 pattern (runtime.regex); RE2 matches in linear time, so no pattern can backtrack."""
     _need(len(pattern) <= MAX_PATTERN_CHARS, f"matches() pattern longer than {MAX_PATTERN_CHARS} chars")
     try:
-        return re2.compile(pattern, _RE2_OPTIONS)
-    except UnicodeEncodeError:  # RE2 reads UTF-8; a lone surrogate has no UTF-8 form
-        raise _Fail(f"invalid pattern {pattern!r}: it holds a lone surrogate (not text)") from None
-    except re2.error as e:
-        raw = e.args[0] if e.args else ""
-        why = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
-        for known, say in _RE2_UNSUPPORTED:
-            if known.search(why):
-                why = f"{say}; patterns use RE2 syntax, which matches in linear time"
-                break
-        raise _Fail(f"invalid pattern {pattern!r}: {why}") from None
+        return compile_pattern(pattern)
+    except PatternRefused as e:
+        raise _Fail(str(e)) from None
 
 
 def _minmax(op: Callable[[list[Any]], Any]) -> Callable[..., Any]:

@@ -17,7 +17,6 @@ MAX_SIZE = 100_000  # most chars/items in a string or list the expression builds
 MAX_INT = 10**18  # integer results must have abs below this
 MAX_PATTERN_CHARS = 200  # longest regex pattern `matches` accepts
 MAX_SUBJECT_CHARS = 2000  # longest text `matches` searches (RE2 is linear in it; still bounded)
-RE2_MAX_MEM = 8 << 20  # bytes RE2 may use for one compiled pattern and its DFA cache (RE2's default)
 _ALIASES: dict[str, Any] = {"true": True, "false": False, "null": None}
 
 

@@ -11,7 +11,6 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from runtime.errors import ExprError, PackInvalid, PackIssue
@@ -26,6 +25,7 @@ from runtime.pack.model import TRUNCATE_KEEPS, Edge, Node, Pack, RetryPolicy, Tr
 from runtime.pack.train import tag_train_cases, train_tag
 from runtime.pack.yamlsrc import SourceMap, load_yaml, nearest
 from runtime.paths import path_problem
+from runtime.schemas import check_schema, schema_validator
 from runtime.templates import Template, TemplateError, parse_template
 
 MANIFEST_KEYS = frozenset(
@@ -58,8 +58,8 @@ def _compiled_schema(text: str) -> tuple[Any, Any]:
     """Parse and check a grammar once per distinct text: checking a schema against the
     metaschema dominates loading, and the studio validates the same pack on every keystroke."""
     schema = json.loads(text)
-    Draft202012Validator.check_schema(schema)
-    return schema, Draft202012Validator(schema)
+    check_schema(schema)
+    return schema, schema_validator(schema)
 
 
 class NodeLoader:

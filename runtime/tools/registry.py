@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from runtime.errors import BadSpec
+from runtime.schemas import check_schema, schema_validator
 
 __all__ = ["DECLARATION", "Registry", "Tool", "ToolDef", "load_tools", "tool", "tool_def"]
 
@@ -71,12 +71,12 @@ class ToolDef:
     missing: tuple[str, ...] = ()
     check: Check | None = None
     declared: bool = False  # False: everything above came from the function's signature
-    args_validator: Draft202012Validator = field(init=False, repr=False)
-    result_validator: Draft202012Validator = field(init=False, repr=False)
+    args_validator: Any = field(init=False, repr=False)
+    result_validator: Any = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "args_validator", Draft202012Validator(self.args))
-        object.__setattr__(self, "result_validator", Draft202012Validator(self.result))
+        object.__setattr__(self, "args_validator", schema_validator(self.args))
+        object.__setattr__(self, "result_validator", schema_validator(self.result))
 
     @property
     def available(self) -> bool:
@@ -204,7 +204,7 @@ def tool_def(name: str, function: Any) -> ToolDef:
         if not isinstance(schema, Mapping) or schema.get("type") != "object":
             raise BadSpec(f"tool {name!r}: {DECLARATION}['{key}'] must be a JSON schema of an object")
         try:
-            Draft202012Validator.check_schema(dict(schema))
+            check_schema(dict(schema))
         except SchemaError as exc:
             raise BadSpec(f"tool {name!r}: {DECLARATION}['{key}'] is not a valid JSON schema: {exc.message}") from None
     requires = declared.get("requires") or ()

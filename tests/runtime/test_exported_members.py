@@ -131,6 +131,10 @@ PINNED = [
     "ToolDef",
     "ToolOutcome",
     "ToolOutcomeKind",  # ToolOutcome.kind's words, as a StrEnum (issue 21)
+    "PatternRefused",  # RE2 refuses a pattern (runtime.regex; issue 22)
+    "compile_pattern",
+    "check_schema",  # the metaschema and every pattern by RE2 (runtime.schemas)
+    "schema_validator",  # the one JSON Schema validator: patterns matched by RE2
     "ToolTape",  # recorded tool results (runtime.recordings): evaluate(tape=), the studio's evals
     "RunTape",  # one run's hook on a ToolTape (RunOptions.tape), with its counts
     "tool",

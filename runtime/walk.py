@@ -39,6 +39,7 @@ EscalationHook = Callable[[dict[str, Any]], None]
 @dataclass
 class RunOptions:
     max_steps: int | None = None  # overrides the manifest's max_steps
+    max_steps_by: str = ""  # who set max_steps, for the message when a run reaches it (a host's cap)
     verify: bool = True  # False only for measuring what verification buys (benchmarks)
     on_step: StepHook | None = None  # called after each step is checkpointed
     on_escalate: EscalationHook | None = None  # called with each escalation as it is decided (docs/tiers.md)

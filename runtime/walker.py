@@ -159,8 +159,9 @@ def _walk(walk: Walk, current: str) -> RunResult:
             if walk.cancel is not None and walk.cancel.is_set():
                 raise Cancelled("run cancelled")
             if walk.step >= max_steps:
+                by = f", {walk.options.max_steps_by}" if walk.options.max_steps and walk.options.max_steps_by else ""
                 return _finish(
-                    walk, RunStatus.FAILED, f"step bound reached ({max_steps} steps); the graph may be looping"
+                    walk, RunStatus.FAILED, f"step bound reached ({max_steps} steps{by}); the graph may be looping"
                 )
             node = pack.nodes[current]
             walk.step += 1

@@ -45,7 +45,6 @@ from runtime import (
     OutputRejected,
     PackforgeError,
     Registry,
-    RunOptions,
     RunResult,
     RunStateError,
     Tier,
@@ -62,7 +61,7 @@ from studio.deployments.runners import Runner, using_runner
 from studio.deployments.served_store import ServedStore
 from studio.deployments.settings import setting
 from studio.redaction import stored
-from studio.work import leases, metering
+from studio.work import caps, leases, metering
 from studio.work.delivery import Delivery
 from studio.work.leases import LeaseLost
 from studio.work.watcher import Held, LeaseWatcher
@@ -248,7 +247,7 @@ def _walk(
         "tiers": tiers,
         "tools": tools,
         "store": store,
-        "options": RunOptions(on_escalate=on_escalate),
+        "options": caps.run_options(runner.pack, on_escalate=on_escalate),
         "cancel": cancel,
     }
     answers = {run.answer_node: run.answer} if run.answer_node and run.answer is not None else None

@@ -44,7 +44,6 @@ from runtime import (
     Case,
     Pack,
     Registry,
-    RunOptions,
     RunResult,
     RunStateError,
     RunTape,
@@ -65,7 +64,7 @@ from studio.evals.shared import S, finish_if_done
 from studio.packs import PackUnrunnable
 from studio.projects.models import Project
 from studio.redaction import stored
-from studio.work import leases
+from studio.work import caps, leases
 from studio.work.checkpoints import OutcomeStore
 from studio.work.delivery import Delivery
 from studio.work.leases import LeaseLost
@@ -265,7 +264,7 @@ def _walk(
         "answers": gold.human,
         "cancel": cancel,
         "tiers": runner.tiers,
-        "options": RunOptions(tape=tape),
+        "options": caps.run_options(runner.pack, tape=tape),
     }
     if maybe_begun and store.exists(run_id):
         return resume_run(runner.pack, run_id, **common)

@@ -37,6 +37,7 @@ from runtime import MAX_PATH_DEPTH as MAX_DEPTH
 from runtime import path_problem
 from runtime import shown_path as shown
 from studio.errors import Refused
+from studio.work import caps
 
 BRANCH = Ref(b"refs/heads/main")
 FILE_MODE = 0o100644
@@ -229,6 +230,10 @@ class PackRepo:
         if not message.strip():
             raise StorageError("a save needs a message")
         check_paths({path: data for path, data in changes.items() if data is not None})  # removing is always safe
+        manifest = changes.get(caps.MANIFEST)
+        problem = caps.manifest_problem(manifest) if manifest is not None else None
+        if problem is not None:
+            raise StorageError(problem)
         with self._locked():
             head = self.head()
             if head != base:

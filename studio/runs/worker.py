@@ -19,7 +19,6 @@ from django.utils import timezone
 from runtime import (
     Entry,
     PackforgeError,
-    RunOptions,
     RunRecord,
     RunStateError,
     Step,
@@ -35,7 +34,7 @@ from studio.runs import recovery
 from studio.runs.models import TryRun
 from studio.runs.settings import setting
 from studio.runs.start import TryRefused, case_for_input
-from studio.work import leases
+from studio.work import caps, leases
 from studio.work.checkpoints import OutcomeStore
 from studio.work.delivery import Delivery
 from studio.work.leases import LeaseLost
@@ -132,7 +131,7 @@ class TryRunDelivery(Delivery[TryRun]):
                 "backend": backend,
                 "tools": tools,
                 "store": journal,
-                "options": RunOptions(on_step=on_step),
+                "options": caps.run_options(pack, on_step=on_step),
                 "cancel": held.cancel,
             }
             try:

@@ -1,0 +1,80 @@
+"""The studio's cap on steps per run (studio.work.caps, PACKFORGE_MAX_STEPS): a save
+whose manifest asks for more is refused naming the cap, and nothing is stored; a pack
+saved before the cap is walked under it, and a run that reaches it says which cap."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+from django.contrib.auth.models import User
+from django.test import Client
+
+from studio.projects.models import Project, create_project
+from studio.projects.storage import PackRepo, StorageError
+from studio.runs import start, worker
+
+LOOP_GRAPH = {  # spins until a step bound stops it
+    "nodes": {"spin": {"kind": "assert", "expr": "true"}, "done": {"kind": "end"}},
+    "edges": [{"from": "spin", "to": "spin", "when": "true"}, {"from": "spin", "to": "done"}],
+}
+
+
+def _manifest(project: Project, **changes: Any) -> bytes:
+    repo = PackRepo(project.repo_path)
+    doc = yaml.safe_load(repo.files(None)["pack/manifest.yaml"])
+    return yaml.safe_dump({**doc, **changes}, sort_keys=False).encode()
+
+
+def test_a_save_asking_for_more_steps_than_the_cap_is_refused_and_stores_nothing(project: Project) -> None:
+    repo = PackRepo(project.repo_path)
+    head = repo.head()
+    with pytest.raises(
+        StorageError, match=r"max_steps 100000000 is above the studio's cap of 10000 .*PACKFORGE_MAX_STEPS"
+    ):
+        repo.save(
+            {"pack/manifest.yaml": _manifest(project, max_steps=100_000_000)},
+            base=head,
+            author="a",
+            email="a@x",
+            message="m",
+        )
+    assert repo.head() == head
+    assert repo.save(
+        {"pack/manifest.yaml": _manifest(project, max_steps=10_000)}, base=head, author="a", email="a@x", message="m"
+    )
+
+
+def test_the_files_api_answers_400_naming_the_cap(project: Project, as_owner: Client) -> None:
+    head = PackRepo(project.repo_path).head()
+    answer = as_owner.put(
+        "/api/projects/triage/files",
+        {
+            "base": head,
+            "message": "more steps",
+            "files": {"manifest.yaml": _manifest(project, max_steps=20_000).decode()},
+        },
+        content_type="application/json",
+    )
+    assert answer.status_code == 400, answer.content
+    assert "PACKFORGE_MAX_STEPS" in answer.json()["detail"] and "10000" in answer.json()["detail"]
+    assert PackRepo(project.repo_path).head() == head
+
+
+def test_a_run_of_a_pack_saved_before_the_cap_stops_at_the_cap_and_says_so(
+    project: Project, owner: User, settings: Any
+) -> None:
+    manifest = {"name": "loop", "version": 1, "entry": "spin", "max_steps": 5_000, "model": "fake:fakes/none.json"}
+    files = {
+        "manifest.yaml": yaml.safe_dump(manifest).encode(),
+        "graph.yaml": yaml.safe_dump(LOOP_GRAPH).encode(),
+        "fakes/none.json": b'{"inputs": []}',  # no node asks a model
+    }
+    loop = create_project(slug="loop", name="Loop", owner=owner, pack_files=files, message="a loop")
+    settings.PACKFORGE_MAX_STEPS = 25  # the operator lowered the cap since it was saved
+    run = start.new_try_run(loop, user=owner, version=None, endpoint=None, input={"ticket": "hi"})
+    assert worker.run_try(run.pk) == "failed"
+    run.refresh_from_db()
+    assert "step bound reached (25 steps, the studio's cap, PACKFORGE_MAX_STEPS)" in run.error
+    assert len(run.trace["steps"]) == 25

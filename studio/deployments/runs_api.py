@@ -4,23 +4,23 @@ api.py): submit (idempotent on run_id), read, list, cancel, and the event stream
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
 from django.apps import apps
 from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from ninja import Field, Query, Router, Schema, Status
 
 from studio.accounts.models import Role
 from studio.deployments import served_store, service, settled, worker
 from studio.deployments.access import deployment_for, served_run_for
-from studio.deployments.models import RunEvent, ServedRun
+from studio.deployments.models import ServedRun
 from studio.deployments.settings import setting
-from studio.errors import CONFLICT, ERRORS, INVALID, Refused
+from studio.deployments.streams import Stream, StreamRefused
+from studio.errors import CONFLICT, ERRORS, INVALID, ErrorOut, Refused
 from studio.http import StudioRequest
 from studio.redaction import visible_trace
 from studio.runs.steps import trace_steps
@@ -215,37 +215,14 @@ def cancel_run(request: StudioRequest, name: str, run_id: str) -> RunOut:
     return run_out(run, name, role)
 
 
-def sse_frames(run_pk: int, after: int, timeout: float) -> Iterator[str]:
-    """The run's events after number `after`, as SSE frames, as they are written; ends
-    after run.end, or after `timeout` seconds (the client resumes with Last-Event-ID)."""
-    deadline = time.monotonic() + timeout
-    poll = setting("PACKFORGE_SSE_POLL_S")
-    quiet_since = time.monotonic()
-    yield "retry: 1000\n\n"
-    while True:
-        ended = False
-        for e in RunEvent.objects.filter(run_id=run_pk, seq__gt=after).order_by("seq")[:500]:
-            after = e.seq
-            body = {"seq": e.seq, "kind": e.kind, "at": e.at.isoformat(), "data": e.data}
-            yield f"id: {e.seq}\nevent: {e.kind}\ndata: {json.dumps(body)}\n\n"
-            quiet_since = time.monotonic()
-            ended = ended or e.kind == "run.end"
-        if ended or time.monotonic() >= deadline:
-            return
-        if time.monotonic() - quiet_since >= 15:
-            yield ": keep-alive\n\n"
-            quiet_since = time.monotonic()
-        time.sleep(poll)
-
-
 @router.get(
     "/{name}/runs/{run_id}/events",
-    response={200: None, **ERRORS, **INVALID},
-    summary="The run's events as server-sent events (resume with Last-Event-ID)",
+    response={200: None, **ERRORS, **INVALID, 429: ErrorOut},
+    summary="The run's events as server-sent events (resume with Last-Event-ID; at most a few open per user)",
 )
 def run_events(
     request: StudioRequest, name: str, run_id: str, last_event_id: int = 0, timeout: float = 0
-) -> StreamingHttpResponse:
+) -> HttpResponseBase:
     deployment, _ = deployment_for(request.user, name)
     run = served_run_for(deployment, run_id)
     header = request.headers.get("Last-Event-ID", "").strip()
@@ -256,7 +233,11 @@ def run_events(
         after = int(header)
     limit = setting("PACKFORGE_SSE_MAX_S")
     seconds = min(timeout, limit) if timeout > 0 else limit
-    response = StreamingHttpResponse(sse_frames(run.pk, after, seconds), content_type="text/event-stream")
+    try:
+        stream = Stream(request.user.pk, run.pk, after, seconds)
+    except StreamRefused as refused:
+        return refused.response
+    response = StreamingHttpResponse(stream, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response

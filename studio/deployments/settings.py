@@ -17,6 +17,9 @@ DEFAULTS: dict[str, Any] = {
     "PACKFORGE_SERVE_WALK_ON_WAIT": True,
     "PACKFORGE_SSE_MAX_S": 300.0,  # an event stream ends after this long; the client resumes
     "PACKFORGE_SSE_POLL_S": 0.2,  # how often an event stream looks for new events
+    "PACKFORGE_SSE_IDLE_S": 60.0,  # an event stream with no event this long closes; the client resumes
+    "PACKFORGE_SSE_MAX_PER_USER": 4,  # event streams one user may hold open, across web processes
+    "PACKFORGE_SSE_MAX_PER_PROCESS": 4,  # event streams one web process serves at once (of its 8 threads)
     "PACKFORGE_WEBHOOK_TIMEOUT_S": 10.0,  # one webhook POST
     "PACKFORGE_WEBHOOK_RETRIES": 6,  # retries of a failed webhook, with backoff
 }

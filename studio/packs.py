@@ -10,7 +10,10 @@ pages all go through here."""
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -73,6 +76,37 @@ def materialize(files: dict[str, bytes], root: Path) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
     return root
+
+
+_folders_lock = threading.Lock()
+_folders: dict[tuple[int, str], Path] = {}
+_folders_root: list[Path] = []
+
+
+def version_folder(project: Project | int, sha: str) -> Path:
+    """The pack of `project` at commit `sha`, written once per process into a folder kept
+    until the process exits (a worker's evals and deployments load it from there, and a
+    scripted model reads its file there). `forget_folders` drops the index (tests)."""
+    pk = project if isinstance(project, int) else project.pk
+    with _folders_lock:
+        if (pk, sha) in _folders:
+            return _folders[(pk, sha)]
+        if not _folders_root:
+            root = Path(tempfile.mkdtemp(prefix="pf-packs-"))
+            atexit.register(shutil.rmtree, root, True)
+            _folders_root.append(root)
+        folder = _folders_root[0] / f"{pk}-{sha}"
+        owner = project if isinstance(project, Project) else Project.objects.get(pk=pk)
+        _, files = read_version(owner, sha)
+        shutil.rmtree(folder, ignore_errors=True)
+        materialize(files, folder)
+        _folders[(pk, sha)] = folder
+        return folder
+
+
+def forget_folders() -> None:
+    with _folders_lock:
+        _folders.clear()
 
 
 def read_version(project: Project, version: str | None) -> tuple[str, dict[str, bytes]]:

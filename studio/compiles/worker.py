@@ -44,8 +44,6 @@ from typing import Any
 import yaml
 from celery.exceptions import SoftTimeLimitExceeded
 from django.db import transaction
-from django.db.models import DateTimeField, F, Value
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from compiler import Spec, SpecInvalid, load_spec
@@ -128,9 +126,7 @@ class CompileDelivery(Delivery[Compile]):
     noun = "compile"
     max_claims_setting = "PACKFORGE_COMPILE_MAX_CLAIMS"
     failed = S.FAILED
-
-    def claim_fields(self) -> dict[str, Any]:
-        return {"started_at": Coalesce(F("started_at"), Value(timezone.now(), output_field=DateTimeField()))}
+    stamps_start = True
 
     def load(self) -> Compile:
         return Compile.objects.select_related("project", "planner_endpoint", "target_endpoint").get(pk=self.pk)

@@ -8,15 +8,11 @@ walk is closed when its last walk ends."""
 
 from __future__ import annotations
 
-import atexit
-import shutil
-import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from runtime import Pack, Registry, Tier, open_backend
@@ -44,24 +40,7 @@ class Runner:
 
 _cache_lock = threading.RLock()
 _runners: OrderedDict[tuple[Any, ...], Runner] = OrderedDict()
-_pack_dirs: dict[tuple[int, str], Path] = {}
-_pack_root: list[Path] = []
 _RUNNERS_KEPT = 8
-
-
-def _pack_dir(deployment: Deployment, sha: str) -> Path:
-    key = (deployment.project_id, sha)
-    if key not in _pack_dirs:
-        if not _pack_root:
-            root = Path(tempfile.mkdtemp(prefix="pf-serve-packs-"))
-            atexit.register(shutil.rmtree, root, True)
-            _pack_root.append(root)
-        folder = _pack_root[0] / f"{deployment.project_id}-{sha}"
-        _, files = packs.read_version(deployment.project, sha)
-        shutil.rmtree(folder, ignore_errors=True)
-        packs.materialize(files, folder)
-        _pack_dirs[key] = folder
-    return _pack_dirs[key]
 
 
 def _endpoints(deployment: Deployment) -> list[Endpoint]:
@@ -99,7 +78,9 @@ def runner_for(deployment: Deployment, version: str) -> Runner:
             _runners.move_to_end(key)
             runner.users += 1
             return runner
-        got = packs.load_folder(_pack_dir(deployment, version), version, own_model=not endpoints).ensure_runnable()
+        got = packs.load_folder(
+            packs.version_folder(deployment.project_id, version), version, own_model=not endpoints
+        ).ensure_runnable()
         pack = got.pack
         tiers: list[Tier] = []
         if not endpoints:
@@ -123,5 +104,5 @@ def forget_runners() -> None:
             if runner.users == 0:
                 runner.close()
         _runners.clear()
-        _pack_dirs.clear()
+        packs.forget_folders()
         host_tools.forget()

@@ -36,8 +36,6 @@ from dataclasses import replace
 from typing import Any
 
 from django.db import InterfaceError, OperationalError, transaction
-from django.db.models import DateTimeField, F, Value
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from runtime import (
@@ -128,6 +126,7 @@ class ServedDelivery(Delivery[ServedRun]):
     noun = "served run"
     max_claims_setting = "PACKFORGE_SERVE_MAX_ATTEMPTS"
     failed = S.FAILED
+    stamps_start = True
     transient = (HostFailed,)
 
     def __init__(self, pk: int, watch: LeaseWatcher | None = None, seconds: float | None = None) -> None:
@@ -136,9 +135,6 @@ class ServedDelivery(Delivery[ServedRun]):
         self.seconds = seconds
         self.recorder = Recorder(pk)
         self.store: ServedStore | None = None
-
-    def claim_fields(self) -> dict[str, Any]:
-        return {"started_at": Coalesce(F("started_at"), Value(timezone.now(), output_field=DateTimeField()))}
 
     def load(self) -> ServedRun:
         return ServedRun.objects.select_related("deployment").get(pk=self.pk)

@@ -23,19 +23,13 @@ the full story):
 
 from __future__ import annotations
 
-import atexit
 import logging
-import shutil
-import tempfile
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from django.db import transaction
-from django.db.models import DateTimeField, F, Value
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from runtime import (
@@ -62,7 +56,6 @@ from studio.evals.recovery import watcher
 from studio.evals.settings import setting
 from studio.evals.shared import S, finish_if_done
 from studio.packs import PackUnrunnable
-from studio.projects.models import Project
 from studio.redaction import stored
 from studio.work import caps, leases
 from studio.work.checkpoints import OutcomeStore
@@ -90,28 +83,9 @@ class Runner:
             backend.close()
 
 
-_cache_lock = threading.RLock()  # guards the runner and pack-folder caches
+_cache_lock = threading.RLock()  # guards the runner cache
 _runners: OrderedDict[tuple[int, float], Runner] = OrderedDict()
-_pack_dirs: dict[tuple[int, str], Path] = {}
-_pack_root: list[Path] = []
 _RUNNERS_KEPT = 8
-
-
-def _pack_dir(project: Project, sha: str) -> Path:
-    """The pack at `sha`, written once per process into a folder kept until exit (a
-    scripted model's file is read from there)."""
-    key = (project.pk, sha)
-    if key not in _pack_dirs:
-        if not _pack_root:
-            root = Path(tempfile.mkdtemp(prefix="pf-eval-packs-"))
-            atexit.register(shutil.rmtree, root, True)
-            _pack_root.append(root)
-        folder = _pack_root[0] / f"{project.pk}-{sha}"
-        _, files = packs.read_version(project, sha)
-        shutil.rmtree(folder, ignore_errors=True)
-        packs.materialize(files, folder)
-        _pack_dirs[key] = folder
-    return _pack_dirs[key]
 
 
 def open_model(ev: Eval, pack: Pack) -> Backend:
@@ -135,7 +109,7 @@ def open_tiers(ev: Eval, pack: Pack) -> list[Tier]:
 
 
 def open_runner(ev: Eval) -> Runner:
-    got = packs.load_folder(_pack_dir(ev.project, ev.version), ev.version, own_model=False).ensure_runnable()
+    got = packs.load_folder(packs.version_folder(ev.project, ev.version), ev.version, own_model=False).ensure_runnable()
     cases = {c.id: c for c in got.pack.cases}
     replaying = recordings.replay_tape(ev)
     if ev.tiers:
@@ -165,7 +139,7 @@ def forget_runners() -> None:
         for runner in _runners.values():
             runner.close()
         _runners.clear()
-        _pack_dirs.clear()
+        packs.forget_folders()
         host_tools.forget()
 
 
@@ -181,9 +155,7 @@ class CaseDelivery(Delivery[EvalCase]):
     noun = "eval case"
     max_claims_setting = "PACKFORGE_EVAL_MAX_ATTEMPTS"
     failed = S.ERROR
-
-    def claim_fields(self) -> dict[str, Any]:
-        return {"started_at": Coalesce(F("started_at"), Value(timezone.now(), output_field=DateTimeField()))}
+    stamps_start = True
 
     def load(self) -> EvalCase:
         return EvalCase.objects.select_related("eval__project", "eval__endpoint").get(pk=self.pk)

@@ -32,6 +32,9 @@ import logging
 from typing import Any, ClassVar, Generic, TypeVar
 
 from django.db import InterfaceError, OperationalError, models
+from django.db.models import DateTimeField, F, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 from runtime import FencedOut
 from studio.work import leases, metering
@@ -60,6 +63,7 @@ class Delivery(Generic[Row]):
     max_claims_setting: ClassVar[str]  # the setting `max_claims` reads, named in the reason
     failed: ClassVar[str] = "failed"  # the status a refusal, a crash or poison ends the row with
     transient: ClassVar[tuple[type[BaseException], ...]] = ()  # release and re-raise, like a database error
+    stamps_start: ClassVar[bool] = False  # the model has `started_at`: the first claim sets it
 
     def __init__(self, pk: int) -> None:
         self.pk = pk
@@ -69,8 +73,10 @@ class Delivery(Generic[Row]):
     # -- what a kind says ------------------------------------------------------------------
 
     def claim_fields(self) -> dict[str, Any]:
-        """Columns written by the claiming UPDATE (e.g. `started_at` on the first claim)."""
-        return {}
+        """Columns written by the claiming UPDATE: `started_at` on the first claim."""
+        if not self.stamps_start:
+            return {}
+        return {"started_at": Coalesce(F("started_at"), Value(timezone.now(), output_field=DateTimeField()))}
 
     def load(self) -> Row:
         raise NotImplementedError

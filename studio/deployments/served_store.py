@@ -106,6 +106,7 @@ class ServedStore(OutcomeStore):
             self.write_events()
             self.builder.add(kind, node, step, payload)
             return
+        self.budget.charge(run_id, payload)  # the studio's cap on one run's journal bytes
         for a in payload.get("attempts", []):
             if not a.get("ok") and a.get("stage") != "reasoning":
                 self.recorder.emit(

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from runtime import Entry, FencedOut, RunNotFound, RunRecord, RunStateError
 from studio import sqlwrites
+from studio.work.caps import JournalBudget
 from studio.work.models import JournalEntry, RunCheckpoint
 
 CHECKPOINT = ("run_id", "pack", "digest", "input", "case_id", "status", "fence", "updated_at")
@@ -105,6 +106,7 @@ class OutcomeStore(DatabaseStore):
     def __init__(self) -> None:
         self.pending: tuple[str, int, str, dict[str, Any] | None] | None = None
         self._seq: dict[str, int] = {}
+        self.budget = JournalBudget()  # the studio's cap on one run's journal bytes
 
     def begin(self, run_id: str, *, pack: str, digest: str, input: dict[str, Any], case_id: str | None) -> int:
         fence = super().begin(run_id, pack=pack, digest=digest, input=input, case_id=case_id)
@@ -114,9 +116,11 @@ class OutcomeStore(DatabaseStore):
     def take_over(self, run_id: str) -> tuple[int, RunRecord, list[Entry]]:
         fence, record, entries = super().take_over(run_id)
         self._seq[run_id] = entries[-1].seq if entries else 0
+        self.budget.took_over(run_id, [e.payload for e in entries])
         return fence, record, entries
 
     def append(self, run_id: str, fence: int, kind: str, node: str, step: int, payload: dict[str, Any]) -> None:
+        self.budget.charge(run_id, payload)
         seq = self._seq.get(run_id)
         if seq is None:  # not begun or taken over through this store: the general path
             super().append(run_id, fence, kind, node, step, payload)

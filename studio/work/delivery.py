@@ -17,9 +17,9 @@ written once.
      past its lease); its outcome is the one that counts: write nothing, return None;
    - a database error (or the kind's `transient` errors): give the lease up so a retry
      or a sweep can claim the row, and re-raise (the task retries);
-   - anything else ends the row through the kind's `settle`: a refusal the kind knows
-     (`refusal(exc)`: a pack that does not load, a spec that does not, ...) with its
-     message; any other exception as "internal error: ..." with the stack in the log.
+   - anything else ends the row through the kind's `settle`: a cap the run reached
+     (studio.work.caps.CapReached) or a refusal the kind knows (`refusal(exc)`: a pack
+     that does not load, a spec that does not, ...) with its message; any other exception as "internal error: ..." with the stack in the log.
      A kind may map an exception to another status (a served run's refused answer goes
      back to waiting).
 
@@ -38,6 +38,7 @@ from django.utils import timezone
 
 from runtime import FencedOut
 from studio.work import leases, metering
+from studio.work.caps import CapReached
 from studio.work.leases import LeaseLost
 from studio.work.watcher import Held, LeaseWatcher
 
@@ -158,7 +159,7 @@ class Delivery(Generic[Row]):
             leases.release(self.model, self.pk, self.token)
             raise
         except Exception as exc:  # the row must end final whatever happened; the log has the rest
-            message = self.refusal(exc)
+            message = str(exc) if isinstance(exc, CapReached) else self.refusal(exc)
             if message is None:
                 log.exception("%s %s crashed", self.noun, self.pk)
                 message = f"internal error: {type(exc).__name__}: {exc}"

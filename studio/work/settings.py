@@ -28,7 +28,9 @@ DEFAULTS: dict[str, Any] = {
     "PACKFORGE_WORK_WATCH": True,  # run the watcher thread (tests drive it by hand)
     "PACKFORGE_SLOT_TTL_S": 30.0,  # a Redis model slot's lease; renewed every quarter
     "PACKFORGE_WORK_METER": False,
-    "PACKFORGE_MAX_STEPS": 10_000,  # steps of one run, whatever its pack asks for (studio.work.caps)  # log each delivery's statements and CPU (benchmarks/serving.py)
+    "PACKFORGE_MAX_STEPS": 10_000,
+    "PACKFORGE_MAX_JOURNAL_BYTES": 8
+    << 20,  # journal bytes of one run (studio.work.caps)  # steps of one run, whatever its pack asks for (studio.work.caps)  # log each delivery's statements and CPU (benchmarks/serving.py)
 }
 
 # The names these settings had before the work core (read when the new one is unset).

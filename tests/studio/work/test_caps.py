@@ -4,6 +4,7 @@ saved before the cap is walked under it, and a run that reaches it says which ca
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -14,6 +15,8 @@ from django.test import Client
 from studio.projects.models import Project, create_project
 from studio.projects.storage import PackRepo, StorageError
 from studio.runs import start, worker
+from studio.work.caps import CapReached, JournalBudget
+from studio.work.models import JournalEntry
 
 LOOP_GRAPH = {  # spins until a step bound stops it
     "nodes": {"spin": {"kind": "assert", "expr": "true"}, "done": {"kind": "end"}},
@@ -62,16 +65,42 @@ def test_the_files_api_answers_400_naming_the_cap(project: Project, as_owner: Cl
     assert PackRepo(project.repo_path).head() == head
 
 
-def test_a_run_of_a_pack_saved_before_the_cap_stops_at_the_cap_and_says_so(
-    project: Project, owner: User, settings: Any
-) -> None:
-    manifest = {"name": "loop", "version": 1, "entry": "spin", "max_steps": 5_000, "model": "fake:fakes/none.json"}
+def _loop(owner: User, max_steps: int) -> Project:
+    manifest = {"name": "loop", "version": 1, "entry": "spin", "max_steps": max_steps, "model": "fake:fakes/none.json"}
     files = {
         "manifest.yaml": yaml.safe_dump(manifest).encode(),
         "graph.yaml": yaml.safe_dump(LOOP_GRAPH).encode(),
         "fakes/none.json": b'{"inputs": []}',  # no node asks a model
     }
-    loop = create_project(slug="loop", name="Loop", owner=owner, pack_files=files, message="a loop")
+    return create_project(slug="loop", name="Loop", owner=owner, pack_files=files, message="a loop")
+
+
+def test_a_run_whose_journal_would_pass_the_byte_cap_fails_naming_it(owner: User, settings: Any) -> None:
+    settings.PACKFORGE_MAX_JOURNAL_BYTES = 4_000
+    loop = _loop(owner, 10_000)
+    run = start.new_try_run(loop, user=owner, version=None, endpoint=None, input={"ticket": "x" * 500})
+    assert worker.run_try(run.pk) == "failed"
+    run.refresh_from_db()
+    assert run.error.startswith(
+        "the run's journal reached the studio's cap of 4000 bytes (PACKFORGE_MAX_JOURNAL_BYTES)"
+    )
+    written = JournalEntry.objects.filter(run_id=f"try-{run.pk}").values_list("payload", flat=True)
+    assert 0 < sum(len(json.dumps(p)) for p in written) <= 4_000  # the entry that would pass it was not written
+
+
+def test_a_taken_over_journal_counts_against_the_cap(settings: Any) -> None:
+    settings.PACKFORGE_MAX_JOURNAL_BYTES = 100
+    budget = JournalBudget()
+    budget.took_over("r", [{"x": "y" * 80}])
+    with pytest.raises(CapReached, match="PACKFORGE_MAX_JOURNAL_BYTES"):
+        budget.charge("r", {"x": "y" * 20})
+    budget.charge("other", {"x": "y" * 20})
+
+
+def test_a_run_of_a_pack_saved_before_the_cap_stops_at_the_cap_and_says_so(
+    project: Project, owner: User, settings: Any
+) -> None:
+    loop = _loop(owner, 5_000)
     settings.PACKFORGE_MAX_STEPS = 25  # the operator lowered the cap since it was saved
     run = start.new_try_run(loop, user=owner, version=None, endpoint=None, input={"ticket": "hi"})
     assert worker.run_try(run.pk) == "failed"

@@ -121,7 +121,10 @@ PACKFORGE_REVIEW_CLAIM_S = env_int("PACKFORGE_REVIEW_CLAIM_S", 900, minimum=10)
 UPLOAD_MAX_BYTES = env_int("PACKFORGE_UPLOAD_MAX_BYTES", 5 * 1024 * 1024, minimum=1024)
 UPLOAD_MAX_FILE_BYTES = env_int("PACKFORGE_UPLOAD_MAX_FILE_BYTES", 1024 * 1024, minimum=1024)
 UPLOAD_MAX_FILES = env_int("PACKFORGE_UPLOAD_MAX_FILES", 500, minimum=1)
-DATA_UPLOAD_MAX_MEMORY_SIZE = UPLOAD_MAX_BYTES + 1024 * 1024
+# Any request body above this is refused with 413 before it is read (studio/bodylimit.py);
+# the default leaves an archive of UPLOAD_MAX_BYTES 1 MiB for the form around it.
+REQUEST_MAX_BYTES = env_int("PACKFORGE_REQUEST_MAX_BYTES", UPLOAD_MAX_BYTES + 1024 * 1024, minimum=1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_MAX_BYTES
 
 # -- celery ------------------------------------------------------------------------------
 # The broker, and the global per-endpoint cap (studio/work/slots.py), are Redis:

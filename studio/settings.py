@@ -146,6 +146,9 @@ EXAMPLE_PACKS = BASE_DIR / "packs"
 # (as the CLI's --tools). Packs reach only these (docs/invariants.md, 5). Empty: packs that name
 # tools cannot be run from the studio, and say so.
 PACKFORGE_TOOLS = env_str("PACKFORGE_TOOLS", "")
+# The environment variables a model endpoint may name as its key (studio/endpoints/keys.py):
+# names, or prefixes ending in *. The studio's own settings are never allowed.
+ENDPOINT_KEY_VARS = env_list("PACKFORGE_ENDPOINT_KEY_VARS", ["PACKFORGE_KEY_*"])
 # How long a reviewer's claim on a review item holds without being renewed (studio/review/claims.py).
 PACKFORGE_REVIEW_CLAIM_S = env_int("PACKFORGE_REVIEW_CLAIM_S", 900, minimum=10)
 UPLOAD_MAX_BYTES = env_int("PACKFORGE_UPLOAD_MAX_BYTES", 5 * 1024 * 1024, minimum=1024)

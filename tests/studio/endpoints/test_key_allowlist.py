@@ -4,6 +4,8 @@ check shows no more of the server's answer than a status line (issue 22)."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -113,3 +115,11 @@ def test_it_keeps_the_answer_only_when_it_is_one_of_the_checks_own_words() -> No
     assert kept["answer"] == '{"word": "zqx-amber"}' and kept["server"] == "llamacpp"
     cut = backends.without_server_text({"answer": "<html>page</html>", "honoured": False, "server": "<b>x</b> y"})
     assert cut["answer"] == "" and cut["answer_chars"] == 17 and cut["server"] is None
+
+
+def test_no_studio_setting_is_named_like_a_key() -> None:
+    """The default allowlist may never cover one of the studio's own settings."""
+    root = Path(__file__).resolve().parents[3]
+    for source in [*(root / "studio").rglob("*.py"), root / "scripts" / "start"]:
+        text = source.read_text()
+        assert not re.search(r"""(env_\w+\(|environ\.get\(|environ\[|getenv\()\s*["']PACKFORGE_KEY_""", text), source

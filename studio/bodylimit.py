@@ -96,6 +96,7 @@ def _refuse(environ: Environ, start_response: StartResponse, message: str) -> li
             ("Content-Type", content_type),
             ("Content-Length", str(len(body))),
             ("X-Content-Type-Options", "nosniff"),
+            ("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'"),
             ("Connection", "close"),
         ],
     )

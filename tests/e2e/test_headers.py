@@ -8,8 +8,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tests.e2e.test_authoring_daily import new_project
 from tests.support.started import Studio
+
+
+def new_project(page: Any, studio: Studio, slug: str, example: str) -> None:
+    page.goto(f"{studio.url}/new")
+    page.fill("input[name=slug]", slug)
+    page.select_option("select[name=example]", example)
+    page.click("main form button[type=submit]")
+    page.wait_for_url(f"{studio.url}/p/{slug}/")
 
 
 def _policy(page: Any, url: str) -> str:

@@ -71,6 +71,9 @@ def test_the_studio_application_refuses_it_before_django_reads_it(settings: Any)
     assert status.startswith("413")
     assert headers["Content-Type"].startswith("text/plain")
     assert body.startswith(b"Request body too large")
+    assert headers["X-Content-Type-Options"] == "nosniff" and headers["Content-Security-Policy"].startswith(
+        "default-src"
+    )
 
 
 def test_it_passes_a_body_within_the_limit() -> None:

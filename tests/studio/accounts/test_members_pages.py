@@ -80,6 +80,7 @@ def test_it_shows_the_member_forms_to_authors_and_staff(
     shown = client_for(request.getfixturevalue(persona)).get(PAGE)
     assert shown.status_code == 200
     assert b'id="add-member"' in shown.content and b"rita" in shown.content
+    assert (b"people you already share a project with" in shown.content) == (persona == "owner")
 
 
 @pytest.mark.parametrize("persona", ["reviewer", "viewer"])

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from django.utils.csp import CSP
+
 from studio.env import (
     celery_broker_url,
     database_from_url,
@@ -49,6 +51,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -105,9 +108,36 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie
 SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+# Every response says where its page may load from: only the studio itself, and no
+# inline script or style at all (scripts and CSS are static files; the pages' handlers
+# are in frontend/static/studio/studio.js). docs/deploy.md, "Headers".
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF],
+    "style-src": [CSP.SELF],
+    "img-src": [CSP.SELF, "data:"],
+    "font-src": [CSP.SELF],
+    "connect-src": [CSP.SELF],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.NONE],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+}
+# The production settings (docs/deploy.md, "Production settings"): behind a proxy that
+# ends TLS, cookies are https-only, plain http is redirected, and browsers are told to
+# use https for a year (HSTS); `manage.py check --deploy` is then clean.
 if env_bool("BEHIND_TLS_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = env_bool("PACKFORGE_SSL_REDIRECT", True)
+    SECURE_HSTS_SECONDS = env_int("PACKFORGE_HSTS_SECONDS", 365 * 24 * 3600)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("PACKFORGE_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("PACKFORGE_HSTS_PRELOAD", False)
+    if not SECURE_HSTS_PRELOAD:
+        # Preloading is a promise about the whole domain that takes months to undo, so it
+        # is the operator's to make; the check that asks for it is silenced until then.
+        SILENCED_SYSTEM_CHECKS = ["security.W021"]
 X_FRAME_OPTIONS = "DENY"
 
 # -- packforge ---------------------------------------------------------------------------
@@ -117,12 +147,18 @@ EXAMPLE_PACKS = BASE_DIR / "packs"
 # (as the CLI's --tools). Packs reach only these (docs/invariants.md, 5). Empty: packs that name
 # tools cannot be run from the studio, and say so.
 PACKFORGE_TOOLS = env_str("PACKFORGE_TOOLS", "")
+# The environment variables a model endpoint may name as its key (studio/endpoints/keys.py):
+# names, or prefixes ending in *. The studio's own settings are never allowed.
+ENDPOINT_KEY_VARS = env_list("PACKFORGE_ENDPOINT_KEY_VARS", ["PACKFORGE_KEY_*"])
 # How long a reviewer's claim on a review item holds without being renewed (studio/review/claims.py).
 PACKFORGE_REVIEW_CLAIM_S = env_int("PACKFORGE_REVIEW_CLAIM_S", 900, minimum=10)
 UPLOAD_MAX_BYTES = env_int("PACKFORGE_UPLOAD_MAX_BYTES", 5 * 1024 * 1024, minimum=1024)
 UPLOAD_MAX_FILE_BYTES = env_int("PACKFORGE_UPLOAD_MAX_FILE_BYTES", 1024 * 1024, minimum=1024)
 UPLOAD_MAX_FILES = env_int("PACKFORGE_UPLOAD_MAX_FILES", 500, minimum=1)
-DATA_UPLOAD_MAX_MEMORY_SIZE = UPLOAD_MAX_BYTES + 1024 * 1024
+# Any request body above this is refused with 413 before it is read (studio/bodylimit.py);
+# the default leaves an archive of UPLOAD_MAX_BYTES 1 MiB for the form around it.
+REQUEST_MAX_BYTES = env_int("PACKFORGE_REQUEST_MAX_BYTES", UPLOAD_MAX_BYTES + 1024 * 1024, minimum=1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_MAX_BYTES
 
 # -- celery ------------------------------------------------------------------------------
 # The broker, and the global per-endpoint cap (studio/work/slots.py), are Redis:

@@ -2,8 +2,9 @@
 
 - **Staff** (`is_staff` or `is_superuser`) create and invite users, list every user, and
   manage the members of any project (a staff user need not be a member to do it).
-- A project's **authors** manage that project's members: they give an existing user a
-  role, change it, or take it away. They cannot create users.
+- A project's **authors** manage that project's members: they give a role to a user
+  they already share a project with, change it, or take it away. They cannot create
+  users, and naming someone else answers exactly as naming no one (`addable_user`).
 - Reviewers and viewers read the member list; a stranger gets 404 (as for every project
   page), a member without the right to manage gets 403.
 - A project keeps at least one author: removing or demoting its last author is refused
@@ -73,6 +74,36 @@ def user_named(username: str) -> User:
     if found is None:
         raise Http404(f"no user named {username!r}")
     return found
+
+
+def not_addable(username: str) -> str:
+    return (
+        f"no user named {username!r} that you can add: you can add people you already share a project "
+        "with; staff add anyone (and invite new users on the Users page)"
+    )
+
+
+def addable_user(manager: User, username: str) -> User:
+    """The user `manager` may give a role by naming them: for staff, any user; for an
+    author, only a user who already shares a project with them. Anyone else is answered
+    exactly as a name no user has (Http404, `not_addable`), so that a project of one's
+    own is not a way to learn which usernames exist (issue 22)."""
+    found = User.objects.filter(username=username) if "\x00" not in username else User.objects.none()
+    if not is_staff(manager):
+        found = found.filter(memberships__project__memberships__user=manager)
+    user = found.distinct().first()
+    if user is None:
+        raise Http404(not_addable(username))
+    return user
+
+
+def member_named(project: Project, username: str) -> User:
+    """A member of `project` by username; anyone else, user or not, is 404."""
+    members = Membership.objects.filter(project=project, user__username=username) if "\x00" not in username else None
+    row = members.select_related("user").first() if members is not None else None
+    if row is None:
+        raise Http404(f"{username!r} is not a member of {project.slug}")
+    return row.user
 
 
 def parse_role(value: str) -> Role:

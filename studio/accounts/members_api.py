@@ -3,7 +3,8 @@ told in studio/accounts/members.py.
 
 - `/api/users`: staff list, create (invite) users and make a new set-password link.
 - `/api/projects/{slug}/members`: members read the list; authors and staff give a role
-  (PUT, by username), change it, and take it away (DELETE)."""
+  (PUT, by username), change it, and take it away (DELETE). A name an author may not add
+  is answered as a name no user has (members.addable_user)."""
 
 from __future__ import annotations
 
@@ -108,7 +109,7 @@ def list_members(request: StudioRequest, slug: str) -> list[MemberOut]:
 def put_member(request: StudioRequest, slug: str, username: str, body: MemberIn) -> Status[MemberOut]:
     project, _ = members.members_of(request.user, slug, manage=True)
     role = members.parse_role(body.role)
-    user = members.user_named(username)
+    user = members.addable_user(request.user, username)
     row, created = members.grant(project, user, role)
     return Status(201 if created else 200, _member_out(row))
 
@@ -120,6 +121,6 @@ def put_member(request: StudioRequest, slug: str, username: str, body: MemberIn)
 )
 def delete_member(request: StudioRequest, slug: str, username: str) -> Status[None]:
     project, _ = members.members_of(request.user, slug, manage=True)
-    user = members.user_named(username)
+    user = members.member_named(project, username)
     members.revoke(project, user)
     return Status(204, None)

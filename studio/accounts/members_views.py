@@ -9,7 +9,7 @@ from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse_lazy
 from django.views.decorators.http import require_POST
@@ -67,10 +67,10 @@ def member_set(request: StudioRequest, slug: str) -> HttpResponse:
     username = request.POST.get("username", "").strip()
     try:
         role = members.parse_role(request.POST.get("role", ""))
-        user = User.objects.filter(username=username).first()
-        if user is None:
-            raise ValidationError(f"no user named {username!r}; staff can invite one on the Users page")
+        user = members.addable_user(request.user, username)
         members.grant(project, user, role)
+    except Http404:
+        messages.error(request, members.not_addable(username))
     except (ValidationError, members.MemberConflict) as exc:
         messages.error(request, "; ".join(exc.messages) if isinstance(exc, ValidationError) else str(exc))
     else:
@@ -81,7 +81,7 @@ def member_set(request: StudioRequest, slug: str) -> HttpResponse:
 @require_POST
 def member_remove(request: StudioRequest, slug: str) -> HttpResponse:
     project, _ = members.members_of(request.user, slug, manage=True)
-    user = members.user_named(request.POST.get("username", "").strip())
+    user = members.member_named(project, request.POST.get("username", "").strip())
     try:
         members.revoke(project, user)
     except members.MemberConflict as exc:

@@ -14,6 +14,7 @@ from studio.compiles import shared
 from studio.compiles.models import Compile, CompileAttempt
 from studio.compiles.settings import setting
 from studio.compiles.shared import S
+from studio.endpoints.keys import key_env_problem
 from studio.endpoints.models import Endpoint
 from studio.errors import Refused
 from studio.numbers import whole_number
@@ -69,6 +70,10 @@ def start_compile(
         raise CompileRefused(
             f"endpoint {planner.name!r} cannot plan: a planner endpoint is an openai: server (or a recorded planner)"
         )
+    for endpoint in (planner, target):
+        problem = key_env_problem(endpoint.key_env) if endpoint is not None else None
+        if endpoint is not None and problem:
+            raise CompileRefused(f"endpoint {endpoint.name!r}: {problem}")
     try:
         repo = PackRepo(project.repo_path)
         version = repo.resolve(None)

@@ -12,13 +12,16 @@ eval keeps of the model it was started on."""
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import replace
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
 from django.utils import timezone
 
 from runtime import Backend, BackendConfig, BadSpec, OpenAIConfig, check_endpoint, open_backend, parse_backend_spec
+from studio.endpoints.keys import key_env_problem
 from studio.endpoints.models import Endpoint
 from studio.redaction import stored
 
@@ -65,7 +68,12 @@ def spec_for(endpoint: Endpoint) -> str:
 def config_for(endpoint: Endpoint) -> BackendConfig:
     """The runtime's config for an endpoint row: its spec, with the row's key env var,
     prices and concurrency for an `openai:` endpoint (scripted models take none of
-    them). Raises BadSpec for a spec the runtime cannot parse."""
+    them). Raises BadSpec for a spec the runtime cannot parse, and for a key variable the
+    studio's allowlist does not hold (studio/endpoints/keys.py): checked on every open,
+    not only on save, so a row saved under an older or wider rule sends no key."""
+    problem = key_env_problem(endpoint.key_env)
+    if problem:
+        raise BadSpec(f"endpoint {endpoint.name!r}: {problem}")
     config = parse_backend_spec(endpoint.spec.strip())
     if not isinstance(config, OpenAIConfig):
         return config
@@ -129,7 +137,49 @@ def check(endpoint_id: int) -> dict[str, Any] | None:
     except BadSpec as exc:
         result = {"ok": False, "answered": False, "honoured": None, "error": str(exc)}
     result.pop("spec", None)  # the row shows its own spec; this one carries the options
+    result = without_server_text(result)
     result.update(state="done", checked_at=started.isoformat())
     result = stored(result)  # a server that echoes the request would hand back its key
     Endpoint.objects.filter(pk=endpoint_id).update(last_check=result)
     return result
+
+
+# Where a runtime error quotes what the server said: after an HTTP status, and an error
+# the server sent inside a 200 stream.
+_HTTP_STATUS = re.compile(r"HTTP (\d{3})\b")
+_IN_BAND = "in-band error"
+_SERVER_NAME = re.compile(r"^[A-Za-z0-9._-]{1,40}$")
+
+
+def status_line(text: str) -> str:
+    """`text` (a runtime error) cut to its status line: everything up to `HTTP nnn` and
+    the status's name, never the body the server sent with it."""
+    found = _HTTP_STATUS.search(text)
+    if found:
+        code = int(found.group(1))
+        phrase = HTTPStatus(code).phrase if code in HTTPStatus._value2member_map_ else ""
+        return f"{text[: found.end()]} {phrase}".rstrip() + " (the server's answer is not shown)"
+    cut = text.find(_IN_BAND)
+    if cut >= 0:
+        return text[: cut + len(_IN_BAND)] + " (the server's text is not shown)"
+    return text
+
+
+def without_server_text(result: dict[str, Any]) -> dict[str, Any]:
+    """A check's result as the studio stores and shows it: no text the server wrote
+    beyond a status line. A check may point at any URL (with the endpoint's key), so what
+    it shows must not turn it into a way to read another server's pages. The answer is
+    kept only when it is one of the check's own enum words (honoured); otherwise only its
+    length is."""
+    shown = dict(result)
+    for field in ("error", "logprobs_note"):
+        if isinstance(shown.get(field), str):
+            shown[field] = status_line(shown[field])
+    answer = shown.get("answer")
+    if isinstance(answer, str) and answer and shown.get("honoured") is not True:
+        shown["answer"] = ""
+        shown["answer_chars"] = len(answer)
+    server = shown.get("server")
+    if isinstance(server, str) and not _SERVER_NAME.match(server):
+        shown["server"] = None
+    return shown

@@ -8,20 +8,15 @@ from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.utils import timezone
 
-env_name = RegexValidator(r"^[A-Z_][A-Z0-9_]{0,63}$", "an environment variable name, like PROVIDER_API_KEY")
-# The studio's own secrets and settings: a key variable naming one of these would send it
-# to whatever server the endpoint's URL names.
-not_a_studio_setting = RegexValidator(
-    r"^(SECRET_KEY|DATABASE_URL|REDIS_URL|PACKFORGE_.*|DJANGO_.*|CELERY_.*|PATH|HOME)$",
-    inverse_match=True,
-    message="this variable belongs to the studio itself; name the variable that holds the endpoint's key",
-)
+from studio.endpoints.keys import allowed_key_env
+
+env_name = RegexValidator(r"^[A-Z_][A-Z0-9_]{0,63}$", "an environment variable name, like PACKFORGE_KEY_OPENAI")
 
 
 class Endpoint(models.Model):
     name = models.CharField(max_length=100, unique=True)
     spec = models.CharField(max_length=500, help_text="openai:URL#MODEL, fake:FILE or sim:...")
-    key_env = models.CharField(max_length=64, blank=True, validators=[env_name, not_a_studio_setting])
+    key_env = models.CharField(max_length=64, blank=True, validators=[env_name, allowed_key_env])
     price_in = models.DecimalField(
         max_digits=10,
         decimal_places=4,

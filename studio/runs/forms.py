@@ -15,10 +15,9 @@ class TryRunForm(forms.Form):
     input = forms.CharField(
         widget=forms.Textarea(
             attrs={
-                "class": "code",
+                "class": "code run-input",
                 "rows": 10,
                 "spellcheck": "false",
-                "style": "white-space: pre-wrap; min-height: 12rem",
             }
         ),
         help_text="one JSON object: the pack's inputs",

@@ -79,10 +79,25 @@ def browser() -> Iterator[Any]:
         launched.close()
 
 
+# Every page of every browser test runs under the studio's Content-Security-Policy; a
+# violation (an inline script or handler, an inline style, a foreign source) is written
+# to the console and fails the test that met it (docs/deploy.md, "Headers").
+REPORT_CSP_VIOLATIONS = """document.addEventListener("securitypolicyviolation", (e) => {
+  console.error(`CSP violation: ${e.violatedDirective} blocked ${e.blockedURI || "inline"} in ${e.sourceFile}:${e.lineNumber}`);
+});"""
+
+
+def csp_violations(messages: list[str]) -> list[str]:
+    return [m for m in messages if "CSP violation" in m or "Content Security Policy" in m]
+
+
 @pytest.fixture
 def page(browser: Any, studio: Studio) -> Iterator[Any]:
     context = browser.new_context(accept_downloads=True, viewport={"width": 1400, "height": 1000})
     context.set_default_timeout(20_000)
+    context.add_init_script(REPORT_CSP_VIOLATIONS)
+    console: list[str] = []
+    context.on("console", lambda message: console.append(message.text))
     tab = context.new_page()
     tab.goto(f"{studio.url}/login/")
     tab.fill("input[name=username]", "admin")
@@ -91,3 +106,4 @@ def page(browser: Any, studio: Studio) -> Iterator[Any]:
     tab.wait_for_url(f"{studio.url}/")
     yield tab
     context.close()
+    assert csp_violations(console) == [], "the page broke its Content-Security-Policy"

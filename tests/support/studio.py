@@ -29,6 +29,18 @@ def make_user(name: str, **extra: Any) -> User:
     return User.objects.create_user(name, f"{name}@example.com", PASSWORD, **extra)
 
 
+def make_colleague(name: str, of: User) -> User:
+    """A user who shares a project with `of` (a viewer of `of`'s project "<name>-side"), so
+    `of`, as an author, may add them to another project (studio.accounts.members.addable_user)."""
+    from studio.accounts.models import Membership, Role
+
+    user = make_user(name)
+    side = Project.objects.create(slug=f"{name}-side", name="Side", created_by=of)
+    Membership.objects.create(user=of, project=side, role=Role.AUTHOR)
+    Membership.objects.create(user=user, project=side, role=Role.VIEWER)
+    return user
+
+
 def client_for(user: User) -> Client:
     client = Client()
     client.force_login(user)

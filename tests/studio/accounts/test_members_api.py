@@ -8,14 +8,15 @@ from django.test import Client
 
 from studio.accounts.models import ApiToken, Membership, Role
 from studio.projects.models import Project
-from tests.support.studio import bearer, client_for, make_user, send
+from tests.support.studio import bearer, client_for, make_colleague, make_user, send
 
 MEMBERS = "/api/projects/triage/members"
 
 
 @pytest.fixture
-def newcomer(db: None) -> User:
-    return make_user("nora")
+def newcomer(owner: User) -> User:
+    """Nora, no member of triage, but the owner's colleague on another project."""
+    return make_colleague("nora", of=owner)
 
 
 def roles(project: Project) -> dict[str, str]:
@@ -174,3 +175,45 @@ def test_it_refuses_a_deployment_token(project: Project, staff: User) -> None:
     assert client.get(MEMBERS).status_code == 403
     assert send(client, "put", f"{MEMBERS}/rita", {"role": "author"}).status_code == 403
     assert roles(project)["rita"] == "reviewer" and not User.objects.filter(username="ivy").exists()
+
+
+# -- naming a user reveals nothing (issue 22) --
+
+
+def _answers(client: Client, name: str) -> list[tuple[int, bytes]]:
+    put = send(client, "put", f"{MEMBERS}/{name}", {"role": "viewer"})
+    bad_role = send(client, "put", f"{MEMBERS}/{name}", {"role": "admin"})
+    gone = client.delete(f"{MEMBERS}/{name}")
+    return [(a.status_code, a.content) for a in (put, bad_role, gone)]
+
+
+@pytest.mark.parametrize("persona", ["stranger", "viewer", "reviewer"])
+def test_it_answers_a_non_author_the_same_whatever_the_username(
+    request: pytest.FixtureRequest, project: Project, persona: str
+) -> None:
+    make_user("exists")
+    client = bearer(request.getfixturevalue(persona))
+    assert _answers(client, "exists") == _answers(client, "no-such-user")
+    assert roles(project).get("exists") is None
+
+
+def test_an_author_learns_nothing_of_users_outside_their_projects(project: Project, stranger: User) -> None:
+    """A plain user with a project of their own could learn which usernames exist by
+    adding them: now a user they share no project with is answered as no user at all."""
+    mine = make_user("mallory")
+    own = Project.objects.create(slug="own", name="Own", created_by=mine)
+    Membership.objects.create(user=mine, project=own, role=Role.AUTHOR)
+    client = bearer(mine)
+    answers = {}
+    for name in ("olive", "sam", "no-such-user"):
+        put = send(client, "put", f"/api/projects/own/members/{name}", {"role": "viewer"})
+        gone = client.delete(f"/api/projects/own/members/{name}")
+        answers[name] = [(put.status_code, put.content), (gone.status_code, gone.content)]
+    assert answers["olive"] == answers["sam"] == answers["no-such-user"]
+    assert answers["sam"][0][0] == 404
+    assert Membership.objects.filter(project=own).count() == 1
+
+
+def test_staff_add_anyone(project: Project, staff: User, stranger: User) -> None:
+    assert send(bearer(staff), "put", f"{MEMBERS}/sam", {"role": "viewer"}).status_code == 201
+    assert roles(project)["sam"] == "viewer"

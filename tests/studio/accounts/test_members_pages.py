@@ -8,7 +8,7 @@ from django.test import Client
 
 from studio.accounts.models import Membership
 from studio.projects.models import Project
-from tests.support.studio import HTMX, client_for, make_user
+from tests.support.studio import HTMX, client_for, make_colleague, make_user
 
 PAGE = "/p/triage/members/"
 
@@ -80,6 +80,7 @@ def test_it_shows_the_member_forms_to_authors_and_staff(
     shown = client_for(request.getfixturevalue(persona)).get(PAGE)
     assert shown.status_code == 200
     assert b'id="add-member"' in shown.content and b"rita" in shown.content
+    assert (b"people you already share a project with" in shown.content) == (persona == "owner")
 
 
 @pytest.mark.parametrize("persona", ["reviewer", "viewer"])
@@ -104,8 +105,10 @@ def test_it_answers_an_htmx_tab_swap_with_the_section(as_owner: Client, project:
 
 
 @pytest.mark.parametrize("persona", ["owner", "staff"])
-def test_it_adds_changes_and_removes_a_member(request: pytest.FixtureRequest, project: Project, persona: str) -> None:
-    make_user("nora")
+def test_it_adds_changes_and_removes_a_member(
+    request: pytest.FixtureRequest, project: Project, owner: User, persona: str
+) -> None:
+    make_colleague("nora", of=owner)
     client = client_for(request.getfixturevalue(persona))
     added = client.post(f"{PAGE}set", {"username": "nora", "role": "viewer"}, follow=True)
     assert b"nora is now viewer of triage" in added.content and roles(project)["nora"] == "viewer"
@@ -127,7 +130,10 @@ def test_it_refuses_member_changes_by_a_non_author(
 
 def test_it_says_why_a_member_change_was_refused(as_owner: Client, project: Project) -> None:
     unknown = as_owner.post(f"{PAGE}set", {"username": "ghost", "role": "viewer"}, follow=True)
-    assert b"no user named &#x27;ghost&#x27;" in unknown.content
+    assert b"no user named &#x27;ghost&#x27; that you can add" in unknown.content
+    make_user("sam")  # exists, but shares no project with the owner: the same sentence
+    stranger = as_owner.post(f"{PAGE}set", {"username": "sam", "role": "viewer"}, follow=True)
+    assert b"no user named &#x27;sam&#x27; that you can add" in stranger.content and "sam" not in roles(project)
     last = as_owner.post(f"{PAGE}remove", {"username": "olive"}, follow=True)
     assert b"last author" in last.content and roles(project)["olive"] == "author"
     bad = as_owner.post(f"{PAGE}set", {"username": "rita", "role": "admin"}, follow=True)

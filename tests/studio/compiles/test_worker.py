@@ -233,7 +233,7 @@ def test_it_plans_with_the_endpoint_the_author_chose(
     frontier = Endpoint.objects.create(
         name="frontier",
         spec="openai:http://127.0.0.1:9/v1#big",
-        key_env="FRONTIER_KEY",
+        key_env="PACKFORGE_KEY_FRONTIER",
         concurrency=3,
         created_by=staff,
     )
@@ -247,7 +247,7 @@ def test_it_plans_with_the_endpoint_the_author_chose(
     # the key's variable comes from the endpoint row, never from the spec
     assert (
         planner.inner.name.startswith("openai:http://127.0.0.1:9/v1#big")
-        and "key_env=FRONTIER_KEY" in planner.inner.name
+        and "key_env=PACKFORGE_KEY_FRONTIER" in planner.inner.name
     )
 
 

@@ -52,7 +52,9 @@ def test_it_says_why_a_spec_cannot_be_saved(spec: str, key_env: str, says: str) 
 
 
 def test_it_accepts_a_good_spec_without_holding_its_key() -> None:
-    assert backends.spec_problem("openai:http://127.0.0.1:8080/v1#m;grammar=gbnf", "PF_UNSET_IN_TESTS_KEY") is None
+    assert (
+        backends.spec_problem("openai:http://127.0.0.1:8080/v1#m;grammar=gbnf", "PACKFORGE_KEY_UNSET_IN_TESTS") is None
+    )
 
 
 def test_it_checks_an_endpoint_and_stores_the_reading(staff: object, fault: FaultServer) -> None:
@@ -73,8 +75,8 @@ def test_it_reports_an_endpoint_that_does_not_answer(staff: object) -> None:
 def test_it_sends_the_key_from_the_named_variable_and_stores_no_key(
     staff: object, fault: FaultServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("PF_TEST_KEY", "sk-test-secret-0123456789")
-    endpoint = Endpoint.objects.create(name="keyed", spec=fault.spec(), key_env="PF_TEST_KEY", created_by=staff)
+    monkeypatch.setenv("PACKFORGE_KEY_TEST", "sk-test-secret-0123456789")
+    endpoint = Endpoint.objects.create(name="keyed", spec=fault.spec(), key_env="PACKFORGE_KEY_TEST", created_by=staff)
     backends.check(endpoint.pk)
     assert fault.completions()[0].headers["authorization"] == "Bearer sk-test-secret-0123456789"
     endpoint.refresh_from_db()
@@ -84,13 +86,13 @@ def test_it_sends_the_key_from_the_named_variable_and_stores_no_key(
 def test_it_reports_a_key_variable_that_is_not_set(
     staff: object, fault: FaultServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("PF_UNSET_IN_TESTS_KEY", raising=False)
+    monkeypatch.delenv("PACKFORGE_KEY_UNSET_IN_TESTS", raising=False)
     endpoint = Endpoint.objects.create(
-        name="keyed", spec=fault.spec(), key_env="PF_UNSET_IN_TESTS_KEY", created_by=staff
+        name="keyed", spec=fault.spec(), key_env="PACKFORGE_KEY_UNSET_IN_TESTS", created_by=staff
     )
     result = backends.check(endpoint.pk)
     assert result is not None and result["ok"] is False
-    assert "PF_UNSET_IN_TESTS_KEY" in result["error"] and fault.completions() == []
+    assert "PACKFORGE_KEY_UNSET_IN_TESTS" in result["error"] and fault.completions() == []
 
 
 def test_it_does_nothing_for_a_deleted_endpoint(db: None) -> None:

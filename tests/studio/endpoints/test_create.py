@@ -50,9 +50,9 @@ def test_it_refuses_a_key_value_in_place_of_a_variable_name(as_staff: Client) ->
 
 def test_it_saves_a_key_variable_that_this_process_does_not_hold(as_staff: Client) -> None:
     # The worker that opens the endpoint needs the key, not the web process.
-    page = as_staff.post("/endpoints/new", {**FORM, "key_env": "PF_UNSET_IN_TESTS_KEY"})
+    page = as_staff.post("/endpoints/new", {**FORM, "key_env": "PACKFORGE_KEY_UNSET_IN_TESTS"})
     assert page.status_code == 302
-    assert Endpoint.objects.get(name="local").key_env == "PF_UNSET_IN_TESTS_KEY"
+    assert Endpoint.objects.get(name="local").key_env == "PACKFORGE_KEY_UNSET_IN_TESTS"
 
 
 def test_it_forbids_non_staff(as_owner: Client) -> None:

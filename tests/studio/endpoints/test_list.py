@@ -22,12 +22,15 @@ def test_it_shows_staff_the_manage_actions(as_staff: Client, scripted: Endpoint)
 def test_it_names_the_key_variable_but_never_shows_its_value(
     as_viewer: Client, scripted: Endpoint, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("PF_TEST_KEY", "sk-very-secret-value")
+    monkeypatch.setenv("PACKFORGE_KEY_TEST", "sk-very-secret-value")
     Endpoint.objects.create(
-        name="hosted", spec="openai:https://api.example.com/v1#m", key_env="PF_TEST_KEY", created_by=scripted.created_by
+        name="hosted",
+        spec="openai:https://api.example.com/v1#m",
+        key_env="PACKFORGE_KEY_TEST",
+        created_by=scripted.created_by,
     )
     page = as_viewer.get("/endpoints/")
-    assert b"PF_TEST_KEY" in page.content and b"set here" in page.content
+    assert b"PACKFORGE_KEY_TEST" in page.content and b"set here" in page.content
     assert b"sk-very-secret-value" not in page.content
 
 

@@ -90,10 +90,10 @@ def test_it_keeps_the_trace_so_far_of_a_run_that_fails(
 def test_it_calls_an_openai_endpoint_with_the_key_from_its_variable(
     project: Project, owner: User, staff: User, fault: FaultServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("PF_TEST_KEY", "sk-run-secret-42")
-    endpoint = Endpoint.objects.create(name="served", spec=fault.spec(), key_env="PF_TEST_KEY", created_by=staff)
+    monkeypatch.setenv("PACKFORGE_KEY_TEST", "sk-run-secret-42")
+    endpoint = Endpoint.objects.create(name="served", spec=fault.spec(), key_env="PACKFORGE_KEY_TEST", created_by=staff)
     run = _queued(project, owner, endpoint)
-    assert run.model_spec.endswith(";key_env=PF_TEST_KEY;concurrency=4;price_in=0;price_out=0")
+    assert run.model_spec.endswith(";key_env=PACKFORGE_KEY_TEST;concurrency=4;price_in=0;price_out=0")
     worker.run_try(run.pk)
     run.refresh_from_db()
     assert run.status in ("done", "failed") and steps.trace_steps(run.trace), run.error
@@ -107,12 +107,12 @@ def test_it_fails_the_run_when_the_key_variable_is_unset(
     project: Project, owner: User, staff: User, fault: FaultServer
 ) -> None:
     endpoint = Endpoint.objects.create(
-        name="served", spec=fault.spec(), key_env="PF_UNSET_IN_TESTS_KEY", created_by=staff
+        name="served", spec=fault.spec(), key_env="PACKFORGE_KEY_UNSET_IN_TESTS", created_by=staff
     )
     run = _queued(project, owner, endpoint)
     assert worker.run_try(run.pk) == "failed"
     run.refresh_from_db()
-    assert "PF_UNSET_IN_TESTS_KEY" in run.error and run.finished_at
+    assert "PACKFORGE_KEY_UNSET_IN_TESTS" in run.error and run.finished_at
 
 
 def test_it_fails_a_run_whose_model_gives_up(project: Project, owner: User, staff: User, fault: FaultServer) -> None:

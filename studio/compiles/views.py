@@ -38,8 +38,9 @@ from studio.compiles.start import (
     start_compile,
 )
 from studio.http import StudioRequest
+from studio.projects.diff_rows import side_by_side
 from studio.projects.graph_svg import draw
-from studio.projects.storage import FileChange, PackRepo, StorageError, side_by_side
+from studio.projects.storage import FileChange, PackRepo, StorageError
 from studio.projects.validation import validate_files
 from studio.projects.views.common import fold, open_project, pack_files, page
 

@@ -26,6 +26,7 @@ from studio.accounts.models import Membership, Role
 from studio.errors import CONFLICT, ERRORS, INVALID, Conflict, NotFound, Refused
 from studio.http import StudioRequest
 from studio.projects.archives import ArchiveRefused, read_archive
+from studio.projects.diff_rows import side_by_side
 from studio.projects.forms import example_choices
 from studio.projects.models import Project, create_project, slug_unavailable
 from studio.projects.schemas import (
@@ -49,7 +50,7 @@ from studio.projects.schemas import (
     VersionOut,
 )
 from studio.projects.specs import example_spec_files
-from studio.projects.storage import FileChange, PackRepo, StaleBase, StorageError, UnsafePath, side_by_side
+from studio.projects.storage import FileChange, PackRepo, StaleBase, StorageError, UnsafePath
 from studio.projects.validation import PACK_PREFIX, validate_files
 from studio.projects.views import example_files, upload_limits
 

@@ -12,10 +12,8 @@ archive of it is handed out. Messages never name the server's folders."""
 
 from __future__ import annotations
 
-import difflib
 import fcntl
 import io
-import os
 import shutil
 import tarfile
 import time
@@ -37,6 +35,8 @@ from runtime import MAX_PATH_DEPTH as MAX_DEPTH
 from runtime import path_problem
 from runtime import shown_path as shown
 from studio.errors import Refused
+from studio.projects.diff_rows import side_by_side
+from studio.projects.stale_locks import clear_stale_locks
 from studio.work import caps
 
 BRANCH = Ref(b"refs/heads/main")
@@ -396,77 +396,9 @@ def _is_orphan(path: Path) -> bool:
     return False
 
 
-STALE_LOCK_S = 60.0  # a dulwich lock file this old, that no process has open, was left by a crash
-
-
-def _open_files() -> set[Path]:
-    """Every file some process on this machine has open (what /proc lets us see)."""
-    held: set[Path] = set()
-    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
-        try:
-            for fd in fd_dir.iterdir():
-                try:
-                    held.add(Path(os.readlink(fd)))
-                except OSError:
-                    continue
-        except OSError:  # the process ended, or is not ours to look at
-            continue
-    return held
-
-
-def clear_stale_locks(root: Path, *, older_than_s: float = STALE_LOCK_S) -> list[Path]:
-    """Remove the `*.lock` files under a repository's objects/ and refs/ (and
-    packed-refs.lock) that a crashed writer left behind: dulwich writes each object or
-    ref through `<name>.lock` (O_EXCL, renamed into place), so a kill mid-write leaves a
-    0-byte lock that makes every later write of the same object fail with FileLocked.
-    A lock is stale only when both hold: it is older than `older_than_s` (a writer on
-    another host sharing the folder has had time to finish), and no process here has it
-    open (a live dulwich writer holds its lock file open until it renames it). Callers
-    hold the repository's save lock, so no packforge save is mid-write. Returns the
-    files removed."""
-    now = time.time()
-    found = [p for sub in ("objects", "refs") for p in (root / sub).rglob("*.lock")]
-    found += [p for p in [root / "packed-refs.lock"] if p.exists()]
-    old = []
-    for path in found:
-        try:
-            if path.is_file() and now - path.stat().st_mtime >= older_than_s:
-                old.append(path)
-        except OSError:
-            continue
-    if not old:
-        return []
-    held = _open_files()
-    removed = []
-    for path in old:
-        if path.resolve() in held:
-            continue
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            continue
-        removed.append(path)
-    return removed
-
-
 def check_paths(paths: Mapping[str, bytes | None]) -> None:
     """Raise UnsafePath naming the first path `runtime.paths` refuses."""
     for path in paths:
         problem = path_problem(path)
         if problem is not None:
             raise UnsafePath(f"{shown(path)}: {problem}")
-
-
-def side_by_side(old: str, new: str) -> list[tuple[int | None, str, int | None, str, str]]:
-    a, b = old.splitlines(), new.splitlines()
-    rows: list[tuple[int | None, str, int | None, str, str]] = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if tag == "equal":
-            rows += [(i1 + k + 1, a[i1 + k], j1 + k + 1, b[j1 + k], "same") for k in range(i2 - i1)]
-            continue
-        for k in range(max(i2 - i1, j2 - j1)):
-            left = (i1 + k + 1, a[i1 + k]) if i1 + k < i2 else (None, "")
-            right = (j1 + k + 1, b[j1 + k]) if j1 + k < j2 else (None, "")
-            kind = "change" if left[0] and right[0] else ("del" if left[0] else "add")
-            rows.append((left[0], left[1], right[0], right[1], kind))
-    return rows

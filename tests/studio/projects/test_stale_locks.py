@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from dulwich.objects import Blob
 
-from studio.projects.storage import STALE_LOCK_S, PackRepo, StorageError
+from studio.projects.stale_locks import STALE_LOCK_S
+from studio.projects.storage import PackRepo, StorageError
 
 CONTENT = b"the same words, saved twice\n"
 

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 import yaml
 from django.contrib.auth.models import User
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from studio.projects.models import Project, create_project
 from studio.projects.storage import PackRepo, StorageError
@@ -107,3 +109,20 @@ def test_a_run_of_a_pack_saved_before_the_cap_stops_at_the_cap_and_says_so(
     run.refresh_from_db()
     assert "step bound reached (25 steps, the studio's cap, PACKFORGE_MAX_STEPS)" in run.error
     assert len(run.trace["steps"]) == 25
+
+
+def test_a_long_run_writes_its_trace_to_the_row_a_bounded_number_of_times(
+    owner: User, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each step's write of the whole trace would cost the square of the steps: after the
+    first 50 steps the row gets the trace at most once a second (here: never, the clock
+    frozen), and the final trace when the run ends."""
+    settings.PACKFORGE_MAX_STEPS = 300
+    monkeypatch.setattr(worker._Publishing, "PUBLISH_EVERY_S", 1e9)
+    run = start.new_try_run(_loop(owner, 300), user=owner, version=None, endpoint=None, input={"ticket": "hi"})
+    with CaptureQueriesContext(connection) as queries:
+        assert worker.run_try(run.pk) == "failed"
+    updates = [q["sql"] for q in queries if q["sql"].startswith('UPDATE "runs_tryrun"') and '"trace"' in q["sql"]]
+    assert len(updates) == 50 + 1  # the first 50 steps, then the end
+    run.refresh_from_db()
+    assert len(run.trace["steps"]) == 300

@@ -44,7 +44,7 @@ every number of the table, A's runs one by one, B's latencies per kind and phase
 
     .venv/bin/python benchmarks/noisy_neighbour.py [--idle-s 30] [--attack-s 60]
         [--streams 32] [--stream-hold-s 15] [--a-length 27] [--b-clients 1]
-        [--concurrency 2] [--drain-s 45] [--json] [--rows FILE] [--keep]
+        [--concurrency 2] [--drain-s 45] [--attacks regex,steps,streams] [--json] [--rows FILE] [--keep]
 
 The issue's own setting is `--attack-s 180`.
 """
@@ -438,6 +438,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--drain-s", type=float, default=45, help="the most A's runs in flight are waited for (default 45)"
     )
+    parser.add_argument(
+        "--attacks",
+        default="regex,steps,streams",
+        help="A's attacks to run, comma-separated (default regex,steps,streams; fewer: which one costs B what)",
+    )
     parser.add_argument("--json", action="store_true", help="print the row as JSON")
     parser.add_argument("--rows", type=Path, default=RESULTS, help="the jsonl the row is appended to")
     parser.add_argument("--keep", action="store_true", help="keep the temp folder (var/, logs)")
@@ -495,6 +500,11 @@ def main(argv: list[str] | None = None) -> int:
                 daemon=True,
             ),
         ]
+        chosen = {name.strip() for name in args.attacks.split(",")}
+        unknown = chosen - {"regex", "steps", "streams"}
+        if unknown:
+            raise SystemExit(f"--attacks: no attack {', '.join(sorted(unknown))}")
+        attackers = [t for t, name in zip(attackers, ("regex", "steps", "streams"), strict=True) if name in chosen]
         attack_began = time.perf_counter()
         for t in attackers:
             t.start()
@@ -592,7 +602,8 @@ def mb(n: int) -> str:
 def print_table(row: dict[str, Any]) -> None:
     a = row["args"]
     print(
-        f"Noisy neighbour: {row['setup']}; idle {a['idle_s']:.0f} s, attack {a['attack_s']:.0f} s; "
+        f"Noisy neighbour: {row['setup']}; idle {a['idle_s']:.0f} s, attack {a['attack_s']:.0f} s "
+        f"({a['attacks']}); "
         f"{row['cpus']} CPUs, load average {row['load_average'][0]:.1f} before, {row['load_average'][1]:.1f} after"
     )
     print()

@@ -79,8 +79,8 @@ class JournalBudget:
 
 def run_options(pack: Pack, **given: Any) -> RunOptions:
     """RunOptions for a walk of `pack` in the studio: `given`, and the step cap when the
-    pack asks for more than it."""
+    pack asks for as many steps as it or more."""
     cap = max_steps()
-    if pack.max_steps > cap:
+    if pack.max_steps >= cap:  # the cap binds (a pack asking exactly the cap is told so too)
         given.update(max_steps=cap, max_steps_by="the studio's cap, PACKFORGE_MAX_STEPS")
     return RunOptions(**given)

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from runtime.trace_items import Attempt, Candidate, EdgeTaken, Step
+from runtime.trace_items import Attempt, Candidate, EdgeTaken, Step, ToolCall
 
 _STEP_FIELDS = frozenset(f.name for f in fields(Step)) - {"edge", "replayed"}
 _ATTEMPT_FIELDS = frozenset(f.name for f in fields(Attempt))
@@ -46,6 +46,19 @@ class ToolPayload:
             "latency_s": self.latency_s,
             "key": self.key,
         }
+
+    def call(self, node: str, step: int, *, replayed: bool) -> ToolCall:
+        """The trace's record of this call, made at `node` in `step`."""
+        return ToolCall(
+            node=node,
+            step=step,
+            tool=self.tool,
+            args=self.args,
+            result=self.result,
+            latency_s=self.latency_s,
+            replayed=replayed,
+            key=self.key,
+        )
 
     @classmethod
     def from_payload(cls, payload: Mapping[str, Any]) -> ToolPayload:

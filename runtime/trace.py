@@ -239,19 +239,7 @@ class TraceBuilder:
         if kind in ("escalate", "wait"):
             trace.attempts.extend(journaled_attempts(payload))
         elif kind == "tool":
-            call = ToolPayload.from_payload(payload)
-            trace.tool_calls.append(
-                ToolCall(
-                    node=node,
-                    step=step,
-                    tool=call.tool,
-                    args=call.args,
-                    result=call.result,
-                    latency_s=call.latency_s,
-                    replayed=self.replayed,
-                    key=call.key,
-                )
-            )
+            trace.tool_calls.append(ToolPayload.from_payload(payload).call(node, step, replayed=self.replayed))
         return None
 
     def add_entry(self, entry: Entry | EntryRow) -> Step | None:

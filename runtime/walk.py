@@ -28,7 +28,7 @@ from runtime.tools import (
     result_problem,
 )
 from runtime.tools.calls import args_problem, same_call
-from runtime.trace import Attempt, Step, ToolCall, Trace
+from runtime.trace import Attempt, Step, Trace
 
 log = logging.getLogger("packforge.run")
 
@@ -214,18 +214,7 @@ class Walk:
         payload = ToolPayload(tool=tool, args=args, result=result, latency_s=latency_s, key=key)
         self.store.append(self.run_id, self.fence, "tool", node.id, self.step, payload.to_payload())
         self.pending_tools.setdefault((node.id, self.step), []).append(payload)
-        self.trace.tool_calls.append(
-            ToolCall(
-                node=node.id,
-                step=self.step,
-                tool=tool,
-                args=args,
-                result=result,
-                latency_s=latency_s,
-                replayed=replayed,
-                key=key,
-            )
-        )
+        self.trace.tool_calls.append(payload.call(node.id, self.step, replayed=replayed))
 
     def call_tool(self, node: Node, tool_name: str, args: dict[str, Any]) -> ToolOutcome:
         """Call the host tool `tool_name` with `args` for `node`: the one path every tool

@@ -436,6 +436,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--b-clients", type=int, default=1, help="B's clients, each the whole workload (default 1)")
     parser.add_argument("--concurrency", type=int, default=2, help="CELERY_CONCURRENCY (default 2, scripts/start's)")
     parser.add_argument(
+        "--runs-per-user",
+        type=int,
+        default=1,
+        help="PACKFORGE_MAX_RUNS_PER_USER (default 1: one of the two workers stays free for others)",
+    )
+    parser.add_argument(
         "--drain-s", type=float, default=45, help="the most A's runs in flight are waited for (default 45)"
     )
     parser.add_argument(
@@ -457,7 +463,9 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     load_before = os.getloadavg()[0]
     print(f"noisy neighbour: var in {tmp}", file=sys.stderr)
-    studio: Studio = start_studio(tmp, free_port(), args.concurrency)
+    studio: Studio = start_studio(
+        tmp, free_port(), args.concurrency, {"PACKFORGE_MAX_RUNS_PER_USER": str(args.runs_per_user)}
+    )
     rec, attack = Recorder(), Attack()
     db: dict[str, int] = {}
     try:

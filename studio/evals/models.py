@@ -124,10 +124,12 @@ class EvalCase(models.Model):
     # worker; an empty owner with a live lease means "re-sent, not yet claimed".
     lease_owner = models.CharField(max_length=64, blank=True)
     lease_until = models.DateTimeField(null=True, blank=True)
+    # When admission last held it back (studio.work.admission); the reason is in `error`.
+    held_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["eval", "case_id", "repeat"], name="one_row_per_case_run")]
-        indexes = [models.Index(fields=["eval", "status"])]
+        indexes = [models.Index(fields=["eval", "status"]), models.Index(fields=["status", "lease_until"])]
 
     @property
     def run_id(self) -> str:

@@ -54,10 +54,10 @@ from studio.evals import recordings
 from studio.evals.models import Eval, EvalCase
 from studio.evals.recovery import watcher
 from studio.evals.settings import setting
-from studio.evals.shared import S, finish_if_done
+from studio.evals.shared import S, enqueue_cases, finish_if_done
 from studio.packs import PackUnrunnable
 from studio.redaction import stored
-from studio.work import caps, leases
+from studio.work import admission, caps, leases
 from studio.work.checkpoints import OutcomeStore
 from studio.work.delivery import Delivery
 from studio.work.leases import LeaseLost
@@ -156,6 +156,9 @@ class CaseDelivery(Delivery[EvalCase]):
     max_claims_setting = "PACKFORGE_EVAL_MAX_ATTEMPTS"
     failed = S.ERROR
     stamps_start = True
+    admitted = admission.register(
+        admission.Kind(EvalCase, user="eval__created_by", project="eval__project", resend=enqueue_cases)
+    )
 
     def load(self) -> EvalCase:
         return EvalCase.objects.select_related("eval__project", "eval__endpoint").get(pk=self.pk)

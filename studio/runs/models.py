@@ -41,6 +41,9 @@ class TryRun(models.Model):
     lease_owner = models.CharField(max_length=64, blank=True)
     lease_until = models.DateTimeField(null=True, blank=True)
     swept_at = models.DateTimeField(null=True, blank=True)
+    # When admission last held it back (its user or project had as many runs going as
+    # the caps allow; studio.work.admission); the reason is in `error` while it waits.
+    held_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

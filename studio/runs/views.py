@@ -98,7 +98,10 @@ def run_detail(request: StudioRequest, slug: str, run_id: int) -> HttpResponse:
         "totals": totals(steps),
         "input_json": _pretty(run.input),
         "output_json": _pretty(run.output) if run.output is not None else "",
-        "slow_queue": run.status == TryRun.Status.QUEUED and timezone.now() - run.created_at > QUEUE_PATIENCE,
+        # A run held back by the caps on runs going at once says so in its error field.
+        "slow_queue": run.status == TryRun.Status.QUEUED
+        and run.held_at is None
+        and timezone.now() - run.created_at > QUEUE_PATIENCE,
     }
     if not request.htmx:
         return render(request, "runs/detail.html", context)

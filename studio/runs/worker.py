@@ -35,7 +35,7 @@ from studio.runs import recovery
 from studio.runs.models import TryRun
 from studio.runs.settings import setting
 from studio.runs.start import TryRefused, case_for_input
-from studio.work import caps, leases
+from studio.work import admission, caps, leases
 from studio.work.checkpoints import OutcomeStore
 from studio.work.delivery import Delivery
 from studio.work.leases import LeaseLost
@@ -92,6 +92,7 @@ class TryRunDelivery(Delivery[TryRun]):
     noun = "try run"
     max_claims_setting = "PACKFORGE_RUN_MAX_ATTEMPTS"
     failed = TryRun.Status.FAILED
+    admitted = admission.register(admission.Kind(TryRun, user="created_by", project="project", resend=recovery.send))
 
     def __init__(self, pk: int) -> None:
         super().__init__(pk)

@@ -6,6 +6,9 @@ written once.
    delivery has nothing to do (the row is final, or another delivery holds a live
    lease) and returns None.
 2. **Before**: the kind may end the row at once (e.g. its cancel was asked for).
+   **Admission**, for an admitted kind (studio.work.admission): a row whose user or
+   project has as many runs going as the studio's cap is held back (queued again,
+   uncharged) and sent again when one of them ends.
 3. **Poison check**: a row claimed more than its kind's `max_claims` setting allows has
    killed that many workers; it is ended as failed with the reason, not tried again.
 4. **Watch**: the process's watcher (studio.work.watcher) renews the lease while the
@@ -37,7 +40,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from runtime import FencedOut
-from studio.work import leases, metering
+from studio.work import admission, leases, metering
 from studio.work.caps import CapReached
 from studio.work.leases import LeaseLost
 from studio.work.watcher import Held, LeaseWatcher
@@ -65,6 +68,7 @@ class Delivery(Generic[Row]):
     failed: ClassVar[str] = "failed"  # the status a refusal, a crash or poison ends the row with
     transient: ClassVar[tuple[type[BaseException], ...]] = ()  # release and re-raise, like a database error
     stamps_start: ClassVar[bool] = False  # the model has `started_at`: the first claim sets it
+    admitted: ClassVar[admission.Kind | None] = None  # counted against the caps on runs going at once
 
     def __init__(self, pk: int) -> None:
         self.pk = pk
@@ -74,10 +78,12 @@ class Delivery(Generic[Row]):
     # -- what a kind says ------------------------------------------------------------------
 
     def claim_fields(self) -> dict[str, Any]:
-        """Columns written by the claiming UPDATE: `started_at` on the first claim."""
-        if not self.stamps_start:
-            return {}
-        return {"started_at": Coalesce(F("started_at"), Value(timezone.now(), output_field=DateTimeField()))}
+        """Columns written by the claiming UPDATE: `started_at` on the first claim; an
+        admitted row's waiting note cleared."""
+        fields: dict[str, Any] = admission.claim_fields(self.admitted) if self.admitted else {}
+        if self.stamps_start:
+            fields["started_at"] = Coalesce(F("started_at"), Value(timezone.now(), output_field=DateTimeField()))
+        return fields
 
     def load(self) -> Row:
         raise NotImplementedError
@@ -135,9 +141,16 @@ class Delivery(Generic[Row]):
         self.row = row = row if row is not None else self.load()
         ended, status = self.before(row)
         if not ended:
+            kind = self.admitted
+            reason = admission.crowded(kind, row) if kind is not None else None
+            if kind is not None and reason is not None:
+                admission.hold_back(kind, row, token, reason)
+                return None
             status = self._poison_or_run(row)
         if status is not None:
             self.settled(row, status)
+            if self.admitted is not None:
+                admission.wake(self.admitted, row)
         return status
 
     def _poison_or_run(self, row: Row) -> str | None:

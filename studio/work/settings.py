@@ -27,10 +27,11 @@ DEFAULTS: dict[str, Any] = {
     "PACKFORGE_WORK_STALL_S": 60.0,  # nothing moved this long: re-send queued rows
     "PACKFORGE_WORK_WATCH": True,  # run the watcher thread (tests drive it by hand)
     "PACKFORGE_SLOT_TTL_S": 30.0,  # a Redis model slot's lease; renewed every quarter
-    "PACKFORGE_WORK_METER": False,
-    "PACKFORGE_MAX_STEPS": 10_000,
-    "PACKFORGE_MAX_JOURNAL_BYTES": 8
-    << 20,  # journal bytes of one run (studio.work.caps)  # steps of one run, whatever its pack asks for (studio.work.caps)  # log each delivery's statements and CPU (benchmarks/serving.py)
+    "PACKFORGE_WORK_METER": False,  # log each delivery's statements and CPU (benchmarks/serving.py)
+    "PACKFORGE_MAX_STEPS": 10_000,  # steps of one run, whatever its pack asks for (studio.work.caps)
+    "PACKFORGE_MAX_JOURNAL_BYTES": 8 << 20,  # journal bytes of one run (studio.work.caps)
+    "PACKFORGE_MAX_RUNS_PER_USER": 4,  # runs going at once per user, try-it and eval cases (studio.work.admission)
+    "PACKFORGE_MAX_RUNS_PER_PROJECT": 8,  # the same per project
 }
 
 # The names these settings had before the work core (read when the new one is unset).

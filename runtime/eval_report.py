@@ -165,8 +165,9 @@ class EvalReport:
 
     def per_case(self) -> dict[str, dict[str, float]]:
         out = {}
-        for key in ("generations", "prompt_tokens", "completion_tokens", "reasoning_tokens", "latency_s", "cost_usd"):
-            values = [float(c.totals[key]) for c in self.cases] or [0.0]
+        keys = ("generations", "prompt_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens")
+        for key in (*keys, "latency_s", "cost_usd"):
+            values = [float(c.totals.get(key, 0)) for c in self.cases] or [0.0]
             out[key] = {"mean": statistics.fmean(values), "p50": percentile(values, 50), "p95": percentile(values, 95)}
         return out
 
@@ -175,11 +176,22 @@ class EvalReport:
         for case in self.cases:
             for a in case.trace.attempts:
                 row = nodes.setdefault(
-                    a.node, {"attempts": 0, "rejections": 0, "tokens": 0, "latency_s": 0.0, "cost_usd": 0.0}
+                    a.node,
+                    {
+                        "attempts": 0,
+                        "rejections": 0,
+                        "tokens": 0,
+                        "prompt_tokens": 0,
+                        "cached_tokens": 0,
+                        "latency_s": 0.0,
+                        "cost_usd": 0.0,
+                    },
                 )
                 row["attempts"] += 1
                 row["rejections"] += 0 if a.ok else 1
                 row["tokens"] += a.prompt_tokens + a.completion_tokens + a.reasoning_tokens
+                row["prompt_tokens"] += a.prompt_tokens
+                row["cached_tokens"] += a.cached_tokens
                 row["latency_s"] += a.latency_s
                 row["cost_usd"] += a.cost_usd
         return nodes

@@ -77,3 +77,21 @@ def build_messages(pack: Pack, node: Node, state: Mapping[str, Any], input_: Map
     prompt = node.prompt.render(view)
     messages.append({"role": "user", "content": prompt})
     return Built(messages, prompt, notes)
+
+
+def context_problem(pack: Pack, input_: Mapping[str, Any], exc: Exception) -> str:
+    """Why a node failed when its request, with every few-shot example dropped, still
+    does not fit the model's context: the server's words, and what to change: a
+    `truncate:` rule for the longest input text (or a smaller one, if it has a rule)."""
+    texts = {name: len(v) for name, v in input_.items() if isinstance(v, str)}
+    head = f"input does not fit the model's context: {exc}"
+    if not texts:
+        return head
+    name = max(texts, key=lambda k: texts[k])
+    rule = pack.truncate.get(name)
+    if rule is None:
+        return (
+            f"{head}; input.{name} is {texts[name]} characters and manifest.yaml has no truncate: rule for it "
+            f"(e.g. truncate: {{{name}: {{max_chars: {max(200, texts[name] // 2)}, keep: head}}}})"
+        )
+    return f"{head}; input.{name} is already cut to {rule.max_chars} characters: lower its truncate: max_chars"

@@ -66,6 +66,12 @@ def format_report(report: EvalReport, gate: list[dict[str, Any]] | None = None) 
         f"latency p50 {1000 * pc['latency_s']['p50']:.1f} ms / p95 {1000 * pc['latency_s']['p95']:.1f} ms, "
         f"cost ${pc['cost_usd']['mean']:.6f}; schema violations {100 * m['schema_violation_rate']:.1f}% of generations"
     )
+    if pc["cached_tokens"]["mean"]:
+        read = pc["prompt_tokens"]["mean"] - pc["cached_tokens"]["mean"]
+        lines.append(
+            f"  prompt per case: {pc['prompt_tokens']['mean']:.0f} tokens, {read:.0f} read by the server, "
+            f"{pc['cached_tokens']['mean']:.0f} from its prompt cache"
+        )
     if gate is not None:
         verdict = "passed" if all(r["ok"] for r in gate) else "REGRESSION"
         lines.append(f"  baseline gate: {verdict}")

@@ -135,6 +135,7 @@ class Trace:
             "generations": self.generations,
             "model_calls": len(self.attempts),
             "prompt_tokens": sum(a.prompt_tokens for a in self.attempts),
+            "cached_tokens": sum(a.cached_tokens for a in self.attempts),
             "completion_tokens": sum(a.completion_tokens for a in self.attempts),
             "reasoning_tokens": sum(a.reasoning_tokens for a in self.attempts),
             "latency_s": sum(a.latency_s for a in self.attempts),

@@ -43,6 +43,7 @@ class Attempt:
     reason: str | None = None
     text: str = ""
     prompt_tokens: int = 0
+    cached_tokens: int = 0  # of prompt_tokens, served from the server's prompt cache (0: none, or not said)
     completion_tokens: int = 0
     reasoning_tokens: int = 0
     latency_s: float = 0.0

@@ -15,6 +15,7 @@ from jsonschema.exceptions import ValidationError, best_match
 from runtime.errors import ExprError, OutputRejected
 
 if TYPE_CHECKING:
+    from runtime.pack.fields import FieldRule
     from runtime.pack.model import Node
 
 REJECTION_CATEGORIES = ("truncated", "parse", "schema", "assert", "disagree", "backend")
@@ -86,6 +87,33 @@ def verify_answer(node: Node, answer: Any, state: Mapping[str, Any], input_: Map
         if not ok:
             raise OutputRejected("assert", f"the answer fails the check `{node.check.source}`")
     return writes
+
+
+def as_sets(node: Node, fields: Mapping[str, FieldRule], answer: Any) -> tuple[Any, list[str]]:
+    """`answer` with each set-valued write taken as a set before verification: a field
+    the manifest compares as `set` whose grammar is an array of strings with
+    `uniqueItems` is de-duplicated and sorted. A grammar sent as GBNF or JSON schema
+    cannot forbid a repeated item (llama.cpp's cannot), and a repeat does not change the
+    set the field means; so it is not a reason to reject a draw. A note per field changed,
+    for the trace (docs/pack-format.md, "Set-valued fields")."""
+    props = (node.schema or {}).get("properties", {})
+    if not isinstance(answer, dict) or not isinstance(props, dict):
+        return answer, []
+    notes: list[str] = []
+    fixed = dict(answer)
+    for name in node.writes:
+        rule, spec, value = fields.get(name), props.get(name), answer.get(name)
+        if rule is None or rule.compare != "set" or not isinstance(spec, dict) or not spec.get("uniqueItems"):
+            continue
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            continue  # the schema check says what is wrong with it
+        taken = sorted(set(value))
+        if taken != value:
+            repeats = len(value) - len(taken)
+            said = f"{repeats} repeated item{'s' if repeats != 1 else ''} dropped, " if repeats else ""
+            notes.append(f"{name}: taken as a set ({said}sorted; fields.{name} is compare: set)")
+            fixed[name] = taken
+    return (fixed, notes) if notes else (answer, [])
 
 
 def feedback_message(reason: str) -> str:

@@ -33,6 +33,7 @@ class StreamResult:
     reasoning: list[str] = field(default_factory=list)
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
+    timings: dict[str, Any] | None = None  # llama-server's `timings` (prompt_n: read, cache_n: from its cache)
     first_token_at: float | None = None
     content_deltas: int = 0
     reasoning_deltas: int = 0
@@ -107,6 +108,8 @@ def _take_logprobs(choice: dict[str, Any], result: StreamResult) -> None:
 def _take(chunk: dict[str, Any], result: StreamResult) -> None:
     if isinstance(chunk.get("usage"), dict):
         result.usage = chunk["usage"]
+    if isinstance(chunk.get("timings"), dict):
+        result.timings = chunk["timings"]
     for choice in chunk.get("choices") or []:
         if not isinstance(choice, dict) or choice.get("index", 0) != 0:
             continue

@@ -46,6 +46,10 @@ class ModelReply:
     text: str
     finish_reason: str = "stop"
     prompt_tokens: int = 0
+    # Of prompt_tokens, how many the server took from its prompt cache instead of reading
+    # (llama-server's timings.cache_n, OpenAI-style usage.prompt_tokens_details.cached_tokens);
+    # None: the server did not say.
+    cached_tokens: int | None = None
     completion_tokens: int = 0
     reasoning_tokens: int = 0
     latency_s: float = 0.0

@@ -128,6 +128,8 @@ class OpenAIConfig(BackendConfig):
     strict: bool = False
     request_id: str = "plain"
     compact: bool = True  # grammar=gbnf: no whitespace inside the JSON (docs/endpoints.md)
+    queue_wait: float = 600.0  # seconds a call may wait for one of `concurrency` slots; not part of `deadline`
+    slots: int = 0  # llama-server's -np: >0 pins each run to one server slot (id_slot) to reuse its prompt cache
 
     @property
     def url(self) -> str:
@@ -211,6 +213,8 @@ _OPTIONS: dict[str, Any] = {
     "strict": _bool,
     "request_id": _request_id,
     "compact": _bool,
+    "queue_wait": _number(0.001, 86400),
+    "slots": _number(0, 1024, int),
 }
 
 

@@ -17,6 +17,7 @@ import socket
 import threading
 import time
 import uuid
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +175,11 @@ class OpenAIBackend:
         }
         if cfg.usage:
             body["stream_options"] = {"include_usage": True}
+        if cfg.slots:
+            # llama-server: every call of one run goes to one slot, whose KV cache still
+            # holds the run's earlier prompts (system, input), so only the new tail is read.
+            body["id_slot"] = zlib.crc32(call.run_id.encode()) % cfg.slots
+            body["cache_prompt"] = True
         if call.logprobs:
             body["logprobs"] = True
             body["top_logprobs"] = TOP_LOGPROBS
@@ -208,8 +214,6 @@ class OpenAIBackend:
     # -- one call ----------------------------------------------------------------------
 
     def complete(self, call: ModelCall) -> ModelReply:
-        started = time.monotonic()
-        deadline_at = started + self.config.deadline
         body, headers = self.body(call), self.headers(call)
         log.debug(
             "backend.request",
@@ -223,21 +227,28 @@ class OpenAIBackend:
                 }
             },
         )
-        self._acquire(call, deadline_at)
+        self._acquire(call)
+        # The deadline starts once a slot is held: time spent queued behind this
+        # process's other calls is bounded by `queue_wait`, not taken from the call.
+        started = time.monotonic()
+        deadline_at = started + self.config.deadline
         try:
             result = self._with_retries(call, body, headers, started, deadline_at)
         finally:
             self._slots.release()
         return self._reply(call, result, started)
 
-    def _acquire(self, call: ModelCall, deadline_at: float) -> None:
+    def _acquire(self, call: ModelCall) -> None:
+        cfg = self.config
+        give_up_at = time.monotonic() + cfg.queue_wait
         while not self._slots.acquire(timeout=0.05):
             if call.cancel is not None and call.cancel.is_set():
                 raise Cancelled("run cancelled")
-            if time.monotonic() >= deadline_at:
+            if time.monotonic() >= give_up_at:
                 raise EndpointUnavailable(
-                    f"{self.config.base_url}: no free slot (concurrency={self.config.concurrency}) within the "
-                    f"deadline of {self.config.deadline:g}s",
+                    f"{cfg.base_url}: waited {cfg.queue_wait:g}s (queue_wait) for a slot of concurrency="
+                    f"{cfg.concurrency} without getting one; raise the endpoint's concurrency (if the server "
+                    f"serves that many at once) or lower the eval's concurrency",
                     request_id=call.request_id,
                 )
 
@@ -346,6 +357,7 @@ class OpenAIBackend:
             completion = result.content_deltas
         if not isinstance(prompt, int):
             prompt = sum(estimate_tokens(m.get("content", "")) for m in call.messages)
+        cached = cached_tokens(usage, result.timings)
         cost = (prompt * cfg.price_in + (completion + reasoning) * cfg.price_out) / 1_000_000
         now = time.monotonic()
         ttft = result.first_token_at - started if result.first_token_at is not None else None
@@ -353,6 +365,7 @@ class OpenAIBackend:
             text=result.text,
             finish_reason=result.finish_reason or "stop",
             prompt_tokens=prompt,
+            cached_tokens=cached,
             completion_tokens=completion,
             reasoning_tokens=reasoning,
             latency_s=now - started,
@@ -362,6 +375,18 @@ class OpenAIBackend:
             reasoning_text=result.reasoning_text or None,
             logprobs=result.token_logprobs if call.logprobs else None,
         )
+
+
+def cached_tokens(usage: dict[str, Any], timings: dict[str, Any] | None) -> int | None:
+    """Prompt tokens the server served from its cache: OpenAI-style
+    `usage.prompt_tokens_details.cached_tokens` (vLLM, OpenAI), else llama-server's
+    `timings.cache_n` (its `prompt_n` is what it read); None when neither says."""
+    details = usage.get("prompt_tokens_details")
+    if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+        return int(details["cached_tokens"])
+    if timings is not None and isinstance(timings.get("cache_n"), int):
+        return int(timings["cache_n"])
+    return None
 
 
 def _closer(response: httpx.Response) -> Any:

@@ -40,6 +40,7 @@ class Outcome:
     prior: dict[str, Any] | None = None  # a label prior's correction (runtime.prior.apply_prior)
     notes: list[str] = field(default_factory=list)  # short facts for the trace (e.g. input fields cut)
     tool_stats: dict[str, Any] | None = None  # a choose_tool visit's counters (Step.tool_stats)
+    context: bool = False  # failed because the request does not fit the model's context
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,11 @@
 The ladder: sample; re-sample (`resamples` times); re-sample told what was wrong
 (`feedback` times; the description, never the rejected text); then fail, which takes
 on_fail. With a run-wide `budget`, retries draw on the budget instead. With
-`samples: N`, N verified draws must agree (`agree`) on the written fields (or those
-`agree_on` names, compared by the manifest's `fields:` rules), or the node is unsure and
-takes on_unsure. With `confidence: {field, min}`, the node's calls ask for logprobs and
+`samples: N`, N draws are made, each with the ladder above; a draw whose ladder ends
+rejected is left out (it does not fail the node), and `agree` of the valid draws must
+agree on the written fields (or those `agree_on` names, compared by the manifest's
+`fields:` rules), or the node is unsure and takes on_unsure; it fails only when every
+draw was rejected (docs/pack-format.md, "Quorum draws"). With `confidence: {field, min}`, the node's calls ask for logprobs and
 the node is also unsure when its confidence in that closed-choice field is below `min`
 (runtime.confidence); the confidence is on the step either way. With `prior: {field,
 values}`, the calls ask for logprobs too and a verified answer's closed-choice value is
@@ -20,13 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 from runtime.choices import NoChoices, call_schema
 from runtime.errors import ContextOverflow, OutputRejected
-from runtime.messages import build_messages
+from runtime.messages import build_messages, context_problem
 from runtime.nodes.base import LoadContext, NodeDrawing, Outcome, RunContext, covered, may_retry, whole_number
 from runtime.nodes.gating import apply_gate, load_gate, measure
 from runtime.nodes.generate_keys import load_choices, load_examples
 from runtime.nodes.voting import load_agree_on, vote
 from runtime.prior import apply_prior, load_prior
-from runtime.verify import feedback_message, parse_answer, verify_answer
+from runtime.verify import as_sets, feedback_message, parse_answer, verify_answer
 
 if TYPE_CHECKING:
     from runtime.pack.model import Node
@@ -118,7 +120,7 @@ class GenerateKind:
         if schema is not node.schema:
             node = dataclasses.replace(node, schema=schema, validator=validator)
         outcome = self._draw(node, walk, built.messages, built.prompt)
-        outcome.notes = built.notes
+        outcome.notes = [*built.notes, *outcome.notes]
         return outcome
 
     def _draw(self, node: Node, walk: RunContext, messages: list[dict[str, str]], prompt: str) -> Outcome:
@@ -127,20 +129,30 @@ class GenerateKind:
             outcome.prompt = prompt
             return apply_gate(node, outcome, [outcome], walk.pack.fields)
         draws: list[Outcome] = []
+        rejected: list[Outcome] = []
         for _ in range(node.samples):
             draw = self._ladder(node, walk, messages)
-            if draw.status != "ok":
+            if draw.status == "ok":
+                draws.append(draw)
+                continue
+            if draw.context:  # the request does not fit: no other draw can do better
                 draw.prompt = prompt
                 return draw
-            draws.append(draw)
+            rejected.append(draw)  # its ladder spent; the vote is among the valid draws
+        if not draws:
+            last = rejected[-1]
+            return Outcome("fail", reason=f"all {node.samples} draws were rejected; last: {last.reason}", prompt=prompt)
         groups = vote(node, walk.pack.fields, draws)
         best = max(groups, key=len)  # the first of the largest groups
         if len(best) < node.agree:
             tally = ", ".join(str(len(g)) for g in sorted(groups, key=len, reverse=True))
+            dropped = f"; {len(rejected)} rejected" if rejected else ""
             return apply_gate(
                 node,
                 Outcome(
-                    "unsure", reason=f"draws disagreed ({tally} of {node.samples}; need {node.agree})", prompt=prompt
+                    "unsure",
+                    reason=f"draws disagreed ({tally} of {len(draws)} valid{dropped}; need {node.agree})",
+                    prompt=prompt,
                 ),
                 draws,
                 walk.pack.fields,
@@ -148,7 +160,14 @@ class GenerateKind:
         chosen = draws[best[0]]
         return apply_gate(
             node,
-            Outcome("ok", writes=chosen.writes, attempt=chosen.attempt, prompt=prompt, prior=chosen.prior),
+            Outcome(
+                "ok",
+                writes=chosen.writes,
+                attempt=chosen.attempt,
+                prompt=prompt,
+                prior=chosen.prior,
+                notes=chosen.notes,
+            ),
             draws,
             walk.pack.fields,
         )
@@ -185,9 +204,10 @@ class GenerateKind:
                     tries -= 1
                     continue
                 # The same request cannot fit on a retry: a node failure (on_fail), not a backend error.
-                return Outcome("fail", reason=f"input does not fit the model's context: {exc}")
+                return Outcome("fail", reason=context_problem(walk.pack, walk.input, exc), context=True)
             try:
                 answer = parse_answer(reply.text, reply.finish_reason)
+                answer, set_notes = as_sets(node, walk.pack.fields, answer)
                 if walk.verify:
                     writes = verify_answer(node, answer, walk.state, walk.input)
                 else:
@@ -199,7 +219,7 @@ class GenerateKind:
                     continue
                 return Outcome("fail", reason=f"{exc.category}: {exc.reason} (after {tries} attempt(s))")
             walk.record(node, reply, attempt, stage, ok=True)
-            outcome = Outcome("ok", writes=writes, attempt=attempt)
+            outcome = Outcome("ok", writes=writes, attempt=attempt, notes=set_notes)
             if node.prior is not None:
                 apply_prior(node, reply, answer, outcome, schema, walk.state, walk.input)
             if node.confidence is not None and outcome.confidence is None:

@@ -71,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tools")
     p.add_argument("--concurrency", type=int, default=4)
     p.add_argument("--tags", help="only cases with any of these comma-separated tags")
+    p.add_argument("--untagged", action="store_true", help="only cases with no tag (with --tags: those too)")
+    p.add_argument("--exclude-tags", metavar="TAGS", help="leave out cases with any of these comma-separated tags")
     p.add_argument("--json", action="store_true", help="print the report as one JSON document")
     p.add_argument("--baseline", help="gate on this baseline file: exit 4 on a regression, else 0")
     p.add_argument("--write-baseline", metavar="FILE", help="write this run's metrics as a baseline")

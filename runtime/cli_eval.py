@@ -69,6 +69,20 @@ def _tape(args: argparse.Namespace) -> ToolTape | None:
     return None
 
 
+def _warn_concurrency(asked: int, backend: Any) -> None:
+    """Say so when the eval would keep more cases going than the endpoint takes calls:
+    the rest wait for a slot (bounded by the endpoint's queue_wait, not its deadline)."""
+    config = getattr(backend, "config", None)
+    cap = getattr(config, "concurrency", None)
+    if isinstance(cap, int) and asked > cap:
+        print(
+            f"warning: --concurrency {asked} is above the endpoint's concurrency={cap}; {asked - cap} case(s) at a "
+            f"time will wait for a slot. Lower --concurrency to {cap}, or raise the endpoint's concurrency if the "
+            f"server serves that many at once (llama-server: -np)",
+            file=sys.stderr,
+        )
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from runtime.calibration import format_calibration
     from runtime.evaluate import baseline_document, check_baseline, evaluate, select_cases
@@ -83,8 +97,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise UsageError("--target-auto-accuracy must be above 0 and at most 1")
     baseline = json_arg(f"@{args.baseline}", "--baseline") if args.baseline else None
     backend = backend_for(pack, args.model)
-    tags = set(args.tags.split(",")) if args.tags else None
-    progress = _eval_progress(args, len(select_cases(pack, tags)) * args.repeats)
+    tags = set(filter(None, args.tags.split(","))) if args.tags else None
+    exclude = set(filter(None, args.exclude_tags.split(","))) if args.exclude_tags else None
+    picked = select_cases(pack, tags, exclude_tags=exclude, untagged=args.untagged)
+    if not picked:
+        raise UsageError("no evalset case is selected by --tags/--untagged/--exclude-tags")
+    _warn_concurrency(args.concurrency, backend)
+    progress = _eval_progress(args, len(picked) * args.repeats)
     tiers: list[Tier] | None = None
     tape = _tape(args)
     try:
@@ -95,6 +114,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
             tools=tools,
             concurrency=args.concurrency,
             tags=tags,
+            exclude_tags=exclude,
+            untagged=args.untagged,
             model=args.model or pack.model,
             repeats=args.repeats,
             on_case=(lambda case: progress.update(case.passed)) if progress is not None else None,

@@ -37,9 +37,17 @@ from runtime.tools import Tool
 from runtime.walker import RunOptions, run_pack
 
 
-def select_cases(pack: Pack, tags: set[str] | None = None) -> list[Case]:
-    """The evalset cases an eval runs: every case, or those with any of `tags`."""
-    return [c for c in pack.cases if not tags or tags & set(c.tags)]
+def select_cases(
+    pack: Pack, tags: set[str] | None = None, *, exclude_tags: set[str] | None = None, untagged: bool = False
+) -> list[Case]:
+    """The evalset cases an eval runs: every case; or, given `tags` and/or `untagged`,
+    those with any of `tags` and those with no tag at all; less every case with any of
+    `exclude_tags` (so held-out cases, tagged or not, can be run alone)."""
+    wanted = set(tags or ())
+    chosen = [
+        c for c in pack.cases if (not wanted and not untagged) or wanted & set(c.tags) or (untagged and not c.tags)
+    ]
+    return [c for c in chosen if not (exclude_tags and exclude_tags & set(c.tags))]
 
 
 def evaluate(
@@ -49,6 +57,8 @@ def evaluate(
     tools: Mapping[str, Tool] | None = None,
     concurrency: int = 4,
     tags: set[str] | None = None,
+    exclude_tags: set[str] | None = None,
+    untagged: bool = False,
     store: CheckpointStore | None = None,
     model: str | None = None,
     run_prefix: str = "eval",
@@ -57,7 +67,8 @@ def evaluate(
     tiers: Sequence[Tier] | None = None,
     tape: ToolTape | None = None,
 ) -> EvalReport:
-    """Run every case (those with any of `tags`, when given) `repeats` times with bounded
+    """Run every case (those `select_cases` picks with `tags`, `exclude_tags` and
+    `untagged`) `repeats` times with bounded
     concurrency. Run ids are `<run_prefix>-<case>`, or `<run_prefix>-<case>-r<k>` (k from
     1) when `repeats` > 1. `on_case` is called once per finished run, one call at a time.
     `tiers`: model tiers for every run (docs/tiers.md; `backend` should be tier 0's);
@@ -68,7 +79,8 @@ def evaluate(
     if repeats < 1:
         raise ValueError("repeats must be at least 1")
     store = store if store is not None else MemoryStore()
-    runs = [(case, k) for case in select_cases(pack, tags) for k in range(1, repeats + 1)]
+    picked = select_cases(pack, tags, exclude_tags=exclude_tags, untagged=untagged)
+    runs = [(case, k) for case in picked for k in range(1, repeats + 1)]
     report = EvalReport(
         pack.name,
         pack.version,
@@ -80,7 +92,7 @@ def evaluate(
         ladder=[t.name for t in tiers or []],
         tape=tape.mode if tape is not None else None,
     )
-    report.expected = {c.id: dict(c.expected) for c in select_cases(pack, tags)}
+    report.expected = {c.id: dict(c.expected) for c in picked}
     report.gates = gate_minimums(pack)
     lock = threading.Lock()
 

@@ -146,12 +146,12 @@ class GenerateKind:
         best = max(groups, key=len)  # the first of the largest groups
         if len(best) < node.agree:
             tally = ", ".join(str(len(g)) for g in sorted(groups, key=len, reverse=True))
-            dropped = f"; {len(rejected)} rejected" if rejected else ""
+            dropped = f" valid; {len(rejected)} rejected" if rejected else ""
             return apply_gate(
                 node,
                 Outcome(
                     "unsure",
-                    reason=f"draws disagreed ({tally} of {len(draws)} valid{dropped}; need {node.agree})",
+                    reason=f"draws disagreed ({tally} of {len(draws)}{dropped}; need {node.agree})",
                     prompt=prompt,
                 ),
                 draws,

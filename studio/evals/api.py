@@ -42,7 +42,9 @@ class EvalIn(Schema):
     endpoints: list[int | str | None] = Field(default_factory=lambda: list[int | str | None]([None]))
     tiers: list[int | str] = Field(default_factory=list)
     deployment: str | None = None  # evaluate this deployment: its version over its tiers
-    tags: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)  # cases with any of these tags
+    untagged: bool = False  # cases with no tag (with tags: those too)
+    exclude_tags: list[str] = Field(default_factory=list)  # leave out cases with any of these
     repeats: int = 1
     record_tools: bool = False  # keep every tool call's result (the eval's tape)
     replay_tools_from: int | None = None  # answer tool calls from this recording eval's tape
@@ -79,6 +81,8 @@ class EvalOut(Schema):
     model_spec: str
     batch: str
     tags: list[str]
+    untagged: bool
+    exclude_tags: list[str]
     repeats: int
     status: str
     ended: bool
@@ -152,6 +156,8 @@ def eval_out(ev: Eval, counts: dict[str, int] | None = None) -> EvalOut:
         model_spec=ev.model_spec,
         batch=ev.batch,
         tags=ev.tags,
+        untagged=ev.untagged,
+        exclude_tags=ev.exclude_tags,
         repeats=ev.repeats,
         status=ev.status,
         ended=ev.is_final,
@@ -185,6 +191,8 @@ def start(request: StudioRequest, payload: EvalIn) -> Status[StartOut]:
             endpoints=payload.endpoints,
             tiers=payload.tiers,
             tags=payload.tags,
+            untagged=payload.untagged,
+            exclude_tags=payload.exclude_tags,
             repeats=payload.repeats,
             record_tools=payload.record_tools,
             replay_tools_from=payload.replay_tools_from,
@@ -206,6 +214,8 @@ def _start_deployment_eval(request: StudioRequest, payload: EvalIn) -> Eval:
         deployment,
         user=request.user,
         tags=payload.tags,
+        untagged=payload.untagged,
+        exclude_tags=payload.exclude_tags,
         repeats=payload.repeats,
         record_tools=payload.record_tools,
         replay_tools_from=payload.replay_tools_from,

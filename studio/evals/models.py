@@ -25,6 +25,10 @@ class Eval(models.Model):
     model_spec = models.CharField(max_length=500)  # what was actually used, for the record
     batch = models.CharField(max_length=32, blank=True)  # evals started together (one per endpoint)
     tags = models.JSONField(default=list)  # only cases with any of these tags; [] = all
+    # ... and, with `untagged`, the cases with no tag (alone when `tags` is []); less the
+    # cases with any of `exclude_tags` (runtime.evaluate.select_cases)
+    untagged = models.BooleanField(default=False)
+    exclude_tags = models.JSONField(default=list)
     repeats = models.PositiveIntegerField(default=1)
     # The tier ladder, small to large: endpoint ids (the first is `endpoint`); a case
     # that fails its ladder on one tier climbs to the next, then to a person (docs/tiers.md).

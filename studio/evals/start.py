@@ -13,6 +13,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from runtime import Case, Pack
+from runtime.evaluate import select_cases
 from studio import packs
 from studio.deployments.models import Deployment
 from studio.endpoints.backends import spec_for
@@ -61,6 +62,8 @@ def plan_eval(
     tags: Sequence[str] = (),
     repeats: int = 1,
     tiers: Sequence[int | str] = (),
+    exclude_tags: Sequence[str] = (),
+    untagged: bool = False,
 ) -> Plan:
     """Check everything that can be known before rows are written; EvalRefused if not.
     `tiers`: a tier ladder (endpoint ids or names, small to large) for one eval; the
@@ -84,18 +87,25 @@ def plan_eval(
         raise EvalRefused(str(exc)) from None
     if not pack.cases:
         raise EvalRefused(f"the pack at {sha[:10]} has no evalset cases (evalset.jsonl)")
-    wanted = {t.strip() for t in tags if t.strip()}
-    cases = [c for c in pack.cases if not wanted or wanted & set(c.tags)]
+    wanted, unwanted = clean(tags), clean(exclude_tags)
+    cases = select_cases(pack, set(wanted), exclude_tags=set(unwanted), untagged=untagged)
     if not cases:
         known = sorted({t for c in pack.cases for t in c.tags})
+        asked = [f"tags {', '.join(wanted)}"] if wanted else []
+        asked += ["untagged"] if untagged else []
+        asked += [f"leaving out {', '.join(unwanted)}"] if unwanted else []
         raise EvalRefused(
-            f"no case has any of the tags {', '.join(sorted(wanted))}; "
-            f"tags in this evalset: {', '.join(known) or '(none)'}"
+            f"no case is selected ({'; '.join(asked)}); tags in this evalset: {', '.join(known) or '(none)'}"
         )
     total = len(cases) * repeats * len(chosen)
     if total > setting("PACKFORGE_EVAL_MAX_CASES"):
         raise EvalRefused(f"{total} case runs in one start; the limit is {setting('PACKFORGE_EVAL_MAX_CASES')}")
     return Plan(sha, pack, cases, chosen, ladder)
+
+
+def clean(tags: Sequence[str]) -> list[str]:
+    """Tags as given by a form or the API: stripped, empty ones dropped, sorted, once each."""
+    return sorted({t.strip() for t in tags if t.strip()})
 
 
 def _ladder(tiers: Sequence[int | str]) -> list[Endpoint]:
@@ -124,6 +134,8 @@ def start_eval(
     deployment: Deployment | None = None,
     record_tools: bool = False,
     replay_tools_from: Eval | int | None = None,
+    exclude_tags: Sequence[str] = (),
+    untagged: bool = False,
 ) -> list[Eval]:
     """Write one Eval per endpoint (one `batch`) and its case rows, and enqueue one task
     per case once the rows are committed. With `tiers` (endpoint ids or names, small to
@@ -133,11 +145,19 @@ def start_eval(
     a finished recording eval of this project whose tape answers every tool call, no
     tool called (docs/tools.md, "Recorded tool results")."""
     mode, source = _tools_mode(project, record_tools, replay_tools_from)
-    plan = plan_eval(project, version=version, endpoints=endpoints, tags=tags, repeats=repeats, tiers=tiers)
+    plan = plan_eval(
+        project,
+        version=version,
+        endpoints=endpoints,
+        tags=tags,
+        repeats=repeats,
+        tiers=tiers,
+        exclude_tags=exclude_tags,
+        untagged=untagged,
+    )
     batch = uuid.uuid4().hex[:12]
     made: list[Eval] = []
     case_ids: list[int] = []
-    clean_tags = sorted({t.strip() for t in tags if t.strip()})
     with transaction.atomic():
         for endpoint in plan.endpoints:
             ev = Eval.objects.create(
@@ -151,7 +171,9 @@ def start_eval(
                 tape=source.tape if source is not None else "",
                 model_spec=_model_spec(plan, endpoint),
                 batch=batch,
-                tags=clean_tags,
+                tags=clean(tags),
+                exclude_tags=clean(exclude_tags),
+                untagged=untagged,
                 repeats=repeats,
                 total=len(plan.cases) * repeats,
                 created_by=user,
@@ -190,6 +212,8 @@ def start_deployment_eval(
     repeats: int = 1,
     record_tools: bool = False,
     replay_tools_from: Eval | int | None = None,
+    exclude_tags: Sequence[str] = (),
+    untagged: bool = False,
 ) -> Eval:
     """Evaluate a deployment: its version over its tier ladder (a deployment without
     tiers runs on the pack's own model, as it serves)."""
@@ -201,6 +225,8 @@ def start_deployment_eval(
         version=deployment.version,
         tiers=list(deployment.tiers),
         tags=tags,
+        exclude_tags=exclude_tags,
+        untagged=untagged,
         repeats=repeats,
         deployment=deployment,
         record_tools=record_tools,

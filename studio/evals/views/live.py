@@ -47,6 +47,12 @@ class EvalStartForm(forms.Form):
     tags = forms.CharField(
         label="Only cases tagged", required=False, max_length=500, help_text="comma-separated; empty runs every case"
     )
+    untagged = forms.BooleanField(
+        label="Cases with no tag", required=False, help_text="alone, or with the tags above (e.g. held-out cases)"
+    )
+    exclude_tags = forms.CharField(
+        label="Leave out cases tagged", required=False, max_length=500, help_text="comma-separated"
+    )
     repeats = forms.IntegerField(
         label="Repeats",
         min_value=1,
@@ -92,8 +98,8 @@ class EvalStartForm(forms.Form):
             return {"replay_tools_from": int(chosen.removeprefix("replay:"))}
         return {"record_tools": chosen == "record"}
 
-    def tag_list(self) -> list[str]:
-        return [t.strip() for t in self.cleaned_data.get("tags", "").split(",") if t.strip()]
+    def tag_list(self, name: str = "tags") -> list[str]:
+        return [t.strip() for t in self.cleaned_data.get(name, "").split(",") if t.strip()]
 
 
 def _head_pack(project: Project) -> tuple[Any, str | None]:
@@ -133,6 +139,8 @@ def eval_new(request: StudioRequest, slug: str) -> HttpResponse:
                 version=form.cleaned_data["version"],
                 endpoints=form.endpoint_refs(),
                 tags=form.tag_list(),
+                untagged=bool(form.cleaned_data.get("untagged")),
+                exclude_tags=form.tag_list("exclude_tags"),
                 repeats=form.cleaned_data["repeats"],
                 **form.tool_options(),
             )

@@ -58,6 +58,21 @@ def test_it_runs_only_the_cases_with_a_tag(project: Project, owner: User) -> Non
     assert response.json()["evals"][0]["total"] == 6 and response.json()["evals"][0]["tags"] == ["ladder"]
 
 
+def test_it_runs_the_untagged_cases_or_leaves_tagged_ones_out(project: Project, owner: User) -> None:
+    """support_triage: 6 cases tagged `ladder` (with more tags), 9 with no tag."""
+    untagged = post(bearer(owner), "/api/evals", {"project": "triage", "untagged": True})
+    assert untagged.status_code == 201, untagged.content
+    ev = untagged.json()["evals"][0]
+    assert ev["total"] == 9 and ev["untagged"] is True
+    assert "st-05" not in set(EvalCase.objects.filter(eval_id=ev["id"]).values_list("case_id", flat=True))
+    left_out = post(bearer(owner), "/api/evals", {"project": "triage", "exclude_tags": ["schema", " "]})
+    assert left_out.status_code == 201 and left_out.json()["evals"][0]["total"] == 13
+    assert left_out.json()["evals"][0]["exclude_tags"] == ["schema"]
+    none = post(bearer(owner), "/api/evals", {"project": "triage", "tags": ["ladder"], "exclude_tags": ["ladder"]})
+    assert none.status_code == 400
+    assert none.json()["detail"].startswith("no case is selected (tags ladder; leaving out ladder)")
+
+
 def test_it_names_endpoints_by_name_too(project: Project, owner: User, tmp_path: Path) -> None:
     scripted_endpoint(tmp_path, owner, {"nodes": {}}, name="local-fake")
     response = post(bearer(owner), "/api/evals", {"project": "triage", "endpoints": ["local-fake"]})
@@ -83,7 +98,7 @@ def test_it_lets_only_authors_start(project: Project, viewer: User, reviewer: Us
     [
         ({"endpoints": [12345]}, "no endpoint 12345"),
         ({"repeats": 0}, "repeats must be from 1 to 100"),
-        ({"tags": ["nope"]}, "no case has any of the tags nope"),
+        ({"tags": ["nope"]}, "no case is selected (tags nope)"),
         ({"version": "deadbeef"}, "no version deadbeef"),
     ],
 )

@@ -69,7 +69,7 @@ def test_it_lets_only_authors_start(project: Project, as_viewer: Client) -> None
     [
         ({"repeats": "0"}, "greater than or equal to 1"),
         ({"endpoints": []}, "choose at least one model"),
-        ({"tags": "nope"}, "no case has any of the tags nope"),
+        ({"tags": "nope"}, "no case is selected (tags nope)"),
     ],
 )
 def test_it_refuses_bad_input(project: Project, as_owner: Client, form: dict[str, Any], message: str) -> None:

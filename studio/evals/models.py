@@ -115,6 +115,7 @@ class EvalCase(models.Model):
     generations = models.PositiveIntegerField(default=0)
     model_calls = models.PositiveIntegerField(default=0)
     prompt_tokens = models.PositiveIntegerField(default=0)
+    cached_tokens = models.PositiveIntegerField(default=0)  # of prompt_tokens, from the server's prompt cache
     completion_tokens = models.PositiveIntegerField(default=0)
     reasoning_tokens = models.PositiveIntegerField(default=0)
     latency_s = models.FloatField(default=0.0)

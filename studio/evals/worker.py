@@ -265,6 +265,7 @@ def outcome_fields(pack: Pack, gold: Case, result: RunResult, store: OutcomeStor
         generations=int(totals["generations"]),
         model_calls=int(totals["model_calls"]),
         prompt_tokens=int(totals["prompt_tokens"]),
+        cached_tokens=int(totals.get("cached_tokens", 0)),
         completion_tokens=int(totals["completion_tokens"]),
         reasoning_tokens=int(totals["reasoning_tokens"]),
         latency_s=float(totals["latency_s"]),

@@ -27,7 +27,7 @@ TIERS = ("auto", "escalated", "failed")
 # The SQL in nodes.py reads the runtime's trace dict (Trace.to_dict) at this version: its
 # "attempts" list and their node, ok, category, reason, tokens, latency_s and cost_usd.
 READS_TRACE_VERSION = 1  # runtime.TRACE_VERSION when this SQL was written
-NODE_STATS_VERSION = 1
+NODE_STATS_VERSION = 2  # 2: cached_tokens per node
 
 
 def scored(ev: Eval) -> QuerySet[EvalCase]:

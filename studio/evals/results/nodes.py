@@ -32,7 +32,7 @@ _SQL_ATTEMPTS = {
                CASE WHEN json_extract(a.value, '$.ok') THEN NULL ELSE json_extract(a.value, '$.reason') END, COUNT(*),
                SUM(json_extract(a.value, '$.prompt_tokens')), SUM(json_extract(a.value, '$.completion_tokens')),
                SUM(json_extract(a.value, '$.reasoning_tokens')), SUM(json_extract(a.value, '$.latency_s')),
-               SUM(json_extract(a.value, '$.cost_usd'))
+               SUM(json_extract(a.value, '$.cost_usd')), SUM(json_extract(a.value, '$.cached_tokens'))
         FROM {table} AS c, json_each(c.trace, '$.attempts') AS a
         WHERE c.eval_id = %s AND c.status IN (%s, %s, %s)
         GROUP BY 1, 2, 3, 4""",
@@ -42,7 +42,7 @@ _SQL_ATTEMPTS = {
                CASE WHEN (a.value->>'ok')::boolean THEN NULL ELSE a.value->>'reason' END, COUNT(*),
                SUM((a.value->>'prompt_tokens')::bigint), SUM((a.value->>'completion_tokens')::bigint),
                SUM((a.value->>'reasoning_tokens')::bigint), SUM((a.value->>'latency_s')::float8),
-               SUM((a.value->>'cost_usd')::float8)
+               SUM((a.value->>'cost_usd')::float8), SUM((a.value->>'cached_tokens')::bigint)
         FROM {table} AS c CROSS JOIN LATERAL jsonb_array_elements(c.trace->'attempts') AS a(value)
         WHERE c.eval_id = %s AND c.status IN (%s, %s, %s) AND jsonb_typeof(c.trace->'attempts') = 'array'
         GROUP BY 1, 2, 3, 4""",
@@ -66,6 +66,7 @@ def _empty_node() -> dict[str, Any]:
         "attempts": 0,
         "rejections": 0,
         "prompt_tokens": 0,
+        "cached_tokens": 0,
         "completion_tokens": 0,
         "reasoning_tokens": 0,
         "tokens": 0,
@@ -79,18 +80,19 @@ def _empty_node() -> dict[str, Any]:
 
 
 def _attempt_groups(ev: Eval) -> Iterable[tuple[Any, ...]]:
-    """(node, ok, category, reason, n, prompt, completion, reasoning, latency, cost) groups."""
+    """(node, ok, category, reason, n, prompt, completion, reasoning, latency, cost, cached) groups."""
     sql = _SQL_ATTEMPTS.get(connection.vendor)
     if sql is not None:
         with connection.cursor() as cur:
             cur.execute(sql.format(table=_table()), [ev.pk, *SCORED])
             return cur.fetchall()
-    groups: dict[tuple[Any, ...], list[float]] = defaultdict(lambda: [0, 0, 0, 0, 0.0, 0.0])
+    groups: dict[tuple[Any, ...], list[float]] = defaultdict(lambda: [0, 0, 0, 0, 0.0, 0.0, 0])
     for trace in scored(ev).exclude(trace=None).values_list("trace", flat=True).iterator():
         for a in (trace or {}).get("attempts", []):
             g = groups[(a.get("node"), bool(a.get("ok")), a.get("category"), a.get("reason"))]
             for i, key in enumerate(
-                ("prompt_tokens", "completion_tokens", "reasoning_tokens", "latency_s", "cost_usd"), start=1
+                ("prompt_tokens", "completion_tokens", "reasoning_tokens", "latency_s", "cost_usd", "cached_tokens"),
+                start=1,
             ):
                 g[i] += a.get(key) or 0
             g[0] += 1
@@ -113,10 +115,11 @@ def _tool_groups(ev: Eval) -> Iterable[tuple[Any, ...]]:
 
 def _compute_node_stats(ev: Eval, tools: bool) -> dict[str, Any]:
     nodes: dict[str, dict[str, Any]] = defaultdict(_empty_node)
-    for node, ok, category, reason, n, pt, ct, rt, lat, cost in _attempt_groups(ev):
+    for node, ok, category, reason, n, pt, ct, rt, lat, cost, cached in _attempt_groups(ev):
         row = nodes[str(node)]
         row["attempts"] += n
         row["prompt_tokens"] += int(pt or 0)
+        row["cached_tokens"] += int(cached or 0)
         row["completion_tokens"] += int(ct or 0)
         row["reasoning_tokens"] += int(rt or 0)
         row["latency_s"] += float(lat or 0.0)
@@ -195,6 +198,7 @@ def node_blame(ev: Eval, pack: Pack | None) -> dict[str, Any]:
                 "reasons": [{"category": c, "reason": r, "count": k} for c, r, k in s["reasons"]],
                 "tokens": s["tokens"],
                 "prompt_tokens": s["prompt_tokens"],
+                "cached_tokens": s.get("cached_tokens", 0),
                 "completion_tokens": s["completion_tokens"],
                 "reasoning_tokens": s["reasoning_tokens"],
                 "latency_s": s["latency_s"],

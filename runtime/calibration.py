@@ -10,8 +10,10 @@ expected value for the field. From the pairs:
 - the curve as the threshold moves over the distinct p values: at threshold t the
   auto tier is every pair with p >= t (the gate holds a node below `min`), so the
   curve gives the share of runs the gate lets through and the accuracy among them;
-- a proposal: the lowest threshold whose auto-tier accuracy reaches a target, with its
-  auto share and the Wilson 95% lower bound of that accuracy.
+- a proposal: the lowest threshold whose auto-tier accuracy reaches a target with at
+  least MIN_CASES runs in its auto tier, with its auto share and the Wilson 95% lower
+  bound of that accuracy (a threshold that only 3 right answers stand behind says
+  nothing about the next hundred).
 
 Runs that never reached the node, cases whose expected values lack the field, and
 steps with no probability (p None: one draw and no logprobs) are left out; when a node
@@ -43,6 +45,7 @@ __all__ = [
 
 BINS = 10
 DEFAULT_TARGET = 0.95  # `packforge eval --target-auto-accuracy`
+MIN_CASES = 10  # no threshold is proposed with fewer runs than this in its auto tier
 
 
 def _correct(rules: Mapping[str, FieldRule], field: str, expected: Any, chosen: Any) -> bool:
@@ -167,9 +170,18 @@ class Calibration:
         points = self.curve()
         if not points:
             return None, f"no run of {self.node} recorded a confidence for '{self.field}' on a case that expects it"
+        thin = None
         for point in points:
             if point.auto_accuracy is not None and point.auto_accuracy >= target:
-                return point, point.sentence()
+                if point.auto >= MIN_CASES:
+                    return point, point.sentence()
+                thin = thin or point
+        if thin is not None:
+            return None, (
+                f"no threshold is proposed: the lowest that reaches {_pct(target)} auto-tier accuracy, "
+                f"{threshold_text(thin.threshold)}, has {thin.auto} case{'s' if thin.auto != 1 else ''} in its auto "
+                f"tier, fewer than {MIN_CASES}; add gold cases"
+            )
         best = max(points, key=lambda pt: (pt.auto_accuracy or 0.0, pt.auto))
         return None, (
             f"no threshold reaches {_pct(target)} auto-tier accuracy; the best is {_pct(best.auto_accuracy)} "

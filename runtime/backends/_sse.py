@@ -136,14 +136,29 @@ def _take(chunk: dict[str, Any], result: StreamResult) -> None:
             result.finish_reason = str(choice["finish_reason"])
 
 
-def read_stream(response: httpx.Response, call: ModelCall, deadline_at: float) -> StreamResult | Failure:
-    """Consume `response` (status 200). Returns the answer, or the Failure that ended it."""
+def too_large(max_bytes: int) -> Failure:
+    return Failure(
+        "rejected",
+        f"the answer passed {max_bytes} bytes (the endpoint's max_answer_bytes); it was cut off and not used",
+    )
+
+
+def read_stream(
+    response: httpx.Response, call: ModelCall, deadline_at: float, max_bytes: int = 16 << 20
+) -> StreamResult | Failure:
+    """Consume `response` (status 200). Returns the answer, or the Failure that ended it.
+    At most `max_bytes` of the body are read: a server that streams more is cut off (a
+    rejected call, not retried)."""
     result = StreamResult()
     if "text/event-stream" not in response.headers.get("content-type", ""):
         # A server that ignored stream=true and answered with one JSON document.
-        response.read()
+        body = bytearray()
+        for piece in response.iter_bytes():
+            body += piece
+            if len(body) > max_bytes:
+                return too_large(max_bytes)
         try:
-            doc = json.loads(response.content)
+            doc = json.loads(bytes(body))
         except json.JSONDecodeError:
             return Failure("server", "the server answered 200 with neither an event stream nor JSON")
         if isinstance(doc, dict) and "error" in doc:
@@ -154,9 +169,13 @@ def read_stream(response: httpx.Response, call: ModelCall, deadline_at: float) -
         return result if result.done else Failure("truncated", "the JSON answer had no finish_reason")
     event = "message"
     data: list[str] = []
+    received = 0
     for line in response.iter_lines():
         if call.cancel is not None and call.cancel.is_set():
             raise Cancelled("run cancelled")
+        received += len(line) + 1
+        if received > max_bytes:
+            return too_large(max_bytes)
         if time.monotonic() > deadline_at:
             return Failure("timeout", "the deadline passed while the answer was streaming")
         if line:

@@ -129,6 +129,7 @@ class OpenAIConfig(BackendConfig):
     request_id: str = "plain"
     compact: bool = True  # grammar=gbnf: no whitespace inside the JSON (docs/endpoints.md)
     queue_wait: float = 600.0  # seconds a call may wait for one of `concurrency` slots; not part of `deadline`
+    max_answer_bytes: int = 16 << 20  # bytes of one answer's stream read at most; past it the call is rejected
     slots: int = 0  # llama-server's -np: >0 pins each run to one server slot (id_slot) to reuse its prompt cache
 
     @property
@@ -215,6 +216,7 @@ _OPTIONS: dict[str, Any] = {
     "compact": _bool,
     "queue_wait": _number(0.001, 86400),
     "slots": _number(0, 1024, int),
+    "max_answer_bytes": _number(1024, 1 << 30, int),
 }
 
 

@@ -325,7 +325,7 @@ class OpenAIBackend:
                         raise ContextOverflow(f"{where}: {message}", call.request_id)
                     retry_after = parse_retry_after(response.headers.get("retry-after"))
                     return classify_status(response.status_code, retry_after, message)
-                return read_stream(response, call, deadline_at)
+                return read_stream(response, call, deadline_at, self.config.max_answer_bytes)
         except httpx.TimeoutException as exc:
             if call.cancel is not None and call.cancel.is_set():
                 raise Cancelled("run cancelled") from None

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from runtime.backends.openai import EndpointUnavailable, cached_tokens
+from runtime.backends.openai import EndpointRejected, EndpointUnavailable, cached_tokens
 from tests.endpoints.test_client import call
 from tests.support.fault_server import FaultServer
 from tests.support.model_servers import Opener
@@ -69,3 +69,13 @@ def test_the_cached_share_of_a_prompt_is_read_from_usage_or_timings(
     usage: dict[str, object], timings: dict[str, object] | None, expected: int | None
 ) -> None:
     assert cached_tokens(usage, timings) == expected
+
+
+def test_an_answer_past_max_answer_bytes_is_cut_off_and_not_retried(opened: Opener, fault: FaultServer) -> None:
+    fault.configure(answer="x" * 5000)  # 1,250 events of 4 characters: about 190 kB of stream
+    backend = opened(fault.spec("max_answer_bytes=16384"))
+    with pytest.raises(EndpointRejected, match=r"the answer passed 16384 bytes \(the endpoint's max_answer_bytes\)"):
+        backend.complete(call())
+    assert len(fault.completions()) == 1  # not retried
+    fault.configure(answer="x" * 40)
+    assert backend.complete(call(attempt=2)).text == "x" * 40

@@ -56,12 +56,22 @@ def test_it_pairs_each_gated_nodes_confidence_with_whether_its_value_was_right()
 
 
 def test_it_proposes_the_lowest_threshold_that_reaches_the_target() -> None:
-    cal = calibrate(runs_of(TEN))["classify"]
+    cal = calibrate(runs_of(TEN + TEN))["classify"]
     point, sentence = cal.propose(0.95)
     assert point is not None
-    assert point.threshold == 0.83 and point.auto == 6 and point.auto_accuracy == 1.0
+    assert point.threshold == 0.83 and point.auto == 12 and point.auto_accuracy == 1.0
     assert sentence == "at 0.83, 60% of cases go through automatically at 100% accuracy; the rest go to the next tier"
     assert point.accuracy_low is not None and 0.5 < point.accuracy_low < 1.0
+
+
+def test_it_proposes_no_threshold_with_fewer_than_ten_cases_behind_it() -> None:
+    cal = calibrate(runs_of(TEN))["classify"]  # 0.83 reaches 95%, on 6 cases
+    point, reason = cal.propose(0.95)
+    assert point is None
+    assert reason == (
+        "no threshold is proposed: the lowest that reaches 95% auto-tier accuracy, 0.83, has 6 cases in its "
+        "auto tier, fewer than 10; add gold cases"
+    )
 
 
 def test_it_says_why_when_no_threshold_reaches_the_target() -> None:
@@ -97,9 +107,9 @@ def test_it_counts_the_last_visit_of_a_node_in_a_run() -> None:
 
 
 def test_it_reports_the_nodes_current_min_beside_the_proposal() -> None:
-    doc = calibrate(runs_of(TEN), {"classify": 0.5})["classify"].to_dict(0.95)
+    doc = calibrate(runs_of(TEN + TEN), {"classify": 0.5})["classify"].to_dict(0.95)
     assert doc["min"] == 0.5
-    assert doc["current"]["auto"] == 9 and doc["current"]["auto_accuracy"] == pytest.approx(7 / 9)
+    assert doc["current"]["auto"] == 18 and doc["current"]["auto_accuracy"] == pytest.approx(7 / 9)
     assert doc["proposed"]["threshold"] == 0.83 and doc["proposed"]["auto_share"] == 0.6
     assert [pt["threshold"] for pt in doc["curve"]] == [0.3, 0.5, 0.6, 0.7, 0.83, 0.9, 0.95, 0.97, 0.99]
 
@@ -152,7 +162,7 @@ def test_it_lets_no_more_through_at_a_higher_threshold(pairs: list[tuple[float, 
 def test_it_proposes_a_threshold_that_meets_the_target(pairs: list[tuple[float, bool]], target: float) -> None:
     cal = Calibration("n", "f", pairs=pairs)
     point, _ = cal.propose(target)
-    reaching = [pt for pt in cal.curve() if (pt.auto_accuracy or 0) >= target]
+    reaching = [pt for pt in cal.curve() if (pt.auto_accuracy or 0) >= target and pt.auto >= 10]
     if point is None:
         assert reaching == []
     else:
@@ -243,4 +253,4 @@ def test_it_never_counts_a_run_the_vote_held_as_automatic() -> None:
     assert doc["held_by_vote"] == 1 and doc["accuracy"] == 0.5
     # At every threshold the held run is outside the auto tier but inside the total.
     assert [(pt["auto"], pt["auto_share"]) for pt in doc["curve"]] == [(1, 0.5)]
-    assert doc["proposed"]["auto_share"] == 0.5 and doc["proposed"]["auto_accuracy"] == 1.0
+    assert doc["proposed"]["threshold"] is None and "fewer than 10" in doc["proposed"]["reason"]

@@ -19,6 +19,7 @@ from runtime.fewshot import overlap_issues
 from runtime.nodes import NODE_KINDS
 from runtime.nodes.base import COMMON_KEYS, NodeKind, covered
 from runtime.pack.checks import check_graph
+from runtime.pack.enums import check_enum_uses
 from runtime.pack.evalset import parse_evalset
 from runtime.pack.fields import check_fields, load_fields
 from runtime.pack.model import TRUNCATE_KEEPS, Edge, Node, Pack, RetryPolicy, Truncation
@@ -278,6 +279,9 @@ def load_pack(root: str | Path, tools: Collection[str] | None = None) -> Pack:
     for node in nodes.values():
         if node.examples is not None:
             issues.extend(overlap_issues(node.examples, pack.cases, pack.train_tag))
+    if graph is not None:
+        check_enum_uses(pack, graph_src, issues)
+    _check_own_model(pack, manifest_src, issues)
     gold = [(c.id, c.line, c.expected) for c in pack.cases]
     check_fields(pack.fields, {w for n in nodes.values() for w in n.writes}, gold, manifest_src, issues)
     if issues:
@@ -341,6 +345,24 @@ def _check_prompt_inputs(pack: Pack, manifest_src: SourceMap, graph_src: SourceM
                         f"truncate names '{name}', which is not in inputs", "truncate", name, kind="reference"
                     )
                 )
+
+
+def _check_own_model(pack: Pack, manifest: SourceMap, issues: list[PackIssue]) -> None:
+    """A pack's own scripted model (`model: fake:FILE`) is a file inside the pack: the
+    runtime opens no other (runtime.backends.scripted.pack_file), so say it at load."""
+    spec = pack.model or ""
+    if not spec.startswith("fake:"):
+        return
+    name = spec.removeprefix("fake:")
+    root = pack.root.resolve()
+    if not name or Path(name).is_absolute() or not (root / name).resolve().is_relative_to(root):
+        issues.append(
+            manifest.issue(
+                f"model: {spec} must name a file inside the pack (e.g. fake:fakes/scripted.json)",
+                "model",
+                kind="reference",
+            )
+        )
 
 
 def _document(text: str | None, src: SourceMap, issues: list[PackIssue], shape: str) -> dict[str, Any] | None:

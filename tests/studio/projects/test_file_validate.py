@@ -89,3 +89,14 @@ def test_it_hides_the_project_from_a_stranger(as_stranger: Client, project: Proj
 def test_it_lets_a_viewer_validate_since_it_writes_nothing(as_viewer: Client, project: Project, repo: PackRepo) -> None:
     assert validate(as_viewer, GRAMMAR, "{}", repo.head()).status_code == 200
     assert as_viewer.get(f"/p/triage/validate/{GRAMMAR}").status_code == 405
+
+
+def test_renaming_an_enum_value_that_an_edge_and_the_evalset_use_is_not_a_clean_load(
+    as_owner: Client, project: Project, repo: PackRepo
+) -> None:
+    renamed = pack_text(repo, GRAMMAR).replace('"billing"', '"payments"')
+    page = validate(as_owner, GRAMMAR, renamed, repo.head())
+    html = page.content.decode()
+    assert "The whole pack loads" not in html
+    assert "when compares category to &#x27;billing&#x27;, which grammars/classify.json does not allow" in html
+    assert "expected.category &#x27;billing&#x27; is not a value grammars/classify.json allows" in html

@@ -90,6 +90,9 @@ def stored_tier(word: str) -> str:
     raise BadFilter(f"unknown tier {word!r}; tiers are {', '.join(TIER_NAMES)}")
 
 
+UNTAGGED = "(untagged)"  # the tag filter's and the tag table's name for "no tag at all"
+
+
 @dataclass(frozen=True)
 class CaseFilter:
     status: str = ""
@@ -150,7 +153,8 @@ def filtered(ev: Eval, f: CaseFilter, pack: Pack | None) -> QuerySet[EvalCase]:
         ids = [
             c.id
             for c in cases
-            if (not f.tag or f.tag in c.tags) and (not needle or needle in _input_text(c) or needle in c.id.lower())
+            if (not f.tag or f.tag in c.tags or (f.tag == UNTAGGED and not c.tags))
+            and (not needle or needle in _input_text(c) or needle in c.id.lower())
         ]
         rows = rows.filter(case_id__in=ids)
     return rows.order_by("case_id", "repeat")
@@ -220,6 +224,10 @@ def _cell(value: Any) -> str:
         return ""
     if isinstance(value, (dict, list)):
         return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    if isinstance(value, float):
+        # Sums of per-call costs carry binary noise (0.00013499999999999997): 12
+        # significant digits keep every real digit and drop the noise.
+        return f"{value:.12g}"
     if not isinstance(value, str):
         return str(value)
     # A spreadsheet runs a cell that starts like a formula; inputs and model output are
@@ -262,7 +270,7 @@ def export_response(ev: Eval, f: CaseFilter, pack: Pack | None, fmt: str) -> Str
 
 def tag_breakdown(ev: Eval, pack: Pack | None) -> list[dict[str, Any]]:
     """Pass rate per evalset tag over the scored runs (a case with several tags counts in
-    each); cases without a tag under "(untagged)"."""
+    each); cases without a tag under UNTAGGED."""
     cases = evalset_of(pack)
     per_case = {
         r["case_id"]: r
@@ -274,14 +282,14 @@ def tag_breakdown(ev: Eval, pack: Pack | None) -> list[dict[str, Any]]:
     totals: dict[str, list[int]] = {}
     for case_id, got in per_case.items():
         case = cases.get(case_id)
-        for tag in case.tags if case is not None and case.tags else ("(untagged)",):
+        for tag in case.tags if case is not None and case.tags else (UNTAGGED,):
             into = totals.setdefault(tag, [0, 0, 0])
             into[0] += 1
             into[1] += got["runs"]
             into[2] += got["n_passed"]
     return [
         {"tag": tag, "cases": n_cases, "runs": runs, "passed": passed, "pass_rate": ratio(passed, runs)}
-        for tag, (n_cases, runs, passed) in sorted(totals.items(), key=lambda kv: (kv[0] == "(untagged)", kv[0]))
+        for tag, (n_cases, runs, passed) in sorted(totals.items(), key=lambda kv: (kv[0] == UNTAGGED, kv[0]))
     ]
 
 

@@ -133,10 +133,8 @@ def eval_summary(request: StudioRequest, slug: str, eval_id: int) -> HttpRespons
     for r in tags:
         r.update(
             pass_text=pct(r["pass_rate"]),
-            url=f"{cases_url}?{urlencode({'tag': r['tag']})}" if r["tag"] != "(untagged)" else cases_url,
-            failed_url=f"{cases_url}?{urlencode({'tag': r['tag'], 'status': 'failed'})}"
-            if r["tag"] != "(untagged)"
-            else f"{cases_url}?status=failed",
+            url=f"{cases_url}?{urlencode({'tag': r['tag']})}",
+            failed_url=f"{cases_url}?{urlencode({'tag': r['tag'], 'status': 'failed'})}",
         )
     counts = shown["summary"]["counts"]
     cancelled = (

@@ -142,6 +142,8 @@ def test_it_filters_by_status_blamed_end_node_tag_and_text(ev: Eval, viewer: Use
     )
     tagged = ids("tag=ladder")
     assert tagged and len(tagged) < 16
+    untagged = ids("tag=%28untagged%29")  # the tag table's "(untagged)" row links here
+    assert untagged and not set(untagged) & set(tagged) and len(untagged) < 16
     some = client.get(f"/api/evals/{ev.pk}/cases?per_page=2").json()["cases"][1]
     word = next(v for v in some["input"].values() if isinstance(v, str)).split()[0]
     assert some["case_id"] in ids(f"q={word.upper()}")
@@ -172,6 +174,15 @@ def test_it_writes_a_text_that_starts_like_a_formula_as_text_in_csv() -> None:
     got = next(csv.DictReader(io.StringIO("".join(csv_text([row])))))
     assert (got["case_id"], got["status"], got["tier"]) == ("'=HYPERLINK(1)", "'@SUM(A1)", "'-2+3")
     assert got["repeat"] == "-1" and got["output"] == "plain"  # numbers and plain text as they are
+
+
+def test_it_writes_a_summed_cost_without_its_binary_noise_in_csv() -> None:
+    row: dict[str, Any] = dict.fromkeys(EXPORT_COLUMNS, "plain")
+    noisy = 0.000045 + 0.000045 + 0.000045 + 0.000045 + 0.000045  # five calls' cost, summed
+    assert repr(noisy) == "0.00022500000000000002"
+    row.update(cost_usd=noisy, latency_s=1.5)
+    got = next(csv.DictReader(io.StringIO("".join(csv_text([row])))))
+    assert (got["cost_usd"], got["latency_s"]) == ("0.000225", "1.5")
 
 
 # -- one case's trace ---------------------------------------------------------------------------------
@@ -281,7 +292,7 @@ def test_it_adds_a_try_it_run_to_the_evalset(owner: User, project: Project) -> N
     run = TryRun.objects.create(
         project=project, version="v", input={"ticket": "where is my parcel"}, output={}, created_by=owner
     )
-    body = {"project": "triage", "input": run.input, "expected": {"category": "shipping"}, "from_run": run.pk}
+    body = {"project": "triage", "input": run.input, "expected": {"category": "other"}, "from_run": run.pk}
     got = send(bearer(owner), "post", "/api/evals/evalset-cases", body)
     assert got.status_code == 201 and got.json()["case_id"] == f"try-{run.pk}"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from runtime.nodes import kind_names
-from runtime.pack.fields import rule_for, values_match
+from runtime.pack.fields import matches, rule_for
 
 if TYPE_CHECKING:
     from runtime.pack.model import Case, Pack
@@ -87,7 +87,7 @@ def _origin(pack: Pack | None, case: Case, commits: list[Step], j: int) -> int:
     wrong = [
         k
         for name, k in named.items()
-        if not values_match(rule_for(rules, name), case.expected[name], commits[k].writes[name])
+        if not matches(rule_for(rules, name), case.expected[name], commits[k].writes[name])
     ]
     if named and not wrong:
         return j

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.pack.fields import FieldRule, rule_for, values_match
+from runtime.pack.fields import FieldRule, matches, rule_for
 from runtime.pack.model import Pack
 from runtime.stats import wilson_interval
 from runtime.trace import Trace
@@ -51,7 +51,7 @@ MIN_CASES = 10  # no threshold is proposed with fewer runs than this in its auto
 def _correct(rules: Mapping[str, FieldRule], field: str, expected: Any, chosen: Any) -> bool:
     """Whether the chosen value of `field` counts as right: by the pack's `fields:` rule
     for it, as scoring compares it (runtime/pack/fields.py)."""
-    return values_match(rule_for(rules, field), expected, chosen)
+    return matches(rule_for(rules, field), expected, chosen)
 
 
 @dataclass(frozen=True)

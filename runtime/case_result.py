@@ -15,7 +15,7 @@ DIVERGED = "diverged"  # a case's status when its tool calls left the replayed r
 
 # What a case problem is about: the end node the case names ("end"), the run's status
 # when the case names no end ("status"), the path the case names ("path").
-PROBLEM_KINDS = ("end", "status", "path")
+PROBLEM_KINDS = ("end", "status", "path", "scorer")  # scorer: the host's scorer failed on the case
 PATH_PROBLEM_KINDS = ("end", "path")  # the case's declared route was not followed
 
 
@@ -55,6 +55,8 @@ class FieldDiff:
     expected: Any
     actual: Any
     missing: bool = False
+    score: float | None = None  # a scorer's score (compare: scorer:NAME), below the field's `pass`
+    reason: str = ""  # and its reason
 
 
 @dataclass

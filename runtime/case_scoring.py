@@ -7,8 +7,9 @@ from collections import Counter
 
 from runtime.blame import blame
 from runtime.case_result import DIVERGED, CaseProblem, CaseResult, FieldDiff
-from runtime.pack.fields import rule_for, values_match
+from runtime.pack.fields import rule_for, scorer_result, values_match
 from runtime.pack.model import Case, Pack
+from runtime.scorers import ScorerFailed
 from runtime.scoring import case_score
 from runtime.walker import RunResult
 
@@ -25,12 +26,21 @@ def mark_diverged(scored: CaseResult, reasons: list[str]) -> None:
 def score_case(pack: Pack, case: Case, result: RunResult) -> CaseResult:
     trace = result.trace
     diffs = []
+    problems = []
     for name, want in case.expected.items():
+        rule = rule_for(pack.fields, name)
         if name not in result.state:
             diffs.append(FieldDiff(name, want, None, missing=True))
-        elif not values_match(rule_for(pack.fields, name), want, result.state[name]):
+        elif rule.compare == "scorer":
+            try:
+                got = scorer_result(rule, want, result.state[name])
+            except ScorerFailed as exc:  # the host's scorer: this case's error, not the eval's
+                problems.append(CaseProblem("scorer", str(exc)))
+                continue
+            if got.score < rule.pass_at:
+                diffs.append(FieldDiff(name, want, result.state[name], score=got.score, reason=got.reason))
+        elif not values_match(rule, want, result.state[name]):
             diffs.append(FieldDiff(name, want, result.state[name]))
-    problems = []
     stopped_at = trace.end_node or result.waiting_at
     if case.end is not None and stopped_at != case.end:
         problems.append(

@@ -42,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add_command("validate", "check a pack and report every problem")
     p.add_argument("pack")
     p.add_argument("--tools", help="MODULE:REGISTRY of host tools to check tool names against")
+    p.add_argument("--scorers", help="MODULE:SCORERS of host scorers to check scorer names against")
     p.add_argument(
         "--endpoint",
         metavar="SPEC",
@@ -54,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="model spec (default: the manifest's model)")
     _add_escalate_option(p)
     p.add_argument("--tools", help="MODULE:REGISTRY: a dict of tool name -> function")
+    p.add_argument("--scorers", help="MODULE:SCORERS: a dict of scorer name -> function (compare: scorer:NAME)")
     p.add_argument("--db", help="SQLite checkpoint file (default: in memory, not resumable)")
     p.add_argument("--sync", default="normal", choices=["normal", "full"], help="SQLite synchronous mode")
     p.add_argument("--run-id", help="id for a new run")
@@ -69,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model")
     _add_escalate_option(p)
     p.add_argument("--tools")
+    p.add_argument("--scorers", help="MODULE:SCORERS: a dict of scorer name -> function (compare: scorer:NAME)")
     p.add_argument("--concurrency", type=int, default=4)
     p.add_argument("--tags", help="only cases with any of these comma-separated tags")
     p.add_argument("--untagged", action="store_true", help="only cases with no tag (with --tags: those too)")

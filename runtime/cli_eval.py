@@ -21,6 +21,7 @@ from runtime.cli_common import (
 )
 from runtime.pack import load_pack
 from runtime.progress import EvalProgress
+from runtime.scorers import load_scorers
 from runtime.tiers import Tier
 from runtime.tools import load_tools
 
@@ -90,7 +91,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     _check_long_eval_options(args)
     tools = load_tools(args.tools)
-    pack = load_pack(args.pack, tools=set(tools or {}))
+    pack = load_pack(args.pack, tools=set(tools or {}), scorers=load_scorers(args.scorers))
+    unbound = sorted(f"{r.name} (scorer:{r.scorer})" for r in pack.fields.values() if r.compare == "scorer")
+    if unbound and args.scorers is None:
+        raise UsageError(f"the pack compares {', '.join(unbound)} with host scorers: give --scorers MODULE:SCORERS")
     if args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
     if not 0 < args.target_auto_accuracy <= 1:

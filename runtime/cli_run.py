@@ -21,6 +21,7 @@ from runtime.cli_common import (
 )
 from runtime.errors import OutputRejected
 from runtime.pack import Pack, load_pack
+from runtime.scorers import load_scorers
 from runtime.tiers import Tier
 from runtime.tools import load_tools
 from runtime.walker import RunResult, resume_run, run_pack
@@ -28,7 +29,7 @@ from runtime.walker import RunResult, resume_run, run_pack
 
 def cmd_validate(args: argparse.Namespace) -> int:
     tools = load_tools(args.tools)
-    pack = load_pack(args.pack, tools=set(tools) if tools is not None else None)
+    pack = load_pack(args.pack, tools=set(tools) if tools is not None else None, scorers=load_scorers(args.scorers))
     print(
         f"{pack.name} v{pack.version}: {len(pack.nodes)} nodes, {len(pack.edges)} edges, "
         f"{len(pack.cases)} evalset cases, entry '{pack.entry}'"
@@ -48,7 +49,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     tools = load_tools(args.tools)
-    pack = load_pack(args.pack, tools=set(tools or {}))
+    pack = load_pack(args.pack, tools=set(tools or {}), scorers=load_scorers(args.scorers))
     store: CheckpointStore = SQLiteStore(args.db, synchronous=args.sync) if args.db else MemoryStore()
     backend = backend_for(pack, args.model)
     tiers: list[Tier] | None = None

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
-from runtime.pack.fields import FieldRule, group, label_set, rule_for, values_match
+from runtime.pack.fields import FieldRule, group, label_set, matches, rule_for
 
 Row = tuple[Mapping[str, Any], Mapping[str, Any]]  # (expected, actual)
 
@@ -23,8 +23,7 @@ def field_matches(
     """Per expected field: whether the actual value matches it by the field's rule. A
     field the run never wrote does not match."""
     return {
-        name: name in actual and values_match(rule_for(rules, name), want, actual[name])
-        for name, want in expected.items()
+        name: name in actual and matches(rule_for(rules, name), want, actual[name]) for name, want in expected.items()
     }
 
 
@@ -107,8 +106,8 @@ def field_table(rules: Mapping[str, FieldRule], rows: Sequence[Row]) -> dict[str
     for name, trivial in answers.items():
         rule = rule_for(rules, name)
         present = [(e[name], a) for e, a in rows if name in e]
-        right = sum(name in a and values_match(rule, want, a[name]) for want, a in present)
-        base = sum(values_match(rule, want, trivial) for want, _ in present)
+        right = sum(name in a and matches(rule, want, a[name]) for want, a in present)
+        base = sum(matches(rule, want, trivial) for want, _ in present)
         n = len(present)
         entry: dict[str, Any] = {
             "compare": rule.compare,

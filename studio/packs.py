@@ -32,7 +32,7 @@ from runtime import (
     path_problem,
 )
 from studio.errors import Refused
-from studio.host_tools import registry_broken, tool_registry, tools_problem
+from studio.host_tools import registry_broken, scorer_registry, scorers_problem, tool_registry, tools_problem
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo, StorageError
 
@@ -133,12 +133,19 @@ def load_folder(root: Path, sha: str, *, own_model: bool) -> LoadedPack:
     Raises PackUnrunnable when it does not load; other problems are in `problems`."""
     tools = host_tools()
     try:
-        pack = load_pack(root, tools=set(tools) if tools is not None else None)
+        scorers = scorer_registry()
+    except BadSpec as exc:
+        raise PackUnrunnable([f"the studio's scorer registry (PACKFORGE_SCORERS) does not load: {exc}"]) from None
+    try:
+        pack = load_pack(root, tools=set(tools) if tools is not None else None, scorers=scorers)
     except PackInvalid as exc:
         shown = "; ".join(str(issue) for issue in exc.issues[:3])
         more = f" (and {len(exc.issues) - 3} more)" if len(exc.issues) > 3 else ""
         raise PackUnrunnable([f"the pack at {sha[:10]} does not load: {shown}{more}"]) from None
-    return LoadedPack(sha, pack, tools, run_problems(pack, tools, own_model=own_model))
+    problems = run_problems(pack, tools, own_model=own_model)
+    if (unscored := scorers_problem(pack, scorers)) is not None:
+        problems.append(unscored)
+    return LoadedPack(sha, pack, tools, problems)
 
 
 def load_version(project: Project, version: str | None, root: Path, *, own_model: bool) -> LoadedPack:

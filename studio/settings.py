@@ -148,6 +148,7 @@ EXAMPLE_PACKS = BASE_DIR / "packs"
 # (as the CLI's --tools). Packs reach only these (docs/invariants.md, 5). Empty: packs that name
 # tools cannot be run from the studio, and say so.
 PACKFORGE_TOOLS = env_str("PACKFORGE_TOOLS", "")
+PACKFORGE_SCORERS = env_str("PACKFORGE_SCORERS", "")  # MODULE:SCORERS, as `packforge eval --scorers`
 # The environment variables a model endpoint may name as its key (studio/endpoints/keys.py):
 # names, or prefixes ending in *. The studio's own settings are never allowed.
 ENDPOINT_KEY_VARS = env_list("PACKFORGE_ENDPOINT_KEY_VARS", ["PACKFORGE_KEY_*"])

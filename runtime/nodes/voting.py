@@ -18,15 +18,14 @@ def vote(node: Node, fields: Mapping[str, FieldRule], draws: list[Outcome]) -> l
     each field compared by its `fields:` rule: a draw joins the first group whose first
     draw it equals on every agreed field. Other fields (a quote, a reason) may differ."""
     # Imported here: runtime.pack's package imports the loader, which imports this module.
-    from runtime.pack.fields import rule_for, values_match
+    from runtime.pack.fields import matches, rule_for
 
     groups: list[list[int]] = []
     for i, draw in enumerate(draws):
         for members in groups:
             first = draws[members[0]].writes
             if all(
-                values_match(rule_for(fields, f), first.get(f), draw.writes.get(f))
-                for f in node.agree_on or node.writes
+                matches(rule_for(fields, f), first.get(f), draw.writes.get(f)) for f in node.agree_on or node.writes
             ):
                 members.append(i)
                 break

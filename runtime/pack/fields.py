@@ -16,7 +16,9 @@ A field the manifest does not name is compared `exact`.
 - `number`: numbers (or strings that read as one) equal when they differ by at most
   `tolerance` (default 0; a float's last-bit rounding is forgiven); anything else exact.
 - `text`: strings normalised (Unicode NFKC, casefolded, punctuation turned into spaces, whitespace
-  collapsed), inside arrays and objects too."""
+  collapsed), inside arrays and objects too.
+- `scorer:NAME`: a function the host registered (runtime.scorers), with the field's
+  `options`; two values match when its score is at least the field's `pass` (default 1)."""
 
 from __future__ import annotations
 
@@ -24,23 +26,33 @@ import difflib
 import math
 import unicodedata
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from runtime.errors import PackIssue
 from runtime.pack.yamlsrc import SourceMap, nearest
 
+if TYPE_CHECKING:
+    from runtime.scorers import Scored
+
 EVALSET = "evalset.jsonl"
-COMPARES = ("exact", "loose", "set", "number", "text")
-RULE_KEYS = frozenset({"compare", "tolerance"})
+COMPARES = ("exact", "loose", "set", "number", "text")  # and "scorer:NAME" (runtime.scorers)
+RULE_KEYS = frozenset({"compare", "tolerance", "options", "pass"})
 
 
 @dataclass(frozen=True)
 class FieldRule:
-    """How a field's values are compared (one of COMPARES); `tolerance` for `number` only."""
+    """How a field's values are compared (one of COMPARES, or "scorer"); `tolerance` for
+    `number` only; for a scorer: its name, its options, the score that passes, and the
+    function the host registered under the name (None when no registry was given)."""
 
     compare: str = "exact"
     tolerance: float = 0.0
+    scorer: str = ""
+    options: tuple[tuple[str, Any], ...] = ()
+    pass_at: float = 1.0
+    function: Any = field(default=None, compare=False, hash=False, repr=False)
+    name: str = ""  # the field's name, for a scorer's messages
 
 
 EXACT = FieldRule()
@@ -52,13 +64,35 @@ def rule_for(fields: Mapping[str, FieldRule], name: str) -> FieldRule:
 
 
 def values_match(rule: FieldRule, expected: Any, actual: Any) -> bool:
-    """Whether two values of a field are the same under its rule."""
+    """Whether two values of a field are the same under its rule (a scorer's may raise
+    runtime.scorers.ScorerFailed)."""
+    if rule.compare == "scorer":
+        return scorer_result(rule, expected, actual).score >= rule.pass_at
     if rule.compare == "number":
         a, b = _number(expected), _number(actual)
         if a is not None and b is not None:
             return abs(a - b) <= rule.tolerance + 1e-9 * max(1.0, abs(a), abs(b))
         return _canonical(expected) == _canonical(actual)
     return compare_key(rule, expected) == compare_key(rule, actual)
+
+
+def scorer_result(rule: FieldRule, expected: Any, actual: Any) -> Scored:
+    """A scorer rule's Scored for one pair of values (runtime.scorers.score)."""
+    from runtime.scorers import score  # below the pack package: imports no loader
+
+    return score(rule.name, rule.scorer, rule.function, dict(rule.options), expected, actual)
+
+
+def matches(rule: FieldRule, expected: Any, actual: Any) -> bool:
+    """values_match for tallies over many cases (field accuracy, blame, the baseline, a
+    vote): a scorer that fails on a pair counts as no match there; the case's own
+    verdict (runtime.case_scoring) reports the failure."""
+    from runtime.scorers import ScorerFailed
+
+    try:
+        return values_match(rule, expected, actual)
+    except ScorerFailed:
+        return False
 
 
 def compare_key(rule: FieldRule, value: Any) -> Hashable:
@@ -88,7 +122,7 @@ def group(rule: FieldRule, values: Sequence[Any]) -> list[list[int]]:
     first member it equals, else starts a group. Groups in order of their first member.
     Linear in the values, except for `number`, which compares each with every group."""
     groups: list[list[int]] = []
-    if rule.compare != "number":
+    if rule.compare not in ("number", "scorer"):
         by_key: dict[Hashable, list[int]] = {}
         for i, value in enumerate(values):
             key = compare_key(rule, value)
@@ -99,7 +133,7 @@ def group(rule: FieldRule, values: Sequence[Any]) -> list[list[int]]:
         return groups
     for i, value in enumerate(values):
         for members in groups:
-            if values_match(rule, values[members[0]], value):
+            if matches(rule, values[members[0]], value):
                 members.append(i)
                 break
         else:
@@ -159,9 +193,13 @@ def _number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def load_fields(spec: Any, source: SourceMap, issues: list[PackIssue]) -> dict[str, FieldRule]:
+def load_fields(
+    spec: Any, source: SourceMap, issues: list[PackIssue], scorers: Mapping[str, Any] | None = None
+) -> dict[str, FieldRule]:
     """The manifest's `fields:` (a mapping of field name to {compare, tolerance}); each
-    problem is appended to `issues` with the manifest line it is on."""
+    problem is appended to `issues` with the manifest line it is on. `scorers`: the
+    host's scorer registry; a `scorer:NAME` it does not hold is refused (None: no
+    registry given, names are not checked and the rule has no function)."""
     if spec is None:
         return {}
     if not isinstance(spec, dict):
@@ -186,6 +224,15 @@ def load_fields(spec: Any, source: SourceMap, issues: list[PackIssue]) -> dict[s
                 )
                 ok = False
         compare = body.get("compare", "exact")
+        if isinstance(compare, str) and compare.startswith("scorer:"):
+            rule = _scorer_rule(name, compare, body, source, issues, scorers)
+            if rule is not None and ok:
+                rules[name] = rule
+            continue
+        for key in ("options", "pass"):
+            if key in body:
+                issues.append(source.issue(f"fields.{name}: '{key}' applies to a scorer only; remove it", *at, key))
+                ok = False
         if compare not in COMPARES:
             issues.append(
                 source.issue(
@@ -215,8 +262,52 @@ def load_fields(spec: Any, source: SourceMap, issues: list[PackIssue]) -> dict[s
                 )
                 ok = False
         if ok:
-            rules[name] = FieldRule(str(compare), float(tolerance or 0.0))
+            rules[name] = FieldRule(str(compare), float(tolerance or 0.0), name=name)
     return rules
+
+
+def _scorer_rule(
+    name: str,
+    compare: str,
+    body: Mapping[str, Any],
+    source: SourceMap,
+    issues: list[PackIssue],
+    scorers: Mapping[str, Any] | None,
+) -> FieldRule | None:
+    at = ("fields", name)
+    scorer = compare.removeprefix("scorer:")
+    before = len(issues)
+    if not scorer:
+        issues.append(source.issue(f"fields.{name}: compare: scorer: needs a name (scorer:NAME)", *at, "compare"))
+    elif scorers is not None and scorer not in scorers:
+        known = ", ".join(sorted(scorers)) or "none"
+        issues.append(
+            source.issue(
+                f"fields.{name}: unknown scorer '{scorer}'; the host registers: {known}",
+                *at,
+                "compare",
+                kind="reference",
+            )
+        )
+    options = body.get("options", {})
+    if not isinstance(options, dict) or not all(isinstance(k, str) for k in options):
+        issues.append(source.issue(f"fields.{name}: options must be a mapping of option name to value", *at, "options"))
+        options = {}
+    passing = body.get("pass", 1.0)
+    if isinstance(passing, bool) or not isinstance(passing, int | float) or not 0 <= passing <= 1:
+        issues.append(source.issue(f"fields.{name}: pass must be a score from 0 to 1, got {passing!r}", *at, "pass"))
+    if "tolerance" in body:
+        issues.append(source.issue(f"fields.{name}: 'tolerance' applies to compare: number only; remove it", *at))
+    if len(issues) > before:
+        return None
+    return FieldRule(
+        "scorer",
+        scorer=scorer,
+        options=tuple(sorted(options.items())),
+        pass_at=float(passing),
+        function=scorers.get(scorer) if scorers is not None else None,
+        name=name,
+    )
 
 
 def check_fields(

@@ -7,7 +7,7 @@ import difflib
 import functools
 import hashlib
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -188,12 +188,13 @@ class NodeLoader:
         return tuple(value)
 
 
-def load_pack(root: str | Path, tools: Collection[str] | None = None) -> Pack:
+def load_pack(root: str | Path, tools: Collection[str] | None = None, scorers: Mapping[str, Any] | None = None) -> Pack:
     """Load and validate the pack at `root`. Raises PackInvalid listing every issue.
 
     `tools` is the set of tool names the host registered; when given, a pack naming
     any other tool is refused. When None, tool names are checked against the
-    manifest only (what `packforge validate` does without `--tools`)."""
+    manifest only (what `packforge validate` does without `--tools`). `scorers`, the
+    host's scorer registry (runtime.scorers), likewise for `compare: scorer:NAME`."""
     root = Path(root)
     if not root.is_dir():
         raise PackInvalid([PackIssue(str(root), "not a pack directory", kind="missing")])
@@ -266,7 +267,7 @@ def load_pack(root: str | Path, tools: Collection[str] | None = None) -> Pack:
         nodes=nodes,
         edges=edges,
         cases=[],
-        fields=load_fields(manifest.get("fields"), manifest_src, issues),
+        fields=load_fields(manifest.get("fields"), manifest_src, issues, scorers),
         train_tag=train_tag(manifest.get("train_tag"), manifest_src, issues),
     )
     if graph is not None and manifest_text is not None:
@@ -281,7 +282,6 @@ def load_pack(root: str | Path, tools: Collection[str] | None = None) -> Pack:
             issues.extend(overlap_issues(node.examples, pack.cases, pack.train_tag))
     if graph is not None:
         check_enum_uses(pack, graph_src, issues)
-    _check_own_model(pack, manifest_src, issues)
     gold = [(c.id, c.line, c.expected) for c in pack.cases]
     check_fields(pack.fields, {w for n in nodes.values() for w in n.writes}, gold, manifest_src, issues)
     if issues:
@@ -345,24 +345,6 @@ def _check_prompt_inputs(pack: Pack, manifest_src: SourceMap, graph_src: SourceM
                         f"truncate names '{name}', which is not in inputs", "truncate", name, kind="reference"
                     )
                 )
-
-
-def _check_own_model(pack: Pack, manifest: SourceMap, issues: list[PackIssue]) -> None:
-    """A pack's own scripted model (`model: fake:FILE`) is a file inside the pack: the
-    runtime opens no other (runtime.backends.scripted.pack_file), so say it at load."""
-    spec = pack.model or ""
-    if not spec.startswith("fake:"):
-        return
-    name = spec.removeprefix("fake:")
-    root = pack.root.resolve()
-    if not name or Path(name).is_absolute() or not (root / name).resolve().is_relative_to(root):
-        issues.append(
-            manifest.issue(
-                f"model: {spec} must name a file inside the pack (e.g. fake:fakes/scripted.json)",
-                "model",
-                kind="reference",
-            )
-        )
 
 
 def _document(text: str | None, src: SourceMap, issues: list[PackIssue], shape: str) -> dict[str, Any] | None:

@@ -31,12 +31,12 @@ import importlib.util
 import inspect
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
 
 from jsonschema.exceptions import SchemaError
 
 from runtime.errors import BadSpec
+from runtime.host_import import import_named
 from runtime.schemas import check_schema, schema_validator
 
 __all__ = ["DECLARATION", "Registry", "Tool", "ToolDef", "load_tools", "tool", "tool_def"]
@@ -246,23 +246,8 @@ def load_tools(ref: str | None) -> Registry | None:
     it was given. A tool whose dependencies are missing loads, unavailable."""
     if ref is None:
         return None
-    module_ref, sep, attr = ref.rpartition(":")
-    if not sep or not module_ref or not attr:
-        raise BadSpec(f"tool registry {ref!r} must look like MODULE:REGISTRY or path/to/tools.py:REGISTRY")
-    try:
-        if module_ref.endswith(".py"):
-            path = Path(module_ref)
-            if not path.is_file():
-                raise BadSpec(f"tool registry {ref!r}: no such file {module_ref}")
-            spec = importlib.util.spec_from_file_location(f"packforge_tools_{path.stem}", path)
-            assert spec is not None and spec.loader is not None
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(module_ref)
-    except ImportError as exc:
-        raise BadSpec(f"tool registry {ref!r}: cannot import {module_ref}: {exc}") from None
-    registry = getattr(module, attr, None)
+    module_ref, _, attr = ref.rpartition(":")
+    registry = import_named(ref, "tool registry", "MODULE:REGISTRY or path/to/tools.py:REGISTRY")
     if not isinstance(registry, Mapping) or not all(callable(f) for f in registry.values()):
         raise BadSpec(f"tool registry {ref!r}: {module_ref}:{attr} must be a dict of tool name -> function")
     try:

@@ -285,13 +285,23 @@ def outcome_fields(pack: Pack, gold: Case, result: RunResult, store: OutcomeStor
         path=scored.path,
         edges=scored.edges,
         diffs=[
-            {"field": d.field, "expected": d.expected, "actual": d.actual, "missing": d.missing} for d in scored.diffs
+            {
+                "field": d.field,
+                "expected": d.expected,
+                "actual": d.actual,
+                "missing": d.missing,
+                **({"score": d.score, "reason": d.reason} if d.score is not None else {}),
+            }
+            for d in scored.diffs
         ],
         problems=[p.to_dict() for p in scored.problems],
         rejections=scored.rejections,
         error=trace.error or "",
         status=S.PASSED if scored.passed else S.FAILED,
     )
+    if any(p.kind == "scorer" for p in scored.problems):
+        # The host's scorer failed on this case: an error of the eval, not a verdict on the pack.
+        fields.update(status=S.ERROR, error="; ".join(p.message for p in scored.problems if p.kind == "scorer"))
     pending = store.pending[3] if store.pending else None
     if result.status == "failed" and (pending or {}).get("error_kind") == "backend":
         # The model could not be reached: no outcome for the pack, an error of the run.

@@ -7,8 +7,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime import Pack, PackInvalid, load_pack
-from studio.packs import PACK_PREFIX, materialize
+from runtime import BadSpec, Pack, PackInvalid, load_pack
+from studio.host_tools import scorer_registry
+from studio.packs import PACK_PREFIX, materialize, own_model_problem
 
 __all__ = ["PACK_PREFIX", "Problem", "materialize", "validate_files"]
 
@@ -22,10 +23,21 @@ class Problem:
 
 def validate_files(files: dict[str, bytes], tools: set[str] | None = None) -> tuple[Pack | None, list[Problem]]:
     """Load the pack made of `files` (paths relative to the pack root). Tools are
-    checked against the manifest only, unless `tools` names the host's registry."""
+    checked against the manifest only, unless `tools` names the host's registry;
+    scorer names against the studio's scorer registry when it has one."""
+    try:
+        scorers = scorer_registry()
+    except BadSpec:
+        scorers = None  # a broken registry is said where a run needs it (studio.packs)
     with tempfile.TemporaryDirectory(prefix="pf-validate-") as tmp:
         try:
-            pack = load_pack(materialize(files, Path(tmp)), tools=tools)
+            pack = load_pack(materialize(files, Path(tmp)), tools=tools, scorers=scorers)
         except PackInvalid as exc:
             return None, [Problem(i.file, i.line, i.message) for i in exc.issues]
+        # A scripted own model outside the pack (fake:/etc/passwd) or missing from it is
+        # a break the editor shows; other model specs are the run's business (studio.packs).
+        if (pack.model or "").partition(":")[0] in ("fake", "sim"):
+            refused = own_model_problem(pack)
+            if refused is not None:
+                return None, [Problem("manifest.yaml", None, refused)]
     return pack, []

@@ -100,3 +100,13 @@ def test_renaming_an_enum_value_that_an_edge_and_the_evalset_use_is_not_a_clean_
     assert "The whole pack loads" not in html
     assert "when compares category to &#x27;billing&#x27;, which grammars/classify.json does not allow" in html
     assert "expected.category &#x27;billing&#x27; is not a value grammars/classify.json allows" in html
+
+
+def test_a_scripted_model_outside_the_pack_is_a_problem_of_the_manifest(
+    as_owner: Client, project: Project, repo: PackRepo
+) -> None:
+    manifest = pack_text(repo, "manifest.yaml").replace("model: fake:fakes/scripted.json", "model: fake:/etc/passwd")
+    assert "fake:/etc/passwd" in manifest
+    html = validate(as_owner, "manifest.yaml", manifest, repo.head()).content.decode()
+    assert "The whole pack loads" not in html
+    assert "names a file outside the pack; scripted models live in the pack" in html

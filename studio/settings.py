@@ -219,4 +219,8 @@ LOGGING = {
     "formatters": {"redacted": {"()": "runtime.logs.TextFormatter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "redacted"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "WARNING").upper()},
+    # A refused request (403, 404, 413, ...) is in the access log; Django's own warning
+    # for it carries the exception's traceback, which is noise for an ordinary refusal.
+    # Server errors (5xx) are still logged with theirs.
+    "loggers": {"django.request": {"level": "ERROR"}},
 }

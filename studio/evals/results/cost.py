@@ -8,7 +8,8 @@ from typing import Any
 from django.db.models import F
 
 from studio.evals.models import Eval, EvalCase
-from studio.evals.results.common import scored, spread
+from studio.evals.results.cases import tier_word
+from studio.evals.results.common import SCORED, scored, spread
 
 __all__ = ["SORTS", "cost_summary", "cost_table"]
 
@@ -55,6 +56,8 @@ def cost_table(
             "model_calls",
         )[(page - 1) * per_page : page * per_page]
     )
+    for row in rows:  # the tier's word, as every other page says it ("unanswered", not "failed")
+        row["tier"] = tier_word(row["tier"]) if row["status"] in SCORED else ""
     return {
         "rows": rows,
         "count": count,

@@ -184,6 +184,17 @@ def test_it_sorts_the_cost_table_by_a_whitelisted_column(project: Project, owner
     assert (table["sort"], table["dir"], table["page"], table["pages"]) == ("cost", "desc", 2, 2)
 
 
+def test_the_cost_table_says_a_tier_as_every_page_does(project: Project, owner: User) -> None:
+    """Stored "failed" is the "unanswered" tier (runtime TIER_WORDS), on the cost page too;
+    a run that has not finished has no tier yet."""
+    ev = make_eval(project, owner)
+    add_run(ev, "st-13", status="passed", tier="failed")  # expected to go unanswered, and it did
+    add_run(ev, "st-01", status="passed", tier="auto")
+    add_run(ev, "st-02", status="running", tier="")
+    tiers = {r["case_id"]: r["tier"] for r in cost_table(ev)["rows"]}
+    assert tiers == {"st-13": "unanswered", "st-01": "auto", "st-02": ""}
+
+
 # -- compare ------------------------------------------------------------------------------
 
 

@@ -14,8 +14,9 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 
 from studio.accounts.access import visible_projects
+from studio.evals.lists import last_evals
 from studio.http import StudioRequest
-from studio.numbers import whole_number
+from studio.numbers import pct, whole_number
 from studio.projects.archives import ArchiveRefused, Limits, read_archive
 from studio.projects.forms import ProjectCreateForm
 from studio.projects.graph_svg import draw
@@ -37,6 +38,17 @@ from studio.projects.views.common import (
 )
 
 
+def with_last_eval(projects: list[Project]) -> list[dict[str, object]]:
+    """The projects list's rows: each project with its newest finished eval's pass rate."""
+    evals = last_evals([p.pk for p in projects])
+    rows: list[dict[str, object]] = []
+    for p in projects:
+        ev = evals.get(p.pk)
+        rate = (ev.summary or {}).get("pass_rate") if ev is not None else None
+        rows.append({"project": p, "eval": ev, "pass_text": pct(rate) if isinstance(rate, float | int) else ""})
+    return rows
+
+
 def upload_limits() -> Limits:
     return Limits(settings.UPLOAD_MAX_BYTES, settings.UPLOAD_MAX_FILE_BYTES, settings.UPLOAD_MAX_FILES)
 
@@ -51,7 +63,7 @@ def example_files(name: str) -> dict[str, bytes]:
 
 
 def projects_list(request: StudioRequest) -> HttpResponse:
-    return render(request, "projects/list.html", {"projects": visible_projects(request.user)})
+    return render(request, "projects/list.html", {"projects": with_last_eval(visible_projects(request.user))})
 
 
 def project_create(request: StudioRequest) -> HttpResponse:

@@ -13,6 +13,7 @@ from django.db import IntegrityError
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 
+from runtime import Pack
 from studio.accounts.access import visible_projects
 from studio.evals.lists import last_evals
 from studio.http import StudioRequest
@@ -108,6 +109,21 @@ def project_create(request: StudioRequest) -> HttpResponse:
     return redirect("projects-overview", slug=slug)
 
 
+def fallback_edges(pack: Pack) -> set[int]:
+    """The `next` edges without `when` that follow a conditional edge from the same node:
+    taken only when no earlier edge matched ("otherwise"), not always."""
+    conditional: set[str] = set()
+    found: set[int] = set()
+    for edge in pack.edges:
+        if edge.kind != "next":
+            continue
+        if edge.when is not None:
+            conditional.add(edge.source)
+        elif edge.source in conditional:
+            found.add(edge.index)
+    return found
+
+
 def project_overview(request: StudioRequest, slug: str) -> HttpResponse:
     opened = open_project(request, slug)
     files = pack_files(opened.repo)
@@ -119,6 +135,7 @@ def project_overview(request: StudioRequest, slug: str) -> HttpResponse:
         problems=problems,
         drawing=draw(pack, label=f"The graph of {opened.project.slug}") if pack is not None else None,
         nodes=list(pack.nodes.values()) if pack is not None else [],
+        fallbacks=fallback_edges(pack) if pack is not None else set(),
         file_count=len([f for f in files if f != ".keep"]),
     )
     return page(request, "projects/overview.html", context)

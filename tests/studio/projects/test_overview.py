@@ -31,6 +31,16 @@ def test_it_draws_the_graph_and_lists_the_nodes(as_owner: Client, project: Proje
         assert f'href="{link}' in html
 
 
+def test_it_calls_a_fallback_edge_otherwise_and_a_lone_edge_always(as_owner: Client, project: Project) -> None:
+    html = as_owner.get("/p/triage/").content.decode()
+    edges = html[html.index('<table id="edges">') :]
+    rows = edges[: edges.index("</table>")].split("<tr>")
+    general = next(r for r in rows if '<td class="mono">general</td>' in r)
+    assert "otherwise (no edge above matched)" in general  # after three conditional edges from prioritise
+    to_prioritise = next(r for r in rows if '<td class="mono">sentiment</td><td class="mono">prioritise</td>' in r)
+    assert ">always<" in to_prioritise
+
+
 def test_it_shows_every_node_kind_with_its_shape(as_owner: Client, owner: object) -> None:
     from studio.projects.models import create_project
     from studio.projects.views import example_files

@@ -136,6 +136,10 @@ def project_overview(request: StudioRequest, slug: str) -> HttpResponse:
         drawing=draw(pack, label=f"The graph of {opened.project.slug}") if pack is not None else None,
         nodes=list(pack.nodes.values()) if pack is not None else [],
         fallbacks=fallback_edges(pack) if pack is not None else set(),
+        # The manifest's description, unless it is the project's own (shown above it).
+        pack_description=pack.description
+        if pack is not None and " ".join(pack.description.split()) != " ".join(opened.project.description.split())
+        else "",
         file_count=len([f for f in files if f != ".keep"]),
     )
     return page(request, "projects/overview.html", context)

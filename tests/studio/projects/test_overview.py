@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import yaml
 from django.test import Client
 
 from studio.projects.models import Project
@@ -110,3 +111,14 @@ def test_it_renders_the_fragment_for_htmx(as_owner: Client, project: Project) ->
     fragment = as_owner.get("/p/triage/", headers=HTMX).content.decode()
     assert "<html" in full and "<html" not in fragment
     assert fragment.lstrip().startswith('<div id="project-page">')
+
+
+def test_it_shows_the_description_once_when_the_manifest_says_the_same(as_owner: Client, project: Project) -> None:
+    manifest = yaml.safe_load(PackRepo(project.repo_path).files(None)["pack/manifest.yaml"])
+    said = " ".join(str(manifest["description"]).split())
+    first_words = said[:40]
+    Project.objects.filter(pk=project.pk).update(description=said)
+    assert as_owner.get("/p/triage/").content.decode().count(first_words) == 1
+    Project.objects.filter(pk=project.pk).update(description="Another project text.")
+    html = as_owner.get("/p/triage/").content.decode()
+    assert html.count(first_words) == 1 and "Another project text." in html  # both, each once

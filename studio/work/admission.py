@@ -143,9 +143,16 @@ def hold_back(kind: Kind, row: models.Model, token: str, reason: str) -> bool:
 
 def wake(kind: Kind, row: models.Model) -> int:
     """A run of `row`'s user and project ended: send the rows held back for either, the
-    longest held first, as many as the caps could now let in. Returns how many."""
+    longest held first, as many as the caps now have room for (at least one: a row sent
+    too many is held back again, one sent too few would wait for the next end). Returns
+    how many."""
     user, project = kind.ids(row)
-    room = max(per_user(), per_project())
+    now = timezone.now()
+    nobody = (kind.model, -1)
+    room = max(
+        1,
+        min(per_user() - _going("user", user, now, nobody), per_project() - _going("project", project, now, nobody)),
+    )
     sent = 0
     for other in KINDS:
         held = other.model._default_manager.filter(status=QUEUED, held_at__isnull=False)

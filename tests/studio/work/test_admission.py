@@ -135,3 +135,20 @@ def test_a_hold_back_by_a_delivery_that_lost_the_claim_writes_nothing(project: P
     assert not admission.hold_back(kind, run, "not-the-holder", "waiting")
     run.refresh_from_db()
     assert run.status == "running" and run.lease_owner == "elsewhere"
+
+
+def test_a_run_that_ends_sends_as_many_held_rows_as_there_is_room_for(
+    project: Project, owner: User, settings: Any, sent: list[tuple[str, list[int]]]
+) -> None:
+    settings.PACKFORGE_MAX_RUNS_PER_USER = 2
+    going = [_new(project, owner) for _ in range(2)]
+    for run in going:
+        _going(TryRun, run.pk)
+    held = [_new(project, owner) for _ in range(3)]
+    for run in held:
+        assert worker.run_try(run.pk) is None
+    assert TryRun.objects.filter(pk__in=[r.pk for r in held], held_at__isnull=False, status="queued").count() == 3
+    TryRun.objects.filter(pk=going[0].pk).update(status="queued", lease_owner="", lease_until=None, attempts=0)
+    assert worker.run_try(going[0].pk) == "done"
+    # One run still going of two allowed: room for one, the longest held.
+    assert sent == [("runs.execute_try_run", [held[0].pk])]

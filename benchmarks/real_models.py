@@ -665,7 +665,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--slots",
         type=int,
-        default=2,
+        default=0,
         help="pin each run to one of this many llama-server slots (the endpoint's slots=; 0: let the server pick)",
     )
     parser.add_argument("--json", action="store_true", help="print the summaries as JSON too")

@@ -27,6 +27,7 @@ def score_case(pack: Pack, case: Case, result: RunResult) -> CaseResult:
     trace = result.trace
     diffs = []
     problems = []
+    unscored: set[str] = set()  # fields whose scorer failed: no match, and no diff to show
     for name, want in case.expected.items():
         rule = rule_for(pack.fields, name)
         if name not in result.state:
@@ -36,6 +37,7 @@ def score_case(pack: Pack, case: Case, result: RunResult) -> CaseResult:
                 got = scorer_result(rule, want, result.state[name])
             except ScorerFailed as exc:  # the host's scorer: this case's error, not the eval's
                 problems.append(CaseProblem("scorer", str(exc)))
+                unscored.add(name)
                 continue
             if got.score < rule.pass_at:
                 diffs.append(FieldDiff(name, want, result.state[name], score=got.score, reason=got.reason))
@@ -72,7 +74,9 @@ def score_case(pack: Pack, case: Case, result: RunResult) -> CaseResult:
         trace=trace,
         tags=case.tags,
         committed=committed,
-        score=case_score({name: not any(d.field == name for d in diffs) for name in case.expected}, passed),
+        score=case_score(
+            {name: name not in unscored and not any(d.field == name for d in diffs) for name in case.expected}, passed
+        ),
         expected=dict(case.expected),
         settled_by=trace.settled_by,
         gold_tools=gold_tools(pack, case),

@@ -50,6 +50,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     tools = load_tools(args.tools)
     pack = load_pack(args.pack, tools=set(tools or {}), scorers=load_scorers(args.scorers))
+    voted = {f for n in pack.nodes.values() if getattr(n, "samples", 1) > 1 for f in (n.agree_on or n.writes)}
+    unbound = sorted(r.name for r in pack.fields.values() if r.compare == "scorer" and r.name in voted)
+    if unbound and args.scorers is None:
+        raise UsageError(f"draws vote on {', '.join(unbound)} with a host scorer: give --scorers MODULE:SCORERS")
     store: CheckpointStore = SQLiteStore(args.db, synchronous=args.sync) if args.db else MemoryStore()
     backend = backend_for(pack, args.model)
     tiers: list[Tier] | None = None

@@ -79,11 +79,14 @@ def build_messages(pack: Pack, node: Node, state: Mapping[str, Any], input_: Map
     return Built(messages, prompt, notes)
 
 
-def context_problem(pack: Pack, input_: Mapping[str, Any], exc: Exception) -> str:
+def context_problem(pack: Pack, node: Node, input_: Mapping[str, Any], exc: Exception) -> str:
     """Why a node failed when its request, with every few-shot example dropped, still
     does not fit the model's context: the server's words, and what to change: a
-    `truncate:` rule for the longest input text (or a smaller one, if it has a rule)."""
-    texts = {name: len(v) for name, v in input_.items() if isinstance(v, str)}
+    `truncate:` rule for the longest input text the node reads, as it was sent (or a
+    smaller one, if it has a rule)."""
+    shown, _ = truncate_input(input_, pack.truncate)
+    read = {r.split(".", 1)[1].split(".", 1)[0] for r in node.reads if r.startswith("input.")}
+    texts = {name: len(v) for name, v in shown.items() if isinstance(v, str) and (not read or name in read)}
     head = f"input does not fit the model's context: {exc}"
     if not texts:
         return head

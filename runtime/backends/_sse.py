@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -169,12 +170,10 @@ def read_stream(
         return result if result.done else Failure("truncated", "the JSON answer had no finish_reason")
     event = "message"
     data: list[str] = []
-    received = 0
-    for line in response.iter_lines():
+    for line in _lines(response, max_bytes):
         if call.cancel is not None and call.cancel.is_set():
             raise Cancelled("run cancelled")
-        received += len(line) + 1
-        if received > max_bytes:
+        if line is None:
             return too_large(max_bytes)
         if time.monotonic() > deadline_at:
             return Failure("timeout", "the deadline passed while the answer was streaming")
@@ -205,6 +204,26 @@ def read_stream(
         # request, ends an unfinished answer with [DONE] and no finish_reason.
         return Failure("truncated", "the stream ended before the answer finished (no finish_reason)")
     return result
+
+
+def _lines(response: httpx.Response, max_bytes: int) -> Iterator[str | None]:
+    """The body's lines (LF or CRLF), read as bytes so that at most `max_bytes` are ever
+    held or read, whether or not the server sends a line break; None once past it."""
+    buffer = bytearray()
+    received = 0
+    for chunk in response.iter_bytes():
+        received += len(chunk)
+        if received > max_bytes:
+            yield None
+            return
+        buffer += chunk
+        start = 0
+        while (end := buffer.find(b"\n", start)) >= 0:
+            yield bytes(buffer[start:end]).rstrip(b"\r").decode("utf-8", errors="replace")
+            start = end + 1
+        del buffer[:start]
+    if buffer:
+        yield bytes(buffer).rstrip(b"\r").decode("utf-8", errors="replace")
 
 
 def _dispatch(event: str, payload: str, result: StreamResult) -> Failure | None:

@@ -204,7 +204,7 @@ class GenerateKind:
                     tries -= 1
                     continue
                 # The same request cannot fit on a retry: a node failure (on_fail), not a backend error.
-                return Outcome("fail", reason=context_problem(walk.pack, walk.input, exc), context=True)
+                return Outcome("fail", reason=context_problem(walk.pack, node, walk.input, exc), context=True)
             try:
                 answer = parse_answer(reply.text, reply.finish_reason)
                 answer, set_notes = as_sets(node, walk.pack.fields, answer)

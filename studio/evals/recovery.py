@@ -19,6 +19,7 @@ from django.utils import timezone
 from studio.evals import shared
 from studio.evals.models import Eval, EvalCase
 from studio.evals.shared import S, finish_if_done
+from studio.work.admission import kind_of, resend_stale_held
 from studio.work.leases import lease, take_lapsed
 from studio.work.settings import setting
 from studio.work.watcher import Held, LeaseWatcher
@@ -118,6 +119,9 @@ def sweep(*, idle: bool) -> dict[str, int]:
                         )
                         resend.extend(queued)
     ended = sum(1 for pk in ids if finish_if_done(pk))
+    admitted = kind_of(EvalCase)  # registered by studio.evals.worker, which every worker imports
+    if admitted is not None:
+        resend_stale_held(admitted, stall)
     if resend:
         shared.enqueue_cases(resend)
     return {"resent": len(resend), "closed": closed, "ended": ended}

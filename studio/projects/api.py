@@ -405,7 +405,7 @@ def validate(request: StudioRequest, slug: str, body: ValidateIn) -> ValidateOut
             files[path] = data
     # Tools are checked against the manifest only: the studio does not know the host's registry.
     pack, found = validate_files(files)
-    if pack is None:
+    if pack is None or found:  # found with a pack: it loads, but the studio refuses part of it
         problems = [ProblemOut(file=p.file, line=p.line, message=p.message) for p in found]
         return ValidateOut(valid=False, version=sha, problems=problems, summary=SummaryOut())
     summary = SummaryOut(

@@ -34,10 +34,11 @@ def validate_files(files: dict[str, bytes], tools: set[str] | None = None) -> tu
             pack = load_pack(materialize(files, Path(tmp)), tools=tools, scorers=scorers)
         except PackInvalid as exc:
             return None, [Problem(i.file, i.line, i.message) for i in exc.issues]
-        # A scripted own model outside the pack (fake:/etc/passwd) or missing from it is
-        # a break the editor shows; other model specs are the run's business (studio.packs).
-        if (pack.model or "").partition(":")[0] in ("fake", "sim"):
+        # A scripted own model outside the pack (fake:/etc/passwd) is a problem the editor
+        # shows (the pack still loads: an eval on an endpoint never opens it); other
+        # model specs are a run's business (studio.packs.own_model_problem).
+        if (pack.model or "").startswith("fake:"):
             refused = own_model_problem(pack)
-            if refused is not None:
-                return None, [Problem("manifest.yaml", None, refused)]
+            if refused is not None and "outside the pack" in refused:
+                return pack, [Problem("manifest.yaml", None, refused)]
     return pack, []

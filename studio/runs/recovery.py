@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from studio.runs.models import TryRun
 from studio.runs.settings import setting
+from studio.work import admission
 from studio.work import sweep as sweeping
 from studio.work.watcher import LeaseWatcher
 
@@ -22,8 +23,12 @@ def send(run_ids: list[int]) -> None:
 
 
 def sweep(*, idle: bool) -> dict[str, int]:
-    """Re-send the runs dead workers or lost messages left behind; how many."""
-    return sweeping.sweep(TryRun, idle=idle, noun="try run", resend=send)
+    """Re-send the runs dead workers or lost messages left behind, and runs held back by
+    admission whose wake-up was lost (studio.work.admission); how many."""
+    done = sweeping.sweep(TryRun, idle=idle, noun="try run", resend=send)
+    admitted = admission.kind_of(TryRun)  # registered by studio.runs.worker, which every worker imports
+    done["held"] = len(admission.resend_stale_held(admitted, sweeping.stall())) if admitted is not None else 0
+    return done
 
 
 class RunWatcher(LeaseWatcher):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import models
 from django.db.models import F
@@ -71,6 +71,11 @@ def register(kind: Kind) -> Kind:
     return kind
 
 
+def kind_of(model: type[models.Model]) -> Kind | None:
+    """The admitted kind of `model`, once its worker module registered it."""
+    return next((k for k in KINDS if k.model is model), None)
+
+
 def per_user() -> int:
     return int(setting("PACKFORGE_MAX_RUNS_PER_USER"))
 
@@ -114,8 +119,9 @@ def crowded(kind: Kind, row: models.Model) -> str | None:
 
 
 def claim_fields(kind: Kind) -> dict[str, object]:
-    """What the claiming UPDATE of an admitted row clears: the waiting note."""
-    return {kind.note: ""}
+    """What the claiming UPDATE of an admitted row clears: the waiting note, and
+    `held_at` (so "held" always means "queued by admission now")."""
+    return {kind.note: "", "held_at": None}
 
 
 def hold_back(kind: Kind, row: models.Model, token: str, reason: str) -> bool:
@@ -157,10 +163,45 @@ def wake(kind: Kind, row: models.Model) -> int:
     for other in KINDS:
         held = other.model._default_manager.filter(status=QUEUED, held_at__isnull=False)
         mine = held.filter(**{other.user: user}) | held.filter(**{other.project: project})
-        pks = [int(pk) for pk in mine.order_by("held_at").values_list("pk", flat=True)[: room - sent]]
+        pks: list[int] = []
+        # Only rows whose own user and project have room now: a row of another user of
+        # the project may be free while this user's next one is still over its cap.
+        hops = _hops(other)
+        candidates = mine.order_by("held_at")
+        if hops:
+            candidates = candidates.select_related(*hops)
+        for candidate in candidates[:WAKE_LOOKED_AT]:
+            if crowded(other, candidate) is None:
+                pks.append(int(candidate.pk))
+                if sent + len(pks) >= room:
+                    break
         if pks:
             other.resend(pks)
             sent += len(pks)
         if sent >= room:
             break
     return sent
+
+
+WAKE_LOOKED_AT = 50  # held rows a wake looks at, at most (the rest wait for the next end or the sweep)
+HELD_RESENT = 200  # stale held rows one sweep re-sends, at most
+
+
+def _hops(kind: Kind) -> list[str]:
+    """The relations `Kind.ids` crosses (select_related, so checking a candidate costs no query)."""
+    return sorted({lookup.rsplit("__", 1)[0] for lookup in (kind.user, kind.project) if "__" in lookup})
+
+
+def resend_stale_held(kind: Kind, older_than: timedelta) -> list[int]:
+    """Held rows of `kind` not woken for `older_than` (their wake was lost: a message
+    lost with a killed worker, a run ended by a sweep or a cancel rather than by its
+    delivery): re-send them, each once per period (a re-sent row held again gets a new
+    `held_at`). Called by the kind's sweep, busy or idle."""
+    cutoff = timezone.now() - older_than
+    stale = kind.model._default_manager.filter(status=QUEUED, held_at__lt=cutoff).order_by("held_at")
+    pks = [int(pk) for pk in stale.values_list("pk", flat=True)[:HELD_RESENT]]
+    if pks:
+        kind.model._default_manager.filter(pk__in=pks, status=QUEUED).update(held_at=timezone.now())
+        log.info("%d held %s rows not woken for %s; sending them again", len(pks), kind.model.__name__, older_than)
+        kind.resend(pks)
+    return pks

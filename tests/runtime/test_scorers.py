@@ -82,7 +82,7 @@ def test_a_scorer_that_raises_is_the_cases_error_not_a_crash(tmp_path: Path) -> 
         raise KeyError("description")
 
     (case,) = report_for(items_pack(tmp_path, WANT), {"line_items": broken}).cases
-    assert not case.passed and case.diffs == []
+    assert not case.passed and case.diffs == [] and case.score == 0.0  # no credit for a field not scored
     (problem,) = case.problems
     assert problem.kind == "scorer"
     assert problem.message == "fields.items: scorer 'line_items' raised KeyError: 'description'"

@@ -67,7 +67,8 @@ def baseline_panel(ev: Eval) -> dict[str, Any] | None:
         "baseline": base,
         "rows": rows,
         "ok": all(r["ok"] for r in rows),
-        "same_cases": base.tags == ev.tags and base.total == ev.total,
+        "same_cases": (base.tags, base.untagged, base.exclude_tags, base.total)
+        == (ev.tags, ev.untagged, ev.exclude_tags, ev.total),
     }
 
 

@@ -57,3 +57,13 @@ def test_it_requires_authentication_to_validate(anonymous: Client, project: Proj
 
 def test_it_hides_validation_from_strangers(as_stranger: Client, project: Project) -> None:
     assert send(as_stranger, "post", URL, {}).status_code == 404
+
+
+def test_it_is_not_valid_when_the_own_scripted_model_is_outside_the_pack(as_owner: Client, project: Project) -> None:
+    manifest = PackRepo(project.repo_path).files(None)["pack/manifest.yaml"].decode()
+    changed = manifest.replace("model: fake:fakes/scripted.json", "model: fake:/etc/passwd")
+    body = send(as_owner, "post", URL, {"files": {"manifest.yaml": changed}}).json()
+    assert body["valid"] is False
+    assert [p["message"] for p in body["problems"]] == [
+        "the manifest's model 'fake:/etc/passwd' names a file outside the pack; scripted models live in the pack"
+    ]

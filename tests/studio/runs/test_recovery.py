@@ -96,7 +96,7 @@ def test_it_resumes_a_run_whose_worker_died_without_repeating_a_tool_call(
     run.refresh_from_db()
     assert run.status == "running" and run.attempts == 1 and CALLS == [("lookup_order", '{"order_id": "ORD-10001"}')]
 
-    assert recovery.sweep(idle=False) == {"resent": 0, "queued": 0}  # its lease is still live
+    assert recovery.sweep(idle=False) == {"resent": 0, "queued": 0, "held": 0}  # its lease is still live
     _lapse(run)
     assert recovery.sweep(idle=False)["resent"] == 1 and sent == [run.pk]
     assert recovery.sweep(idle=False)["resent"] == 0  # re-sent once

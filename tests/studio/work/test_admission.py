@@ -14,7 +14,7 @@ from django.utils import timezone
 from studio.evals import worker as eval_worker
 from studio.evals.models import EvalCase
 from studio.projects.models import Project
-from studio.runs import start, worker
+from studio.runs import recovery, start, worker
 from studio.runs.models import TryRun
 from studio.work import admission
 from studio.work import sweep as sweeping
@@ -152,3 +152,31 @@ def test_a_run_that_ends_sends_as_many_held_rows_as_there_is_room_for(
     assert worker.run_try(going[0].pk) == "done"
     # One run still going of two allowed: room for one, the longest held.
     assert sent == [("runs.execute_try_run", [held[0].pk])]
+
+
+def test_a_held_run_whose_wake_was_lost_is_sent_again_by_the_sweep(
+    project: Project, owner: User, settings: Any, sent: list[tuple[str, list[int]]]
+) -> None:
+    """Its wake was lost (the run it waited for was ended by a sweep, or the message went
+    with a killed worker): once it has been held longer than the stall period, a sweep
+    sends it again, busy or idle."""
+    settings.PACKFORGE_MAX_RUNS_PER_USER = 1
+    first, second = _new(project, owner), _new(project, owner)
+    _going(TryRun, first.pk)
+    assert worker.run_try(second.pk) is None
+    assert recovery.sweep(idle=False)["held"] == 0  # held just now: not stale yet
+    TryRun.objects.filter(pk=second.pk).update(held_at=timezone.now() - timedelta(minutes=5))
+    assert recovery.sweep(idle=False)["held"] == 1
+    assert ("runs.execute_try_run", [second.pk]) in sent
+    assert recovery.sweep(idle=False)["held"] == 0  # once per period
+
+
+def test_claiming_a_held_run_clears_its_mark(project: Project, owner: User, settings: Any, sent: Any) -> None:
+    settings.PACKFORGE_MAX_RUNS_PER_USER = 1
+    first, second = _new(project, owner), _new(project, owner)
+    _going(TryRun, first.pk)
+    assert worker.run_try(second.pk) is None
+    TryRun.objects.filter(pk=first.pk).update(status="done", lease_owner="")
+    assert worker.run_try(second.pk) == "done"
+    second.refresh_from_db()
+    assert second.held_at is None and second.error == ""

@@ -14,7 +14,10 @@ when a run of the same user or project ends (`wake`). Nothing is refused: excess
 
 No lost wake-up: a delivery that held a row back counts again after writing it back; if
 room appeared meanwhile (the run it waited for ended before the row was queued, so that
-run's wake did not see it), it sends the row itself. A row sent twice is harmless: only
+run's wake did not see it), it sends the row itself. A wake sends only rows whose own
+user and project have room. What still slips through (a run ended by a sweep or a
+cancel, not by its delivery; a message lost with a killed worker) is caught by the
+kind's sweep: a row held longer than the stall period is sent again (`resend_stale_held`). A row sent twice is harmless: only
 one delivery claims it. Two deliveries that hold each other back both count after
 writing their rows back; the later one sees the other queued and sends itself."""
 

@@ -58,6 +58,7 @@ from runtime.evaluate import (
     evaluate,
     gold_tools,
     score_case,
+    select_cases,
     tool_metrics,
 )
 from runtime.expr import Expression, compile_expr
@@ -68,6 +69,7 @@ from runtime.mcp_tools import McpTool, pack_tool, run_payload
 from runtime.nodes import NODE_KINDS, drawing_for
 from runtime.nodes.base import NODE_SHAPES, NodeDrawing, NodeKind
 from runtime.pack import Pack, load_pack
+from runtime.pack.enums import enum_problems
 from runtime.pack.evalset import parse_evalset
 from runtime.pack.fields import COMPARES, FieldRule, compare_key, rule_for, values_match
 from runtime.pack.model import Case, Edge, Node
@@ -80,6 +82,7 @@ from runtime.prior import measure_prior
 from runtime.recordings import RunTape, ToolTape
 from runtime.regex import PatternRefused, compile_pattern
 from runtime.schemas import check_schema, schema_validator
+from runtime.scorers import Scorer, ScorerFailed, load_scorers
 from runtime.scoring import baseline_summary, case_score, field_matches, field_table, observed_values, set_f1
 from runtime.stats import mcnemar_exact, paired_outcomes, percentile, wilson_interval
 from runtime.tiers import PERSON, Tier, check_answer, node_schema
@@ -151,6 +154,8 @@ __all__ = [
     "RunStatus",
     "RunTape",
     "SQLiteStore",
+    "Scorer",
+    "ScorerFailed",
     "SimConfig",
     "SourceMap",
     "Step",
@@ -178,12 +183,14 @@ __all__ = [
     "compile_expr",
     "compile_pattern",
     "drawing_for",
+    "enum_problems",
     "evaluate",
     "field_matches",
     "field_table",
     "gate_minimums",
     "gold_tools",
     "load_pack",
+    "load_scorers",
     "load_tools",
     "load_yaml",
     "mcnemar_exact",
@@ -207,6 +214,7 @@ __all__ = [
     "run_payload",
     "schema_validator",
     "score_case",
+    "select_cases",
     "set_f1",
     "shown_path",
     "tool",

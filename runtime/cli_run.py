@@ -21,6 +21,7 @@ from runtime.cli_common import (
 )
 from runtime.errors import OutputRejected
 from runtime.pack import Pack, load_pack
+from runtime.pack.enums import enum_problems
 from runtime.scorers import load_scorers
 from runtime.tiers import Tier
 from runtime.tools import load_tools
@@ -36,6 +37,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     )
     if pack.tools and tools is None:
         print(f"note: tools {', '.join(pack.tools)} were not checked against a registry (pass --tools)")
+    for issue in enum_problems(pack):
+        print(f"warning: {issue}")
     if args.endpoint:
         from runtime.endpoints import lint_pack
 

@@ -10,8 +10,7 @@ from collections.abc import Mapping
 
 from django.conf import settings
 
-from runtime import Pack, Registry, load_tools
-from runtime.scorers import Scorer, load_scorers
+from runtime import Pack, Registry, Scorer, load_scorers, load_tools
 
 _cache: dict[str, Registry] = {}
 _scorers: dict[str, dict[str, Scorer]] = {}

@@ -1,5 +1,5 @@
 """Cross-file checks on closed-choice fields: a value a grammar no longer allows, still used
-by a `when:` edge or an evalset case.
+by a `when:` edge or an evalset case (warnings, not load errors: `enum_problems`).
 
 Renaming an enum value in `grammars/classify.json` used to leave "✓ The whole pack loads"
 while `when: category == 'refund'` could never be true again and the evalset's cases
@@ -17,7 +17,7 @@ from typing import Any
 
 from runtime.errors import PackIssue
 from runtime.pack.model import Pack
-from runtime.pack.yamlsrc import SourceMap
+from runtime.pack.yamlsrc import SourceMap, load_yaml
 
 
 def closed_values(pack: Pack) -> dict[str, tuple[frozenset[str], str]]:
@@ -53,9 +53,23 @@ def _shown(values: frozenset[str]) -> str:
     return ", ".join(sorted(values))
 
 
-def check_enum_uses(pack: Pack, graph: SourceMap, issues: list[PackIssue]) -> None:
-    """Append a problem for each `when:` literal and each evalset value that a closed
-    field's grammar does not allow."""
+def enum_problems(pack: Pack) -> list[PackIssue]:
+    """A problem for each `when:` literal and each evalset value that a closed field's
+    grammar does not allow. Not load errors: a pack that has them still runs (the edge
+    is never taken, the case never passes), and a compiler attempt whose plan left a
+    gold value out of its enum must be judged, not refused. `packforge validate` prints
+    them as warnings; the studio's editor lists them with the pack's problems."""
+    issues: list[PackIssue] = []
+    graph = SourceMap("graph.yaml")
+    try:  # the graph's lines, for the edges' problems (the pack loaded: it parses)
+        load_yaml((pack.root / "graph.yaml").read_text(encoding="utf-8"), graph, [])
+    except OSError:
+        pass
+    _check(pack, graph, issues)
+    return issues
+
+
+def _check(pack: Pack, graph: SourceMap, issues: list[PackIssue]) -> None:
     closed = closed_values(pack)
     if not closed:
         return

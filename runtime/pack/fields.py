@@ -52,7 +52,7 @@ class FieldRule:
     options: tuple[tuple[str, Any], ...] = ()
     pass_at: float = 1.0
     function: Any = field(default=None, compare=False, hash=False, repr=False)
-    name: str = ""  # the field's name, for a scorer's messages
+    name: str = field(default="", compare=False)  # the field's name, for a scorer's messages
 
 
 EXACT = FieldRule()

@@ -19,7 +19,6 @@ from runtime.fewshot import overlap_issues
 from runtime.nodes import NODE_KINDS
 from runtime.nodes.base import COMMON_KEYS, NodeKind, covered
 from runtime.pack.checks import check_graph
-from runtime.pack.enums import check_enum_uses
 from runtime.pack.evalset import parse_evalset
 from runtime.pack.fields import check_fields, load_fields
 from runtime.pack.model import TRUNCATE_KEEPS, Edge, Node, Pack, RetryPolicy, Truncation
@@ -280,8 +279,6 @@ def load_pack(root: str | Path, tools: Collection[str] | None = None, scorers: M
     for node in nodes.values():
         if node.examples is not None:
             issues.extend(overlap_issues(node.examples, pack.cases, pack.train_tag))
-    if graph is not None:
-        check_enum_uses(pack, graph_src, issues)
     gold = [(c.id, c.line, c.expected) for c in pack.cases]
     check_fields(pack.fields, {w for n in nodes.values() for w in n.writes}, gold, manifest_src, issues)
     if issues:

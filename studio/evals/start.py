@@ -12,8 +12,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from runtime import Case, Pack
-from runtime.evaluate import select_cases
+from runtime import Case, Pack, select_cases
 from studio import packs
 from studio.deployments.models import Deployment
 from studio.endpoints.backends import spec_for

@@ -7,7 +7,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime import BadSpec, Pack, PackInvalid, load_pack
+from runtime import BadSpec, Pack, PackInvalid, enum_problems, load_pack
 from studio.host_tools import scorer_registry
 from studio.packs import PACK_PREFIX, materialize, own_model_problem
 
@@ -34,11 +34,13 @@ def validate_files(files: dict[str, bytes], tools: set[str] | None = None) -> tu
             pack = load_pack(materialize(files, Path(tmp)), tools=tools, scorers=scorers)
         except PackInvalid as exc:
             return None, [Problem(i.file, i.line, i.message) for i in exc.issues]
-        # A scripted own model outside the pack (fake:/etc/passwd) is a problem the editor
-        # shows (the pack still loads: an eval on an endpoint never opens it); other
-        # model specs are a run's business (studio.packs.own_model_problem).
+        # Problems of a pack that loads, which the editor shows beside the others: values a
+        # grammar no longer allows, still used by an edge or the evalset (runtime
+        # enum_problems); a scripted own model outside the pack (fake:/etc/passwd; an eval
+        # on an endpoint never opens it; other specs are a run's business, studio.packs).
+        found = [Problem(i.file, i.line, i.message) for i in enum_problems(pack)]
         if (pack.model or "").startswith("fake:"):
             refused = own_model_problem(pack)
             if refused is not None and "outside the pack" in refused:
-                return pack, [Problem("manifest.yaml", None, refused)]
-    return pack, []
+                found.append(Problem("manifest.yaml", None, refused))
+    return pack, found

@@ -7,31 +7,21 @@ import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from runtime import load_pack, run_pack
-from runtime.backends import ModelCall
 from runtime.backends.openai import EndpointRejected, EndpointUnavailable
 from runtime.errors import BackendError, BadSpec, Cancelled
 from tests.support.fault_server import FaultServer
 from tests.support.model_servers import Opener
-from tests.support.packs import RATING_SCHEMA, write_chain_pack
+from tests.support.packs import RATING_SCHEMA, rating_call, write_chain_pack
 from tests.support.waiting import wait_until
 
 FAST = "backoff=0.02"
 
 
-def call(attempt: int = 1, schema: dict[str, Any] | None = RATING_SCHEMA, **kw: Any) -> ModelCall:
-    return ModelCall(
-        run_id="run7",
-        node="rate",
-        attempt=attempt,
-        schema=schema,
-        messages=[{"role": "user", "content": "Rate the story."}],
-        **kw,
-    )
+call = rating_call
 
 
 def gaps(server: FaultServer) -> list[float]:

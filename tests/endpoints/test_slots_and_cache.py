@@ -10,9 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from runtime.backends.openai import EndpointRejected, EndpointUnavailable, cached_tokens
-from tests.endpoints.test_client import call
 from tests.support.fault_server import FaultServer
 from tests.support.model_servers import Opener
+from tests.support.packs import rating_call as call
 
 
 def test_waiting_for_a_slot_does_not_eat_the_calls_deadline(opened: Opener, fault: FaultServer) -> None:

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from runtime import load_pack, run_pack
-from tests.endpoints.test_smollm2 import ENDS, ONE_NODE_EDGES, department_node, smol_spec, write_pack
 from tests.support.model_servers import Opener, RunningServer
+from tests.support.smollm2_packs import ENDS, ONE_NODE_EDGES, department_node, smol_spec, write_pack
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 

@@ -11,8 +11,7 @@ from typing import Any
 from runtime import load_pack, run_pack
 from runtime.backends.base import ModelCall, ModelReply
 from runtime.errors import ContextOverflow
-from tests.runtime.test_walker import GEN, backend_for
-from tests.support.runtime_packs import ENUM_SCHEMA, write_pack
+from tests.support.runtime_packs import ENUM_SCHEMA, GEN, backend_for, write_pack
 
 NO_RETRY = {"resamples": 0, "feedback": 0}
 

@@ -18,17 +18,7 @@ from runtime.errors import PackInvalid
 from runtime.evaluate import evaluate
 from runtime.scorers import load_scorers
 from tests.support.runtime_packs import REPO, pf, write_pack
-
-EXAMPLE = f"{REPO / 'packs' / 'invoice_extract' / 'scorers.py'}:SCORERS"
-ITEMS_SCHEMA = {
-    "type": "object",
-    "required": ["items"],
-    "properties": {"items": {"type": "array", "items": {"type": "object"}}},
-}
-WANT = [
-    {"description": "Gel pens", "quantity": 2, "amount": 17.98},
-    {"description": "Paper", "quantity": 4, "amount": 9.5},
-]
+from tests.support.scorers import EXAMPLE, ITEMS_SCHEMA, WANT
 
 
 def items_pack(tmp_path: Path, answer: list[dict[str, Any]], **rule: Any) -> Path:

@@ -7,18 +7,10 @@ from typing import Any
 
 import pytest
 
-from runtime import TRACE_VERSION, MemoryStore, SQLiteStore, Trace, load_pack, open_backend, resume_run, run_pack
+from runtime import TRACE_VERSION, MemoryStore, SQLiteStore, Trace, load_pack, resume_run, run_pack
 from runtime.errors import FencedOut, RunStateError
 from runtime.walker import RunOptions
-from tests.support.runtime_packs import ENUM_SCHEMA, Killed, Recorder, Tools, tool_pack, write_pack
-
-GEN = {"kind": "generate", "reads": ["input.ticket"], "writes": ["category"]}
-
-
-def backend_for(root: Path) -> Recorder:
-    pack = load_pack(root)
-    assert pack.model is not None
-    return Recorder(open_backend(pack.model, base_dir=pack.root))
+from tests.support.runtime_packs import ENUM_SCHEMA, GEN, Killed, Tools, backend_for, tool_pack, write_pack
 
 
 def one_node(tmp_path: Path, answers: Any, **node: Any) -> Path:

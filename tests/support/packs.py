@@ -8,6 +8,8 @@ from typing import Any
 
 import yaml
 
+from runtime.backends import ModelCall
+
 RATING_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -56,3 +58,16 @@ def write_chain_pack(
     (root / "manifest.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
     (root / "graph.yaml").write_text(yaml.safe_dump({"nodes": graph_nodes, "edges": edges}, sort_keys=False))
     return root
+
+
+def rating_call(attempt: int = 1, schema: dict[str, Any] | None = RATING_SCHEMA, **kw: Any) -> ModelCall:
+    """One model call of run `run7`, node `rate`, asking for RATING_SCHEMA (the fault
+    server answers it with a minimal instance): the endpoint client tests' call."""
+    return ModelCall(
+        run_id="run7",
+        node="rate",
+        attempt=attempt,
+        schema=schema,
+        messages=[{"role": "user", "content": "Rate the story."}],
+        **kw,
+    )

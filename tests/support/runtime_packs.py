@@ -157,3 +157,15 @@ def tool_pack(tmp_path: Path) -> Path:
 
 class Killed(Exception):
     """Raised where the test kills the run (the process dies here)."""
+
+
+GEN = {"kind": "generate", "reads": ["input.ticket"], "writes": ["category"]}  # a one-field classifier node
+
+
+def backend_for(root: Path) -> Recorder:
+    """The pack's own (scripted) model, every call kept."""
+    from runtime import load_pack, open_backend
+
+    pack = load_pack(root)
+    assert pack.model is not None
+    return Recorder(open_backend(pack.model, base_dir=pack.root))

@@ -98,3 +98,10 @@ def teammate_saves(repo: PackRepo, path: str, text: str, message: str = "Teammat
         email="tess@example.com",
         message=message,
     )
+
+
+# A support_triage evalset case's input (st-01): the pack's own scripted model answers it.
+CHARGED_TWICE = {
+    "ticket": "Hi, I was charged TWICE for order ORD-48213 ($59.98 each time). I want one of the charges "
+    "reversed today or I'm disputing it with my bank."
+}

@@ -19,7 +19,7 @@ from studio.evals.models import EvalCase
 from studio.evals.start import EvalRefused
 from studio.projects.models import Project, create_project
 from studio.projects.validation import validate_files
-from tests.runtime.test_scorers import EXAMPLE, ITEMS_SCHEMA, WANT
+from tests.support.scorers import EXAMPLE, ITEMS_SCHEMA, WANT
 from tests.support.studio import run_all, start
 
 MISREAD = [WANT[0], {"description": "Paper", "quantity": 4, "amount": 9.0}]

@@ -15,12 +15,9 @@ from studio.projects.views import example_files
 from studio.runs import start, steps, worker
 from studio.runs.models import TryRun
 from tests.support.fault_server import FaultServer
-from tests.support.studio import REJECTED_TEXT
+from tests.support.studio import CHARGED_TWICE, REJECTED_TEXT
 
-CASE = {
-    "ticket": "Hi, I was charged TWICE for order ORD-48213 ($59.98 each time). I want one of the charges "
-    "reversed today or I'm disputing it with my bank."
-}
+CASE = CHARGED_TWICE
 EXPECTED = {"category": "billing", "order_id": "ORD-48213", "amount_usd": 59.98, "sentiment": "angry", "priority": "p1"}
 
 

@@ -18,7 +18,7 @@ from studio.runs import recovery, start, worker
 from studio.runs.models import TryRun
 from studio.work import admission
 from studio.work import sweep as sweeping
-from tests.studio.runs.test_worker import CASE
+from tests.support.studio import CHARGED_TWICE as CASE
 from tests.support.studio import start as start_eval
 
 

@@ -213,6 +213,10 @@ def eval_case(request: StudioRequest, slug: str, eval_id: int, case_id: str, rep
     output = output_of(trace, pack)
     # the error once: the row's (the worker's) and the trace's (the run's) are often the same text
     errors = [e for e in dict.fromkeys([case.error.strip(), str(trace.get("error") or "").strip()]) if e]
+    # A case held back by admission (studio.work.admission) is queued with a note, not an error.
+    waiting_note = case.error.strip() if case.status == EvalCase.Status.QUEUED and case.held_at else ""
+    if waiting_note:
+        errors = [e for e in errors if e != waiting_note]
     context = context_for(
         ev,
         role,
@@ -222,6 +226,7 @@ def eval_case(request: StudioRequest, slug: str, eval_id: int, case_id: str, rep
         hidden=hidden,
         repeats=repeats,
         trace_status=trace.get("status"),
+        waiting_note=waiting_note,
         end_node=trace.get("end_node"),
         errors=errors,
         gold=gold,

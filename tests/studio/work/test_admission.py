@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.test import Client
 from django.utils import timezone
 
 from studio.evals import worker as eval_worker
@@ -180,3 +181,16 @@ def test_claiming_a_held_run_clears_its_mark(project: Project, owner: User, sett
     assert worker.run_try(second.pk) == "done"
     second.refresh_from_db()
     assert second.held_at is None and second.error == ""
+
+
+def test_a_held_eval_case_reads_as_queued_with_its_note_not_as_an_error(
+    project: Project, owner: User, as_owner: Client, settings: Any, sent: list[tuple[str, list[int]]]
+) -> None:
+    settings.PACKFORGE_MAX_RUNS_PER_USER = 1
+    ev = start_eval(project, owner)
+    first, second = EvalCase.objects.filter(eval=ev).order_by("pk")[:2]
+    _going(EvalCase, first.pk)
+    assert eval_worker.run_eval_case(second.pk) is None
+    html = as_owner.get(f"/p/triage/evals/{ev.pk}/cases/{second.case_id}/0").content.decode()
+    assert 'id="case-waiting">Queued, waiting: its user has 1 runs going' in html
+    assert "Error: waiting" not in html

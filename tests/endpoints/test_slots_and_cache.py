@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
+import httpx
 import pytest
 
+from runtime.backends._retry import Failure
+from runtime.backends._sse import read_stream
 from runtime.backends.openai import EndpointRejected, EndpointUnavailable, cached_tokens
 from tests.support.fault_server import FaultServer
 from tests.support.model_servers import Opener
@@ -79,3 +82,11 @@ def test_an_answer_past_max_answer_bytes_is_cut_off_and_not_retried(opened: Open
     assert len(fault.completions()) == 1  # not retried
     fault.configure(answer="x" * 40)
     assert backend.complete(call(attempt=2)).text == "x" * 40
+
+
+def test_a_stream_without_line_breaks_is_cut_off_at_max_answer_bytes() -> None:
+    """A server that never ends a line (a fault a real server cannot be made to produce
+    on demand, so a response built by hand): the reader holds at most max_answer_bytes."""
+    response = httpx.Response(200, headers={"content-type": "text/event-stream"}, content=b"data: " + b"x" * 50_000)
+    got = read_stream(response, call(), deadline_at=float("inf"), max_bytes=4096)
+    assert isinstance(got, Failure) and got.kind == "rejected" and "passed 4096 bytes" in got.message

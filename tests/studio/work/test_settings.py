@@ -18,7 +18,7 @@ def test_the_defaults_hold_when_nothing_is_set(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.delenv("PACKFORGE_WORK_LEASE_S", raising=False)
     monkeypatch.delenv("PACKFORGE_EVAL_LEASE_S", raising=False)
     assert work_settings.setting("PACKFORGE_WORK_LEASE_S") == 30.0
-    assert lease() == timedelta(seconds=30)  # the setting, not a measured time
+    assert lease() == timedelta(seconds=work_settings.DEFAULTS["PACKFORGE_WORK_LEASE_S"])  # built from the setting
 
 
 def test_an_old_name_is_read_when_the_new_one_is_not_set(settings: Any, caplog: pytest.LogCaptureFixture) -> None:
@@ -42,7 +42,8 @@ def test_an_old_name_is_read_when_the_new_one_is_not_set(settings: Any, caplog: 
 def test_the_new_name_wins_over_the_old_one(settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     settings.PACKFORGE_EVAL_LEASE_S = 12
     monkeypatch.setenv("PACKFORGE_WORK_LEASE_S", "7.5")
-    assert lease() == timedelta(seconds=7.5)  # the new name wins
+    assert work_settings.setting("PACKFORGE_WORK_LEASE_S") == 7.5  # the new name wins
+    assert lease() == timedelta(seconds=work_settings.setting("PACKFORGE_WORK_LEASE_S"))
 
 
 @pytest.mark.parametrize(

@@ -10,15 +10,12 @@ class and caption) comes from the kind's own module (`runtime.drawing_for`)."""
 
 from __future__ import annotations
 
-import functools
 import itertools
-from collections import deque
 from dataclasses import dataclass, field
 
 from runtime import NodeDrawing, Pack, drawing_for
-
-Point = tuple[float, float]
-Box = tuple[float, float, float, float]  # x, y, width, height
+from studio.projects.graph_geometry import Box, Point, bezier, boxes_overlap, path_crosses_box
+from studio.projects.graph_layers import layers
 
 NODE_W, NODE_H = 156, 48
 H_GAP, V_GAP = 44, 110
@@ -185,7 +182,7 @@ class DrawnEdge:
 
     def points(self, steps: int = 48) -> list[Point]:
         """The curve as a polyline, for the layout checks."""
-        return [_bezier(self.curve, i / steps) for i in range(steps + 1)]
+        return [bezier(self.curve, i / steps) for i in range(steps + 1)]
 
     @property
     def marker(self) -> str:
@@ -242,47 +239,6 @@ class LegendItem:
     @property
     def line(self) -> str:
         return f"M{self.x:g},{self.y - 4:g} h34"
-
-
-def layers(pack: Pack) -> list[list[str]]:
-    """Breadth-first layers from the entry over every edge kind; nodes the entry cannot
-    reach (a pack that loads has none) go in one last layer."""
-    depth: dict[str, int] = {}
-    order: list[str] = []
-    if pack.entry in pack.nodes:
-        depth[pack.entry] = 0
-        queue = deque([pack.entry])
-        while queue:
-            node = queue.popleft()
-            order.append(node)
-            for edge in pack.edges:
-                if edge.source == node and edge.target in pack.nodes and edge.target not in depth:
-                    depth[edge.target] = depth[node] + 1
-                    queue.append(edge.target)
-    last = max(depth.values(), default=-1) + 1
-    for node in pack.nodes:
-        if node not in depth:
-            depth[node] = last
-            order.append(node)
-    out: list[list[str]] = [[] for _ in range(max(depth.values(), default=-1) + 1)]
-    for node in order:
-        out[depth[node]].append(node)
-    _untangle(out, pack)
-    return out
-
-
-def _untangle(rows: list[list[str]], pack: Pack) -> None:
-    """One downward pass of the barycentre heuristic: order each layer by the mean
-    position of its parents in the layer above, which removes most crossings."""
-    for i in range(1, len(rows)):
-        above = {node: k for k, node in enumerate(rows[i - 1])}
-        first_seen = {node: k for k, node in enumerate(rows[i])}
-        rows[i].sort(key=functools.partial(_barycentre, pack, above=above, first_seen=first_seen))
-
-
-def _barycentre(pack: Pack, node: str, *, above: dict[str, int], first_seen: dict[str, int]) -> tuple[float, int]:
-    parents = [above[e.source] for e in pack.edges if e.target == node and e.source in above]
-    return (sum(parents) / len(parents) if parents else float(len(above)), first_seen[node])
 
 
 def draw(
@@ -369,50 +325,6 @@ EDGE_MEANING = {
 }
 
 
-def _bezier(curve: tuple[Point, Point, Point, Point], t: float) -> Point:
-    weights = ((1 - t) ** 3, 3 * (1 - t) ** 2 * t, 3 * (1 - t) * t**2, t**3)
-    return (
-        sum(w * p[0] for w, p in zip(weights, curve, strict=True)),
-        sum(w * p[1] for w, p in zip(weights, curve, strict=True)),
-    )
-
-
-def boxes_overlap(a: Box, b: Box) -> bool:
-    return a[0] < b[0] + b[2] and b[0] < a[0] + a[2] and a[1] < b[1] + b[3] and b[1] < a[1] + a[3]
-
-
-def segment_crosses_box(p: Point, q: Point, box: Box) -> bool:
-    """Whether the segment p-q passes through the box (Liang-Barsky clipping)."""
-    x0, y0 = p
-    dx, dy = q[0] - p[0], q[1] - p[1]
-    low, high = 0.0, 1.0
-    for step, room in (
-        (-dx, x0 - box[0]),
-        (dx, box[0] + box[2] - x0),
-        (-dy, y0 - box[1]),
-        (dy, box[1] + box[3] - y0),
-    ):
-        if step == 0:
-            if room < 0:
-                return False
-            continue
-        t = room / step
-        if step < 0:
-            low = max(low, t)
-        else:
-            high = min(high, t)
-        if low > high:
-            return False
-    return True
-
-
-def path_crosses_box(points: list[Point], box: Box) -> bool:
-    xs, ys = [p[0] for p in points], [p[1] for p in points]
-    if not boxes_overlap((min(xs), min(ys), max(xs) - min(xs) + 1e-9, max(ys) - min(ys) + 1e-9), box):
-        return False  # the path's own bounds miss the box: most paths, checked in one step
-    return any(segment_crosses_box(p, q, box) for p, q in itertools.pairwise(points))
-
-
 def layout_problems(drawing: Drawing) -> list[str]:
     """What the layout check finds wrong: two label boxes that intersect, or a label box
     that an edge other than its own crosses. Empty for a readable drawing."""
@@ -446,7 +358,7 @@ def _place_labels(drawing: Drawing) -> None:
             if box is not None:
                 break
         else:  # nowhere free even for a number: the layout check will say so
-            box = _label_box(edge, _bezier(edge.curve, 0.5), 0)
+            box = _label_box(edge, bezier(edge.curve, 0.5), 0)
         numbered = max(numbered, edge.number)
         edge.box = box
         edge.label_x, edge.label_y = round(box[0] + box[2] / 2, 1), round(box[1] + box[3] - 4, 1)
@@ -461,7 +373,7 @@ def _label_box(edge: DrawnEdge, at: Point, side: int) -> Box:
 
 def _free_spot(edge: DrawnEdge, drawing: Drawing, obstacles: list[Box], paths: dict[int, list[Point]]) -> Box | None:
     for t in ALONG:
-        at = _bezier(edge.curve, t)
+        at = bezier(edge.curve, t)
         for side in (0, 1, -1):
             box = _label_box(edge, at, side)
             if box[0] < 2 or box[1] < 2 or box[0] + box[2] > drawing.width - 2 or box[1] + box[3] > drawing.height - 2:
@@ -548,5 +460,5 @@ def _route(
         c1, c2 = (max(x1, x2) + out, y1), (max(x1, x2) + out, y2)
     d = f"M{x1:g},{y1:g} C{c1[0]:g},{c1[1]:g} {c2[0]:g},{c2[1]:g} {x2:g},{y2:g}"
     curve = ((x1, y1), c1, c2, (x2, y2))
-    mx, my = _bezier(curve, t)
+    mx, my = bezier(curve, t)
     return DrawnEdge(a.id, b.id, kind, label, d, round(mx, 1), round(my, 1), curve=curve)

@@ -10,15 +10,9 @@ from django.conf import settings
 from django.template.loader import render_to_string
 
 from runtime import drawing_for, load_pack
-from studio.projects.graph_svg import (
-    boxes_overlap,
-    draw,
-    heat_colour,
-    layers,
-    layout_problems,
-    path_crosses_box,
-    segment_crosses_box,
-)
+from studio.projects.graph_geometry import boxes_overlap, path_crosses_box, segment_crosses_box
+from studio.projects.graph_layers import layers
+from studio.projects.graph_svg import draw, heat_colour, layout_problems
 
 EXAMPLES = ["support_triage", "refund_desk", "invoice_extract", "lead_qualifier", "moderation"]
 

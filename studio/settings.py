@@ -168,8 +168,9 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_MAX_BYTES
 # REDIS_URL when it is set (scale-out), else the Redis server that `scripts/start` runs
 # itself on a unix socket under var/ (it sets PACKFORGE_EMBEDDED_REDIS). Only a process
 # started with neither (the test suite, a one-off `manage.py` command) falls back to
-# kombu's filesystem transport, which is not safe with concurrent producers and
-# consumers: see "The embedded broker" in docs/deploy.md.
+# kombu's filesystem transport, with its files written whole (studio/work/fsbroker.py;
+# kombu's own lets a consumer read a half-written message): see "The embedded broker"
+# in docs/deploy.md.
 EMBEDDED_REDIS_SOCKET = embedded_redis_socket(VAR_DIR)
 REDIS_URL = env_str("REDIS_URL", "")
 if not REDIS_URL and env_bool("PACKFORGE_EMBEDDED_REDIS", False):
@@ -186,6 +187,7 @@ else:
     for _sub in ("queue", "processed", "control"):
         (_queue / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT = "studio.work.fsbroker:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_queue / "queue"),
         "data_folder_out": str(_queue / "queue"),

@@ -23,6 +23,7 @@ errors.install(api)
 
 api.add_router("/projects", "studio.projects.api.router")
 api.add_router("/projects", "studio.projects.spec_api.router")
+api.add_router("/projects", "studio.proposals.api.router")
 api.add_router("/endpoints", "studio.endpoints.api.router")
 api.add_router("/runs", "studio.runs.api.router")
 api.add_router("/tokens", "studio.accounts.api.router")

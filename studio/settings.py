@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "studio.compiles",
     "studio.deployments",
     "studio.review",
+    "studio.proposals",
 ]
 
 MIDDLEWARE = [

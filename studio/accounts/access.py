@@ -15,7 +15,9 @@ from studio.accounts.models import Role
 from studio.compiles.models import Compile
 from studio.endpoints.models import Endpoint
 from studio.evals.models import Eval
+from studio.numbers import whole_number
 from studio.projects.models import Project
+from studio.proposals.models import Proposal
 from studio.runs.models import TryRun
 
 
@@ -69,6 +71,20 @@ def compile_for(user: User, pk: int, *, slug: str | None = None, edit: bool = Fa
     if found is None:
         raise Http404("No such compile")
     return found, _role_on(found.project, user, edit=edit)
+
+
+def proposal_for(user: User, slug: str, number: int, *, edit: bool = False) -> tuple[Proposal, Role]:
+    """The proposal `number` of project `slug` and the user's role on the project."""
+    project, role = project_for(user, slug, edit=edit)
+    if whole_number(number) is None:
+        raise Http404("No such proposal")
+    found = Proposal.objects.select_related("project", "author", "base_eval", "head_eval", "deployment").filter(
+        project=project, number=number
+    )
+    proposal = found.first()
+    if proposal is None:
+        raise Http404("No such proposal")
+    return proposal, role
 
 
 def can_manage_endpoints(user: User) -> bool:

@@ -11,7 +11,7 @@ from ninja import Field, Router, Schema, Status
 
 from studio.accounts.access import project_for
 from studio.accounts.models import ApiToken
-from studio.deployments import service
+from studio.deployments import promotion, service
 from studio.deployments.access import deployment_for
 from studio.deployments.models import Deployment, DeploymentChange
 from studio.errors import ERRORS, INVALID, Refused
@@ -38,10 +38,21 @@ class DeploymentIn(Schema):
 
 
 class DeploymentPatch(Schema):
-    version: str | None = None
+    version: str | None = Field(None, description="a promote: a version on main")
     tiers: list[int] | None = None
     webhook_url: str | None = None
     webhook_secret: str | None = None
+    follow_main: bool | None = Field(None, description="promote to main's tip on every merge")
+
+
+class PromoteIn(Schema):
+    version: str | None = Field(None, description="a version on main (a sha or a prefix); main's tip when left out")
+    note: str = Field("", description="why; kept in the deployment's history")
+
+
+class RollbackIn(Schema):
+    to: str | None = Field(None, description="a version it served before; the one before the current when left out")
+    note: str = ""
 
 
 class DeploymentOut(Schema):
@@ -51,6 +62,7 @@ class DeploymentOut(Schema):
     tiers: list[TierOut]
     webhook_url: str
     has_webhook_secret: bool
+    follow_main: bool
     created_by: str
     created_at: datetime
     updated_at: datetime
@@ -59,9 +71,10 @@ class DeploymentOut(Schema):
 class ChangeOut(Schema):
     at: datetime
     user: str
-    field: str
+    field: str  # created | version (a promote) | rollback | tiers | webhook_url | webhook_secret | follow_main
     old: Any
     new: Any
+    note: str
 
 
 class DeploymentTokenIn(Schema):
@@ -86,6 +99,7 @@ def _deployment_out(d: Deployment) -> DeploymentOut:
         tiers=[TierOut(endpoint=pk, name=n) for pk, n in zip(d.tiers, names, strict=True)],
         webhook_url=d.webhook_url,
         has_webhook_secret=bool(d.webhook_secret),
+        follow_main=d.follow_main,
         created_by=d.created_by.username,
         created_at=d.created_at,
         updated_at=d.updated_at,
@@ -143,7 +157,31 @@ def delete_deployment(request: StudioRequest, name: str) -> Status[None]:
 def list_changes(request: StudioRequest, name: str) -> list[ChangeOut]:
     deployment, _ = deployment_for(request.user, name)
     rows = DeploymentChange.objects.filter(deployment=deployment).select_related("user")
-    return [ChangeOut(at=c.at, user=c.user.username, field=c.field, old=c.old, new=c.new) for c in rows]
+    return [_change_out(c) for c in rows]
+
+
+def _change_out(c: DeploymentChange) -> ChangeOut:
+    return ChangeOut(at=c.at, user=c.user.username, field=c.field, old=c.old, new=c.new, note=c.note)
+
+
+@router.post(
+    "/{name}/promote",
+    response={200: ChangeOut, **ERRORS, **INVALID},
+    summary="Serve a version on main (authors; written to its history with the note)",
+)
+def promote(request: StudioRequest, name: str, body: PromoteIn) -> ChangeOut:
+    deployment, _ = deployment_for(request.user, name, edit=True)
+    return _change_out(promotion.promote(deployment, body.version, user=request.user, note=body.note))
+
+
+@router.post(
+    "/{name}/rollback",
+    response={200: ChangeOut, **ERRORS, **INVALID},
+    summary="Serve a version it served before again (authors; written to its history with the note)",
+)
+def rollback(request: StudioRequest, name: str, body: RollbackIn) -> ChangeOut:
+    deployment, _ = deployment_for(request.user, name, edit=True)
+    return _change_out(promotion.rollback(deployment, body.to, user=request.user, note=body.note))
 
 
 @router.post(

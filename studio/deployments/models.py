@@ -44,6 +44,8 @@ class Deployment(models.Model):
     # Stored as given; shown once, when set, never again (the form and the API only say
     # whether there is one).
     webhook_secret = models.CharField(max_length=200, blank=True)
+    # Opt-in: every merge into main promotes this deployment to main's new tip.
+    follow_main = models.BooleanField(default=False)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
@@ -61,9 +63,11 @@ class DeploymentChange(models.Model):
     deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="changes")
     at = models.DateTimeField(default=timezone.now)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    field = models.CharField(max_length=32)  # created | version | tiers | webhook_url | webhook_secret
+    # created | version (a promote) | rollback | tiers | webhook_url | webhook_secret | follow_main
+    field = models.CharField(max_length=32)
     old = models.JSONField(null=True, blank=True)
     new = models.JSONField(null=True, blank=True)
+    note = models.TextField(blank=True)  # why: given with a promote or a rollback
 
     class Meta:
         ordering = ["-at", "-pk"]

@@ -22,7 +22,9 @@ from studio import errors, packs
 from studio.deployments import events, settled
 from studio.deployments.models import Deployment, DeploymentChange, ServedRun
 from studio.endpoints.models import Endpoint
+from studio.projects.branches import on_main
 from studio.projects.models import Project
+from studio.projects.storage import PackRepo
 from studio.work import leases
 
 S = ServedRun.Status
@@ -41,12 +43,18 @@ class Conflict(errors.Conflict):
 
 
 def resolve_version(project: Project, version: str | None) -> str:
-    """The full commit sha `version` names (None: the newest); the pack at it must load."""
+    """The full commit sha `version` names (None: main's tip); it must be on main (a merged
+    proposal or a commit there: docs/proposals.md) and the pack at it must load."""
     try:
         with packs.loaded(project, version, own_model=False) as got:
-            return got.sha
+            sha = got.sha
     except packs.PackUnrunnable as exc:
         raise Refused(str(exc)) from None
+    if not on_main(PackRepo(project.repo_path), sha):
+        raise Refused(
+            f"version {sha[:10]} is not on main; a deployment serves only versions on main (merge its proposal first)"
+        )
+    return sha
 
 
 def check_tiers(tiers: list[Any]) -> list[int]:
@@ -111,10 +119,14 @@ def create_deployment(
     return deployment
 
 
-def change_deployment(deployment: Deployment, *, user: User, **changes: Any) -> list[DeploymentChange]:
-    """Apply `changes` (version, tiers, webhook_url, webhook_secret; None: unchanged) and
-    write one DeploymentChange per field that changed. A secret's history says that it
-    changed, never what it is."""
+def change_deployment(
+    deployment: Deployment, *, user: User, note: str = "", rollback: bool = False, **changes: Any
+) -> list[DeploymentChange]:
+    """Apply `changes` (version, tiers, webhook_url, webhook_secret, follow_main; None:
+    unchanged) and write one DeploymentChange per field that changed, `note` (why) on
+    each. A new version is a promote (history field `version`), or with `rollback` a
+    rollback (field `rollback`); either way it must be on main (resolve_version). A
+    secret's history says that it changed, never what it is."""
     if changes.get("version") is not None:
         changes["version"] = resolve_version(deployment.project, changes["version"])
     if changes.get("tiers") is not None:
@@ -122,14 +134,19 @@ def change_deployment(deployment: Deployment, *, user: User, **changes: Any) -> 
     made: list[DeploymentChange] = []
     with transaction.atomic():
         row = Deployment.objects.select_for_update().get(pk=deployment.pk)
-        for field in ("version", "tiers", "webhook_url", "webhook_secret"):
+        for field in ("version", "tiers", "webhook_url", "webhook_secret", "follow_main"):
             new = changes.get(field)
             if new is None or getattr(row, field) == new:
                 continue
             old = getattr(row, field)
             setattr(row, field, new)
             shown_old, shown_new = (bool(old), bool(new)) if field == "webhook_secret" else (old, new)
-            made.append(DeploymentChange(deployment=row, user=user, field=field, old=shown_old, new=shown_new))
+            recorded = "rollback" if field == "version" and rollback else field
+            made.append(
+                DeploymentChange(
+                    deployment=row, user=user, field=recorded, old=shown_old, new=shown_new, note=note[:2000]
+                )
+            )
         if made:
             row.updated_at = timezone.now()
             _validate(row)

@@ -120,7 +120,7 @@ def pack_path(path: str) -> str:
     return path
 
 
-def _check_changes(files: dict[str, str | None]) -> dict[str, bytes | None]:
+def check_changes(files: dict[str, str | None]) -> dict[str, bytes | None]:
     limits = upload_limits()
     if len(files) > limits.max_files:
         raise Refused(f"{len(files)} files in one request; the limit is {limits.max_files}")
@@ -133,7 +133,7 @@ def _check_changes(files: dict[str, str | None]) -> dict[str, bytes | None]:
     return out
 
 
-def _changes(changes: list[FileChange]) -> list[ChangeOut]:
+def changes_out(changes: list[FileChange]) -> list[ChangeOut]:
     """Repository paths made pack-relative; changes outside the pack (spec/) are left out."""
     return [
         ChangeOut(path=c.path.removeprefix(PACK_PREFIX), status=c.status)
@@ -323,7 +323,7 @@ def save_files(request: StudioRequest, slug: str, body: FilesSaveIn) -> SaveOut 
         raise Refused("no files given; send {path: content} (or null to delete)")
     if not body.message.strip():
         raise Refused("a save needs a message")
-    changes = _check_changes(body.files)
+    changes = check_changes(body.files)
     repo = _repo(project)
     try:
         base = repo.resolve(body.base)
@@ -344,9 +344,9 @@ def save_files(request: StudioRequest, slug: str, body: FilesSaveIn) -> SaveOut 
         )
     except StaleBase as exc:
         detail = f"{exc}; nothing was saved. Re-read the files at {exc.head[:10]} and save again"
-        return Status(409, StaleOut(detail=detail, head=exc.head, changes=_changes(exc.changes)))
+        return Status(409, StaleOut(detail=detail, head=exc.head, changes=changes_out(exc.changes)))
     Project.objects.filter(pk=project.pk).update(head=sha, updated_at=timezone.now())
-    return SaveOut(version=sha, base=base, changes=_changes(repo.diff(base, sha)))
+    return SaveOut(version=sha, base=base, changes=changes_out(repo.diff(base, sha)))
 
 
 # -- diff, validate, download ------------------------------------------------------------------
@@ -394,7 +394,7 @@ def diff(
 )
 def validate(request: StudioRequest, slug: str, body: ValidateIn) -> ValidateOut:
     project, _ = project_for(request.user, slug)
-    overlay = _check_changes(body.files)
+    overlay = check_changes(body.files)
     repo = _repo(project)
     sha = _resolve(repo, body.version)
     files = repo.files(sha, prefix=PACK_PREFIX)

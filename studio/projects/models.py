@@ -26,6 +26,10 @@ class Project(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     head = models.CharField(max_length=40, blank=True)  # cached tip of main, for lists
     updated_at = models.DateTimeField(default=timezone.now)
+    # Merging a proposal (docs/proposals.md): approvals on its current head it needs, and
+    # whether its head must also pass the gate against its base.
+    approvals_required = models.PositiveSmallIntegerField(default=1)
+    merge_needs_gate = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-updated_at"]

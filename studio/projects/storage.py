@@ -85,6 +85,13 @@ class StaleBase(StorageError):
         super().__init__(f"this save was based on {base[:10]}, but the project is now at {head[:10]}")
 
 
+def branch_ref(branch: str) -> Ref:
+    """The ref of `main` or of a proposal's branch (`proposals/<n>`); no other name is taken."""
+    if branch != "main" and not (branch.startswith("proposals/") and branch[10:].isdigit()):
+        raise StorageError(f"no branch {branch!r}")
+    return Ref(f"refs/heads/{branch}".encode())
+
+
 def _oid(sha: str) -> ObjectID:
     """A hex commit/object sha as dulwich's object id type."""
     return ObjectID(sha.encode())
@@ -147,9 +154,10 @@ class PackRepo:
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
-    def head(self) -> str | None:
+    def head(self, branch: str = "main") -> str | None:
+        """The tip of `branch` (`main`, or a proposal's `proposals/<n>`), None when it has none."""
         try:
-            return self.repo.refs[BRANCH].decode()
+            return self.repo.refs[branch_ref(branch)].decode()
         except KeyError:
             return None
 
@@ -208,24 +216,39 @@ class PackRepo:
         return out
 
     def save(
-        self, changes: Mapping[str, bytes | None], *, base: str | None, author: str, email: str, message: str
+        self,
+        changes: Mapping[str, bytes | None],
+        *,
+        base: str | None,
+        author: str,
+        email: str,
+        message: str,
+        branch: str = "main",
     ) -> str:
-        """Commit `changes` (path -> new bytes, or None to delete) on top of `base`.
+        """Commit `changes` (path -> new bytes, or None to delete) on top of `base`, on
+        `branch` (an existing one, or `main` for the first commit).
 
         Raises StaleBase when the branch is no longer at `base`. A save that finds a
         `.lock` file a crashed writer left (dulwich's FileLocked) clears the stale ones
         (`clear_stale_locks`) and tries once more."""
         try:
-            return self._save(changes, base=base, author=author, email=email, message=message)
+            return self._save(changes, base=base, author=author, email=email, message=message, branch=branch)
         except FileLocked:
             with self._locked():
                 cleared = clear_stale_locks(self.path)
             if not cleared:
                 raise StorageError("another save is writing the same content; try again in a minute") from None
-            return self._save(changes, base=base, author=author, email=email, message=message)
+            return self._save(changes, base=base, author=author, email=email, message=message, branch=branch)
 
     def _save(
-        self, changes: Mapping[str, bytes | None], *, base: str | None, author: str, email: str, message: str
+        self,
+        changes: Mapping[str, bytes | None],
+        *,
+        base: str | None,
+        author: str,
+        email: str,
+        message: str,
+        branch: str,
     ) -> str:
         if not message.strip():
             raise StorageError("a save needs a message")
@@ -235,7 +258,9 @@ class PackRepo:
         if problem is not None:
             raise StorageError(problem)
         with self._locked():
-            head = self.head()
+            head = self.head(branch)
+            if head is None and branch != "main":
+                raise StorageError(f"no branch {branch!r}")
             if head != base:
                 if base is None or head is None:
                     raise StorageError("the project's history does not match this save")
@@ -272,7 +297,7 @@ class PackRepo:
             commit.encoding = b"UTF-8"
             commit.message = message.strip().encode() + b"\n"
             store.add_object(commit)
-            if not self.repo.refs.set_if_equals(BRANCH, _oid(head) if head else None, commit.id):
+            if not self.repo.refs.set_if_equals(branch_ref(branch), _oid(head) if head else None, commit.id):
                 raise StorageError("the branch moved during the save; try again")
             return commit.id.decode()
 

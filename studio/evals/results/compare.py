@@ -42,10 +42,13 @@ class _Side:
         return sum(got) / len(got) if got else None
 
 
-def compare(a: Eval, b: Eval) -> dict[str, Any]:
+def compare(a: Eval, b: Eval, *, common_only: bool = False) -> dict[str, Any]:
     """`a` before, `b` after. Outcomes are paired by (case, repeat) when both evals ran the
     same repeats, else by case, a case passing when most of its repeats pass. Fixed: failed
-    in a, passes in b; broken: the reverse. The p-value is the exact McNemar test on them."""
+    in a, passes in b; broken: the reverse. The p-value is the exact McNemar test on them.
+    Evals of different case sets are refused, unless `common_only`: then only the cases
+    both ran are paired, and the others are listed apart (`only_a`, `only_b`), never
+    counted as fixed or broken (a proposal's checks, whose evalset may change)."""
     if a.pk == b.pk:
         raise NotComparable("Both sides are the same eval; choose two different evals.")
     if a.project_id != b.project_id:
@@ -56,7 +59,10 @@ def compare(a: Eval, b: Eval) -> dict[str, Any]:
     sa = _Side({(c, r): s for c, r, s in a.cases.values_list("case_id", "repeat", "status")})
     sb = _Side({(c, r): s for c, r, s in b.cases.values_list("case_id", "repeat", "status")})
     only_a, only_b = sa.case_ids - sb.case_ids, sb.case_ids - sa.case_ids
-    if only_a or only_b:
+    if common_only:
+        sa = _Side({k: v for k, v in sa.runs.items() if k[0] not in only_a})
+        sb = _Side({k: v for k, v in sb.runs.items() if k[0] not in only_b})
+    elif only_a or only_b:
         parts = []
         if only_a:
             parts.append(f"{len(only_a)} case(s) only in eval {a.pk} ({_sample(only_a)})")
@@ -133,6 +139,8 @@ def compare(a: Eval, b: Eval) -> dict[str, Any]:
         "ci_a": wilson_interval(pa, len(before)),
         "ci_b": wilson_interval(pb, len(after)),
         "metrics": deltas,
+        "only_a": sorted(only_a),
+        "only_b": sorted(only_b),
     }
 
 

@@ -46,6 +46,7 @@ urlpatterns = [
     path("p/<slug:slug>/evals/", include("studio.evals.urls")),
     path("p/<slug:slug>/compiles/", include("studio.compiles.urls")),
     path("p/<slug:slug>/deployments/", include("studio.deployments.urls")),
+    path("p/<slug:slug>/proposals/", include("studio.proposals.urls")),
     path("", include("studio.accounts.urls")),
     path("", include("studio.projects.urls")),
     # the URLs before every project page lived under /p/<slug>/: redirects (docs/studio.md)

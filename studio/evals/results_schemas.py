@@ -138,7 +138,10 @@ class PairOut(Schema):
     case_id: str
     repeat: int
     input: dict[str, Any] | None
-    expected: dict[str, Any] | None
+    expected: dict[str, Any] | None  # b's, else a's
+    expected_a: dict[str, Any] | None  # as a's version of the evalset has it
+    expected_b: dict[str, Any] | None  # as b's has it
+    evalset_changed: bool  # the case's input or expected differs between the two, or one lacks it
     a: SideOut | None
     b: SideOut | None
     changed: bool
@@ -181,7 +184,9 @@ class ColumnOut(Schema):
 class MatrixRowOut(Schema):
     case_id: str
     input: dict[str, Any] | None
-    expected: dict[str, Any] | None
+    expected: dict[str, Any] | None  # the newest evalset's that has the case
+    expected_by_eval: list[dict[str, Any] | None]  # each eval's own, in the evals' order
+    evalset_changed: bool  # the case differs between the evals' evalsets
     cells: list[SideOut | None]
     differs: bool
 

@@ -314,10 +314,13 @@ def _outcomes(ev: Eval, pack: Pack | None) -> dict[tuple[str, int], dict[str, An
 def compare_cases(
     a: Eval, b: Eval, pack_a: Pack | None, pack_b: Pack | None, *, changed_only: bool = False
 ) -> list[dict[str, Any]]:
-    """Per (case, repeat) of either eval: A's status and output, B's, and the expected
-    output (from B's version of the evalset, else A's). Changed outcomes first."""
+    """Per (case, repeat) of either eval: A's status and output, B's, and each side's own
+    expected output (`expected_a`, `expected_b`: its version's evalset); `evalset_changed`
+    when the case differs between the two evalsets (its input or expected, or it is in
+    one only). `expected` is B's, else A's. Changed outcomes first."""
     got_a, got_b = _outcomes(a, pack_a), _outcomes(b, pack_b)
-    cases = {**evalset_of(pack_a), **evalset_of(pack_b)}
+    cases_a, cases_b = evalset_of(pack_a), evalset_of(pack_b)
+    cases = {**cases_a, **cases_b}
     rows = []
     for key in sorted(set(got_a) | set(got_b)):
         x, y = got_a.get(key), got_b.get(key)
@@ -332,6 +335,9 @@ def compare_cases(
                 "a": x,
                 "b": y,
                 "expected": case.expected if case is not None else None,
+                "expected_a": _expected(cases_a, key[0]),
+                "expected_b": _expected(cases_b, key[0]),
+                "evalset_changed": _differs(cases_a, cases_b, key[0]),
                 "input": case.input if case is not None else None,
                 "changed": changed,
                 "same_output": x is not None and y is not None and x["output"] == y["output"],
@@ -341,14 +347,27 @@ def compare_cases(
     return rows
 
 
+def _expected(cases: Mapping[str, Case], case_id: str) -> dict[str, Any] | None:
+    case = cases.get(case_id)
+    return case.expected if case is not None else None
+
+
+def _differs(a: Mapping[str, Case], b: Mapping[str, Case], case_id: str) -> bool:
+    x, y = a.get(case_id), b.get(case_id)
+    if x is None or y is None:
+        return (x is None) != (y is None)
+    return (x.input, x.expected) != (y.input, y.expected)
+
+
 def matrix(evals: list[Eval], packs: list[Pack | None]) -> dict[str, Any]:
     """Cases down, evals across (promptfoo's view): each cell the run's status, tier and
     output; the expected output beside each case; per eval its pass rate over the cells.
     With repeats, the first repeat (0) of each case is shown."""
     outcomes = [_outcomes(ev, pack) for ev, pack in zip(evals, packs, strict=True)]
+    evalsets = [evalset_of(pack) for pack in packs]
     cases: dict[str, Case] = {}
-    for pack in packs:
-        cases.update(evalset_of(pack))
+    for evalset in evalsets:
+        cases.update(evalset)
     ids = sorted({cid for got in outcomes for (cid, rep) in got if rep == 0})
     rows = []
     for cid in ids:
@@ -360,6 +379,8 @@ def matrix(evals: list[Eval], packs: list[Pack | None]) -> dict[str, Any]:
                 "case_id": cid,
                 "input": case.input if case is not None else None,
                 "expected": case.expected if case is not None else None,
+                "expected_by_eval": [_expected(evalset, cid) for evalset in evalsets],
+                "evalset_changed": any(_differs(evalsets[0], other, cid) for other in evalsets[1:]),
                 "cells": cells,
                 "differs": len(statuses) > 1,
             }

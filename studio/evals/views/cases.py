@@ -136,11 +136,12 @@ def eval_matrix(request: StudioRequest, slug: str) -> HttpResponse:
             {
                 **cell,
                 "output_text": compact(cell["output"]),
+                "expected_text": compact(expected) if r["evalset_changed"] else "",
                 "url": reverse("evals-case-trace", args=[slug, ev.pk, r["case_id"], 0]),
             }
             if cell is not None
             else None
-            for cell, ev in zip(r["cells"], evals, strict=True)
+            for cell, ev, expected in zip(r["cells"], evals, r["expected_by_eval"], strict=True)
         ]
     context.update(matrix=got, evals=evals)
     return render(request, "evals/results_matrix.html", context)

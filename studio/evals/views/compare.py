@@ -56,24 +56,18 @@ def eval_compare(request: StudioRequest, slug: str) -> HttpResponse:
     b, _ = eval_for(request.user, id_b)
     context: dict[str, Any] = {"a": a, "b": b, "role": role, "project": a.project, "a_id": raw_a, "b_id": raw_b}
     try:
-        cmp = compare(a, b)
+        cmp = compare(a, b, common_only=request.GET.get("common") == "1")
     except NotComparable as exc:
         context["error"] = str(exc)
         return render(request, "evals/results_compare.html", context, status=400)
-    for m in cmp["metrics"]:
-        m.update(
-            a_text=metric_text(m["metric"], m["a"]),
-            b_text=metric_text(m["metric"], m["b"]),
-            delta_text=delta_text(m["metric"], m["delta"], m["relative"]),
-        )
-    for c in cmp["fixed"] + cmp["broken"]:
-        c.update(before_text=pct(c["before"]), after_text=pct(c["after"]))
-    p = cmp["p_value"]
+    show = shown_compare(cmp)
     changed_only = request.GET.get("changed") == "1"
     pairs = compare_cases(a, b, pack_of(a), pack_of(b), changed_only=changed_only)
     for row in pairs:
         row.update(
             expected_text=compact(row["expected"]),
+            expected_a_text=compact(row["expected_a"]),
+            expected_b_text=compact(row["expected_b"]),
             input_text=compact(row["input"]),
             a_url=reverse("evals-case-trace", args=[slug, a.pk, row["case_id"], row["repeat"]]) if row["a"] else "",
             b_url=reverse("evals-case-trace", args=[slug, b.pk, row["case_id"], row["repeat"]]) if row["b"] else "",
@@ -87,13 +81,29 @@ def eval_compare(request: StudioRequest, slug: str) -> HttpResponse:
         changed_only=changed_only,
         cancelled=[e for e in (a, b) if e.status == Eval.Status.CANCELLED],
         cmp=cmp,
-        show={
-            "ci_a": "–".join(pct(x) for x in cmp["ci_a"]),
-            "ci_b": "–".join(pct(x) for x in cmp["ci_b"]),
-            "p_value": f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}",
-        },
+        show=show,
     )
     return render(request, "evals/results_compare.html", context)
+
+
+def shown_compare(cmp: dict[str, Any]) -> dict[str, str]:
+    """Add the display text to `compare()`'s answer (each metric's values and change, each
+    fixed and broken case's rates) and return the intervals and p-value as text: what the
+    compare page and a proposal's checks show alike."""
+    for m in cmp["metrics"]:
+        m.update(
+            a_text=metric_text(m["metric"], m["a"]),
+            b_text=metric_text(m["metric"], m["b"]),
+            delta_text=delta_text(m["metric"], m["delta"], m["relative"]),
+        )
+    for c in cmp["fixed"] + cmp["broken"]:
+        c.update(before_text=pct(c["before"]), after_text=pct(c["after"]))
+    p = cmp["p_value"]
+    return {
+        "ci_a": "–".join(pct(x) for x in cmp["ci_a"]),
+        "ci_b": "–".join(pct(x) for x in cmp["ci_b"]),
+        "p_value": f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}",
+    }
 
 
 # -- history ------------------------------------------------------------------------------

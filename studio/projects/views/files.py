@@ -18,6 +18,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from studio.errors import Refused
 from studio.http import StudioRequest
 from studio.projects.storage import StaleBase, StorageError
 from studio.projects.validation import Problem, validate_files
@@ -34,6 +35,8 @@ from studio.projects.views.common import (
     report_saved,
     text_of,
 )
+from studio.proposals import service as proposals
+from studio.proposals.models import Proposal
 
 EDITABLE = re.compile(r"^(manifest\.yaml|graph\.yaml|prompts/[a-z0-9_]+\.txt|grammars/[a-z0-9_]+\.json)$")
 DELETABLE = re.compile(r"^(prompts/[a-z0-9_]+\.txt|grammars/[a-z0-9_]+\.json)$")
@@ -184,6 +187,8 @@ def _save(request: StudioRequest, opened: Opened, path: str) -> HttpResponse:
     changes: dict[str, bytes | None] = {f"pack/{path}": form_text(data["content"])}
     if ".keep" in _files_at(opened, data["base"]):
         changes["pack/.keep"] = None  # the empty project's placeholder goes with its first file
+    if request.POST.get("to") == "proposal":
+        return _propose(request, opened, path, changes, form, text)
     try:
         sha = opened.repo.save(changes, base=data["base"], author=author, email=email, message=data["message"])
     except StaleBase as stale:
@@ -210,7 +215,40 @@ def _save(request: StudioRequest, opened: Opened, path: str) -> HttpResponse:
     return after_save(request, reverse("projects-file", args=[opened.project.slug, path]))
 
 
-def _save_error(exc: StorageError, base: str) -> str:
+def _propose(
+    request: StudioRequest, opened: Opened, path: str, changes: dict[str, bytes | None], form: SaveForm, text: str
+) -> HttpResponse:
+    """Open a proposal with this change on top of the editor's base, instead of saving to main."""
+    data = form.cleaned_data
+    try:
+        made = proposals.open_proposal(
+            opened.project,
+            user=request.user,
+            title=data["message"].strip().splitlines()[0],
+            description=data["message"],
+            changes=changes,
+            base=data["base"],
+            source=Proposal.Source.EDITOR,
+            message=data["message"],
+        )
+    except Refused as exc:  # a StorageError too: nothing changed, a refused path
+        form.add_error(None, _save_error(exc, data["base"]))
+        return _editor(
+            request,
+            opened,
+            path,
+            text,
+            data["base"],
+            _files_at(opened, data["base"]),
+            status=400,
+            form=form,
+            message=data["message"],
+        )
+    messages.success(request, f"Opened proposal #{made.number}; its checks are running.")
+    return after_save(request, reverse("proposals-detail", args=[opened.project.slug, made.number]))
+
+
+def _save_error(exc: Refused, base: str) -> str:
     if str(exc) == "nothing changed":
         return f"Nothing to save: the text is the same as version {base[:10]}."
     return f"Not saved: {exc}."

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_http_methods
 
 from studio.accounts.access import project_for
 from studio.accounts.models import ApiToken
-from studio.deployments import service
+from studio.deployments import promotion, service
 from studio.deployments.access import deployment_for
 from studio.deployments.models import Deployment, DeploymentChange, RunEvent, ServedRun
 from studio.endpoints.models import Endpoint
@@ -37,12 +37,15 @@ class DeploymentForm(forms.Form):
     )
     webhook_url = forms.URLField(required=False, max_length=500)
     webhook_secret = forms.CharField(required=False, max_length=200, widget=forms.PasswordInput)
+    follow_main = forms.BooleanField(required=False, label="Follow main", help_text="promote on every merge into main")
 
     def __init__(self, *args: Any, versions: list[Any], editing: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         version = self.fields["version"]
         assert isinstance(version, forms.ChoiceField)
         version.choices = [("", "the newest")] + [(v.sha, f"{v.sha[:10]} {v.message}") for v in versions]
+        if not editing:
+            del self.fields["follow_main"]
         if editing:
             del self.fields["name"]
             self.fields["webhook_secret"].help_text = "leave empty to keep the current secret"
@@ -108,7 +111,12 @@ def deployment_detail(request: StudioRequest, slug: str, name: str) -> HttpRespo
         raise Http404("No such deployment")
     project = deployment.project
     versions = PackRepo(project.repo_path).log(limit=50)
-    initial = {"version": deployment.version, "tiers": _tiers_text(deployment), "webhook_url": deployment.webhook_url}
+    initial = {
+        "version": deployment.version,
+        "tiers": _tiers_text(deployment),
+        "webhook_url": deployment.webhook_url,
+        "follow_main": deployment.follow_main,
+    }
     form = DeploymentForm(None, versions=versions, editing=True, initial=initial)
     new_token = None
     if request.method == "POST":
@@ -120,6 +128,8 @@ def deployment_detail(request: StudioRequest, slug: str, name: str) -> HttpRespo
             return redirect("deployments-list", slug=slug)
         if action == "evaluate":
             return _evaluate(request, deployment)
+        if action in ("promote", "rollback"):
+            return _move(request, deployment, action)
         if action == "token":
             label = (request.POST.get("token_name") or "").strip()[:100] or "deployment"
             _, new_token = ApiToken.issue(request.user, label, deployment=deployment)
@@ -135,6 +145,7 @@ def deployment_detail(request: StudioRequest, slug: str, name: str) -> HttpRespo
                         tiers=data["tiers"],
                         webhook_url=data["webhook_url"],
                         webhook_secret=data["webhook_secret"] or None,
+                        follow_main=data["follow_main"],
                     )
                 except service.Refused as exc:
                     form.add_error(None, str(exc))
@@ -147,6 +158,8 @@ def deployment_detail(request: StudioRequest, slug: str, name: str) -> HttpRespo
         "tiers": _tiers_text(deployment) or "the pack's own model",
         "form": form,
         "changes": DeploymentChange.objects.filter(deployment=deployment).select_related("user")[:100],
+        "main_versions": versions[:20],
+        "served_before": [v for v in promotion.promoted_versions(deployment) if v != deployment.version][:20],
         "escalations": escalation_counts(deployment),
         "runs": ServedRun.objects.filter(deployment=deployment).order_by("-created_at", "-pk")[:50],
         "tokens": ApiToken.objects.filter(deployment=deployment, revoked=False).select_related("user")
@@ -166,3 +179,19 @@ def _evaluate(request: StudioRequest, deployment: Deployment) -> HttpResponse:
         messages.error(request, f"Could not evaluate {deployment.name}: {exc}")
         return redirect("deployments-detail", slug=deployment.project.slug, name=deployment.name)
     return redirect("evals-detail", slug=deployment.project.slug, eval_id=ev.pk)
+
+
+def _move(request: StudioRequest, deployment: Deployment, action: str) -> HttpResponse:
+    """Promote to a version on main, or roll back to one served before, with a note."""
+    version = request.POST.get("version", "").strip() or None
+    note = request.POST.get("note", "")
+    try:
+        if action == "promote":
+            made = promotion.promote(deployment, version, user=request.user, note=note)
+        else:
+            made = promotion.rollback(deployment, version, user=request.user, note=note)
+    except service.Refused as exc:
+        messages.error(request, f"Could not {action.replace('rollback', 'roll back')} {deployment.name}: {exc}")
+    else:
+        messages.success(request, f"{deployment.name} now serves {str(made.new)[:10]}.")
+    return redirect("deployments-detail", slug=deployment.project.slug, name=deployment.name)

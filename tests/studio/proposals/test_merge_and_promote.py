@@ -131,3 +131,22 @@ def test_patch_turns_follow_main_on(project: Project, owner: User, as_owner: Cli
     done = send(as_owner, "patch", "/api/deployments/triage", {"follow_main": True})
     assert done.status_code == 200 and done.json()["follow_main"] is True
     assert DeploymentChange.objects.filter(field="follow_main", new=True).exists()
+
+
+def test_promote_and_roll_back_from_the_deployment_page(
+    project: Project, owner: User, as_owner: Client, as_reviewer: Client
+) -> None:
+    first = head_of(project)
+    deployment_of(project, owner)
+    proposal = approved(as_owner, as_reviewer, {PROMPT: "Classify.\n"})
+    page = "/p/triage/deployments/triage"
+    refused = as_owner.post(page, {"action": "promote", "version": proposal["head"], "note": "too early"}, follow=True)
+    assert "is not on main" in refused.content.decode() and Deployment.objects.get().version == first
+    send(as_owner, "post", f"{URL}/{proposal['number']}/merge")
+    as_owner.post(page, {"action": "promote", "version": proposal["head"], "note": "new prompt"})
+    assert Deployment.objects.get().version == proposal["head"]
+    shown = as_owner.get(page).content.decode()
+    assert 'id="rollback-form"' in shown and "new prompt" in shown
+    as_owner.post(page, {"action": "rollback", "version": first, "note": "worse on billing"})
+    assert Deployment.objects.get().version == first
+    assert "worse on billing" in as_owner.get(page).content.decode()

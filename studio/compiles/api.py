@@ -106,7 +106,8 @@ class CompileOut(Schema):
 class AdoptOut(Schema):
     compile: int
     attempt: int
-    version: str  # the commit that adopted it
+    proposal: int  # the proposal opened with it (docs/proposals.md); merged, it reaches main
+    version: str  # the proposal's head: the commit that adopts it
     message: str
 
 
@@ -114,7 +115,8 @@ class JudgedAdoptOut(Schema):
     compile: int
     arm: str
     model: str  # the judged pack's model: the target
-    version: str  # the commit that adopted it
+    proposal: int  # the proposal opened with it
+    version: str  # the proposal's head: the commit that adopts it
     message: str
 
 
@@ -231,15 +233,17 @@ def get_attempt(request: StudioRequest, compile_id: int, number: int) -> Attempt
 @router.post(
     "/{compile_id}/attempts/{number}/adopt",
     response={200: AdoptOut, **ERRORS_409},
-    summary="Adopt an attempt: commit its pack into the project's pack/",
+    summary="Adopt an attempt: open a proposal that makes the project's pack/ its pack (the evalset kept)",
 )
 def adopt(request: StudioRequest, compile_id: int, number: int, base: str | None = None) -> AdoptOut:
-    """`?base=SHA`: the version you reviewed the attempt against; 409 when the project
-    moved on since. Without it, the attempt is adopted on top of the head."""
+    """`?base=SHA`: the version you reviewed the attempt against; the proposal starts
+    there (main's tip without it). The project's evalset is kept (one gold)."""
     c, _ = compile_for(request.user, compile_id, edit=True)
     a = _attempt(c, number)
-    sha = adopt_attempt(a, user=request.user, base=base)
-    return AdoptOut(compile=c.pk, attempt=a.number, version=sha, message=adoption_message(a))
+    made = adopt_attempt(a, user=request.user, base=base)
+    return AdoptOut(
+        compile=c.pk, attempt=a.number, proposal=made.number, version=made.head, message=adoption_message(a)
+    )
 
 
 @router.get(
@@ -258,15 +262,20 @@ def get_judged(request: StudioRequest, compile_id: int) -> JudgedPackOut:
 @router.post(
     "/{compile_id}/adopt",
     response={200: JudgedAdoptOut, **ERRORS_409},
-    summary="Adopt the judged pack: commit the pack judged on the target into the project's pack/",
+    summary="Adopt the judged pack: open a proposal that makes the project's pack/ the pack judged on the target",
 )
 def adopt_judged_pack(request: StudioRequest, compile_id: int, base: str | None = None) -> JudgedAdoptOut:
     """The pack that won on the compile's target model (its manifest's model is the
     target), not an attempt's (which run on the offline test model). `?base=SHA`: the
-    version you reviewed it against; 409 when the project moved on since, or when there
-    is no judged pack (no target, or neither arm beat the trivial baseline)."""
+    version you reviewed it against, where the proposal starts. 409 when there is no
+    judged pack (no target, or neither arm beat the trivial baseline)."""
     c, _ = compile_for(request.user, compile_id, edit=True)
-    sha = adopt_judged(c, user=request.user, base=base)
+    made = adopt_judged(c, user=request.user, base=base)
     return JudgedAdoptOut(
-        compile=c.pk, arm=c.judged_arm, model=c.judged_model, version=sha, message=judged_adoption_message(c)
+        compile=c.pk,
+        arm=c.judged_arm,
+        model=c.judged_model,
+        proposal=made.number,
+        version=made.head,
+        message=judged_adoption_message(c),
     )

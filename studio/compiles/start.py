@@ -21,12 +21,17 @@ from studio.numbers import whole_number
 from studio.packs import PACK_PREFIX
 from studio.projects.models import Project
 from studio.projects.specs import check_spec, spec_files
-from studio.projects.storage import PackRepo, StaleBase, StorageError
+from studio.projects.storage import PackRepo, StorageError
+from studio.proposals import service as proposals
+from studio.proposals.models import Proposal
 
 # The planner endpoints a compile can use: a frontier model behind an OpenAI-compatible
 # server, or a recorded planner (plan documents replayed from the server's disk, set up
 # by staff like a scripted endpoint).
 PLANNER_SCHEMES = ("openai:", "recorded:")
+
+
+EVALSET = "evalset.jsonl"  # the project's one gold: an adoption leaves it as it is
 
 
 class CompileRefused(Refused):
@@ -150,13 +155,7 @@ def judged_adoption_message(c: Compile) -> str:
     )
 
 
-class AdoptStale(CompileRefused):
-    """The project moved on since the version the adoption was based on."""
-
-    status = 409
-
-
-def adopt_attempt(attempt: CompileAttempt, *, user: User, base: str | None = None) -> str:
+def adopt_attempt(attempt: CompileAttempt, *, user: User, base: str | None = None) -> Proposal:
     """Adopt the attempt's pack (adopt_files), with a message naming the spec version and
     the attempt. Its pack runs on the offline test model (structure tests only)."""
     if not attempt.pack_files:
@@ -167,7 +166,7 @@ def adopt_attempt(attempt: CompileAttempt, *, user: User, base: str | None = Non
     )
 
 
-def adopt_judged(c: Compile, *, user: User, base: str | None = None) -> str:
+def adopt_judged(c: Compile, *, user: User, base: str | None = None) -> Proposal:
     """Adopt the pack judged on the compile's target (adopt_files): the one whose
     manifest's model is the target, with a message naming the spec version, the target
     and the verdict."""
@@ -184,39 +183,41 @@ def adopt_judged(c: Compile, *, user: User, base: str | None = None) -> str:
 
 def adopt_files(
     project: Project, files: dict[str, str], what: str, message: str, *, user: User, base: str | None = None
-) -> str:
-    """One commit that makes the project's pack/ exactly `files` (path -> text; files it
-    does not have are removed), with `message`. Returns the new commit's sha. `what`
-    names the pack in the refusals.
+) -> Proposal:
+    """Open a proposal (docs/proposals.md) whose one commit makes the project's pack/
+    exactly `files` (path -> text; files it does not have are removed), with `message`,
+    except the evalset: one gold per project, so the project's evalset.jsonl stays as it
+    is and an adoption never drops or rewrites a case. `what` names the pack in the
+    refusals.
 
-    `base` is the version the author saw the pack's diff against (the page sends it):
-    when the project moved on since, nothing is written (AdoptStale), so a teammate's
-    newer save is never overwritten unseen. Without `base` (an API call that names none),
-    the adoption goes on top of whatever the head is."""
+    `base` is the version the author saw the pack's diff against (the page sends it); the
+    proposal starts there, and a teammate's newer save on main meets it at merge time
+    (a merge commit, or a conflict shown as a diff), never overwritten unseen. Without
+    `base`, it starts at main's tip."""
     repo = PackRepo(project.repo_path)
-    wanted = {f"{PACK_PREFIX}{path}": text.encode("utf-8") for path, text in files.items()}
-    author = user.get_full_name() or user.username
-    for _ in range(1 if base else 2):  # without a base, a teammate's save in between: once more
-        head = base or repo.head()
-        try:
-            current = repo.files(head, prefix=PACK_PREFIX) if head else {}
-        except StorageError as exc:
-            raise CompileRefused(f"cannot adopt on version {head}: {exc}", status=409) from None
-        changes: dict[str, bytes | None] = {p: None for p in (f"{PACK_PREFIX}{q}" for q in current) if p not in wanted}
-        changes.update({p: data for p, data in wanted.items() if current.get(p[len(PACK_PREFIX) :]) != data})
-        if not changes:
-            raise CompileRefused(f"the project's pack is already {what}; nothing to adopt", status=409)
-        try:
-            sha = repo.save(changes, base=head, author=author, email=user.email, message=message)
-        except StaleBase as exc:
-            if base:
-                raise AdoptStale(
-                    f"the project moved on since {base[:10]} (it is now at {exc.head[:10]}); nothing was adopted. "
-                    f"Look at the diff of {what} against the project's pack again, then adopt"
-                ) from None
-            continue
-        except StorageError as exc:
-            raise CompileRefused(f"could not commit the pack: {exc}", status=409) from None
-        Project.objects.filter(pk=project.pk).update(head=repo.head() or "", updated_at=timezone.now())
-        return sha
-    raise CompileRefused("the project changed twice while adopting; try again", status=409)
+    try:
+        head = repo.resolve(base)
+        current = repo.files(head, prefix=PACK_PREFIX)
+    except StorageError as exc:
+        raise CompileRefused(f"cannot adopt on version {base or 'main'}: {exc}", status=409) from None
+    wanted = {f"{PACK_PREFIX}{path}": text.encode("utf-8") for path, text in files.items() if path != EVALSET}
+    kept = {f"{PACK_PREFIX}{EVALSET}"}
+    changes: dict[str, bytes | None] = {
+        p: None for p in (f"{PACK_PREFIX}{q}" for q in current) if p not in wanted and p not in kept
+    }
+    changes.update({p: data for p, data in wanted.items() if current.get(p[len(PACK_PREFIX) :]) != data})
+    if not changes:
+        raise CompileRefused(f"the project's pack is already {what}; nothing to adopt", status=409)
+    try:
+        return proposals.open_proposal(
+            project,
+            user=user,
+            title=message.splitlines()[0][:200],
+            description=message,
+            changes=changes,
+            base=head,
+            source=Proposal.Source.COMPILE,
+            message=message,
+        )
+    except Refused as exc:
+        raise CompileRefused(f"could not open a proposal with the pack: {exc}", status=409) from None

@@ -30,7 +30,6 @@ from studio.compiles.models import Compile, CompileAttempt
 from studio.compiles.search import read_search
 from studio.compiles.shared import work_dir
 from studio.compiles.start import (
-    AdoptStale,
     CompileRefused,
     adopt_attempt,
     adopt_judged,
@@ -195,12 +194,12 @@ def attempt_adopt(request: StudioRequest, slug: str, compile_id: int, number: in
     c, role = compile_for(request.user, compile_id, slug=slug, edit=True)
     attempt = _attempt(c, number)
     try:
-        sha = adopt_attempt(attempt, user=request.user, base=request.POST.get("base", "").strip() or None)
+        made = adopt_attempt(attempt, user=request.user, base=request.POST.get("base", "").strip() or None)
     except CompileRefused as exc:
         context = {**attempt_context(c, attempt, role.can_edit), "role": role, "adopt_error": str(exc)}
-        return render(request, "compiles/attempt.html", context, status=409 if isinstance(exc, AdoptStale) else 400)
-    messages.success(request, f"Adopted attempt {attempt.number} of compile #{c.pk} as {sha[:10]}.")
-    return redirect("projects-overview", slug=c.project.slug)
+        return render(request, "compiles/attempt.html", context, status=exc.status)
+    messages.success(request, f"Opened proposal #{made.number} with attempt {attempt.number} of compile #{c.pk}.")
+    return redirect("proposals-detail", slug=c.project.slug, number=made.number)
 
 
 @require_POST
@@ -208,10 +207,10 @@ def compile_adopt(request: StudioRequest, slug: str, compile_id: int) -> HttpRes
     """Adopt the pack judged on the compile's target (its manifest's model is the target)."""
     c, role = compile_for(request.user, compile_id, slug=slug, edit=True)
     try:
-        sha = adopt_judged(c, user=request.user, base=request.POST.get("base", "").strip() or None)
+        made = adopt_judged(c, user=request.user, base=request.POST.get("base", "").strip() or None)
     except CompileRefused as exc:
         context = {**progress_context(c, role.can_edit), "role": role, "can_edit": role.can_edit}
         context["adopt_error"] = str(exc)
-        return render(request, "compiles/detail.html", context, status=409 if isinstance(exc, AdoptStale) else 400)
-    messages.success(request, f"Adopted the judged pack of compile #{c.pk} as {sha[:10]}.")
-    return redirect("projects-overview", slug=c.project.slug)
+        return render(request, "compiles/detail.html", context, status=exc.status)
+    messages.success(request, f"Opened proposal #{made.number} with the judged pack of compile #{c.pk}.")
+    return redirect("proposals-detail", slug=c.project.slug, number=made.number)

@@ -78,14 +78,19 @@ def create_project(
 
     from django.db import transaction
 
+    from studio.projects.gold import merge_gold
     from studio.projects.storage import PackRepo
 
     project = Project(slug=slug, name=name or slug, description=description, created_by=owner)
     # Uniqueness is the database's (and the callers' slug_unavailable); full_clean's own
     # check would name the project to a stranger who raced its create.
     project.full_clean(exclude=["created_by"], validate_unique=False)
+    spec = dict(spec_files or {})
+    gold = spec.pop("gold.jsonl", None)
+    if gold is not None:  # one gold per project: the spec's gold cases are the pack's evalset
+        pack_files = {**pack_files, "evalset.jsonl": merge_gold(pack_files.get("evalset.jsonl"), gold).data}
     files = {f"pack/{p}": d for p, d in pack_files.items()}
-    files.update({f"spec/{p}": d for p, d in (spec_files or {}).items()})
+    files.update({f"spec/{p}": d for p, d in spec.items()})
     if not files:
         files = {"pack/.keep": b""}
     repo = PackRepo.create(project.repo_path, files, author=_display(owner), email=owner.email, message=message)

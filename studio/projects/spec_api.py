@@ -20,7 +20,7 @@ from studio.errors import CONFLICT, ERRORS, INVALID, Conflict, NotFound, Refused
 from studio.http import StudioRequest
 from studio.projects.models import Project
 from studio.projects.schemas import ChangeOut, ProblemOut
-from studio.projects.specs import GOLD_FILE, SPEC_FILE, SPEC_PREFIX, check_spec, induction_of, spec_files
+from studio.projects.specs import GOLD_FILE, SPEC_FILE, check_spec, induction_of, spec_files, spec_repo_path
 from studio.projects.storage import PackRepo, StaleBase, StorageError
 from studio.projects.validation import Problem
 from studio.projects.views import upload_limits
@@ -223,7 +223,7 @@ def save_spec(request: StudioRequest, slug: str, body: SpecIn) -> SpecSaveOut | 
     user = request.user
     try:
         sha = repo.save(
-            {SPEC_PREFIX + name: content for name, content in data.items()},
+            {spec_repo_path(name): content for name, content in data.items()},
             base=base,
             author=user.get_full_name() or user.username,
             email=user.email,

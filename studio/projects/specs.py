@@ -3,8 +3,9 @@ load it with the compiler's strict loader (`compiler.load_spec`, which takes a f
 the two files are written into a temporary one), induce the output schemas from its gold
 cases, and the skeleton a project without a spec starts from.
 
-The repository's `spec/` folder holds `spec.yaml` and `gold.jsonl` (docs/compiler.md,
-"The spec"); the example projects get `specs/<name>/` there when they are created."""
+The repository's `spec/` folder holds `spec.yaml`; the gold cases the compiler reads as
+`gold.jsonl` are the pack's `evalset.jsonl` (one gold per project: docs/proposals.md).
+The example projects get `specs/<name>/spec.yaml` there when they are created."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from studio.projects.validation import Problem
 
 __all__ = [
     "GOLD_FILE",
+    "GOLD_PATH",
     "SPEC_FILE",
     "SPEC_FILES",
     "SPEC_PREFIX",
@@ -31,16 +33,35 @@ __all__ = [
     "induction_of",
     "skeleton_files",
     "spec_files",
+    "spec_repo_path",
 ]
 
 SPEC_PREFIX = "spec/"  # where a project's spec lives in its repository
 SPEC_FILES = (SPEC_FILE, GOLD_FILE)  # what the studio reads and edits there
+# One gold per project (docs/proposals.md, "One gold"): the spec's gold cases are the
+# pack's evalset, one file in the repository. The compiler's `gold.jsonl` is read from,
+# and saved to, the pack's `evalset.jsonl`; `spec/` holds `spec.yaml` only.
+GOLD_PATH = "pack/evalset.jsonl"
+
+
+def spec_repo_path(name: str) -> str:
+    """Where the spec file `name` (spec.yaml or gold.jsonl) is kept in the repository."""
+    return GOLD_PATH if name == GOLD_FILE else SPEC_PREFIX + name
 
 
 def spec_files(repo: PackRepo, version: str | None = None) -> dict[str, bytes]:
-    """`spec.yaml` and `gold.jsonl` at `version` (the head by default), those that exist."""
-    files = repo.files(version, prefix=SPEC_PREFIX)
-    return {name: files[name] for name in SPEC_FILES if name in files}
+    """`spec.yaml` and `gold.jsonl` (the pack's evalset) at `version` (the head by
+    default); nothing when the project has no spec.yaml, and no gold.jsonl when the pack
+    has no evalset."""
+    sha = repo.resolve(version)
+    spec = repo.files(sha, prefix=SPEC_PREFIX)
+    if SPEC_FILE not in spec:
+        return {}
+    out = {SPEC_FILE: spec[SPEC_FILE]}
+    gold = repo.files(sha, prefix="pack/").get("evalset.jsonl")
+    if gold is not None:
+        out[GOLD_FILE] = gold
+    return out
 
 
 def check_spec(files: Mapping[str, bytes]) -> tuple[Spec | None, list[Problem]]:

@@ -105,3 +105,13 @@ CHARGED_TWICE = {
     "ticket": "Hi, I was charged TWICE for order ORD-48213 ($59.98 each time). I want one of the charges "
     "reversed today or I'm disputing it with my bank."
 }
+
+
+def approve_and_merge(number: int, author: Client, reviewer: Client, slug: str = "triage") -> Any:
+    """A proposal through review: a teammate approves it, its author merges it; the merge's answer."""
+    url = f"/api/projects/{slug}/proposals/{number}"
+    approved = send(reviewer, "post", f"{url}/approve", {})
+    assert approved.status_code == 200, approved.content
+    merged = send(author, "post", f"{url}/merge")
+    assert merged.status_code == 200, merged.content
+    return merged.json()

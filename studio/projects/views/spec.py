@@ -26,11 +26,11 @@ from studio.projects.specs import (
     GOLD_FILE,
     SPEC_FILE,
     SPEC_FILES,
-    SPEC_PREFIX,
     check_spec,
     induction_of,
     skeleton_files,
     spec_files,
+    spec_repo_path,
 )
 from studio.projects.storage import StaleBase, StorageError
 from studio.projects.validation import Problem
@@ -201,7 +201,7 @@ def _save(request: StudioRequest, opened: Opened, name: str) -> HttpResponse:
     author, email = committer(request.user)
     try:
         sha = opened.repo.save(
-            {SPEC_PREFIX + name: form_text(data["content"])},
+            {spec_repo_path(name): form_text(data["content"])},
             base=data["base"],
             author=author,
             email=email,
@@ -296,7 +296,7 @@ def spec_create(request: StudioRequest, slug: str) -> HttpResponse:
     message = "Create a skeleton spec" + (" from the pack's evalset" if files[GOLD_FILE] == evalset else "")
     try:
         sha = opened.repo.save(
-            {SPEC_PREFIX + n: d for n, d in files.items()},
+            {spec_repo_path(n): d for n, d in files.items() if not (n == GOLD_FILE and d == evalset)},
             base=base or None,
             author=author,
             email=email,

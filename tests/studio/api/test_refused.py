@@ -11,7 +11,7 @@ from ninja.testing import TestClient
 
 from studio import errors
 from studio.accounts.members import MemberConflict
-from studio.compiles.start import AdoptStale, CompileRefused
+from studio.compiles.start import CompileRefused
 from studio.deployments import service
 from studio.evals.evalset_case import CaseRefused
 from studio.evals.results.cases import BadFilter
@@ -19,8 +19,10 @@ from studio.evals.results.compare import NotComparable
 from studio.evals.start import EvalRefused
 from studio.packs import PackUnrunnable
 from studio.projects.archives import ArchiveRefused
+from studio.projects.branches import MergeConflict
 from studio.projects.models import Project
 from studio.projects.storage import StaleBase, StorageError, UnsafePath
+from studio.proposals.service import ProposalRefused
 from studio.review.decide import DecisionRefused
 from studio.review.gold import GoldRefused
 from studio.runs.start import TryRefused
@@ -80,7 +82,9 @@ def test_it_leaves_a_server_fault_to_the_server_error_handling() -> None:
         (TryRefused("x"), 400),
         (EvalRefused("x"), 400),
         (CompileRefused("x"), 400),
-        (AdoptStale("x"), 409),
+        (ProposalRefused("x"), 400),
+        (ProposalRefused("x", status=403), 403),
+        (MergeConflict(["pack/a"], []), 409),
         (DecisionRefused("x"), 409),
         (GoldRefused("x"), 409),
         (GoldRefused("x", 400), 400),

@@ -14,8 +14,9 @@ from studio.compiles.models import Compile
 from studio.endpoints.models import Endpoint
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo
+from studio.proposals.models import Proposal
 from tests.support.compile_stand_in import TWO_ATTEMPTS, Scripted, StandIn
-from tests.support.studio import bearer, send
+from tests.support.studio import approve_and_merge, bearer, send
 
 
 @pytest.fixture
@@ -81,18 +82,23 @@ def test_it_returns_one_attempt_with_its_plan_pack_and_evals(
     assert api.get(f"/api/compiles/{c['id']}/attempts/7").status_code == 404
 
 
-def test_it_adopts_an_attempt(
-    owner: User, project: Project, run_inline: Callable[[Client, dict[str, Any]], Any]
+def test_it_adopts_an_attempt_as_a_proposal(
+    owner: User, reviewer: User, project: Project, run_inline: Callable[[Client, dict[str, Any]], Any]
 ) -> None:
     api = bearer(owner)
     c = run_inline(api, {"project": "triage"}).json()
+    repo = PackRepo(project.repo_path)
+    main, evalset = repo.head(), repo.files(prefix="pack/")["evalset.jsonl"]
 
     adopted = api.post(f"/api/compiles/{c['id']}/attempts/2/adopt")
 
     assert adopted.status_code == 200, adopted.content
     body = adopted.json()
-    assert body["version"] == PackRepo(project.repo_path).head()
+    assert body["proposal"] == 1 and body["version"] == repo.head("proposals/1") and repo.head() == main
     assert f"compile #{c['id']} attempt 2" in body["message"] and c["version"] in body["message"]
+    assert repo.files(body["version"], prefix="pack/")["evalset.jsonl"] == evalset  # one gold: kept
+    approve_and_merge(1, api, bearer(reviewer))
+    assert repo.head() == body["version"]
     again = api.post(f"/api/compiles/{c['id']}/attempts/2/adopt")
     assert again.status_code == 409 and "nothing to adopt" in again.json()["detail"]
 
@@ -154,8 +160,8 @@ def test_it_takes_the_planner_and_target_by_name(
     )
 
 
-def test_it_refuses_to_adopt_on_a_stale_base(
-    owner: User, project: Project, run_inline: Callable[[Client, dict[str, Any]], Any]
+def test_it_opens_the_adoption_on_the_base_it_was_shown(
+    owner: User, reviewer: User, project: Project, run_inline: Callable[[Client, dict[str, Any]], Any]
 ) -> None:
     api = bearer(owner)
     c = run_inline(api, {"project": "triage"}).json()
@@ -163,8 +169,10 @@ def test_it_refuses_to_adopt_on_a_stale_base(
     seen = repo.head()
     repo.save({"pack/notes.txt": b"mine\n"}, base=seen, author="Tess", email="t@x", message="Notes")
 
-    stale = api.post(f"/api/compiles/{c['id']}/attempts/2/adopt?base={seen}")
+    adopted = api.post(f"/api/compiles/{c['id']}/attempts/2/adopt?base={seen}")
 
-    assert stale.status_code == 409 and "moved on since" in stale.json()["detail"]
-    fresh = api.post(f"/api/compiles/{c['id']}/attempts/2/adopt?base={repo.head()}")
-    assert fresh.status_code == 200 and fresh.json()["version"] == repo.head()
+    assert adopted.status_code == 200
+    assert Proposal.objects.get(number=adopted.json()["proposal"]).base == seen
+    merged = approve_and_merge(adopted.json()["proposal"], api, bearer(reviewer))
+    assert merged["how"] == "merge commit"  # the teammate's save is kept, not overwritten unseen
+    assert repo.files(prefix="pack/")["notes.txt"] == b"mine\n"

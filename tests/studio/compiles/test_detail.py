@@ -15,6 +15,7 @@ from studio.compiles.models import Compile
 from studio.compiles.start import start_compile
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo
+from studio.proposals.models import Proposal
 from tests.support.compile_stand_in import TWO_ATTEMPTS, Scripted, StandIn
 from tests.support.studio import HTMX, client_for
 
@@ -154,24 +155,28 @@ def test_it_says_when_an_attempt_emitted_no_pack(
 # -- adopt -----------------------------------------------------------------------------------
 
 
-def test_it_adopts_an_attempt_as_one_commit_naming_the_spec_version_and_attempt(
+def test_it_adopts_an_attempt_as_a_proposal_naming_the_spec_version_and_attempt(
     as_owner: Client, project: Project, finished: Compile
 ) -> None:
     repo = PackRepo(project.repo_path)
     before = repo.head()
+    evalset = repo.files(before, prefix="pack/")["evalset.jsonl"]
 
     response = as_owner.post(f"{page_of(finished)}attempts/2/adopt")
 
-    assert response.status_code == 302 and response["Location"] == "/p/triage/"
-    log = repo.log(limit=2)
-    assert log[1].sha == before  # one commit
-    assert f"compile #{finished.pk} attempt 2" in log[0].message
-    assert finished.version in log[0].message and finished.version[:10] in log[0].message.splitlines()[0]
-    pack = repo.files(None, prefix="pack/")
+    assert response.status_code == 302 and response["Location"] == "/p/triage/proposals/1"
+    assert repo.head() == before  # main waits for the review
+    proposal = Proposal.objects.get()
+    assert (proposal.source, proposal.base) == ("compile", before)
+    head = repo.repo[proposal.head.encode()]
+    assert [p.decode() for p in head.parents] == [before]  # one commit  # type: ignore[attr-defined]
+    message = head.message.decode()  # type: ignore[attr-defined]
+    assert f"compile #{finished.pk} attempt 2" in message
+    assert finished.version in message and finished.version[:10] in message.splitlines()[0]
+    pack = repo.files(proposal.head, prefix="pack/")
     attempt = finished.attempt_rows.get(number=2)
-    assert {p: d.decode() for p, d in pack.items()} == attempt.pack_files
-    project.refresh_from_db()
-    assert project.head == log[0].sha
+    wanted = {**attempt.pack_files, "evalset.jsonl": evalset.decode()}  # one gold: the project's evalset stays
+    assert {p: d.decode() for p, d in pack.items()} == wanted
 
 
 def test_it_removes_pack_files_the_attempt_does_not_have(as_owner: Client, project: Project, finished: Compile) -> None:
@@ -180,13 +185,13 @@ def test_it_removes_pack_files_the_attempt_does_not_have(as_owner: Client, proje
 
     assert as_owner.post(f"{page_of(finished)}attempts/1/adopt").status_code == 302
 
-    assert "notes.txt" not in repo.files(None, prefix="pack/")
+    assert "notes.txt" not in repo.files(Proposal.objects.get().head, prefix="pack/")
 
 
 def test_it_says_when_there_is_nothing_to_adopt(as_owner: Client, finished: Compile) -> None:
     response = as_owner.post(f"{page_of(finished)}attempts/1/adopt")  # attempt 1's pack is the project's pack
 
-    assert response.status_code == 400
+    assert response.status_code == 409 and not Proposal.objects.exists()
     assert "already attempt 1&#x27;s pack" in response.content.decode()
 
 
@@ -212,7 +217,7 @@ def test_it_needs_a_post_with_a_csrf_token_to_adopt(owner: User, project: Projec
     assert PackRepo(project.repo_path).log(limit=1)[0].message.startswith("Create")
 
 
-def test_it_refuses_to_adopt_over_a_save_made_since_the_diff_was_shown(
+def test_it_never_adopts_over_a_save_made_since_the_diff_was_shown(
     as_owner: Client, project: Project, finished: Compile
 ) -> None:
     repo = PackRepo(project.repo_path)
@@ -222,6 +227,6 @@ def test_it_refuses_to_adopt_over_a_save_made_since_the_diff_was_shown(
 
     response = as_owner.post(f"{page_of(finished)}attempts/2/adopt", {"base": seen})
 
-    assert response.status_code == 409
-    assert "the project moved on since" in response.content.decode()
-    assert repo.head() == teammate  # nothing adopted over the teammate's save
+    assert response.status_code == 302
+    assert repo.head() == teammate  # main keeps the teammate's save; the proposal starts at what was shown
+    assert Proposal.objects.get().base == seen

@@ -23,8 +23,9 @@ from studio.compiles.start import start_compile
 from studio.endpoints.models import Endpoint
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo
+from studio.proposals.models import Proposal
 from tests.support.compile_stand_in import TWO_ATTEMPTS, Scripted, StandIn, triage_pack
-from tests.support.studio import bearer
+from tests.support.studio import approve_and_merge, bearer
 
 SENTENCE = "the pack wins on validation: 4/4 vs one call 0/4 and the trivial baseline 1/4"
 OFFLINE = "fake:fakes/offline.json"
@@ -196,24 +197,27 @@ def test_an_attempts_page_points_at_the_judged_pack(as_owner: Client, judged: Co
 # -- adopting it on the page -----------------------------------------------------------------------
 
 
-def test_adopting_commits_exactly_the_judged_pack_whose_model_is_the_target(
-    as_owner: Client, project: Project, judged: Compile, scripted: Endpoint
+def test_adopting_proposes_exactly_the_judged_pack_whose_model_is_the_target(
+    as_owner: Client, as_reviewer: Client, project: Project, judged: Compile, scripted: Endpoint
 ) -> None:
     repo = PackRepo(project.repo_path)
     before = repo.head()
+    evalset = repo.files(before, prefix="pack/")["evalset.jsonl"]
 
     response = as_owner.post(f"{page_of(judged)}adopt", {"base": before})
 
-    assert response.status_code == 302 and response["Location"] == "/p/triage/"
-    log = repo.log(limit=2)
-    assert log[1].sha == before  # one commit
-    assert f"compile #{judged.pk}'s judged pack" in log[0].message and SENTENCE in log[0].message
-    assert judged.version in log[0].message and "target endpoint: scripted" in log[0].message
-    pack = repo.files(None, prefix="pack/")
-    assert {p: d.decode() for p, d in pack.items()} == judged.judged_pack_files
+    assert response.status_code == 302 and response["Location"] == "/p/triage/proposals/1"
+    proposal = Proposal.objects.get()
+    assert repo.head() == before and proposal.source == "compile"
+    message = repo.repo[proposal.head.encode()].message.decode()  # type: ignore[attr-defined]
+    assert f"compile #{judged.pk}'s judged pack" in message and SENTENCE in message
+    assert judged.version in message and "target endpoint: scripted" in message
+    pack = repo.files(proposal.head, prefix="pack/")
+    assert {p: d.decode() for p, d in pack.items()} == {**judged.judged_pack_files, "evalset.jsonl": evalset.decode()}
+    approve_and_merge(1, as_owner, as_reviewer)
     assert pack_model(repo) == scripted.spec and pack_model(repo) != OFFLINE
     project.refresh_from_db()
-    assert project.head == log[0].sha
+    assert project.head == proposal.head == repo.head()
 
 
 def test_only_authors_adopt_the_judged_pack(
@@ -228,7 +232,7 @@ def test_only_authors_adopt_the_judged_pack(
     assert PackRepo(project.repo_path).head() == head
 
 
-def test_adopting_the_judged_pack_over_a_newer_save_is_refused(
+def test_adopting_the_judged_pack_never_overwrites_a_newer_save(
     as_owner: Client, project: Project, judged: Compile
 ) -> None:
     repo = PackRepo(project.repo_path)
@@ -237,9 +241,8 @@ def test_adopting_the_judged_pack_over_a_newer_save_is_refused(
 
     response = as_owner.post(f"{page_of(judged)}adopt", {"base": seen})
 
-    assert response.status_code == 409
-    assert "the project moved on since" in response.content.decode() and 'id="adopt-error"' in response.content.decode()
-    assert repo.head() == teammate
+    assert response.status_code == 302
+    assert repo.head() == teammate and Proposal.objects.get().base == seen
 
 
 def test_there_is_no_judged_pack_to_adopt_without_a_target(
@@ -251,7 +254,7 @@ def test_there_is_no_judged_pack_to_adopt_without_a_target(
 
     response = as_owner.post(f"{page_of(c)}adopt")
 
-    assert response.status_code == 400 and "has no judged pack to adopt" in response.content.decode()
+    assert response.status_code == 409 and "has no judged pack to adopt" in response.content.decode()
     assert as_owner.get(f"{page_of(c)}adopt").status_code == 405
 
 
@@ -259,7 +262,7 @@ def test_there_is_no_judged_pack_to_adopt_without_a_target(
 
 
 def test_the_api_reads_and_adopts_the_judged_pack(
-    owner: User, project: Project, judged: Compile, scripted: Endpoint
+    owner: User, reviewer: User, project: Project, judged: Compile, scripted: Endpoint
 ) -> None:
     api = bearer(owner)
     got = api.get(f"/api/compiles/{judged.pk}").json()
@@ -274,13 +277,15 @@ def test_the_api_reads_and_adopts_the_judged_pack(
     assert adopted.status_code == 200, adopted.content
     body = adopted.json()
     repo = PackRepo(project.repo_path)
-    assert (body["version"], body["arm"], body["model"]) == (repo.head(), "pack", scripted.spec)
+    assert (body["proposal"], body["arm"], body["model"]) == (1, "pack", scripted.spec)
+    assert body["version"] == repo.head("proposals/1")
+    approve_and_merge(1, api, bearer(reviewer))
     assert pack_model(repo) == scripted.spec
     again = api.post(f"/api/compiles/{judged.pk}/adopt")
     assert again.status_code == 409 and "already the judged pack" in again.json()["detail"]
 
 
-def test_the_api_lets_only_authors_adopt_and_refuses_a_stale_base(
+def test_the_api_lets_only_authors_adopt_and_starts_at_the_base_given(
     owner: User, reviewer: User, viewer: User, stranger: User, project: Project, judged: Compile
 ) -> None:
     url = f"/api/compiles/{judged.pk}/adopt"
@@ -292,11 +297,10 @@ def test_the_api_lets_only_authors_adopt_and_refuses_a_stale_base(
     seen = repo.head()
     repo.save({"pack/notes.txt": b"mine\n"}, base=seen, author="Tess", email="t@x", message="Notes")
 
-    stale = bearer(owner).post(f"{url}?base={seen}")
+    on_seen = bearer(owner).post(f"{url}?base={seen}")
 
-    assert stale.status_code == 409 and "moved on since" in stale.json()["detail"]
-    fresh = bearer(owner).post(f"{url}?base={repo.head()}")
-    assert fresh.status_code == 200 and fresh.json()["version"] == repo.head()
+    assert on_seen.status_code == 200
+    assert Proposal.objects.get(number=on_seen.json()["proposal"]).base == seen
 
 
 def test_the_api_says_when_a_compile_has_no_verdict(owner: User, project: Project) -> None:

@@ -6,7 +6,8 @@ own model (the offline test model the compiler put in it) passes every gold case
 With a target endpoint (a `fake:` script standing in for the target model: it answers
 the plan's nodes for the gold cases, and nothing else), the loop judges the plan on it:
 the judged pack is kept in the compile's row, and adopting it commits a pack whose model
-is the target, never the offline test model."""
+is the target, never the offline test model. An adoption is a proposal (docs/proposals.md),
+evaluated here at its head."""
 
 from __future__ import annotations
 
@@ -63,10 +64,10 @@ def test_it_compiles_adopts_and_evaluates_the_new_version(
     assert attempt.evals["offline"]["passed"] == attempt.evals["offline"]["total"] == 15
     assert attempt.plan == good
 
-    sha = adopt_attempt(attempt, user=owner)
+    sha = adopt_attempt(attempt, user=owner).head  # a proposal's head (docs/proposals.md)
 
     repo = PackRepo(project.repo_path)
-    assert repo.head() == sha
+    assert repo.head("proposals/1") == sha
     assert repo.files(sha, prefix="pack/")["evalset.jsonl"] == (PLANS.parent / "gold.jsonl").read_bytes()  # invariant 6
     ev = start(project, owner, version=sha)
     assert set(run_all(ev)) == {"passed"}
@@ -91,7 +92,7 @@ def test_it_keeps_the_pack_judged_on_the_target_and_adopts_it_on_the_target(
     assert attempt.pack_files is not None
     assert yaml.safe_load(attempt.pack_files["manifest.yaml"])["model"] == "fake:fakes/offline.json"
 
-    sha = adopt_judged(c, user=owner)
+    sha = adopt_judged(c, user=owner).head
 
     repo = PackRepo(project.repo_path)
     adopted = repo.files(sha, prefix="pack/")

@@ -42,7 +42,7 @@ def test_it_includes_the_one_save_form_in_the_editor_and_the_spec_tab() -> None:
 
 def test_it_draws_the_same_form_on_both_pages(as_owner: Client, project: Project, repo: PackRepo) -> None:
     repo.save(
-        {f"spec/{n}": (SPEC_DIR / n).read_bytes() for n in ("spec.yaml", "gold.jsonl")},
+        {"spec/spec.yaml": (SPEC_DIR / "spec.yaml").read_bytes()},  # its gold is the evalset already
         base=repo.head(),
         author="Olive",
         email="olive@example.com",

@@ -11,6 +11,7 @@ from django.test import Client
 
 from compiler import induce, load_spec
 from studio.projects.models import Project
+from studio.projects.specs import spec_files
 from studio.projects.storage import PackRepo
 from tests.support.studio import bearer, send
 
@@ -21,7 +22,7 @@ URL = "/api/projects/triage/spec"
 @pytest.fixture
 def with_spec(project: Project, repo: PackRepo) -> PackRepo:
     repo.save(
-        {f"spec/{n}": (SPEC_DIR / n).read_bytes() for n in ("spec.yaml", "gold.jsonl")},
+        {"spec/spec.yaml": (SPEC_DIR / "spec.yaml").read_bytes()},  # its gold is the evalset already
         base=repo.head(),
         author="Olive",
         email="olive@example.com",
@@ -31,7 +32,8 @@ def with_spec(project: Project, repo: PackRepo) -> PackRepo:
 
 
 def stored(repo: PackRepo, name: str = "spec.yaml") -> str:
-    return repo.files(prefix="spec/")[name].decode()
+    """A spec file as the compiler reads it: gold.jsonl is the pack's evalset (one gold)."""
+    return spec_files(repo)[name].decode()
 
 
 def test_it_reads_the_spec_with_its_summary_and_gold_cases(viewer: User, with_spec: PackRepo) -> None:

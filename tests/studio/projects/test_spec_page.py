@@ -11,6 +11,7 @@ from django.conf import settings
 from django.test import Client
 
 from studio.projects.models import Project, create_project
+from studio.projects.specs import spec_files
 from studio.projects.storage import PackRepo
 from tests.support.studio import HTMX, teammate_saves
 
@@ -18,14 +19,15 @@ SPEC_DIR = Path(settings.BASE_DIR) / "specs" / "support_triage"
 
 
 def spec_text(repo: PackRepo, name: str = "spec.yaml", version: str | None = None) -> str:
-    return repo.files(version, prefix="spec/")[name].decode()
+    """A spec file as the compiler reads it: gold.jsonl is the pack's evalset (one gold)."""
+    return spec_files(repo, version)[name].decode()
 
 
 @pytest.fixture
 def with_spec(project: Project, repo: PackRepo) -> PackRepo:
     """The support_triage project with its example spec under spec/."""
     repo.save(
-        {f"spec/{n}": (SPEC_DIR / n).read_bytes() for n in ("spec.yaml", "gold.jsonl")},
+        {"spec/spec.yaml": (SPEC_DIR / "spec.yaml").read_bytes()},  # its gold is the evalset already
         base=repo.head(),
         author="Olive",
         email="olive@example.com",
@@ -179,7 +181,7 @@ def test_it_escapes_spec_text_and_gold_values(as_owner: Client, with_spec: PackR
     gold[0] = json.dumps(case)
     text = spec_text(with_spec).replace("task: >", "# <img src=x onerror=alert(1)>\ntask: >")
     with_spec.save(
-        {"spec/gold.jsonl": ("\n".join(gold) + "\n").encode(), "spec/spec.yaml": text.encode()},
+        {"pack/evalset.jsonl": ("\n".join(gold) + "\n").encode(), "spec/spec.yaml": text.encode()},
         base=with_spec.head(),
         author="Tess",
         email="t@e.com",
@@ -202,8 +204,10 @@ def test_it_offers_a_skeleton_spec_built_from_the_pack_evalset(
     assert 'id="spec-empty"' in html and "Create a skeleton spec" in html and "evalset.jsonl</span> as the gold" in html
     page = as_owner.post("/p/triage/spec/create", {"base": repo.head()})
     assert page.status_code == 302 and page["Location"] == "/p/triage/spec/"
+    evalset = repo.files(prefix="pack/")["evalset.jsonl"]
     spec = repo.files(prefix="spec/")
-    assert spec["gold.jsonl"] == repo.files(prefix="pack/")["evalset.jsonl"]  # byte for byte
+    assert set(spec) == {"spec.yaml"}  # one gold: its cases are the evalset, left as it was
+    assert spec_files(repo)["gold.jsonl"] == evalset == repo.files(repo.log()[1].sha, prefix="pack/")["evalset.jsonl"]
     assert "  ticket:\n" in spec["spec.yaml"].decode() and "  priority:\n" in spec["spec.yaml"].decode()
     assert repo.log(limit=1)[0].message == "Create a skeleton spec from the pack's evalset"
     assert "✓ The spec loads" in as_owner.get("/p/triage/spec/").content.decode()
@@ -215,7 +219,8 @@ def test_it_offers_a_placeholder_skeleton_to_an_empty_project(as_owner: Client, 
     assert "one gold case to replace" in html
     repo = PackRepo(Project.objects.get(slug="blank").repo_path)
     assert as_owner.post("/p/blank/spec/create", {"base": repo.head()}).status_code == 302
-    assert set(repo.files(prefix="spec/")) == {"spec.yaml", "gold.jsonl"}
+    assert set(repo.files(prefix="spec/")) == {"spec.yaml"}
+    assert b"replace-me" in repo.files(prefix="pack/")["evalset.jsonl"]  # the placeholder case, in the one gold
     html = as_owner.get("/p/blank/spec/").content.decode()
     assert "✓ The spec loads" in html and "replace-me" in html
 
@@ -256,7 +261,7 @@ def test_it_shows_a_saved_gold_problem_under_its_row(as_viewer: Client, with_spe
     gold[1] = gold[1].replace('"expected": {', '"expected": {"mood": "x", ')
     gold[3] = "not json"
     with_spec.save(
-        {"spec/gold.jsonl": ("\n".join(gold) + "\n").encode()},
+        {"pack/evalset.jsonl": ("\n".join(gold) + "\n").encode()},
         base=with_spec.head(),
         author="Tess",
         email="t@e.com",

@@ -1,4 +1,5 @@
-"""Example projects start with their spec: specs/<name>/ under the repository's spec/,
+"""Example projects start with their spec: specs/<name>/spec.yaml under the repository's
+spec/ and its gold cases as the pack's evalset (one gold per project, no second file),
 whether made by the create page, the API or `manage.py load_examples`."""
 
 from __future__ import annotations
@@ -21,7 +22,11 @@ SPECS = Path(settings.BASE_DIR) / "specs"
 
 
 def spec_of(slug: str) -> dict[str, bytes]:
-    return PackRepo(Project.objects.get(slug=slug).repo_path).files(prefix="spec/")
+    """spec/ as stored, and the gold the compiler reads (spec_files: the pack's evalset)."""
+    repo = PackRepo(Project.objects.get(slug=slug).repo_path)
+    stored = repo.files(prefix="spec/")
+    assert "gold.jsonl" not in stored, "one gold: no second file of cases"
+    return {**stored, **({"gold.jsonl": spec_files(repo)["gold.jsonl"]} if stored else {})}
 
 
 def written(name: str) -> dict[str, bytes]:

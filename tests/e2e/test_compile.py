@@ -1,9 +1,9 @@
 """Issue 11 end to end, in a real browser against a real studio and Celery worker: make a
 project from an example, write its spec (an edit on the Spec tab, saved as a commit),
 compile it with the model-free planner and watch the progress reach done, open the
-attempt (its plan drawn as a graph, the diff against the pack), adopt it, then start an
-eval of the adopted version on the pack's own model and see it finish with every gold
-case passing."""
+attempt (its plan drawn as a graph, the diff against the pack), adopt it: a proposal
+(docs/proposals.md) whose checks evaluate the adopted version on its own model beside the
+base, and see them finish with every gold case passing on both sides."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from tests.support.started import Studio
 SLUG = "e2e-compile"
 
 
-def test_a_person_compiles_a_spec_adopts_the_pack_and_evaluates_it(page: Any, studio: Studio) -> None:
+def test_a_person_compiles_a_spec_and_proposes_the_pack_with_its_checks(page: Any, studio: Studio) -> None:
     page.goto(f"{studio.url}/new")
     page.fill("input[name=slug]", SLUG)
     page.select_option("select[name=example]", "support_triage")
@@ -53,18 +53,14 @@ def test_a_person_compiles_a_spec_adopts_the_pack_and_evaluates_it(page: Any, st
     assert "gold cases pass" in page.locator("#eval-offline").inner_text()
     assert page.locator("#attempt-diff .diff-file").count() >= 1
     page.click("#adopt-button")
-    page.wait_for_url(f"{studio.url}/p/{SLUG}/")
-    assert "Adopted attempt" in page.locator("body").inner_text()
-    page.goto(f"{studio.url}/p/{SLUG}/history/")
-    assert "Adopt compile #" in page.locator("#history").inner_text()
+    page.wait_for_url(f"{studio.url}/p/{SLUG}/proposals/1")
+    assert "Opened proposal #1" in page.locator("body").inner_text()
+    assert page.locator("#proposal-status").inner_text() == "open"
+    assert "Adopt compile #" in page.locator("#proposal-title").inner_text()
 
-    # evaluate the adopted version on the pack's own model (the compiler's offline test model)
-    page.goto(f"{studio.url}/p/{SLUG}/evals/new")
-    head = page.locator("select[name=version] option").first.inner_text()
-    assert "Adopt compile #" in head
-    page.click("#eval-start-button")
-    page.wait_for_url(re.compile(r".*/evals/\d+/$"))
-    page.locator("#eval-results").wait_for(timeout=120_000)  # shown once the poller stops
-    assert page.locator("#eval-status").inner_text() == "done"
-    assert page.locator("#count-failed").inner_text() == "0"
-    assert page.locator("#count-passed").inner_text() == page.locator("#eval-bar").get_attribute("aria-valuemax")
+    # its checks: an eval of the base and one of the adopted version (on the pack's own
+    # model, the compiler's offline test model), paired case by case
+    page.locator("#checks[data-state=done]").wait_for(timeout=180_000)  # the page polls until both end
+    assert page.locator("#n-broken").inner_text() == "0"
+    summary = page.locator("#checks-summary").inner_text()
+    assert "15 / 15" in summary, summary

@@ -40,4 +40,4 @@ def _restore_unacked(self: Any, client: Any = None) -> Any:
 
 def install() -> None:
     """Put the guard in place (once; a second call changes nothing)."""
-    redis.QoS.restore_unacked = _restore_unacked
+    redis.QoS.restore_unacked = _restore_unacked  # type: ignore[method-assign]  # the guard itself

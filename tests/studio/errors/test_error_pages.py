@@ -110,12 +110,12 @@ def test_it_serves_the_favicon_and_sends_the_conventional_address_to_it(client: 
 def test_it_answers_a_refusal_no_view_caught_in_the_layout_with_its_status_and_message(
     as_owner: Client, failing: None
 ) -> None:
-    response = as_owner.get("/refuses/")  # an AdoptStale: a Conflict, 409
+    response = as_owner.get("/refuses/")  # a MergeConflict: a refusal with status 409
     assert response.status_code == 409
     text = _page(response)
     assert all(link in text for link in NAV)
-    assert "the project moved on to 0123456789; review the attempt again" in text
-    assert "AdoptStale" not in text
+    assert "main changed 1 file(s) this proposal also changes (pack/prompts/a.txt)" in text
+    assert "MergeConflict" not in text
     bad = as_owner.get("/refuses-bad/")  # a StorageError: 400, the 400 page with the reason
     assert bad.status_code == 400
     assert '<strong class="reason">no version cafe</strong>' in _page(bad)
@@ -124,13 +124,16 @@ def test_it_answers_a_refusal_no_view_caught_in_the_layout_with_its_status_and_m
 def test_it_answers_a_refusal_in_an_htmx_partial_the_same_way(as_owner: Client, failing: None) -> None:
     response = as_owner.get("/refuses/", headers={"HX-Request": "true"})
     assert response.status_code == 409
-    assert "review the attempt again" in _page(response)
+    assert "update the proposal on top of main, then merge" in _page(response)
 
 
 def test_it_answers_a_refusal_under_api_in_the_api_shape(as_owner: Client, failing: None) -> None:
     response = as_owner.get("/api/refuses")
     assert response.status_code == 409
-    assert response.json() == {"detail": "the project moved on to 0123456789; review the attempt again"}
+    assert response.json() == {
+        "detail": "main changed 1 file(s) this proposal also changes (pack/prompts/a.txt); "
+        "update the proposal on top of main, then merge"
+    }
 
 
 def test_it_answers_a_refusal_marked_a_server_fault_as_a_server_error(

@@ -4,7 +4,7 @@ refusals no view catches (a page's and an htmx partial's, and a server's fault).
 from django.http import HttpRequest, HttpResponse
 from django.urls import path
 
-from studio.compiles.start import AdoptStale
+from studio.projects.branches import MergeConflict
 from studio.projects.storage import StorageError
 from studio.urls import handler400, handler403, handler404, handler500
 from studio.urls import urlpatterns as studio_patterns
@@ -17,7 +17,7 @@ def fails(request: HttpRequest) -> HttpResponse:
 
 
 def refuses(request: HttpRequest) -> HttpResponse:
-    raise AdoptStale("the project moved on to 0123456789; review the attempt again")
+    raise MergeConflict(["pack/prompts/a.txt"], [])
 
 
 def refuses_bad(request: HttpRequest) -> HttpResponse:

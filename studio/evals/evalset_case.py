@@ -24,6 +24,8 @@ from studio.projects.evalset import FILE, append_line, case_line, parse_rows
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo, StaleBase, StorageError
 from studio.projects.validation import validate_files
+from studio.proposals import service as proposals
+from studio.proposals.models import Proposal
 
 __all__ = ["CaseRefused", "Saved", "add_case", "commit_case", "fresh_id"]
 
@@ -41,6 +43,7 @@ class CaseRefused(Refused):
 class Saved:
     sha: str
     case_id: str
+    proposal: int | None = None  # the proposal it opened, when asked to propose
 
 
 def fresh_id(wanted: str, taken: set[str]) -> str:
@@ -91,12 +94,15 @@ def commit_case(
     user: User,
     make: Callable[[set[str]], dict[str, Any]],
     subject: Callable[[dict[str, Any]], str],
+    *,
+    propose: bool = False,
 ) -> Saved:
     """Append `make(ids already in the evalset)` to pack/evalset.jsonl on the head as one
     commit by `user` with message `subject(case)`. Checked first: a case that would make
     the pack fail to load is refused (CaseRefused 400) with nothing committed. When the
     head moved under the save, the evalset is read again and the case made again (up to
-    three times). The review queue's add-to-gold commits through this too."""
+    three times). The review queue's add-to-gold commits through this too. With `propose`,
+    the commit opens a proposal on main's head instead (docs/proposals.md)."""
     try:
         repo = PackRepo(project.repo_path)
     except StorageError as exc:
@@ -112,6 +118,20 @@ def commit_case(
         added = [p.message for p in validate_files({**files, FILE: new_text.encode()})[1] if p.message not in before]
         if added:  # a new case must never be what breaks the pack
             raise CaseRefused(f"the case would not load: {'; '.join(added[:3])}")
+        if propose:
+            try:
+                made = proposals.open_proposal(
+                    project,
+                    user=user,
+                    title=subject(case).splitlines()[0],
+                    changes={f"pack/{FILE}": new_text.encode()},
+                    base=head,
+                    source=Proposal.Source.REVIEW,
+                    message=subject(case),
+                )
+            except Refused as exc:
+                raise CaseRefused(f"not proposed: {exc}", 409) from None
+            return Saved(made.head, case["id"], made.number)
         try:
             sha = repo.save(
                 {f"pack/{FILE}": new_text.encode()},

@@ -50,6 +50,7 @@ class ItemOut(Schema):
     note: str
     gold_case: str
     gold_commit: str
+    gold_proposal: int | None  # the proposal's number, when the case was added as one
 
 
 class ItemDetailOut(ItemOut):
@@ -91,6 +92,7 @@ class RefusedOut(Schema):
 
 class GoldIn(Schema):
     message: str = ""
+    propose: bool = False  # open a proposal with the case instead of committing to main
 
 
 def _summary(item: ReviewItem) -> dict[str, Any]:
@@ -112,6 +114,7 @@ def _summary(item: ReviewItem) -> dict[str, Any]:
         "note": item.note,
         "gold_case": item.gold_case,
         "gold_commit": item.gold_commit if item.gold_commit != gold.RESERVED else "",
+        "gold_proposal": item.gold_proposal,
     }
 
 
@@ -214,5 +217,5 @@ def gold_item(request: StudioRequest, item_id: int, payload: GoldIn) -> ItemDeta
     """Commit the item as an evalset case (input, decided output, path, the answer under
     `human`) by the caller, and start the eval that gives the delta (`eval_delta`)."""
     item, role = item_for(request.user, item_id, work=True)
-    item = gold.add_to_gold(item, request.user, payload.message)
+    item = gold.add_to_gold(item, request.user, payload.message, propose=payload.propose)
     return _detail(item, role)

@@ -24,9 +24,10 @@ from django.contrib.auth.models import User
 
 from studio.deployments.models import ServedRun
 from studio.errors import Refused
-from studio.evals.evalset_case import CaseRefused, commit_case
+from studio.evals.evalset_case import CaseRefused, Saved, commit_case
 from studio.evals.models import Eval, EvalCase
 from studio.evals.start import EvalRefused, start_eval
+from studio.proposals.models import Proposal
 from studio.review.models import ReviewItem
 
 RESERVED = "pending"  # gold_commit while one request is committing: a second one is refused
@@ -83,34 +84,41 @@ def case_for(item: ReviewItem, taken: set[str]) -> dict[str, Any]:
     return case
 
 
-def add_to_gold(item: ReviewItem, user: User, message: str = "") -> ReviewItem:
+def add_to_gold(item: ReviewItem, user: User, message: str = "", *, propose: bool = False) -> ReviewItem:
     """Commit the item's case on the project's evalset and start the eval that measures
-    it; GoldRefused when it cannot be added (see why_not)."""
+    it; GoldRefused when it cannot be added (see why_not). With `propose`, the case opens
+    a proposal instead (docs/proposals.md), and its checks' head eval is the one that
+    measures it."""
     problem = why_not(item)
     if problem:
         raise GoldRefused(problem)
     if not ReviewItem.objects.filter(pk=item.pk, gold_commit="").update(gold_commit=RESERVED):
         raise GoldRefused("this item is already in the evalset")
     try:
-        sha, case_id = _commit(item, user, message)
+        saved = _commit(item, user, message, propose)
     except BaseException:
         ReviewItem.objects.filter(pk=item.pk, gold_commit=RESERVED).update(gold_commit="")
         raise
-    ev, error = _start_eval(item, user, sha)
-    ReviewItem.objects.filter(pk=item.pk).update(gold_commit=sha, gold_case=case_id, gold_eval=ev, gold_error=error)
+    if saved.proposal is not None:
+        made = Proposal.objects.get(project=item.project, number=saved.proposal)
+        ev, error = made.head_eval, made.checks_error
+    else:
+        ev, error = _start_eval(item, user, saved.sha)
+    ReviewItem.objects.filter(pk=item.pk).update(
+        gold_commit=saved.sha, gold_case=saved.case_id, gold_eval=ev, gold_error=error, gold_proposal=saved.proposal
+    )
     item.refresh_from_db()
     return item
 
 
-def _commit(item: ReviewItem, user: User, message: str) -> tuple[str, str]:
+def _commit(item: ReviewItem, user: User, message: str, propose: bool) -> Saved:
     def subject(case: dict[str, Any]) -> str:
         return message.strip() or f"Add review item {item.pk} to gold ({item.deployment.name} at {item.node})"
 
     try:
-        saved = commit_case(item.project, user, lambda taken: case_for(item, taken), subject)
+        return commit_case(item.project, user, lambda taken: case_for(item, taken), subject, propose=propose)
     except CaseRefused as exc:
         raise GoldRefused(str(exc), exc.status) from None
-    return saved.sha, saved.case_id
 
 
 def _start_eval(item: ReviewItem, user: User, sha: str) -> tuple[Eval | None, str]:

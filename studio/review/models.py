@@ -69,6 +69,7 @@ class ReviewItem(models.Model):
     gold_case = models.CharField(max_length=200, blank=True)
     gold_eval = models.ForeignKey("evals.Eval", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     gold_error = models.TextField(blank=True)
+    gold_proposal = models.PositiveIntegerField(null=True, blank=True)  # its number, when added as a proposal
 
     class Meta:
         ordering = ["created_at", "pk"]

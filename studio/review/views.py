@@ -190,7 +190,9 @@ def _refused(
 def add_gold(request: StudioRequest, pk: int) -> HttpResponse:
     item, role = item_for(request.user, pk, work=True)
     try:
-        item = gold.add_to_gold(item, request.user, request.POST.get("message", ""))
+        item = gold.add_to_gold(
+            item, request.user, request.POST.get("message", ""), propose=request.POST.get("to") == "proposal"
+        )
     except gold.GoldRefused as exc:
         item.refresh_from_db()
         context = _item_context(request, item, role, gold_refused=str(exc))

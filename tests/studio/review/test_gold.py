@@ -13,6 +13,7 @@ from django.contrib.auth.models import User
 from studio.deployments.models import ServedRun
 from studio.evals.models import Eval
 from studio.projects.storage import PackRepo
+from studio.proposals.models import Proposal
 from studio.review.decide import decide
 from studio.review.gold import delta_of
 from studio.review.models import ReviewItem
@@ -124,3 +125,22 @@ def test_it_answers_a_refused_htmx_add_with_the_gold_fragment(item: ReviewItem, 
     body = response.content.decode().strip()
     assert response.status_code == 409 and body.startswith('<div id="review-gold">')
     assert "Not added to gold: decide the item first." in body
+
+
+def test_it_adds_an_item_to_gold_as_a_proposal(decided: ReviewItem, reviewer: User) -> None:
+    repo = PackRepo(decided.project.repo_path)
+    main = repo.head()
+    answer = client_for(reviewer).post(
+        f"/api/review/items/{decided.pk}/gold", {"propose": True}, content_type="application/json"
+    )
+    assert answer.status_code == 200, answer.content
+    decided.refresh_from_db()
+    proposal = Proposal.objects.get()
+    assert repo.head() == main, "main waits for the proposal's review"
+    assert (proposal.source, proposal.author, proposal.base) == ("review", reviewer, main)
+    assert (answer.json()["gold_proposal"], decided.gold_commit) == (proposal.number, proposal.head)
+    assert decided.gold_eval == proposal.head_eval and decided.gold_eval is not None
+    added = json.loads(repo.files(proposal.head, prefix="pack/")["evalset.jsonl"].decode().splitlines()[-1])
+    assert added["id"] == f"review-{decided.pk}" and added["expected"] == OUTPUT
+    page = client_for(reviewer).get(f"/review/{decided.pk}").content.decode()
+    assert f"proposal #{proposal.number}" in page

@@ -26,6 +26,7 @@ from studio.projects.storage import PackRepo, StaleBase
 from studio.proposals import service
 from studio.proposals.checks import checks_of
 from studio.proposals.models import Proposal, ProposalEvent
+from studio.proposals.service import MAX_APPROVALS
 
 router = Router(tags=["proposals"])
 PAGE = 50
@@ -326,3 +327,30 @@ def reopen(request: StudioRequest, slug: str, number: int) -> ProposalOut:
     proposal, _ = proposal_for(request.user, slug, number, edit=True)
     service.reopen(proposal, user=request.user)
     return ProposalOut(**_out(proposal))
+
+
+class RulesOut(Schema):
+    approvals_required: int = Field(..., description="approvals of a proposal's current head a merge needs")
+    merge_needs_gate: bool = Field(..., description="whether a merge also needs checks that pass the gate")
+
+
+class RulesIn(Schema):
+    approvals_required: int | None = Field(None, ge=1, le=MAX_APPROVALS)
+    merge_needs_gate: bool | None = None
+
+
+@router.get("/{slug}/proposal-rules", response={200: RulesOut, **ERRORS}, summary="What a merge needs here")
+def get_rules(request: StudioRequest, slug: str) -> RulesOut:
+    project, _ = project_for(request.user, slug)
+    return RulesOut(approvals_required=project.approvals_required, merge_needs_gate=project.merge_needs_gate)
+
+
+@router.patch(
+    "/{slug}/proposal-rules",
+    response={200: RulesOut, **ERRORS, **INVALID},
+    summary="Change what a merge needs (authors)",
+)
+def set_rules(request: StudioRequest, slug: str, body: RulesIn) -> RulesOut:
+    project, _ = project_for(request.user, slug, edit=True)
+    service.set_rules(project, approvals_required=body.approvals_required, merge_needs_gate=body.merge_needs_gate)
+    return RulesOut(approvals_required=project.approvals_required, merge_needs_gate=project.merge_needs_gate)

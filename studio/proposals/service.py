@@ -31,6 +31,7 @@ S = Proposal.Status
 K = ProposalEvent.Kind
 MAX_TITLE = 200
 MAX_BODY = 20_000
+MAX_APPROVALS = 10
 
 
 class ProposalRefused(Refused):
@@ -265,3 +266,16 @@ def reopen(proposal: Proposal, *, user: User) -> None:
     Proposal.objects.filter(pk=proposal.pk).update(status=S.OPEN, updated_at=timezone.now())
     proposal.status = S.OPEN
     _event(proposal, user, K.REOPENED)
+
+
+def set_rules(project: Project, *, approvals_required: int | None, merge_needs_gate: bool | None) -> None:
+    """Change what a merge needs in `project` (None: unchanged): 1 to MAX_APPROVALS approvals."""
+    if approvals_required is not None:
+        if not 1 <= approvals_required <= MAX_APPROVALS:
+            raise ProposalRefused(f"approvals_required must be from 1 to {MAX_APPROVALS}, not {approvals_required}")
+        project.approvals_required = approvals_required
+    if merge_needs_gate is not None:
+        project.merge_needs_gate = merge_needs_gate
+    Project.objects.filter(pk=project.pk).update(
+        approvals_required=project.approvals_required, merge_needs_gate=project.merge_needs_gate
+    )

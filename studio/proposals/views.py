@@ -27,8 +27,21 @@ LIST_PAGE = 100
 ACTIONS = ("approve", "request_changes", "comment", "merge", "close", "reopen")
 
 
+@require_http_methods(["GET", "POST"])
 def proposal_list(request: StudioRequest, slug: str) -> HttpResponse:
-    opened = open_project(request, slug)
+    opened = open_project(request, slug, edit=request.method == "POST")
+    if request.method == "POST":  # what a merge needs here (authors)
+        try:
+            service.set_rules(
+                opened.project,
+                approvals_required=whole_number(request.POST.get("approvals_required", ""), minimum=1, maximum=99),
+                merge_needs_gate=request.POST.get("merge_needs_gate") == "1",
+            )
+        except Refused as exc:
+            messages.error(request, f"Not changed: {exc}")
+        else:
+            messages.success(request, "Saved what a merge needs.")
+        return redirect("proposals-list", slug=slug)
     shown = request.GET.get("status", "open")
     rows = Proposal.objects.filter(project=opened.project).select_related("author")
     if shown == "open":

@@ -150,3 +150,18 @@ def test_promote_and_roll_back_from_the_deployment_page(
     as_owner.post(page, {"action": "rollback", "version": first, "note": "worse on billing"})
     assert Deployment.objects.get().version == first
     assert "worse on billing" in as_owner.get(page).content.decode()
+
+
+def test_authors_set_what_a_merge_needs(project: Project, as_owner: Client, as_viewer: Client) -> None:
+    url = "/api/projects/triage/proposal-rules"
+    assert send(as_viewer, "get", url).json() == {"approvals_required": 1, "merge_needs_gate": False}
+    assert send(as_viewer, "patch", url, {"approvals_required": 2}).status_code == 403
+    assert send(as_owner, "patch", url, {"approvals_required": 0}).status_code == 422
+    changed = send(as_owner, "patch", url, {"approvals_required": 2, "merge_needs_gate": True})
+    assert changed.json() == {"approvals_required": 2, "merge_needs_gate": True}
+    assert as_owner.post("/p/triage/proposals/", {"approvals_required": "3"}).status_code == 302
+    project.refresh_from_db()
+    assert (project.approvals_required, project.merge_needs_gate) == (3, False)
+    assert as_viewer.post("/p/triage/proposals/", {"approvals_required": "1"}).status_code == 403
+    page = as_owner.get("/p/triage/proposals/").content.decode()
+    assert "needs 3 approvals" in page

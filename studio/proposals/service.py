@@ -48,6 +48,12 @@ def _event(proposal: Proposal, user: User, kind: str, body: str = "", path: str 
     )
 
 
+def _bounded(text: str, what: str) -> str:
+    if len(text) > MAX_BODY:
+        raise ProposalRefused(f"the {what} is {len(text)} characters; at most {MAX_BODY}")
+    return text
+
+
 def _clean_title(title: str) -> str:
     title = " ".join(title.split())
     if not title:
@@ -73,6 +79,7 @@ def open_proposal(
     main) and holds `changes` (repository paths -> bytes, None to delete) as its first
     commit. Nothing is left behind when the save is refused (no row, no branch)."""
     title = _clean_title(title)
+    description = _bounded(description, "description")
     if not changes:
         raise ProposalRefused("a proposal needs at least one changed file")
     if deployment is not None and deployment.project_id != project.pk:
@@ -161,7 +168,7 @@ def _must_be_open(proposal: Proposal) -> None:
 
 
 def comment(proposal: Proposal, *, user: User, body: str, path: str = "", line: int | None = None) -> None:
-    body = body.strip()
+    body = _bounded(body.strip(), "comment")
     if not body:
         raise ProposalRefused("a comment needs text")
     if path and line is None:
@@ -202,6 +209,7 @@ def review(proposal: Proposal, *, user: User, role: Role, approve: bool, body: s
         raise ProposalRefused("you cannot review your own proposal; ask a teammate", status=403)
     if not approve and not body.strip():
         raise ProposalRefused("say what should change")
+    _bounded(body, "note")
     _event(proposal, user, K.APPROVED if approve else K.CHANGES_REQUESTED, body.strip())
     status = _status_after_review(proposal)
     Proposal.objects.filter(pk=proposal.pk).update(status=status, updated_at=timezone.now())

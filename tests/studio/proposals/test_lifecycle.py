@@ -149,3 +149,13 @@ def test_close_and_reopen(project: Project, as_owner: Client, as_reviewer: Clien
     assert send(as_owner, "post", f"{URL}/1/reopen").json()["status"] == "open"
     assert [p["number"] for p in send(as_owner, "get", f"{URL}?status=open").json()] == [1]
     assert send(as_owner, "get", f"{URL}?status=bogus").status_code == 400
+
+
+def test_long_text_is_refused_not_cut(project: Project, as_owner: Client, as_reviewer: Client) -> None:
+    long = "x" * 20_001
+    refused = send(as_owner, "post", URL, {"title": "t", "description": long, "files": {"prompts/a.txt": "x\n"}})
+    assert refused.status_code == 400 and "at most 20000" in refused.json()["detail"]
+    assert not Proposal.objects.exists()
+    open_one(as_owner, {"prompts/a.txt": "x\n"})
+    too_long = send(as_reviewer, "post", f"{URL}/1/comments", {"body": long})
+    assert too_long.status_code == 400 and "comment is 20001 characters" in too_long.json()["detail"]

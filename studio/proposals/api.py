@@ -81,7 +81,7 @@ class ProposalOut(Schema):
     merged_sha: str
     approvals: list[str]
     approvals_required: int
-    merge_problems: list[str]
+    merge_problems: list[str] | None  # what stands between it and a merge; read one proposal for it (None in lists)
     created_at: datetime
     updated_at: datetime
 
@@ -126,7 +126,7 @@ class ConflictOut(Schema):
     changes: list[ChangeOut] = Field(..., description="what main changed in those files since the base")
 
 
-def _out(p: Proposal) -> dict[str, Any]:
+def _out(p: Proposal, approvals: list[str] | None = None, *, problems: bool = True) -> dict[str, Any]:
     return {
         "number": p.number,
         "project": p.project.slug,
@@ -139,9 +139,9 @@ def _out(p: Proposal) -> dict[str, Any]:
         "base": p.base,
         "head": p.head,
         "merged_sha": p.merged_sha,
-        "approvals": service.approvals(p),
+        "approvals": service.approvals(p) if approvals is None else approvals,
         "approvals_required": p.project.approvals_required,
-        "merge_problems": service.merge_problems(p),
+        "merge_problems": service.merge_problems(p) if problems else None,
         "created_at": p.created_at,
         "updated_at": p.updated_at,
     }
@@ -226,7 +226,9 @@ def list_proposals(request: StudioRequest, slug: str, status: str = "", offset: 
         rows = rows.filter(status=status)
     if whole_number(offset) is None:
         raise Refused("offset must be a whole number, 0 or more")
-    return [ProposalOut(**_out(p)) for p in rows[offset : offset + PAGE]]
+    page = list(rows[offset : offset + PAGE])
+    approving = service.approvals_of(page)
+    return [ProposalOut(**_out(p, approving[p.pk], problems=False)) for p in page]
 
 
 @router.get(

@@ -188,8 +188,24 @@ def _latest_reviews(proposal: Proposal) -> dict[int, str]:
 
 def approvals(proposal: Proposal) -> list[str]:
     """Who approves the current head (an approval of an earlier head does not count)."""
-    approving = [uid for uid, kind in _latest_reviews(proposal).items() if kind == K.APPROVED]
-    return sorted(User.objects.filter(pk__in=approving).values_list("username", flat=True))
+    return approvals_of([proposal])[proposal.pk]
+
+
+def approvals_of(proposals: list[Proposal]) -> dict[int, list[str]]:
+    """`approvals` for many proposals in one query: proposal pk -> usernames."""
+    heads = {p.pk: p.head for p in proposals}
+    latest: dict[tuple[int, str], str] = {}
+    rows = ProposalEvent.objects.filter(proposal_id__in=heads, kind__in=(K.APPROVED, K.CHANGES_REQUESTED))
+    for pk, head, username, kind in rows.order_by("at", "pk").values_list(
+        "proposal_id", "head", "user__username", "kind"
+    ):
+        if head == heads[pk]:
+            latest[(pk, username)] = kind
+    out: dict[int, list[str]] = {pk: [] for pk in heads}
+    for (pk, username), kind in latest.items():
+        if kind == K.APPROVED:
+            out[pk].append(username)
+    return {pk: sorted(names) for pk, names in out.items()}
 
 
 def _status_after_review(proposal: Proposal) -> str:

@@ -159,3 +159,25 @@ def test_long_text_is_refused_not_cut(project: Project, as_owner: Client, as_rev
     open_one(as_owner, {"prompts/a.txt": "x\n"})
     too_long = send(as_reviewer, "post", f"{URL}/1/comments", {"body": long})
     assert too_long.status_code == 400 and "comment is 20001 characters" in too_long.json()["detail"]
+
+
+def test_the_list_costs_the_same_queries_for_one_proposal_or_many(
+    project: Project, as_owner: Client, as_reviewer: Client
+) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as seen:
+            assert send(as_owner, "get", URL).status_code == 200
+        return len(seen)
+
+    open_one(as_owner, {"prompts/a.txt": "a\n"})
+    send(as_reviewer, "post", f"{URL}/1/approve", {})
+    one = queries()
+    for n in range(2, 5):
+        open_one(as_owner, {f"prompts/p{n}.txt": "x\n"})
+        send(as_reviewer, "post", f"{URL}/{n}/approve", {})
+    assert queries() == one
+    listed = send(as_owner, "get", URL).json()
+    assert [p["approvals"] for p in listed] == [["rita"]] * 4 and listed[0]["merge_problems"] is None

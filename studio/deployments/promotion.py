@@ -14,13 +14,27 @@ from studio.projects.models import Project
 MAX_NOTE = 2000
 
 
+def _note(note: str) -> str:
+    if "\x00" in note:
+        raise Refused("the note holds a NUL character")
+    if len(note) > MAX_NOTE:
+        raise Refused(f"the note is {len(note)} characters; at most {MAX_NOTE}")
+    return note
+
+
+def _one(made: list[DeploymentChange], deployment: Deployment, sha: str) -> DeploymentChange:
+    if not made:  # another request moved it there first
+        raise Refused(f"{deployment.name} already serves {sha[:10]}")
+    return made[0]
+
+
 def promote(deployment: Deployment, version: str | None, *, user: User, note: str = "") -> DeploymentChange:
     """Serve `version` (main's tip when None), which must be on main."""
+    note = _note(note)
     sha = resolve_version(deployment.project, version)
     if sha == deployment.version:
         raise Refused(f"{deployment.name} already serves {sha[:10]}")
-    (made,) = change_deployment(deployment, user=user, version=sha, note=note[:MAX_NOTE])
-    return made
+    return _one(change_deployment(deployment, user=user, version=sha, note=note), deployment, sha)
 
 
 def promoted_versions(deployment: Deployment) -> list[str]:
@@ -39,6 +53,7 @@ def promoted_versions(deployment: Deployment) -> list[str]:
 def rollback(deployment: Deployment, to: str | None, *, user: User, note: str = "") -> DeploymentChange:
     """Serve a version the deployment served before: `to` (a sha or a prefix of one), or
     the one before the current when None."""
+    note = _note(note)
     earlier = [v for v in promoted_versions(deployment) if v != deployment.version]
     if not earlier:
         raise Refused(f"{deployment.name} has served no other version; there is nothing to roll back to")
@@ -50,14 +65,17 @@ def rollback(deployment: Deployment, to: str | None, *, user: User, note: str = 
             shown = ", ".join(v[:10] for v in earlier[:5])
             raise Refused(f"{to!r} is not one version {deployment.name} served before; it served {shown}")
         target = matches[0]
-    (made,) = change_deployment(deployment, user=user, version=target, note=note[:MAX_NOTE], rollback=True)
-    return made
+    return _one(change_deployment(deployment, user=user, version=target, note=note, rollback=True), deployment, target)
 
 
-def follow_main(project: Project, sha: str, *, user: User, note: str) -> list[Deployment]:
-    """Promote every deployment of `project` that follows main to `sha`; the ones moved."""
-    moved = []
+def follow_main(project: Project, sha: str, *, user: User, note: str) -> list[str]:
+    """Promote every deployment of `project` that follows main to `sha`. A deployment that
+    cannot take it (its pack does not load there) stays where it is; the answer says why,
+    one sentence each, and the others still move."""
+    refused = []
     for deployment in Deployment.objects.filter(project=project, follow_main=True).exclude(version=sha):
-        promote(deployment, sha, user=user, note=note)
-        moved.append(deployment)
-    return moved
+        try:
+            promote(deployment, sha, user=user, note=note)
+        except Refused as exc:
+            refused.append(f"{deployment.name} not promoted: {exc}")
+    return refused

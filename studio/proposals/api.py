@@ -50,11 +50,19 @@ class ProposalUpdateIn(Schema):
 class CommentIn(Schema):
     body: str
     path: str = Field("", description="a pack-relative file, for a comment on a line of the diff")
-    line: int | None = Field(None, ge=1)
+    line: int | None = Field(None, ge=1, le=2**31 - 1)
 
 
 class ReviewIn(Schema):
     body: str = ""
+    head: str | None = Field(None, description="the head you reviewed; refused (409) when the proposal moved since")
+
+
+class SyncIn(Schema):
+    head: str = Field(..., description="the proposal's head as you read it")
+    files: dict[str, str | None] = Field(
+        default_factory=dict, description="your version of each file both main and the proposal changed"
+    )
 
 
 class EventOut(Schema):
@@ -261,6 +269,24 @@ def update_proposal(
 
 
 @router.post(
+    "/{slug}/proposals/{number}/sync",
+    response={200: ProposalDetailOut, **ERRORS, 409: ConflictOut, **INVALID},
+    summary="Bring main into a proposal, with your version of the files both changed (authors)",
+)
+def sync(request: StudioRequest, slug: str, number: int, body: SyncIn) -> ProposalDetailOut | Status[ConflictOut]:
+    """After a merge refused on a conflict: send each conflicting file as it should be;
+    the proposal then starts at main's tip and its merge is a fast-forward. Without
+    `files`, when main changed only other files, main's changes are simply brought in."""
+    proposal, _ = proposal_for(request.user, slug, number, edit=True)
+    resolved = {PACK_PREFIX + path: data for path, data in check_changes(body.files).items()} if body.files else {}
+    try:
+        service.sync_proposal(proposal, user=request.user, head=body.head, resolved=resolved)
+    except MergeConflict as exc:
+        return Status(409, ConflictOut(detail=str(exc), paths=exc.paths, changes=changes_out(exc.changes)))
+    return _detail(proposal)
+
+
+@router.post(
     "/{slug}/proposals/{number}/comments",
     response={201: EventOut, **ERRORS, **INVALID},
     summary="Comment on a proposal, or on a line of its diff (reviewers and authors)",
@@ -284,7 +310,7 @@ def add_comment(request: StudioRequest, slug: str, number: int, body: CommentIn)
 )
 def approve(request: StudioRequest, slug: str, number: int, body: ReviewIn) -> ProposalOut:
     proposal, role = proposal_for(request.user, slug, number)
-    service.review(proposal, user=request.user, role=role, approve=True, body=body.body)
+    service.review(proposal, user=request.user, role=role, approve=True, body=body.body, head=body.head)
     return ProposalOut(**_out(proposal))
 
 
@@ -295,7 +321,7 @@ def approve(request: StudioRequest, slug: str, number: int, body: ReviewIn) -> P
 )
 def request_changes(request: StudioRequest, slug: str, number: int, body: ReviewIn) -> ProposalOut:
     proposal, role = proposal_for(request.user, slug, number)
-    service.review(proposal, user=request.user, role=role, approve=False, body=body.body)
+    service.review(proposal, user=request.user, role=role, approve=False, body=body.body, head=body.head)
     return ProposalOut(**_out(proposal))
 
 

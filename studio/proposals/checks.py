@@ -89,7 +89,7 @@ def evalset_change(repo: PackRepo, base: str, head: str) -> EvalsetChange:
 
 @dataclass
 class Checks:
-    state: str  # not started | running | done | error
+    state: str  # not started | running | done | cancelled (one side was: no gate) | error
     error: str
     base_eval: Eval | None
     head_eval: Eval | None
@@ -112,6 +112,8 @@ def checks_of(proposal: Proposal) -> Checks:
         return Checks("not started", "", a, b, None, None, change)
     if a.status not in FINISHED or b.status not in FINISHED:
         return Checks("running", "", a, b, None, None, change)
+    if Eval.Status.CANCELLED in (a.status, b.status):  # what ran is shown; no gate on part of it
+        return Checks("cancelled", "", a, b, compare(a, b, common_only=True), None, change)
     return Checks("done", "", a, b, compare(a, b, common_only=True), gate(b, a), change)
 
 
@@ -120,6 +122,10 @@ def gate_verdict(proposal: Proposal) -> bool | str:
     found = checks_of(proposal)
     if found.state != "done":
         return f"its checks are {found.state}" + (f" ({found.error})" if found.error else "")
+    if found.evalset.removed or found.evalset.changed:
+        # the gate compares the two evals' metrics; with gold cases taken out or rewritten
+        # they no longer measure the same thing, so the gate cannot vouch for the change
+        return "it removes or changes gold cases, which the gate cannot judge; turn the gate off for it, or split it"
     if not found.gate_passes:
         failed = [row["metric"] for row in found.gate or [] if not row["ok"]]
         return f"its head fails the gate against its base on {', '.join(failed)}"

@@ -26,9 +26,11 @@ from studio.projects.models import Project
 from studio.projects.storage import PackRepo, StorageError, branch_ref
 from studio.proposals import checks
 from studio.proposals.models import Proposal, ProposalEvent
+from studio.review.models import ReviewItem
 
 S = Proposal.Status
 K = ProposalEvent.Kind
+OPEN_STATES = (S.OPEN, S.APPROVED, S.CHANGES_REQUESTED)
 MAX_TITLE = 200
 MAX_BODY = 20_000
 MAX_APPROVALS = 10
@@ -49,6 +51,8 @@ def _event(proposal: Proposal, user: User, kind: str, body: str = "", path: str 
 
 
 def _bounded(text: str, what: str) -> str:
+    if "\x00" in text:
+        raise ProposalRefused(f"the {what} holds a NUL character")
     if len(text) > MAX_BODY:
         raise ProposalRefused(f"the {what} is {len(text)} characters; at most {MAX_BODY}")
     return text
@@ -155,11 +159,37 @@ def update_proposal(
     _must_be_open(proposal)
     repo = PackRepo(proposal.project.repo_path)
     sha = repo.save(changes, base=base, branch=proposal.branch, message=message, **_commit_by(user))
-    Proposal.objects.filter(pk=proposal.pk).update(head=sha, status=S.OPEN, updated_at=timezone.now())
-    proposal.head, proposal.status = sha, S.OPEN
+    _moved(proposal, user, head=sha, base=proposal.base, message=message)
+    return sha
+
+
+def sync_proposal(proposal: Proposal, *, user: User, head: str, resolved: Mapping[str, bytes | None]) -> str:
+    """Bring main into the proposal's branch (branches.sync), with `resolved` for the
+    files both changed; its base becomes main's tip, so the merge is then a fast-forward."""
+    _must_be_open(proposal)
+    repo = PackRepo(proposal.project.repo_path)
+    message = f"Bring main into proposal #{proposal.number}"
+    new_head, new_base = branches.sync(
+        repo, proposal.branch, base=proposal.base, head=head, resolved=resolved, message=message, **_commit_by(user)
+    )
+    _moved(proposal, user, head=new_head, base=new_base, message=message)
+    return new_head
+
+
+def _moved(proposal: Proposal, user: User, *, head: str, base: str, message: str) -> None:
+    """The branch has a new head (and maybe base): the row follows, review starts over,
+    the checks start again. A proposal merged or closed meanwhile stays as it is."""
+    moved = Proposal.objects.filter(pk=proposal.pk, status__in=OPEN_STATES).update(
+        head=head, base=base, status=S.OPEN, updated_at=timezone.now()
+    )
+    if not moved:
+        proposal.refresh_from_db()
+        raise ProposalRefused(
+            f"proposal #{proposal.number} is {proposal.status}; the commit stays on its branch", status=409
+        )
+    proposal.head, proposal.base, proposal.status = head, base, S.OPEN
     _event(proposal, user, K.UPDATED, message)
     checks.start(proposal, user)
-    return sha
 
 
 def _must_be_open(proposal: Proposal) -> None:
@@ -173,6 +203,7 @@ def comment(proposal: Proposal, *, user: User, body: str, path: str = "", line: 
         raise ProposalRefused("a comment needs text")
     if path and line is None:
         raise ProposalRefused("a comment on a file names its line")
+    _bounded(path, "path")
     _event(proposal, user, K.COMMENT, body, path=path[:255], line=line)
 
 
@@ -216,19 +247,29 @@ def _status_after_review(proposal: Proposal) -> str:
     return S.OPEN
 
 
-def review(proposal: Proposal, *, user: User, role: Role, approve: bool, body: str = "") -> None:
-    """Approve the current head, or ask for changes to it."""
+def review(
+    proposal: Proposal, *, user: User, role: Role, approve: bool, body: str = "", head: str | None = None
+) -> None:
+    """Approve the current head, or ask for changes to it. `head`: the head the reviewer
+    read (the page and the API send it); refused when the proposal moved since."""
     _must_be_open(proposal)
     if role == Role.VIEWER:
         raise ProposalRefused("viewers read proposals; reviewers and authors review them", status=403)
-    if proposal.author_id == user.pk:
-        raise ProposalRefused("you cannot review your own proposal; ask a teammate", status=403)
+    if (
+        proposal.author_id == user.pk
+        or ProposalEvent.objects.filter(proposal=proposal, user=user, kind__in=(K.OPENED, K.UPDATED)).exists()
+    ):
+        raise ProposalRefused("you wrote part of this proposal, so you cannot review it; ask a teammate", status=403)
+    if head and head != proposal.head:
+        raise ProposalRefused(
+            f"the proposal moved to {proposal.head[:10]} since you read {head[:10]}; read it again", status=409
+        )
     if not approve and not body.strip():
         raise ProposalRefused("say what should change")
     _bounded(body, "note")
     _event(proposal, user, K.APPROVED if approve else K.CHANGES_REQUESTED, body.strip())
     status = _status_after_review(proposal)
-    Proposal.objects.filter(pk=proposal.pk).update(status=status, updated_at=timezone.now())
+    Proposal.objects.filter(pk=proposal.pk, status__in=OPEN_STATES).update(status=status, updated_at=timezone.now())
     proposal.status = status
 
 
@@ -240,7 +281,7 @@ def merge_problems(proposal: Proposal) -> list[str]:
         return problems
     if proposal.head == proposal.base:
         problems.append("it changes nothing yet")
-    if proposal.status == S.CHANGES_REQUESTED:
+    if K.CHANGES_REQUESTED in _latest_reviews(proposal).values():
         problems.append("a reviewer asked for changes to this head")
     need, have = proposal.project.approvals_required, len(approvals(proposal))
     if have < need:
@@ -263,6 +304,7 @@ def merge_proposal(proposal: Proposal, *, user: User) -> branches.Merged:
         repo,
         proposal.branch,
         base=proposal.base,
+        head=proposal.head,
         message=f"Merge proposal #{proposal.number}: {proposal.title}",
         **_commit_by(user),
     )
@@ -272,16 +314,27 @@ def merge_proposal(proposal: Proposal, *, user: User) -> branches.Merged:
     )
     proposal.status, proposal.merged_sha, proposal.merged_by = S.MERGED, merged.sha, user
     Project.objects.filter(pk=proposal.project_id).update(head=repo.head() or "", updated_at=now)
-    _event(proposal, user, K.MERGED, merged.how)
-    promotion.follow_main(proposal.project, merged.sha, user=user, note=f"follows main: proposal #{proposal.number}")
+    refused = promotion.follow_main(
+        proposal.project, merged.sha, user=user, note=f"follows main: proposal #{proposal.number}"
+    )
+    _event(proposal, user, K.MERGED, "; ".join([merged.how, *refused]))
     return merged
 
 
 def close(proposal: Proposal, *, user: User, body: str = "") -> None:
+    """Close it unmerged. A review item whose case it proposed may be added to gold again."""
     _must_be_open(proposal)
-    Proposal.objects.filter(pk=proposal.pk).update(status=S.CLOSED, updated_at=timezone.now())
+    body = _bounded(body.strip(), "note")
+    if not Proposal.objects.filter(pk=proposal.pk, status__in=OPEN_STATES).update(
+        status=S.CLOSED, updated_at=timezone.now()
+    ):
+        proposal.refresh_from_db()
+        raise ProposalRefused(f"proposal #{proposal.number} is {proposal.status}", status=409)
     proposal.status = S.CLOSED
-    _event(proposal, user, K.CLOSED, body.strip())
+    ReviewItem.objects.filter(project=proposal.project, gold_proposal=proposal.number).update(
+        gold_commit="", gold_case="", gold_eval=None, gold_error="", gold_proposal=None
+    )
+    _event(proposal, user, K.CLOSED, body)
 
 
 def reopen(proposal: Proposal, *, user: User) -> None:

@@ -24,6 +24,7 @@ from studio.proposals.checks import checks_of
 from studio.proposals.models import Proposal, ProposalEvent
 
 LIST_PAGE = 100
+MAX_LINE = 2**31 - 1  # a comment's line: what every database's integer column holds
 ACTIONS = ("approve", "request_changes", "comment", "merge", "close", "reopen")
 
 
@@ -101,10 +102,11 @@ def _act(request: StudioRequest, proposal: Proposal, role: Role) -> HttpResponse
     if action == "comment" and role == Role.VIEWER:
         raise Refused("viewers read proposals; reviewers and authors comment", status=403)
     if action in ("approve", "request_changes"):
-        service.review(proposal, user=request.user, role=role, approve=action == "approve", body=body)
+        head = request.POST.get("head", "")
+        service.review(proposal, user=request.user, role=role, approve=action == "approve", body=body, head=head)
         messages.success(request, "Approved." if action == "approve" else "Changes requested.")
     elif action == "comment":
-        line = whole_number(request.POST.get("line", ""), minimum=1)
+        line = whole_number(request.POST.get("line", ""), minimum=1, maximum=MAX_LINE)
         service.comment(proposal, user=request.user, body=body, path=request.POST.get("path", ""), line=line)
     elif action == "merge":
         merged = service.merge_proposal(proposal, user=request.user)

@@ -296,7 +296,7 @@ def spec_create(request: StudioRequest, slug: str) -> HttpResponse:
     message = "Create a skeleton spec" + (" from the pack's evalset" if files[GOLD_FILE] == evalset else "")
     try:
         sha = opened.repo.save(
-            {spec_repo_path(n): d for n, d in files.items() if not (n == GOLD_FILE and d == evalset)},
+            {spec_repo_path(n): d for n, d in files.items() if not (n == GOLD_FILE and evalset is not None)},
             base=base or None,
             author=author,
             email=email,

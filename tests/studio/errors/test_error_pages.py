@@ -124,7 +124,7 @@ def test_it_answers_a_refusal_no_view_caught_in_the_layout_with_its_status_and_m
 def test_it_answers_a_refusal_in_an_htmx_partial_the_same_way(as_owner: Client, failing: None) -> None:
     response = as_owner.get("/refuses/", headers={"HX-Request": "true"})
     assert response.status_code == 409
-    assert "update the proposal on top of main, then merge" in _page(response)
+    assert "bring main into the proposal with your version of them (sync), then merge" in _page(response)
 
 
 def test_it_answers_a_refusal_under_api_in_the_api_shape(as_owner: Client, failing: None) -> None:
@@ -132,7 +132,7 @@ def test_it_answers_a_refusal_under_api_in_the_api_shape(as_owner: Client, faili
     assert response.status_code == 409
     assert response.json() == {
         "detail": "main changed 1 file(s) this proposal also changes (pack/prompts/a.txt); "
-        "update the proposal on top of main, then merge"
+        "bring main into the proposal with your version of them (sync), then merge"
     }
 
 

@@ -76,3 +76,13 @@ def test_the_command_folds_an_old_projects_gold_and_reports_it(project: Project)
     again = io.StringIO()
     call_command("one_gold", stdout=again)
     assert again.getvalue() == "" and repo.head() == head  # nothing left to move: silent, no commit
+
+
+def test_the_command_leaves_a_project_whose_files_are_not_utf8(project: Project) -> None:
+    repo = PackRepo(project.repo_path)
+    repo.save({"spec/gold.jsonl": b"caf\xe9\n"}, base=repo.head(), author="o", email="", message="latin-1")
+    head = repo.head()
+    out, err = io.StringIO(), io.StringIO()
+    call_command("one_gold", stdout=out, stderr=err)
+    assert "triage: not moved: its evalset or old gold is not UTF-8 text" in err.getvalue()
+    assert repo.head() == head

@@ -51,16 +51,17 @@ def test_main_moved_on_the_same_file_is_refused_with_its_diff(
     refused = send(as_owner, "post", f"{URL}/{proposal['number']}/merge")
     assert refused.status_code == 409
     body = refused.json()
-    assert body["paths"] == [f"pack/{PROMPT}"] and "update the proposal on top of main" in body["detail"]
+    assert body["paths"] == [f"pack/{PROMPT}"] and "bring main into the proposal" in body["detail"]
     assert body["changes"] == [{"path": PROMPT, "status": "modified"}]
     assert head_of(project) == theirs and Proposal.objects.get().status == "approved"
 
 
 def test_a_project_may_require_the_gate(project: Project, as_owner: Client, as_reviewer: Client) -> None:
     Project.objects.filter(pk=project.pk).update(merge_needs_gate=True)
-    lines = pack_text(PackRepo(project.repo_path), "evalset.jsonl").splitlines()
-    lines[0] = lines[0].replace('"category": "billing"', '"category": "shipping"', 1)
-    proposal = approved(as_owner, as_reviewer, {"evalset.jsonl": "\n".join(lines) + "\n"})
+    grammar = pack_text(PackRepo(project.repo_path), "grammars/classify.json")
+    narrower = grammar.replace('"enum": ["billing", ', '"enum": [', 1)  # billing answers now rejected
+    assert narrower != grammar
+    proposal = approved(as_owner, as_reviewer, {"grammars/classify.json": narrower})
     refused = send(as_owner, "post", f"{URL}/{proposal['number']}/merge").json()["detail"]
     assert "its checks are running" in refused
     row = Proposal.objects.get()
@@ -69,6 +70,18 @@ def test_a_project_may_require_the_gate(project: Project, as_owner: Client, as_r
     run_all(row.head_eval)
     refused = send(as_owner, "post", f"{URL}/{proposal['number']}/merge").json()["detail"]
     assert "fails the gate against its base on pass_rate" in refused
+
+
+def test_the_gate_does_not_judge_a_changed_evalset(project: Project, as_owner: Client, as_reviewer: Client) -> None:
+    Project.objects.filter(pk=project.pk).update(merge_needs_gate=True)
+    lines = pack_text(PackRepo(project.repo_path), "evalset.jsonl").splitlines()
+    proposal = approved(as_owner, as_reviewer, {"evalset.jsonl": "\n".join(lines[1:]) + "\n"})  # drops st-01
+    row = Proposal.objects.get()
+    assert row.base_eval is not None and row.head_eval is not None
+    run_all(row.base_eval)
+    run_all(row.head_eval)
+    refused = send(as_owner, "post", f"{URL}/{proposal['number']}/merge").json()["detail"]
+    assert "removes or changes gold cases" in refused
 
 
 def deployment_of(project: Project, owner: User, **extra: Any) -> Deployment:

@@ -144,3 +144,18 @@ def test_it_adds_an_item_to_gold_as_a_proposal(decided: ReviewItem, reviewer: Us
     assert added["id"] == f"review-{decided.pk}" and added["expected"] == OUTPUT
     page = client_for(reviewer).get(f"/review/{decided.pk}").content.decode()
     assert f"proposal #{proposal.number}" in page
+
+
+def test_a_closed_gold_proposal_frees_its_item(decided: ReviewItem, reviewer: User, owner: User) -> None:
+    client_for(reviewer).post(
+        f"/api/review/items/{decided.pk}/gold", {"propose": True}, content_type="application/json"
+    )
+    number = ReviewItem.objects.get(pk=decided.pk).gold_proposal
+    closed = client_for(owner).post(
+        f"/api/projects/triage/proposals/{number}/close", {}, content_type="application/json"
+    )
+    assert closed.status_code == 200
+    item = ReviewItem.objects.get(pk=decided.pk)
+    assert (item.gold_commit, item.gold_proposal) == ("", None)
+    again = client_for(reviewer).post(f"/api/review/items/{decided.pk}/gold", {}, content_type="application/json")
+    assert again.status_code == 200, again.content

@@ -56,6 +56,9 @@ class Command(BaseCommand):
             except StorageError as exc:
                 self.stderr.write(f"{project.slug}: not moved: {exc}")
                 continue
+            except UnicodeDecodeError:  # left for a person: rewriting would change its bytes
+                self.stderr.write(f"{project.slug}: not moved: its evalset or old gold is not UTF-8 text")
+                continue
             if merged is not None:
                 moved += 1
                 self.stdout.write(

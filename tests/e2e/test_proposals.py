@@ -7,13 +7,16 @@ main does not move, the proposal's checks (an eval of its base and one of its he
 on the worker and show the per-case delta, and the admin, its author, may neither
 approve it nor merge it yet. Rita approves it; the admin merges it (a confirm dialog),
 promotes the deployment to the merged version with a note, and rolls it back to the
-version it served before, each move in the deployment's history with its note."""
+version it served before, each move in the deployment's history with its note.
+Screenshots of the checks and of the deployment's history go to the folder
+tests/support/screenshots.py names."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
+from tests.support.screenshots import save_screenshot
 from tests.support.started import Studio
 
 SLUG = "e2e-proposals"
@@ -115,6 +118,7 @@ def test_a_proposal_is_checked_approved_merged_promoted_and_rolled_back(
         assert page.locator("#gate").inner_text().strip() in ("passes", "fails")
         assert page.locator("#check-metrics").count() == 1
         assert page.locator("#check-metrics tr").count() >= 2
+        save_screenshot(page, "proposal-checks")
 
         # the author may not approve their own, nor merge before a teammate approves
         assert page.locator("#approve").count() == 0
@@ -173,3 +177,4 @@ def test_a_proposal_is_checked_approved_merged_promoted_and_rolled_back(
     rolled = page.locator("#deployment-history tr", has_text=ROLLBACK_NOTE)
     assert rolled.count() == 1
     assert "rollback" in rolled.inner_text()
+    save_screenshot(page, "deployment-promote-rollback")

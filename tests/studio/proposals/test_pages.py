@@ -125,3 +125,11 @@ def test_compare_shows_each_sides_expected_where_the_evalset_changed(project: Pr
     matrix = send(as_owner, "get", f"/api/evals/matrix?evals={a},{b}").json()
     row = next(r for r in matrix["rows"] if r["case_id"] == "st-01")
     assert row["evalset_changed"] and [e["category"] for e in row["expected_by_eval"]] == ["billing", "shipping"]
+
+
+def test_run_eval_and_deployment_pages_carry_the_project_tabs(project: Project, as_owner: Client) -> None:
+    for url in ("/p/triage/runs/new", "/p/triage/evals/new", "/p/triage/deployments/"):
+        page = as_owner.get(url).content.decode()
+        nav = page[page.index('<nav class="tabs project-nav"') :]
+        nav = nav[: nav.index("</nav>")]
+        assert 'href="/p/triage/proposals/"' in nav and 'href="/p/triage/files/"' in nav, url

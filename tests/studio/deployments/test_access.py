@@ -31,6 +31,8 @@ ROUTES: list[tuple[str, str, Any, str, int]] = [
     ("post", f"/api/deployments/{NAME}/tokens", {"name": "ci"}, WRITE, 201),
     ("post", f"/api/deployments/{NAME}/runs", {"run_id": "new", "input": TICKET}, WRITE, 202),
     ("post", f"/api/deployments/{NAME}/runs/known/cancel", None, WRITE, 200),
+    ("post", f"/api/deployments/{NAME}/promote", {}, WRITE, 400),  # it serves main's tip already
+    ("post", f"/api/deployments/{NAME}/rollback", {}, WRITE, 400),  # it has served no other version
     ("delete", f"/api/deployments/{NAME}", None, WRITE, 204),
 ]
 IDS = [f"{m} {u.removeprefix('/api/deployments/')}" for m, u, *_ in ROUTES]

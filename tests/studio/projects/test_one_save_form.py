@@ -50,8 +50,13 @@ def test_it_draws_the_same_form_on_both_pages(as_owner: Client, project: Project
     )
     editor = _save_form(as_owner.get("/p/triage/files/prompts/classify.txt").content.decode())
     spec = _save_form(as_owner.get("/p/triage/spec/").content.decode())
-    # The spec form names its file (spec.yaml or gold.jsonl); otherwise the two are one form.
-    assert [c for c in _shape(spec) if not c.startswith("input:file:")] == _shape(editor)
+    # The spec form names its file (spec.yaml or gold.jsonl), and only the files editor can
+    # save as a proposal (docs/proposals.md); otherwise the two are one form.
+    propose = [c for c in _shape(editor) if c.endswith(":Save as a proposal")]
+    assert len(propose) == 1 and not [c for c in _shape(spec) if c.endswith(":Save as a proposal")]
+    assert [c for c in _shape(spec) if not c.startswith("input:file:")] == [
+        c for c in _shape(editor) if c not in propose
+    ]
     assert "input:content:" not in _shape(editor)  # the text is the textarea
     assert re.search(r'hx-post="/p/triage/[^"]*validate[^"]*"', editor)
     assert 'hx-post="/p/triage/spec/validate"' in spec

@@ -15,6 +15,7 @@ from django.contrib.auth.models import User
 from studio.evals.models import Eval
 from studio.evals.results.compare import compare
 from studio.evals.results.gate import gate
+from studio.evals.results.summary import summarize
 from studio.evals.start import EvalRefused, start_eval
 from studio.projects.storage import PackRepo, StorageError
 
@@ -112,9 +113,34 @@ def checks_of(proposal: Proposal) -> Checks:
         return Checks("not started", "", a, b, None, None, change)
     if a.status not in FINISHED or b.status not in FINISHED:
         return Checks("running", "", a, b, None, None, change)
+    delta = compare(a, b, common_only=True)
+    delta["metrics"] += latency_and_tiers(a, b)
     if Eval.Status.CANCELLED in (a.status, b.status):  # what ran is shown; no gate on part of it
-        return Checks("cancelled", "", a, b, compare(a, b, common_only=True), None, change)
-    return Checks("done", "", a, b, compare(a, b, common_only=True), gate(b, a), change)
+        return Checks("cancelled", "", a, b, delta, None, change)
+    return Checks("done", "", a, b, delta, gate(b, a), change)
+
+
+def _row(name: str, x: float, y: float, lower_is_better: bool | None) -> dict[str, Any]:
+    d = y - x
+    better = None if lower_is_better is None or abs(d) < 1e-12 else (d < 0) == lower_is_better
+    return {"metric": name, "a": x, "b": y, "delta": d, "relative": d / x if x else None, "better": better}
+
+
+def latency_and_tiers(a: Eval, b: Eval) -> list[dict[str, Any]]:
+    """Beside compare()'s metrics: latency per case (p50, p95; lower is better) and each
+    tier's share of the cases (no direction: a shift between tiers is read, not scored)."""
+    sa, sb = summarize(a), summarize(b)
+    rows = [
+        _row("latency_p50_s", sa["latency"]["p50"], sb["latency"]["p50"], True),
+        _row("latency_p95_s", sa["latency"]["p95"], sb["latency"]["p95"], True),
+    ]
+    share_a = {t["tier"]: t["share"] or 0.0 for t in sa["tiers"]["rows"]}
+    share_b = {t["tier"]: t["share"] or 0.0 for t in sb["tiers"]["rows"]}
+    for tier in dict.fromkeys([*share_a, *share_b]):
+        x, y = share_a.get(tier, 0.0), share_b.get(tier, 0.0)
+        if x or y:
+            rows.append(_row(f"tier share: {tier}", x, y, None))
+    return rows
 
 
 def gate_verdict(proposal: Proposal) -> bool | str:

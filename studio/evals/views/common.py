@@ -146,13 +146,13 @@ RATES = {"pass_rate", "escalation_rate", "schema_violation_rate"}
 
 
 def metric_text(name: str, v: float) -> str:
-    if name in RATES:
+    if name in RATES or name.startswith("tier share"):
         return pct(v)
     return usd(v) if name == "cost_per_case" else f"{v:.2f}"
 
 
 def delta_text(name: str, delta: float, relative: float | None) -> str:
-    if name in RATES:
+    if name in RATES or name.startswith("tier share"):
         return f"{100 * delta:+.1f} pp"
     rel = f" ({100 * relative:+.1f}%)" if relative is not None else ""
     if name == "cost_per_case":

@@ -65,6 +65,11 @@ def test_open_check_review_update_and_merge(
     assert checks["only_head"] == ["st-new"] and checks["only_base"] == []
     assert checks["pairs"] == 15 and checks["pass_base"] == 15 and checks["pass_head"] == 14
     assert checks["gate_passes"] is False  # pass rate fell
+    metrics = {m["metric"]: m for m in checks["metrics"]}
+    assert {"pass_rate", "escalation_rate", "cost_per_case", "latency_p50_s", "latency_p95_s"} <= set(metrics)
+    shares = {name: m for name, m in metrics.items() if name.startswith("tier share: ")}
+    assert shares and all(0.0 <= m["a"] <= 1.0 and 0.0 <= m["b"] <= 1.0 for m in shares.values())
+    assert abs(sum(m["a"] for m in shares.values()) - 1.0) < 1e-9  # every scored case is in one tier
 
     assert send(as_owner, "post", f"{URL}/1/approve", {}).status_code == 403
     assert send(as_viewer, "post", f"{URL}/1/approve", {}).status_code == 403

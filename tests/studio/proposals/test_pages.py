@@ -70,6 +70,7 @@ def test_review_and_merge_from_the_page(
 
     page = as_reviewer.get(where).content.decode()
     assert 'id="approve"' in page and 'data-state="done"' in page and 'id="gate"' in page
+    assert "latency_p95_s" in page and "tier share: " in page
     assert as_reviewer.post(where, {"action": "approve", "body": "fine"}).status_code == 302
     done = as_owner.post(where, {"action": "merge"})
     assert done.status_code == 302

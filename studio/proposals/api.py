@@ -155,6 +155,10 @@ def _out(p: Proposal, approvals: list[str] | None = None, *, problems: bool = Tr
     }
 
 
+def _event_out(e: ProposalEvent) -> EventOut:
+    return EventOut(at=e.at, user=e.user.username, kind=e.kind, body=e.body, head=e.head, path=e.path, line=e.line)
+
+
 def checks_out(p: Proposal) -> ChecksOut:
     found = checks_of(p)
     out = ChecksOut(
@@ -183,10 +187,7 @@ def _detail(p: Proposal) -> ProposalDetailOut:
     return ProposalDetailOut(
         **_out(p),
         changes=changes_out(repo.diff(p.base, p.head)),
-        events=[
-            EventOut(at=e.at, user=e.user.username, kind=e.kind, body=e.body, head=e.head, path=e.path, line=e.line)
-            for e in events
-        ],
+        events=[_event_out(e) for e in events],
         checks=checks_out(p),
     )
 
@@ -298,9 +299,7 @@ def add_comment(request: StudioRequest, slug: str, number: int, body: CommentIn)
     service.comment(proposal, user=request.user, body=body.body, path=body.path, line=body.line)
     e = ProposalEvent.objects.filter(proposal=proposal).order_by("-pk").first()
     assert e is not None
-    return Status(
-        201, EventOut(at=e.at, user=e.user.username, kind=e.kind, body=e.body, head=e.head, path=e.path, line=e.line)
-    )
+    return Status(201, _event_out(e))
 
 
 @router.post(

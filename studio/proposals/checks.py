@@ -6,17 +6,18 @@ the evalset's own changes (cases added, removed, changed)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth.models import User
 
 from studio.evals.models import Eval
+from studio.evals.results.common import ratio
 from studio.evals.results.compare import compare
 from studio.evals.results.gate import gate
 from studio.evals.results.summary import summarize
 from studio.evals.start import EvalRefused, start_eval
+from studio.projects.evalset import parse_rows
 from studio.projects.storage import PackRepo, StorageError
 
 if TYPE_CHECKING:
@@ -64,19 +65,13 @@ class EvalsetChange:
 
 
 def _cases(repo: PackRepo, version: str) -> dict[str, Any]:
+    """The evalset's cases at `version` by id (lines that are not a case with an id left out)."""
     try:
         data = repo.files(version, prefix="pack/").get("evalset.jsonl", b"")
     except StorageError:
         return {}
-    out: dict[str, Any] = {}
-    for line in data.decode("utf-8", errors="replace").splitlines():
-        try:
-            case = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(case, dict) and isinstance(case.get("id"), str):
-            out[case["id"]] = case
-    return out
+    rows = parse_rows(data.decode("utf-8", errors="replace"))
+    return {row.id: row.case for row in rows if row.case is not None and isinstance(row.case.get("id"), str)}
 
 
 def evalset_change(repo: PackRepo, base: str, head: str) -> EvalsetChange:
@@ -123,7 +118,7 @@ def checks_of(proposal: Proposal) -> Checks:
 def _row(name: str, x: float, y: float, lower_is_better: bool | None) -> dict[str, Any]:
     d = y - x
     better = None if lower_is_better is None or abs(d) < 1e-12 else (d < 0) == lower_is_better
-    return {"metric": name, "a": x, "b": y, "delta": d, "relative": d / x if x else None, "better": better}
+    return {"metric": name, "a": x, "b": y, "delta": d, "relative": ratio(d, x), "better": better}
 
 
 def latency_and_tiers(a: Eval, b: Eval) -> list[dict[str, Any]]:

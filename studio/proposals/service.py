@@ -207,14 +207,22 @@ def comment(proposal: Proposal, *, user: User, body: str, path: str = "", line: 
     _event(proposal, user, K.COMMENT, body, path=path[:255], line=line)
 
 
-def _latest_reviews(proposal: Proposal) -> dict[int, str]:
-    """Each reviewer's latest review (approved or changes_requested) of the current head."""
-    latest: dict[int, str] = {}
-    for user_id, kind in ProposalEvent.objects.filter(
-        proposal=proposal, head=proposal.head, kind__in=(K.APPROVED, K.CHANGES_REQUESTED)
-    ).values_list("user_id", "kind"):
-        latest[user_id] = kind
+def _latest_reviews_of(proposals: list[Proposal]) -> dict[int, dict[str, str]]:
+    """Per proposal pk, each reviewer's latest review (approved or changes_requested) of
+    its current head, by username; one query for any number of proposals."""
+    heads = {p.pk: p.head for p in proposals}
+    latest: dict[int, dict[str, str]] = {pk: {} for pk in heads}
+    rows = ProposalEvent.objects.filter(proposal_id__in=heads, kind__in=(K.APPROVED, K.CHANGES_REQUESTED))
+    for pk, head, username, kind in rows.order_by("at", "pk").values_list(
+        "proposal_id", "head", "user__username", "kind"
+    ):
+        if head == heads[pk]:
+            latest[pk][username] = kind
     return latest
+
+
+def _latest_reviews(proposal: Proposal) -> dict[str, str]:
+    return _latest_reviews_of([proposal])[proposal.pk]
 
 
 def approvals(proposal: Proposal) -> list[str]:
@@ -224,19 +232,10 @@ def approvals(proposal: Proposal) -> list[str]:
 
 def approvals_of(proposals: list[Proposal]) -> dict[int, list[str]]:
     """`approvals` for many proposals in one query: proposal pk -> usernames."""
-    heads = {p.pk: p.head for p in proposals}
-    latest: dict[tuple[int, str], str] = {}
-    rows = ProposalEvent.objects.filter(proposal_id__in=heads, kind__in=(K.APPROVED, K.CHANGES_REQUESTED))
-    for pk, head, username, kind in rows.order_by("at", "pk").values_list(
-        "proposal_id", "head", "user__username", "kind"
-    ):
-        if head == heads[pk]:
-            latest[(pk, username)] = kind
-    out: dict[int, list[str]] = {pk: [] for pk in heads}
-    for (pk, username), kind in latest.items():
-        if kind == K.APPROVED:
-            out[pk].append(username)
-    return {pk: sorted(names) for pk, names in out.items()}
+    return {
+        pk: sorted(name for name, kind in reviews.items() if kind == K.APPROVED)
+        for pk, reviews in _latest_reviews_of(proposals).items()
+    }
 
 
 def _status_after_review(proposal: Proposal) -> str:

@@ -265,8 +265,10 @@ def line_plot(
     y_max: float | None = None,
     width: int = 760,
     height: int = 280,
+    x_title: str = "pack version (oldest → newest)",
+    empty: str = "no evals with scored runs yet",
 ) -> SafeString:
-    """One line per series over categorical x (pack versions, oldest first)."""
+    """One line per series over categorical x (pack versions, oldest first; or time buckets)."""
     left, right, top = 64, 24, 28
     bottom = 64
     pad = 36  # keeps the first and last points (and their x labels) off the plot's edges
@@ -294,9 +296,9 @@ def line_plot(
         svg.add("line", x1=px(i), x2=px(i), y1=top + plot_h, y2=top + plot_h + 4, stroke=AXIS)
         svg.text(px(i), top + plot_h + 18, name, text_anchor="middle", fill=MUTED, class_="mono")
     svg.text(12, top - 12, y_label, fill=INK, font_weight="600")
-    svg.text(left + plot_w / 2, top + plot_h + 40, "pack version (oldest → newest)", text_anchor="middle", fill=MUTED)
+    svg.text(left + plot_w / 2, top + plot_h + 40, x_title, text_anchor="middle", fill=MUTED)
     if not any(pts for _, pts in series):
-        svg.text(left + plot_w / 2, top + plot_h / 2, "no evals with scored runs yet", text_anchor="middle", fill=MUTED)
+        svg.text(left + plot_w / 2, top + plot_h / 2, empty, text_anchor="middle", fill=MUTED)
     for k, (name, pts) in enumerate(series):
         colour = PALETTE[k % len(PALETTE)]
         ordered = sorted(pts, key=lambda p: p.x)

@@ -1,17 +1,19 @@
 """The deployments API (gathered into studio.api under /api/deployments): deployments
 (authors create and change them; members read them and their history) and deployment
-tokens. The runs of a deployment are runs_api.py. docs/serving.md."""
+tokens, and its health over time (health.py). The runs of a deployment are runs_api.py.
+docs/serving.md."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from ninja import Field, Router, Schema, Status
 
 from studio.accounts.access import project_for
 from studio.accounts.models import ApiToken
-from studio.deployments import promotion, service
+from studio.deployments import health, promotion, service
 from studio.deployments.access import deployment_for
 from studio.deployments.models import Deployment, DeploymentChange
 from studio.errors import ERRORS, INVALID, Refused
@@ -201,3 +203,67 @@ def create_token(request: StudioRequest, name: str, body: DeploymentTokenIn) -> 
             id=row.pk, name=row.name, prefix=row.prefix, deployment=name, created_at=row.created_at, token=token
         ),
     )
+
+
+# -- health over time (studio/deployments/health.py) --------------------------------------
+
+
+class HealthTierOut(Schema):
+    tier: str
+    runs: int = Field(..., description="done runs this tier settled ('person': a reviewer answered)")
+    share: float = Field(..., description="runs / the bucket's outcomes")
+
+
+class HealthReasonOut(Schema):
+    reason: str = Field(..., description="the escalation's reason without its detail ('fail: ...', 'unsure: ...')")
+    count: int
+
+
+class HealthBucketOut(Schema):
+    start: datetime
+    end: datetime
+    runs: int = Field(..., description="runs submitted in the bucket")
+    outcomes: int = Field(..., description="of those, done, failed or waiting for a person: the shares' denominator")
+    auto: int
+    auto_share: float | None = Field(..., description="done by a model tier, over outcomes; null without outcomes")
+    failed: int
+    waiting: int
+    escalated: int = Field(..., description="outcomes that escalated at least once")
+    escalation_rate: float | None
+    reasons: list[HealthReasonOut] = Field(..., description="escalation events by reason, most first")
+    tiers: list[HealthTierOut]
+    latency_runs: int = Field(..., description="runs that ended done or failed without a person")
+    latency_p50_s: float | None = Field(..., description="submission to end, seconds")
+    latency_p95_s: float | None
+    cost_runs: int = Field(..., description="ended runs whose trace holds a cost")
+    cost_per_run_usd: float | None = Field(..., description="null: no run of the bucket has a known cost")
+    review_backlog: int = Field(..., description="review items open at the bucket's end")
+
+
+class HealthOut(Schema):
+    deployment: str
+    bucket: Literal["hour", "day"]
+    since: datetime
+    until: datetime
+    priced: bool = Field(..., description="false: every known cost is 0 (the tiers' endpoints have no price set)")
+    buckets: list[HealthBucketOut] = Field(..., description="oldest first, UTC")
+    total: HealthBucketOut = Field(..., description="the whole window; backlog at its end")
+
+
+@router.get(
+    "/{name}/health",
+    response={200: HealthOut, **ERRORS, **INVALID},
+    summary="A deployment's runs per hour or day: auto share, escalations, tiers, latency, cost, review backlog",
+)
+def deployment_health(
+    request: StudioRequest,
+    name: str,
+    bucket: Literal["hour", "day"] = "day",
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> HealthOut:
+    """Without `since`, the last 7 days (bucket=day) or 48 hours (bucket=hour) up to
+    `until` (now when left out). At most 90 buckets; more is answered 400."""
+    deployment, _ = deployment_for(request.user, name)
+    found = health.health(deployment, health.window(bucket, since, until))
+    return HealthOut.model_validate(asdict(found))

@@ -1,8 +1,9 @@
 """Deployment pages, under /p/<slug>/deployments/: the project's deployments (authors
 create one), and a deployment's page: its version and tiers (authors change them; each
 change goes to the history shown there), webhook, deployment tokens (the plaintext shown
-once), escalation reasons counted per node and tier (where is the small model weak?),
-and recent runs. Members read; strangers get 404."""
+once), its health over time (health_page.py; `?bucket=hour` or `day`), escalation
+reasons counted per node and tier (where is the small model weak?), and recent runs.
+Members read; strangers get 404."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from django.views.decorators.http import require_http_methods
 
 from studio.accounts.access import project_for
 from studio.accounts.models import ApiToken
-from studio.deployments import promotion, service
+from studio.deployments import health_page, promotion, service
 from studio.deployments.access import deployment_for
 from studio.deployments.models import Deployment, DeploymentChange, RunEvent, ServedRun
 from studio.endpoints.models import Endpoint
@@ -161,6 +162,7 @@ def deployment_detail(request: StudioRequest, slug: str, name: str) -> HttpRespo
         "main_versions": versions[:20],
         "served_before": [v for v in promotion.promoted_versions(deployment) if v != deployment.version][:20],
         "escalations": escalation_counts(deployment),
+        "health": health_page.section(deployment, request.GET.get("bucket")),
         "runs": ServedRun.objects.filter(deployment=deployment).order_by("-created_at", "-pk")[:50],
         "tokens": ApiToken.objects.filter(deployment=deployment, revoked=False).select_related("user")
         if role.can_edit

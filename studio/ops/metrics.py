@@ -37,6 +37,7 @@ from prometheus_client.registry import Collector
 from studio.deployments.settings import setting as serve_setting
 from studio.evals.models import Eval, EvalCase
 from studio.evals.settings import setting as eval_setting
+from studio.ops.health_metrics import health_families
 from studio.runs.models import TryRun
 from studio.runs.settings import setting as run_setting
 
@@ -277,6 +278,7 @@ class StudioCollector(Collector):
 
         if review is not None:
             yield from _review_queue(review, now)
+        yield from health_families(now)  # the deployment page's health numbers, last 24 hours
 
     # -- model calls, from every stored trace --
 

@@ -129,6 +129,9 @@ class ServedRun(models.Model):
         indexes = [
             models.Index(fields=["deployment", "status", "created_at"]),
             models.Index(fields=["status", "lease_until"]),
+            # the runs list, across deployments and within one (studio.runs.listing)
+            models.Index(fields=["created_at"]),
+            models.Index(fields=["deployment", "created_at"]),
         ]
 
     def __str__(self) -> str:

@@ -1,5 +1,4 @@
-"""What the cross-project lists show: every eval, every recent try-it run, of the
-projects the user is a member of (a superuser: of every project), newest first."""
+"""What the cross-project eval list shows: every eval of the projects the user is a member of (a superuser: of every project), newest first."""
 
 from __future__ import annotations
 
@@ -7,9 +6,8 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import OuterRef, QuerySet, Subquery
 
 from studio.evals.models import Eval
-from studio.runs.models import TryRun
 
-__all__ = ["last_evals", "visible_evals", "visible_runs"]
+__all__ = ["last_evals", "visible_evals"]
 
 
 def visible_evals(user: User | AnonymousUser) -> QuerySet[Eval]:
@@ -31,12 +29,3 @@ def last_evals(project_ids: list[int]) -> dict[int, Eval]:
     )
     rows = Eval.objects.filter(project_id__in=project_ids, status=Eval.Status.DONE).filter(pk=Subquery(newest))
     return {ev.project_id: ev for ev in rows.only("pk", "project_id", "summary", "finished_at", "version")}
-
-
-def visible_runs(user: User | AnonymousUser) -> QuerySet[TryRun]:
-    rows = TryRun.objects.all()
-    if not isinstance(user, User):
-        return rows.none()
-    if not user.is_superuser:
-        rows = rows.filter(project__memberships__user=user)
-    return rows.order_by("-created_at", "-pk")

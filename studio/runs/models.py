@@ -47,7 +47,12 @@ class TryRun(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["status", "lease_until"])]
+        indexes = [
+            models.Index(fields=["status", "lease_until"]),
+            # the runs list's order, across projects and within one (studio.runs.listing)
+            models.Index(fields=["created_at"]),
+            models.Index(fields=["project", "created_at"]),
+        ]
 
     @property
     def is_final(self) -> bool:

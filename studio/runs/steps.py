@@ -3,7 +3,10 @@ attempts, tool calls and totals (`trace_steps`), and the run's totals (`totals`)
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+from runtime import NODE_KINDS
 
 _ATTEMPT_KEYS = (
     "attempt",
@@ -59,6 +62,22 @@ def _with_totals(row: dict[str, Any], attempts: list[dict[str, Any]], tools: lis
         "latency_s": round(sum(a.get("latency_s") or 0.0 for a in attempts), 4),
         "cost_usd": sum(a.get("cost_usd") or 0.0 for a in attempts),
     }
+
+
+def pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def for_page(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`trace_steps` rows readied for runs/_steps.html: what a person reads in each step is
+    a question (a human node) or a prompt, and writes and tool calls as formatted JSON."""
+    for step in steps:
+        kind = NODE_KINDS.get(step.get("kind") or "")
+        step["prompt_label"] = "question" if kind is not None and kind.waits else "prompt"
+        step["writes_json"] = pretty(step.get("writes") or {})
+        for call in step.get("tool_calls", []):
+            call["args_json"], call["result_json"] = pretty(call.get("args")), pretty(call.get("result"))
+    return steps
 
 
 def totals(steps: list[dict[str, Any]]) -> dict[str, Any]:

@@ -4,9 +4,8 @@ arrive node by node. Authors start runs; every member can watch them; strangers 
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
-from typing import Any
+from urllib.parse import urlencode
 
 from django.http import HttpResponse, HttpResponsePermanentRedirect
 from django.shortcuts import redirect, render
@@ -15,23 +14,20 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 from django_htmx.http import HttpResponseStopPolling
 
-from runtime import NODE_KINDS
-from studio.accounts.access import project_for, run_for
+from studio.accounts.access import project_for, run_for, visible_projects
+from studio.deployments.models import Deployment
 from studio.http import StudioRequest
 from studio.projects.storage import PackRepo
 from studio.redaction import visible_trace
 from studio.runs import start
 from studio.runs.forms import TryRunForm
+from studio.runs.listing import KINDS, STATUSES, BadQuery, RunQuery, query_from, run_page
 from studio.runs.models import TryRun
-from studio.runs.steps import totals, trace_steps
+from studio.runs.steps import for_page, pretty, totals, trace_steps
 from studio.runs.tasks import execute_try_run
 
 # A run still queued after this long gets a hint on its page (is a worker running?).
 QUEUE_PATIENCE = timedelta(seconds=30)
-
-
-def _pretty(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False)
 
 
 @require_http_methods(["GET", "POST"])
@@ -64,7 +60,7 @@ def try_new(request: StudioRequest, slug: str) -> HttpResponse:
         example = dict(chosen.input) if chosen else start.first_case_input(prepared.pack)
         if example is None:
             example = dict.fromkeys(prepared.pack.inputs or (), "")
-        form.initial["input"] = _pretty(example)
+        form.initial["input"] = pretty(example)
     context = {
         "project": project,
         "form": form,
@@ -72,7 +68,7 @@ def try_new(request: StudioRequest, slug: str) -> HttpResponse:
         "refused": refused,
         "case_keyed": prepared.case_keyed if prepared else False,
         "model": prepared.pack.model if prepared else "",
-        "cases": [(c.id, _pretty(dict(c.input))) for c in cases],
+        "cases": [(c.id, pretty(dict(c.input))) for c in cases],
         "chosen": chosen.id if chosen else (cases[0].id if cases else ""),
         "recent": TryRun.objects.filter(project=project).select_related("endpoint")[:10],
     }
@@ -82,13 +78,7 @@ def try_new(request: StudioRequest, slug: str) -> HttpResponse:
 def run_detail(request: StudioRequest, slug: str, run_id: int) -> HttpResponse:
     run, role = run_for(request.user, run_id, slug=slug)
     project = run.project
-    steps = trace_steps(visible_trace(run.trace or {}, role))
-    for step in steps:
-        kind = NODE_KINDS.get(step.get("kind") or "")
-        step["prompt_label"] = "question" if kind is not None and kind.waits else "prompt"  # a person answers it
-        step["writes_json"] = _pretty(step.get("writes") or {})
-        for call in step.get("tool_calls", []):
-            call["args_json"], call["result_json"] = _pretty(call.get("args")), _pretty(call.get("result"))
+    steps = for_page(trace_steps(visible_trace(run.trace or {}, role)))
     context = {
         "run": run,
         "project": project,
@@ -96,8 +86,8 @@ def run_detail(request: StudioRequest, slug: str, run_id: int) -> HttpResponse:
         "author": role.can_edit,
         "steps": steps,
         "totals": totals(steps),
-        "input_json": _pretty(run.input),
-        "output_json": _pretty(run.output) if run.output is not None else "",
+        "input_json": pretty(run.input),
+        "output_json": pretty(run.output) if run.output is not None else "",
         # A run held back by the caps on runs going at once says so in its error field.
         "slow_queue": run.status == TryRun.Status.QUEUED
         and run.held_at is None
@@ -109,6 +99,29 @@ def run_detail(request: StudioRequest, slug: str, run_id: int) -> HttpResponse:
     if run.is_final:
         return HttpResponseStopPolling(page.content)
     return page
+
+
+def all_runs(request: StudioRequest) -> HttpResponse:
+    """Every run the user may see, try-it and served, filtered, newest first (studio.runs.listing)."""
+    try:
+        query, problem = query_from(request.GET), ""
+    except BadQuery as exc:
+        query, problem = RunQuery(), str(exc)
+    got = run_page(request.user, query) if not problem else None
+    kept = query.params() if not problem else {}
+    projects = visible_projects(request.user)
+    context = {
+        "runs": got.runs if got else [],
+        "query": query,
+        "problem": problem,
+        "projects": projects,
+        "deployments": Deployment.objects.filter(project__in=projects).values_list("name", flat=True)[:500],
+        "kinds": KINDS,
+        "statuses": STATUSES,
+        "older": urlencode({**kept, "cursor": got.next.encode()}) if got and got.next else "",
+        "newest": urlencode(kept) if query.cursor else "",
+    }
+    return render(request, "runs/all.html", context, status=400 if problem else 200)
 
 
 # -- the URLs before /p/<slug>/ (docs/studio.md); a stranger still gets 404 --------------

@@ -1,6 +1,6 @@
 """The per-case table (filtered, paged, exported), the matrix of several evals over the same
 cases, adding an input and its corrected output to the evalset (from a case's drill-down or
-a try-it run), and the cross-project lists: every eval, every recent try-it run."""
+a try-it run), and the list of every eval across projects (every run: studio.runs.listing)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from django.views.decorators.http import require_POST
 from runtime import NODE_KINDS
 from studio.accounts.access import eval_for, project_for, run_for, visible_projects
 from studio.evals.evalset_case import CaseRefused, add_case
-from studio.evals.lists import visible_evals, visible_runs
+from studio.evals.lists import visible_evals
 from studio.evals.models import Eval, EvalCase
 from studio.evals.results.cases import (
     STATUSES,
@@ -35,7 +35,7 @@ from studio.evals.views.common import compact, context_for, dur, open_eval, pack
 from studio.http import StudioRequest
 from studio.numbers import whole_number
 
-__all__ = ["all_evals", "all_runs", "eval_add_case", "eval_cases", "eval_export", "eval_matrix"]
+__all__ = ["all_evals", "eval_add_case", "eval_cases", "eval_export", "eval_matrix"]
 
 MAX_MATRIX = 8
 
@@ -203,7 +203,7 @@ def eval_add_case(request: StudioRequest, slug: str) -> HttpResponse:
 
 
 def _across_projects(request: StudioRequest, rows: QuerySet[Any], **filters: str) -> dict[str, Any]:
-    """The page of `rows` (evals or try-it runs of every project the user sees) that the
+    """The page of `rows` (the evals of every project the user sees) that the
     request asks for, narrowed to ?project= and `filters` (already checked), as the
     template's context; `query` keeps the filters on the page links."""
     chosen = request.GET.get("project", "").strip()
@@ -230,9 +230,3 @@ def all_evals(request: StudioRequest) -> HttpResponse:
     context = _across_projects(request, rows, status=status)
     context.update(status=status, statuses=Eval.Status.values)
     return render(request, "evals/all_evals.html", context)
-
-
-def all_runs(request: StudioRequest) -> HttpResponse:
-    rows = visible_runs(request.user).select_related("project", "endpoint", "created_by")
-    context = _across_projects(request, rows)
-    return render(request, "evals/all_runs.html", context)

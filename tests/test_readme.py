@@ -46,3 +46,20 @@ def test_it_finds_every_readme_subcommand_in_the_activated_venv() -> None:
     for command in sorted(commands):
         done = _in_activated_shell(f"packforge {command} --help")
         assert done.returncode == 0, (command, done.stderr)
+
+
+def test_it_pulls_with_the_token_from_the_environment_into_a_folder_outside_the_repository() -> None:
+    """Followed from the repository's root, a pull writes nothing into the repository, and
+    the token stays out of the process list (the CLI reads $PACKFORGE_TOKEN)."""
+    texts = {"README.md": README, "docs/api.md": (ROOT / "docs" / "api.md").read_text()}
+    pulls = [
+        (name, line) for name, text in texts.items() for line in text.splitlines() if "packforge pull http" in line
+    ]
+    assert {name for name, _ in pulls} == set(texts)
+    for name, line in pulls:
+        assert "--token" not in line, (name, line)
+        out = re.search(r"--out (\S+)", line)
+        assert out is not None and out.group(1).startswith("/") and not out.group(1).startswith(str(ROOT)), line
+    lines = _shell_lines()
+    pull = next(i for i, line in enumerate(lines) if line.startswith("packforge pull"))
+    assert any(line.startswith("export PACKFORGE_TOKEN=") for line in lines[:pull])

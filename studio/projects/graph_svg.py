@@ -307,7 +307,10 @@ def draw(
     return drawing
 
 
-CHAR_W, LINE_H = 6.7, 14  # an 11px monospace label's character width and line height
+# An edge label is 12px monospace (studio.css, svg.graph .label text): a character is
+# about 0.6 em wide. The drawing is shown at its own size, so 12px is what is read.
+LABEL_FONT_PX = 12
+CHAR_W, LINE_H = 0.61 * LABEL_FONT_PX, 15  # a label's character width and line height
 LABEL_PAD = 3  # room around a label's text inside its box
 # Where along its curve a label may sit, best first: the middle, then out towards the ends.
 ALONG = (0.5, 0.42, 0.58, 0.34, 0.66, 0.74, 0.26, 0.8, 0.2, 0.86, 0.14)

@@ -84,7 +84,11 @@ def _item_context(
         "holder": claims.holder(item),
         "input_json": present.pretty(item.run.input),
         "state_json": present.pretty({k: v for k, v in item.state.items() if k != "input"}),
-        "steps": [s for s in trace.get("steps") or [] if s.get("status") != "wait"],
+        "steps": [
+            {**s, "writes_json": present.pretty(s["writes"]) if s.get("writes") else ""}
+            for s in trace.get("steps") or []
+            if s.get("status") != "wait"
+        ],
         "candidates": present.visible_candidates(item, role),
         "form": form or AnswerForm(schema=item.schema, best=item.best),
         "decision_form": extra.pop("decision_form", None) or DecisionForm(),

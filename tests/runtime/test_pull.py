@@ -72,6 +72,7 @@ def test_it_pulls_a_zip_with_the_token_from_the_environment(studio: tuple[str, s
     pulled = packforge("pull", f"{url}/p/triage/", "--format", "zip", cwd=tmp_path, env={"PACKFORGE_TOKEN": token})
     assert pulled.returncode == 0, pulled.stderr
     assert (tmp_path / "triage" / "graph.yaml").is_file()  # the default folder is ./PROJECT
+    assert f"into {tmp_path / 'triage'} (" in pulled.stdout  # named in full: where it wrote is said
 
 
 def test_it_refuses_a_bad_token_in_one_line(studio: tuple[str, str], tmp_path: Path) -> None:

@@ -219,14 +219,20 @@ def export_rows(ev: Eval, f: CaseFilter, pack: Pack | None) -> Iterator[dict[str
         yield case_row(r, cases, pack)
 
 
-def _cell(value: Any) -> str:
+# A number in the CSV has the places the page shows it with at its finest (cost: $0.000135,
+# latency: 12.3 ms), so a sum of per-call costs (0.00013499999999999997) reads as on the page.
+CSV_PLACES = {"cost_usd": 6, "latency_s": 4}
+
+
+def _cell(value: Any, places: int | None = None) -> str:
     if value is None:
         return ""
     if isinstance(value, (dict, list)):
         return json.dumps(value, ensure_ascii=False, sort_keys=True)
     if isinstance(value, float):
-        # Sums of per-call costs carry binary noise (0.00013499999999999997): 12
-        # significant digits keep every real digit and drop the noise.
+        if places is not None:
+            return f"{round(value, places) + 0.0:.{places}f}".rstrip("0").rstrip(".")  # + 0.0: no "-0"
+        # Other floats: 12 significant digits keep every real digit and drop binary noise.
         return f"{value:.12g}"
     if not isinstance(value, str):
         return str(value)
@@ -241,7 +247,7 @@ def csv_text(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
     writer = csv.writer(buffer)
     writer.writerow(EXPORT_COLUMNS)
     for row in rows:
-        writer.writerow([_cell(row[c]) for c in EXPORT_COLUMNS])
+        writer.writerow([_cell(row[c], CSV_PLACES.get(c)) for c in EXPORT_COLUMNS])
         yield buffer.getvalue()
         buffer.seek(0)
         buffer.truncate()

@@ -42,6 +42,10 @@ __all__ = ["baseline_panel", "eval_mark_baseline", "eval_summary", "eval_tiers",
 # -- summary ------------------------------------------------------------------------------
 
 MAX_FAILING = 20  # runs that did not pass, linked from the summary; the rest through the case table
+# A tier says who settled a case, not whether it was right: "unanswered" is no verdict (a
+# case may expect it and pass), so its bars are the warning colour its pill has
+# (studio.css), never the failures' red.
+TIER_COLOURS = {"auto": "#067647", "escalated": "#dc6803", "unanswered": "#b54708"}
 
 
 def baseline_panel(ev: Eval) -> dict[str, Any] | None:
@@ -111,14 +115,13 @@ def eval_summary(request: StudioRequest, slug: str, eval_id: int) -> HttpRespons
     ev, role = open_eval(request, slug, eval_id)
     shown = summary_context(ev)
     tier_rows = shown["summary"]["tiers"]["rows"]
-    colours = {"auto": "#067647", "escalated": "#dc6803", "unanswered": "#b42318"}
     tier_chart = charts.hbars(
         [
             charts.Bar(
                 r["tier"],
                 r["count"],
                 f"{r['count']} ({pct(r['share'])})",
-                colours.get(r["tier"], "#475467"),
+                TIER_COLOURS.get(r["tier"], "#475467"),
                 reverse("evals-tiers", args=[ev.project.slug, ev.pk]),
             )
             for r in tier_rows
@@ -239,17 +242,18 @@ def eval_tiers(request: StudioRequest, slug: str, eval_id: int) -> HttpResponse:
             cost_per_case_text=usd(r["cost_per_case"]),
             cost_total_text=usd(r["cost_total"]),
         )
-    colours = {"auto": "#067647", "escalated": "#dc6803", "unanswered": "#b42318"}
     chart = charts.hbars(
         [
-            charts.Bar(r["tier"], r["count"], f"{r['count']} ({pct(r['share'])})", colours.get(r["tier"], "#475467"))
+            charts.Bar(
+                r["tier"], r["count"], f"{r['count']} ({pct(r['share'])})", TIER_COLOURS.get(r["tier"], "#475467")
+            )
             for r in split["rows"]
         ],
         label="Runs per confidence tier",
     )
     accuracy = charts.hbars(
         [
-            charts.Bar(r["tier"], r["accuracy"] or 0, pct(r["accuracy"]), colours.get(r["tier"], "#475467"))
+            charts.Bar(r["tier"], r["accuracy"] or 0, pct(r["accuracy"]), TIER_COLOURS.get(r["tier"], "#475467"))
             for r in split["rows"]
         ],
         label="Accuracy inside each tier",

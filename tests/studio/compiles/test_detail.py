@@ -36,6 +36,14 @@ def page_of(c: Compile) -> str:
 # -- the compile's page -----------------------------------------------------------------------
 
 
+def test_the_compile_and_attempt_pages_carry_the_projects_tabs(as_viewer: Client, finished: Compile) -> None:
+    for url in (page_of(finished), f"{page_of(finished)}attempts/1/"):
+        page = as_viewer.get(url).content.decode()
+        nav = page[page.index('<nav class="tabs project-nav"') :]
+        nav = nav[: nav.index("</nav>")]
+        assert 'href="/p/triage/compiles/"' in nav and 'href="/p/triage/files/"' in nav, url
+
+
 def test_it_shows_the_progress_and_the_attempts(as_viewer: Client, finished: Compile) -> None:
     response = as_viewer.get(page_of(finished))
 

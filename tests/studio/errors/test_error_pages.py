@@ -4,6 +4,7 @@ stack trace; under /api/ the API's `{"detail": ...}` shape."""
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
@@ -145,3 +146,18 @@ def test_it_answers_a_refusal_marked_a_server_fault_as_a_server_error(
     text = _page(response)
     assert "SECRET-INTERNALS" not in text and "Something went wrong" in text
     assert any("SECRET-INTERNALS" in str(r.exc_info) for r in caplog.records)
+
+
+def test_it_logs_an_ordinary_refusal_as_no_line_of_its_own_and_a_server_error_with_its_traceback(
+    as_owner: Client, failing: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The access log has the refusal's one line (scripts/start); Django's own warning for
+    it, with the exception's traceback, is not written. A 500 still is."""
+    caplog.set_level(logging.DEBUG)
+    assert as_owner.get("/endpoints/new").status_code == 403  # raised as PermissionDenied
+    assert as_owner.get("/no/such/page").status_code == 404
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("django")] == []
+    as_owner.raise_request_exception = False
+    assert as_owner.get("/fails/").status_code == 500
+    logged = [r for r in caplog.records if r.name == "django.request"]
+    assert [r.levelname for r in logged] == ["ERROR"] and logged[0].exc_info is not None

@@ -18,6 +18,7 @@ from studio.accounts.models import ApiToken
 from studio.deployments.models import Deployment
 from studio.evals.models import Eval
 from studio.evals.results.cases import EXPORT_COLUMNS, csv_text
+from studio.evals.views.common import dur, usd
 from studio.projects.models import Project
 from studio.projects.storage import PackRepo
 from studio.runs.models import TryRun
@@ -183,6 +184,15 @@ def test_it_writes_a_summed_cost_without_its_binary_noise_in_csv() -> None:
     row.update(cost_usd=noisy, latency_s=1.5)
     got = next(csv.DictReader(io.StringIO("".join(csv_text([row])))))
     assert (got["cost_usd"], got["latency_s"]) == ("0.000225", "1.5")
+
+
+def test_it_writes_cost_and_latency_in_csv_to_the_places_the_page_shows() -> None:
+    """The case table shows $0.000135 and 123.5 ms: the CSV holds 0.000135 and 0.1235."""
+    row: dict[str, Any] = dict.fromkeys(EXPORT_COLUMNS, "plain")
+    row.update(cost_usd=0.00013498765, latency_s=0.12345678, repeat=0)
+    got = next(csv.DictReader(io.StringIO("".join(csv_text([row])))))
+    assert (got["cost_usd"], got["latency_s"], got["repeat"]) == ("0.000135", "0.1235", "0")
+    assert (usd(0.00013498765), dur(0.12345678)) == ("$0.000135", "123.5 ms")  # the page's words for them
 
 
 # -- one case's trace ---------------------------------------------------------------------------------

@@ -8,8 +8,10 @@ from django.test import Client
 from runtime import EvalReport
 from studio.evals.models import Eval
 from studio.evals.results.calibration import calibration
+from studio.evals.views.summary import TIER_COLOURS
 from studio.projects.models import Project
 from tests.support.confidence import gate_classify
+from tests.support.css import STUDIO_CSS, rules
 from tests.support.eval_results import add_run, example_pack, make_eval, run_example, sample_eval, store_report
 
 
@@ -99,3 +101,24 @@ def test_it_shows_no_thresholds_for_a_pack_without_a_gate(as_owner: Client, proj
     ev = sample_eval(project, owner)
     text = as_owner.get(f"/p/{ev.project.slug}/evals/{ev.pk}/tiers").content.decode()
     assert "Confidence thresholds" not in text and 'class="calibration"' not in text
+
+
+def test_a_passing_unanswered_case_is_drawn_as_a_warning_never_as_a_failure(
+    as_owner: Client, project: Project, owner: User
+) -> None:
+    ev = make_eval(project, owner)
+    add_run(ev, "st-13", status="passed", tier="failed")  # expected to go unanswered, and it did
+    add_run(ev, "a1")
+    cases = as_owner.get(f"/p/{ev.project.slug}/evals/{ev.pk}/cases").content.decode()
+    row = cases[cases.index('data-case="st-13"') :]
+    row = row[: row.index("</tr>")]
+    assert '<span class="pill passed">passed</span>' in row and '<span class="pill unanswered">unanswered</span>' in row
+    css = rules(STUDIO_CSS)
+    failure, warning = css[".results .pill.failed"], css[".results .pill.escalated"]
+    assert css[".results .pill.unanswered"] == warning != failure
+    for tab in ("tiers", "summary"):  # the tier bars: the pill's warning colour, not the failures' red
+        page = as_owner.get(f"/p/{ev.project.slug}/evals/{ev.pk}/{tab}").content.decode()
+        assert f'fill="{TIER_COLOURS["unanswered"]}"' in page, tab
+    root = css[":root"]
+    assert warning["color"] == "var(--warn)" and failure["color"] == "var(--bad)"
+    assert TIER_COLOURS["unanswered"] == root["--warn"] != root["--bad"]

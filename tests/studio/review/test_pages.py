@@ -8,12 +8,14 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from django.contrib.auth.models import User
+from django.urls import reverse
 from django.utils import timezone
 
 from studio.deployments.models import ServedRun
 from studio.review import claims
 from studio.review.items import open_item
 from studio.review.models import ReviewItem
+from tests.support.css import REVIEW_CSS, STUDIO_CSS, rules
 from tests.support.studio import client_for
 
 HX = {"HX-Request": "true", "HX-Target": "review-list"}
@@ -147,3 +149,47 @@ def test_it_records_the_untouched_form_as_an_approve(make_waiting: Callable[...,
         f"/review/{item.pk}/decide", {"decision": "approve", "a_order_id": "ORD-48213", "a_amount_usd": "60"}
     )
     assert ReviewItem.objects.get(pk=item.pk).decision == "approve"  # 60.0 from the number input is the candidate's 60
+
+
+def test_the_item_page_carries_its_projects_tabs(item: ReviewItem, reviewer: User) -> None:
+    page = client_for(reviewer).get(f"/review/{item.pk}").content.decode()
+    nav = page[page.index('<nav class="tabs project-nav"') :]
+    nav = nav[: nav.index("</nav>")]
+    assert 'aria-label="Project triage"' in nav
+    for name in ("projects-overview", "projects-files", "evals-history", "deployments-list", "runs-new"):
+        assert f'href="{reverse(name, args=["triage"])}"' in nav, name
+    assert page.index('class="tabs project-nav"') < page.index("<h1>")
+
+
+def test_the_item_page_shows_a_steps_writes_as_json_that_scrolls_in_its_cell(item: ReviewItem, reviewer: User) -> None:
+    page = client_for(reviewer).get(f"/review/{item.pk}").content.decode()
+    assert '<pre class="writes">{\n  &quot;category&quot;: &quot;billing&quot;\n}</pre>' in page  # JSON, not a repr
+    assert "&#x27;category&#x27;" not in page
+    css = rules(STUDIO_CSS, REVIEW_CSS)
+    for where in (".candidates pre", ".steps pre.writes"):  # in a cell: bounded, and it scrolls
+        assert css[where]["overflow"] == "auto" and css[where]["max-width"].endswith("rem"), where
+    assert css[".steps pre.writes"]["white-space"] == "pre"  # a long line scrolls, it is not cut or wrapped away
+    assert css[".review-grid > section"] == {"min-width": "0", "overflow-x": "auto"}
+    assert css["pre"]["overflow"] == "auto" and css["pre"]["max-width"] == "100%"  # every page's JSON box scrolls
+    assert css[".code-editor textarea.code"]["overflow"] == "auto"  # and the editor's
+
+
+def test_the_item_page_says_what_each_button_does_and_where_the_run_waits(item: ReviewItem, reviewer: User) -> None:
+    page = client_for(reviewer).get(f"/review/{item.pk}").content.decode()
+    assert ">Approve as shown (a)</button>" in page
+    help_text = " ".join(page[page.index('id="decide-help"') :].split("</p>")[0].split())
+    assert "<b>Approve</b> accepts the answer exactly as the fields above show it" in help_text
+    assert "<b>Reject</b> gives no answer: the run ends failed" in help_text
+    waits = " ".join(page[page.index('id="where-it-waits"') :].split("</p>")[0].split())
+    assert 'waits at model node <span class="mono">extract</span> itself' in waits
+    assert "an eval run without tiers takes that edge" in waits
+
+
+def test_an_item_at_a_human_node_says_the_run_reached_the_packs_human_node(
+    make_waiting: Callable[..., ServedRun], reviewer: User
+) -> None:
+    made = open_item(make_waiting(run_id="h1", waiting_at="review", waiting_reason="human", candidates=[]))
+    assert made is not None and made.reason == "human"
+    page = client_for(reviewer).get(f"/review/{made.pk}").content.decode()
+    waits = " ".join(page[page.index('id="where-it-waits"') :].split("</p>")[0].split())
+    assert "a <code>human</code> node of the pack" in waits and "no tier" not in waits

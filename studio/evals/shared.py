@@ -20,7 +20,7 @@ from django.utils import timezone
 from studio.evals import recordings
 from studio.evals.models import Eval, EvalCase
 from studio.evals.results.nodes import node_stats
-from studio.evals.results.summary import metrics_of, summarize, tiers_by_model
+from studio.evals.results.summary import compute_tiers_by_model, metrics_of, summarize
 from studio.evals.settings import setting
 from studio.work import sweep as sweeping
 
@@ -81,7 +81,7 @@ def summary_of(ev: Eval) -> dict[str, Any]:
             **base,
             **summarize(ev),
             "node_stats": node_stats(ev),
-            "tiers_by_model": tiers_by_model(ev),
+            "tiers_by_model": compute_tiers_by_model(ev),
             "tools": recordings.tools_summary(ev),
         }
     except Exception as exc:

@@ -4,7 +4,11 @@ module of studio.evals.results, which import it and never each other in a circle
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from collections.abc import Callable
+from typing import Any
+
+from django.core.cache import cache
+from django.db.models import Count, Max, QuerySet
 
 from runtime import Edge, percentile
 from studio.evals.models import Eval, EvalCase
@@ -16,6 +20,9 @@ __all__ = [
     "TIERS",
     "Status",
     "edge_name",
+    "ended",
+    "fingerprint",
+    "once_per_rows",
     "ratio",
     "scored",
     "spread",
@@ -50,3 +57,26 @@ def spread(values: list[float]) -> dict[str, float]:
         "p50": percentile(values, 50),
         "p95": percentile(values, 95),
     }
+
+
+def ended(ev: Eval) -> bool:
+    """Whether the eval's scored rows have stopped changing (done, or cancelled and closed)."""
+    return ev.status == Eval.Status.DONE or (ev.status == Eval.Status.CANCELLED and ev.finished_at is not None)
+
+
+def fingerprint(ev: Eval) -> str:
+    """Changes whenever a scored row is added or re-finished; cheap (one indexed aggregate)."""
+    row = scored(ev).aggregate(n=Count("id"), last=Max("finished_at"), top=Max("id"))
+    last = row["last"].timestamp() if row["last"] else 0
+    return f"{ev.pk}:{ev.created_at.timestamp()}:{row['n']}:{row['top']}:{last}"
+
+
+def once_per_rows(name: str, ev: Eval, compute: Callable[[Eval], Any]) -> Any:
+    """`compute(ev)` (JSON-serialisable, reads every trace), kept in Django's cache under a
+    key that changes with the scored rows, so a page reads the traces once per state."""
+    key = f"packforge:evals:{name}:{fingerprint(ev)}"
+    found = cache.get(key)
+    if found is None:
+        found = compute(ev)
+        cache.set(key, found, timeout=7 * 24 * 3600)
+    return found

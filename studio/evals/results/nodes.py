@@ -7,13 +7,21 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from django.core.cache import cache
 from django.db import connection
-from django.db.models import Count, Max
+from django.db.models import Count
 
 from runtime import PATH_PROBLEM_KINDS, CaseProblem, Pack
 from studio.evals.models import Eval, EvalCase
-from studio.evals.results.common import NODE_STATS_VERSION, SCORED, Status, edge_name, ratio, scored
+from studio.evals.results.common import (
+    NODE_STATS_VERSION,
+    SCORED,
+    Status,
+    edge_name,
+    ended,
+    once_per_rows,
+    ratio,
+    scored,
+)
 
 __all__ = ["coverage", "edge_counts", "node_blame", "node_stats"]
 
@@ -138,13 +146,6 @@ def _compute_node_stats(ev: Eval, tools: bool) -> dict[str, Any]:
     return {"version": NODE_STATS_VERSION, "tools": tools, "nodes": dict(nodes)}
 
 
-def _fingerprint(ev: Eval) -> str:
-    """Changes whenever a scored row is added or re-finished; cheap (one indexed aggregate)."""
-    row = scored(ev).aggregate(n=Count("id"), last=Max("finished_at"), top=Max("id"))
-    last = row["last"].timestamp() if row["last"] else 0
-    return f"{ev.pk}:{ev.created_at.timestamp()}:{row['n']}:{row['top']}:{last}"
-
-
 def node_stats(ev: Eval, *, tools: bool = True) -> dict[str, Any]:
     """Per node, over the scored runs' traces: attempts, rejections by category and by
     reason, tokens, latency and cost of its model calls; with `tools`, tool calls and
@@ -155,20 +156,16 @@ def node_stats(ev: Eval, *, tools: bool = True) -> dict[str, Any]:
     as Eval.summary["node_stats"] when an eval ends (read back here once it has ended);
     otherwise it is kept in Django's cache under a key that changes with the rows."""
     stored = (ev.summary or {}).get("node_stats") if isinstance(ev.summary, dict) else None
-    ended = ev.status == Eval.Status.DONE or (ev.status == Eval.Status.CANCELLED and ev.finished_at is not None)
     if (
-        ended
+        ended(ev)
         and isinstance(stored, dict)
         and stored.get("version") == NODE_STATS_VERSION
         and isinstance(stored.get("nodes"), dict)
         and (stored.get("tools", True) or not tools)
     ):
         return stored
-    key = f"packforge:evals:node-stats:v{NODE_STATS_VERSION}:{int(tools)}:{_fingerprint(ev)}"
-    found = cache.get(key)
-    if found is None:
-        found = _compute_node_stats(ev, tools)
-        cache.set(key, found, timeout=7 * 24 * 3600)
+    name = f"node-stats:v{NODE_STATS_VERSION}:{int(tools)}"
+    found: dict[str, Any] = once_per_rows(name, ev, lambda e: _compute_node_stats(e, tools))
     return found
 
 

@@ -24,9 +24,19 @@ from runtime import (
 )
 from studio.endpoints.models import Endpoint
 from studio.evals.models import Eval, EvalCase
-from studio.evals.results.common import TIERS, Status, ratio, scored, spread
+from studio.evals.results.common import TIERS, Status, ended, once_per_rows, ratio, scored, spread
 
-__all__ = ["case_pass_rates", "metrics_of", "summarize", "tiers", "tiers_by_model", "tool_use"]
+__all__ = [
+    "case_pass_rates",
+    "compute_tiers_by_model",
+    "metrics_of",
+    "summarize",
+    "tiers",
+    "tiers_by_model",
+    "tool_use",
+]
+
+TIERS_BY_MODEL_VERSION = 1  # the rows' shape; a new one is computed again, not read from the cache
 
 
 # -- summary and the gate metrics ---------------------------------------------------------
@@ -146,6 +156,17 @@ def tiers(ev: Eval) -> dict[str, Any]:
 
 
 def tiers_by_model(ev: Eval) -> list[dict[str, Any]]:
+    """`compute_tiers_by_model`, read once per state of the eval's rows: from
+    Eval.summary["tiers_by_model"] once the eval has ended (the backend stores it then),
+    before that from the cache (it reads every trace)."""
+    stored = (ev.summary or {}).get("tiers_by_model") if isinstance(ev.summary, dict) else None
+    if ended(ev) and isinstance(stored, list):
+        return stored
+    found: list[dict[str, Any]] = once_per_rows(f"tiers-by-model:v{TIERS_BY_MODEL_VERSION}", ev, compute_tiers_by_model)
+    return found
+
+
+def compute_tiers_by_model(ev: Eval) -> list[dict[str, Any]]:
     """Per model tier of the eval's ladder (one row named by the model without a ladder;
     "person" last with one): the cases it settled (the highest tier each needed) and how
     many passed, escalations out of it, model calls, tokens and cost spent on it. The

@@ -1,0 +1,59 @@
+"""The per-model-tier table reads every trace, so it is computed once per state of an
+eval's rows: an ended eval's page reads what the backend stored in its summary, a running
+eval's page computes it once and reads the cache until a row changes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.cache import cache
+from django.test import Client
+
+from studio.evals.models import Eval
+from studio.evals.results import summary
+from studio.evals.shared import summary_of
+from studio.projects.models import Project
+from tests.support.eval_results import add_run, sample_eval
+
+
+@pytest.fixture
+def computed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the calls of the costly computation (and still makes it)."""
+    calls: list[int] = []
+    real = summary.compute_tiers_by_model
+
+    def counting(ev: Eval) -> list[dict[str, Any]]:
+        calls.append(ev.pk)
+        return real(ev)
+
+    monkeypatch.setattr(summary, "compute_tiers_by_model", counting)
+    cache.clear()
+    return calls
+
+
+def test_a_running_eval_computes_the_table_once_per_state_of_its_rows(
+    project: Project, owner: User, as_owner: Client, computed: list[int]
+) -> None:
+    ev = sample_eval(project, owner, status="running")
+    url = f"/p/triage/evals/{ev.pk}/tiers"
+    for _ in range(3):
+        assert 'id="tiers-by-model"' in as_owner.get(url).content.decode()
+    assert computed == [ev.pk]
+    add_run(ev, "late-1", status="passed", tier="auto")
+    as_owner.get(url)
+    assert computed == [ev.pk, ev.pk]  # a new row: computed again
+
+
+def test_an_ended_eval_reads_the_stored_table(
+    project: Project, owner: User, as_owner: Client, computed: list[int]
+) -> None:
+    ev = sample_eval(project, owner, status="done")
+    stored = summary_of(ev)
+    assert stored["tiers_by_model"]
+    computed.clear()
+    Eval.objects.filter(pk=ev.pk).update(summary=stored)
+    page = as_owner.get(f"/p/triage/evals/{ev.pk}/tiers")
+    assert page.status_code == 200 and stored["tiers_by_model"][0]["tier"] in page.content.decode()
+    assert computed == []  # the page did not read the traces again

@@ -28,7 +28,7 @@ from django.http import StreamingHttpResponse
 from runtime import TIER_WORDS, Case, Pack
 from studio.errors import Refused
 from studio.evals.models import Eval, EvalCase
-from studio.evals.results.common import SCORED, Status, ratio
+from studio.evals.results.common import SCORED, Status, once_per_rows, ratio
 
 __all__ = [
     "EXPORT_COLUMNS",
@@ -303,6 +303,15 @@ def tag_breakdown(ev: Eval, pack: Pack | None) -> list[dict[str, Any]]:
 
 
 def _outcomes(ev: Eval, pack: Pack | None) -> dict[tuple[str, int], dict[str, Any]]:
+    """Each run's status, tier, blame and output, read once per state of the eval's rows
+    (the outputs come from the traces, the costly read of compare and matrix)."""
+    found: dict[tuple[str, int], dict[str, Any]] = once_per_rows(
+        f"outcomes:v1:{int(pack is not None)}", ev, lambda e: _read_outcomes(e, pack)
+    )
+    return found
+
+
+def _read_outcomes(ev: Eval, pack: Pack | None) -> dict[tuple[str, int], dict[str, Any]]:
     rows = EvalCase.objects.filter(eval=ev).only(
         "case_id", "repeat", "status", "tier", "trace", "blamed", "error", "cost_usd", "latency_s"
     )

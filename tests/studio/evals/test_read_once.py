@@ -1,4 +1,4 @@
-"""The per-model-tier table reads every trace, so it is computed once per state of an
+"""What reads every trace (the per-model-tier table, compare's outcomes) is computed once per state of an
 eval's rows: an ended eval's page reads what the backend stored in its summary, a running
 eval's page computes it once and reads the cache until a row changes."""
 
@@ -10,9 +10,10 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.cache import cache
 from django.test import Client
+from django.utils import timezone
 
-from studio.evals.models import Eval
-from studio.evals.results import summary
+from studio.evals.models import Eval, EvalCase
+from studio.evals.results import cases, summary
 from studio.evals.shared import summary_of
 from studio.projects.models import Project
 from tests.support.eval_results import add_run, sample_eval
@@ -57,3 +58,25 @@ def test_an_ended_eval_reads_the_stored_table(
     page = as_owner.get(f"/p/triage/evals/{ev.pk}/tiers")
     assert page.status_code == 200 and stored["tiers_by_model"][0]["tier"] in page.content.decode()
     assert computed == []  # the page did not read the traces again
+
+
+def test_compare_reads_each_evals_traces_once_per_state_of_its_rows(
+    project: Project, owner: User, as_owner: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read: list[int] = []
+    real = cases._read_outcomes
+
+    def counting(ev: Eval, pack: Any) -> Any:
+        read.append(ev.pk)
+        return real(ev, pack)
+
+    monkeypatch.setattr(cases, "_read_outcomes", counting)
+    cache.clear()
+    a, b = sample_eval(project, owner), sample_eval(project, owner)
+    url = f"/p/triage/evals/compare?a={a.pk}&b={b.pk}"
+    for _ in range(3):
+        assert as_owner.get(url).status_code == 200
+    assert sorted(read) == [a.pk, b.pk]
+    EvalCase.objects.filter(eval=b, case_id="bad-1").update(finished_at=timezone.now())  # scored again
+    assert as_owner.get(url).status_code == 200
+    assert sorted(read) == [a.pk, b.pk, b.pk]  # only the eval whose rows changed is read again

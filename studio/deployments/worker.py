@@ -285,7 +285,9 @@ def _settle(run: ServedRun, token: str, result: RunResult, store: ServedStore, r
     fields: dict[str, Any] = {
         "trace": stored(trace.to_dict(include_rejected_text=True)),
         "path": _path(trace),
-        "tier": result.settled_by or "",
+        # A run waiting for a person has not been settled by anyone yet (the runtime's
+        # settled_by says "person" for it already): its tier is written when it ends.
+        "tier": (result.settled_by or "") if result.status != S.WAITING else "",
         "answer": None,
         "answer_node": "",
     }

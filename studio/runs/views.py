@@ -101,6 +101,9 @@ def run_detail(request: StudioRequest, slug: str, run_id: int) -> HttpResponse:
     return page
 
 
+FILTER_NAMES = ("project", "kind", "status", "deployment", "tier", "node", "since", "until", "q")
+
+
 def all_runs(request: StudioRequest) -> HttpResponse:
     """Every run the user may see, try-it and served, filtered, newest first (studio.runs.listing)."""
     try:
@@ -113,6 +116,8 @@ def all_runs(request: StudioRequest) -> HttpResponse:
     context = {
         "runs": got.runs if got else [],
         "query": query,
+        # the form shows what was asked, a bad value included, so one fix is one edit
+        "asked": {k: str(request.GET.get(k, ""))[:200] for k in FILTER_NAMES},
         "problem": problem,
         "projects": projects,
         "deployments": Deployment.objects.filter(project__in=projects).values_list("name", flat=True)[:500],

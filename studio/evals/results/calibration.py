@@ -16,7 +16,7 @@ from django.db import connection
 
 from runtime import Calibration, Pack, Step, Trace, calibrate, gate_minimums
 from studio.evals.models import Eval, EvalCase
-from studio.evals.results.common import SCORED, scored
+from studio.evals.results.common import SCORED, once_per_rows, scored
 
 __all__ = ["calibration"]
 
@@ -38,7 +38,12 @@ _SQL_CONFIDENCE = {
 
 def _confidence_steps(ev: Eval) -> Iterable[tuple[int, str, str, dict[str, Any]]]:
     """(row id, case id, node, confidence) for every step that recorded a confidence, in
-    walk order within each run."""
+    walk order within each run; read once per state of the eval's rows (it reads every trace)."""
+    found: list[tuple[int, str, str, dict[str, Any]]] = once_per_rows("confidence-steps:v1", ev, _read_confidence_steps)
+    return found
+
+
+def _read_confidence_steps(ev: Eval) -> list[tuple[int, str, str, dict[str, Any]]]:
     sql = _SQL_CONFIDENCE.get(connection.vendor)
     if sql is not None:
         with connection.cursor() as cur:

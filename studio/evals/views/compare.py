@@ -62,7 +62,8 @@ def eval_compare(request: StudioRequest, slug: str) -> HttpResponse:
         return render(request, "evals/results_compare.html", context, status=400)
     show = shown_compare(cmp)
     changed_only = request.GET.get("changed") == "1"
-    pairs = compare_cases(a, b, pack_of(a), pack_of(b), changed_only=changed_only)
+    every = compare_cases(a, b, pack_of(a), pack_of(b), changed_only=changed_only)
+    pairs = every[:MAX_PAIRS]  # the rest through the API; only the rows shown get their texts and links
     for row in pairs:
         row.update(
             expected_text=compact(row["expected"]),
@@ -76,8 +77,8 @@ def eval_compare(request: StudioRequest, slug: str) -> HttpResponse:
             if row[side] is not None:
                 row[side] = {**row[side], "output_text": compact(row[side]["output"])}
     context.update(
-        pairs=pairs[:MAX_PAIRS],
-        more_pairs=max(0, len(pairs) - MAX_PAIRS),
+        pairs=pairs,
+        more_pairs=max(0, len(every) - MAX_PAIRS),
         changed_only=changed_only,
         cancelled=[e for e in (a, b) if e.status == Eval.Status.CANCELLED],
         cmp=cmp,

@@ -164,6 +164,7 @@ def test_it_resumes_a_waiting_run_with_a_persons_answer_once(
         run_waiting.disconnect(heard)
     run = ServedRun.objects.get(run_id="w-2")
     assert run.status == "waiting" and run.waiting_at == "extract" and run.waiting_reason == "escalated"
+    assert run.tier == ""  # nobody has settled it yet; "person" once a person answers (below)
     assert [r.pk for r in waited] == [run.pk]
     assert run.state is not None and run.state["category"] == "billing" and run.state["input"] == TICKET
     assert run.trace["steps"][-1]["status"] == "wait"

@@ -3,15 +3,18 @@ the runtime's CLI unchanged (the runtime may not import the compiler, so the con
 script points here and hands on).
 
 - `packforge build SPEC_DIR -o PACK_DIR [--planner rules|openai:URL#MODEL|recorded:PATH]
-  [--target MODEL_SPEC] [--tools MODULE:REGISTRY] [--attempts N] [--work DIR] [--json]`:
+  [--target MODEL_SPEC] [--tools MODULE:REGISTRY] [--scorers MODULE:SCORERS] [--attempts N]
+  [--work DIR] [--json]`:
   compile a spec into a pack (docs/compiler.md, "The loop", "The verdict"). Progress
   lines on stderr, then the verdict table; exit 0 only when the pack beats both the
   trivial baseline and one call on the target's validation split; 1 when it does not
   (one call won: its pack is written; or neither beat the baseline), when nothing was
   judged on a model (no target), or when the build was cancelled; 2 on a bad spec or
-  bad usage.
-- `packforge check SPEC_DIR` (also `python -m compiler check`): every problem of a spec
-  folder on stderr with its file and line (exit 2), or a one-line summary (exit 0)."""
+  bad usage (a spec output compared `scorer:NAME` without --scorers, or with a registry
+  that lacks NAME, included).
+- `packforge check SPEC_DIR [--scorers MODULE:SCORERS]` (also `python -m compiler check`):
+  every problem of a spec folder on stderr with its file and line (exit 2), or a
+  one-line summary (exit 0); with --scorers, scorer names are checked against it."""
 
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ import json
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -32,7 +35,7 @@ from compiler.loop import BuildResult, Progress, build
 from compiler.planners import make_planner
 from compiler.report import verdict_table
 from compiler.spec import Spec, load_spec
-from runtime import PackforgeError, cli_main, load_tools
+from runtime import PackforgeError, Scorer, cli_main, load_scorers, load_tools
 
 EXIT_OK, EXIT_SHORT, EXIT_USAGE = 0, 1, 2
 COMMANDS = ("build", "check")
@@ -109,6 +112,7 @@ def _parser() -> argparse.ArgumentParser:
         "check", help="load a spec folder (spec.yaml + gold.jsonl) and report every problem", parents=[common]
     )
     check.add_argument("spec_dir", metavar="SPEC_DIR")
+    check.add_argument("--scorers", metavar="MODULE:SCORERS", help="host scorers to check scorer names against")
     check.set_defaults(run=cmd_check)
 
     b = commands.add_parser("build", help="compile a spec folder into a pack", parents=[common])
@@ -131,6 +135,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--concurrency", type=int, default=4, metavar="N", help="target calls in flight (default 4)")
     b.add_argument("--tools", metavar="MODULE:REGISTRY", help="the host tools the spec names")
+    b.add_argument(
+        "--scorers",
+        metavar="MODULE:SCORERS",
+        help="the host scorers the spec's outputs are compared by (compare: scorer:NAME)",
+    )
     b.add_argument("--attempts", type=int, metavar="N", help="at most N attempts (default: the spec's budget)")
     b.add_argument("--work", metavar="DIR", help="the work dir (default: PACK_DIR.build); an existing one is resumed")
     b.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
@@ -138,19 +147,26 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _load(spec_dir: str) -> Spec | None:
+def _load(spec_dir: str, scorers_ref: str | None = None) -> tuple[Spec | None, Mapping[str, Scorer] | None]:
+    """The spec and the host's scorer registry `scorers_ref` names (scorer names checked
+    against it); (None, None) after printing why when either does not load."""
     try:
-        return load_spec(spec_dir)
+        scorers = load_scorers(scorers_ref)
+    except PackforgeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None, None
+    try:
+        return load_spec(spec_dir, scorers=scorers), scorers
     except SpecInvalid as exc:
         n = len(exc.issues)
         print(f"error: spec is invalid ({n} problem{'s' if n != 1 else ''}):", file=sys.stderr)
         for issue in exc.issues:
             print(f"  {issue}", file=sys.stderr)
-        return None
+        return None, None
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    spec = _load(args.spec_dir)
+    spec, _ = _load(args.spec_dir, args.scorers)
     if spec is None:
         return EXIT_USAGE
     print(summary(spec))
@@ -158,7 +174,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    spec = _load(args.spec_dir)
+    spec, scorers = _load(args.spec_dir, args.scorers)
     if spec is None:
         return EXIT_USAGE
     for name in ("attempts", "budget", "concurrency"):
@@ -188,6 +204,7 @@ def cmd_build(args: argparse.Namespace) -> int:
                 cache=Path(args.cache) if args.cache else None,
                 budget=args.budget,
                 concurrency=args.concurrency,
+                scorers=scorers,
             )
     except (CompilerError, PackforgeError) as exc:
         print(f"error: {exc}", file=sys.stderr)

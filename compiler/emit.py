@@ -21,6 +21,7 @@ import yaml
 
 from compiler.errors import CompilerError, PlanInvalid
 from compiler.offline_tools import OFFLINE_FAKE, with_tool_args
+from compiler.spec_types import rule_document
 
 if TYPE_CHECKING:
     from compiler.hierarchy import Keyed
@@ -311,16 +312,12 @@ def _manifest(
 def _compare_rules(plan: Plan, spec: Spec) -> dict[str, dict[str, Any]]:
     """The manifest's `fields:`: the spec's `compare` rules of the fields some node of the
     plan writes (the runtime refuses a rule for a field no node writes), then the plan's
-    own `fields`, which win for a field both name."""
+    own `fields`, which win for a field both name, except a host scorer's: a plan cannot
+    choose a scorer, so the spec's `scorer:NAME` (its options, its pass) always stands."""
     written = {w for n in plan.nodes for w in n.writes}
-    out: dict[str, dict[str, Any]] = {}
-    for name, rule in spec.compare_rules().items():
-        if name in written:
-            out[name] = {"compare": rule.compare}
-            if rule.compare == "number" and rule.tolerance:
-                out[name]["tolerance"] = rule.tolerance
-    for name, body in plan.fields.items():
-        out[name] = dict(body)
+    rules = {name: rule for name, rule in spec.compare_rules().items() if name in written}
+    out = {name: rule_document(rule) for name, rule in rules.items()}
+    out.update({name: dict(body) for name, body in plan.fields.items() if name not in spec.scorers()})
     return out
 
 

@@ -31,7 +31,7 @@ from compiler.tools import ToolSpec
 from compiler.trials import PROBE_MIN, TrialRunner, setting_dict
 from compiler.verdict import Arm, baseline_outcomes, choose_threshold, mcnemar, measure_auto, score_of
 from compiler.workdir import write_json
-from runtime import Tool, baseline_summary, load_pack, open_backend
+from runtime import Scorer, Tool, baseline_summary, load_pack, open_backend
 
 VERDICT_FILE = "verdict.json"
 SPLIT_FILE = "split.json"
@@ -79,6 +79,7 @@ class JudgeInputs:
     planner: Planner | None = None  # a model planner proposes instruction texts (compiler.proposer)
     planner_tokens: int = 0  # what the attempts' planning already spent of the planner budgets
     planner_cost: float = 0.0
+    scorers: Mapping[str, Scorer] | None = None  # the host's scorers, bound to every pack loaded (compiler.scorers)
 
 
 def not_judged(inputs: JudgeInputs, split: Split) -> Verdict:
@@ -137,6 +138,7 @@ def _open(inputs: JudgeInputs) -> tuple[Split, CachedBackend, TrialRunner]:
         model=inputs.target,
         train=split.train,
         tools=inputs.tools,
+        scorers=inputs.scorers,
         concurrency=inputs.concurrency,
         cancel=inputs.cancel,
     )
@@ -253,7 +255,7 @@ def judge(inputs: JudgeInputs, out: Path | None, write_pack: Callable[[Path, Pat
 
 def refit(pack_dir: Path, case_ids: list[str], runner: TrialRunner, rule: FitRule) -> dict[str, Any]:
     """The overflowing cases run again on the judged pack, under its truncation rule."""
-    pack = load_pack(pack_dir, tools=set(runner.tools) if runner.tools is not None else None)
+    pack = load_pack(pack_dir, tools=set(runner.tools) if runner.tools is not None else None, scorers=runner.scorers)
     outcomes = runner.run(pack, case_ids, "refit")
     return {
         "rule": rule.to_dict(),

@@ -33,6 +33,7 @@ from compiler.judge import JudgeInputs, Verdict, judge, validation_score
 from compiler.offline import offline_script
 from compiler.plan import Plan, parse_plan
 from compiler.planners.shared import Planner, PlannerFailed, PlanRequest
+from compiler.scorers import check_scorers
 from compiler.search import Trial
 from compiler.spec import Spec
 from compiler.splits import split_gold, without_test
@@ -51,7 +52,7 @@ from compiler.workdir import (
     swap_in,
     write_json,
 )
-from runtime import Cancelled, PackforgeError, PackInvalid, Tool, load_pack, open_backend
+from runtime import Cancelled, PackforgeError, PackInvalid, Scorer, Tool, load_pack, open_backend
 
 STAGES = ("induce", "plan", "emit", "load", "offline_eval", "target_eval", "search", "done", "cancelled")
 STATUSES = ("ok", "plan_invalid", "pack_invalid", "repeated_plan", "cancelled", "error")
@@ -88,6 +89,7 @@ def build(
     cache: Path | None = None,
     budget: int | None = None,
     concurrency: int = 4,
+    scorers: Mapping[str, Scorer] | None = None,
 ) -> BuildResult:
     """Compile `spec` with `planner` in the work dir `work` (created, or resumed after its
     last finished attempt). Stops at full marks, when `attempts` (default: the spec's
@@ -100,10 +102,25 @@ def build(
     `cache`, default `work/cache`; at most `budget` target calls, default the spec's
     `budgets.target_calls`), measured on the test split, and the winner is written to
     `out`; `BuildResult.verdict` says what won and the exit code. Without a target the
-    verdict says nothing was judged on a model. Raises CompilerError when the spec names a
-    tool `tools` lacks."""
+    verdict says nothing was judged on a model. `scorers`: the host's scorer registry, bound
+    to every pack the build loads, so an output declared `compare: scorer:NAME` is compared
+    by that function wherever two of its values are (compiler.scorers). Raises
+    CompilerError when the spec names a tool `tools` lacks, or a scorer `scorers` lacks."""
+    check_scorers(spec, scorers)
     return _Build(
-        spec, planner, Path(work), out, target, tools, attempts, cancel, on_progress, cache, budget, concurrency
+        spec,
+        planner,
+        Path(work),
+        out,
+        target,
+        tools,
+        attempts,
+        cancel,
+        on_progress,
+        cache,
+        budget,
+        concurrency,
+        scorers,
     ).run()
 
 
@@ -122,7 +139,9 @@ class _Build:
         cache: Path | None = None,
         budget: int | None = None,
         concurrency: int = 4,
+        scorers: Mapping[str, Scorer] | None = None,
     ) -> None:
+        self.scorers = scorers
         self.cache = cache
         self.budget = budget
         self.concurrency = concurrency
@@ -227,6 +246,7 @@ class _Build:
             planner=self.planner,
             planner_tokens=self.tokens,
             planner_cost=self.cost,
+            scorers=self.scorers,
         )
 
     def judge(self, best: AttemptRecord) -> Verdict:
@@ -333,7 +353,9 @@ class _Build:
         self.progress(n, "load", f"attempt {n}: loading the pack")
         with run.timed("load"):
             try:
-                pack = load_pack(pack_dir, tools=set(self.tools) if self.tools is not None else None)
+                pack = load_pack(
+                    pack_dir, tools=set(self.tools) if self.tools is not None else None, scorers=self.scorers
+                )
             except PackInvalid as exc:
                 raise _Stop("pack_invalid", tuple(str(i) for i in exc.issues)) from None
         self.check_cancel(run)

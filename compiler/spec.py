@@ -14,6 +14,7 @@ and outputs), spec_keys.py (every other spec.yaml key), spec_gold.py (gold.jsonl
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ from compiler.spec_types import (
     Spec,
     SplitRule,
 )
-from runtime import PackIssue, SourceMap, load_yaml, nearest_key
+from runtime import PackIssue, Scorer, SourceMap, load_yaml, nearest_key
 
 __all__ = [
     "BUDGET_KEYS",
@@ -57,9 +58,11 @@ __all__ = [
 ]
 
 
-def load_spec(root: str | Path) -> Spec:
+def load_spec(root: str | Path, *, scorers: Mapping[str, Scorer] | None = None) -> Spec:
     """Load and check the spec folder at `root` (spec.yaml + gold.jsonl). Raises
-    SpecInvalid listing every issue, each naming its file and line."""
+    SpecInvalid listing every issue, each naming its file and line. `scorers`: the host's
+    scorer registry; an output's `compare: scorer:NAME` that it does not hold is an issue
+    (None: the names are not checked, as `packforge validate` without --scorers)."""
     root = Path(root)
     if not root.is_dir():
         raise SpecInvalid(
@@ -68,7 +71,7 @@ def load_spec(root: str | Path) -> Spec:
     issues: list[PackIssue] = []
     src = SourceMap(SPEC_FILE)
     doc = _document(_read(root, SPEC_FILE, issues, "every spec has one: name, task, inputs, outputs"), src, issues)
-    spec = SpecReader(src, issues)
+    spec = SpecReader(src, issues, scorers)
     for key in doc or {}:
         if key not in SPEC_KEYS:
             spec.error(f"unknown key '{key}'; {nearest_key(key, SPEC_KEYS)}", key, kind="unknown_key")

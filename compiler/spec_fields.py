@@ -1,7 +1,8 @@
 """spec.yaml's `inputs:` and `outputs:` (each field's description, type, values and
-compare rule), and the JSON helpers the loader checks gold values with. `FieldReader`
-is the base of the spec reader (compiler/spec_keys.py): it owns the issue list and the
-source map, so every problem lands at its key's line."""
+compare rule, a host scorer's included), and the JSON helpers the loader checks gold
+values with. `FieldReader` is the base of the spec reader (compiler/spec_keys.py): it
+owns the issue list, the source map (so every problem lands at its key's line) and the
+host's scorer registry, when the spec is loaded with one."""
 
 from __future__ import annotations
 
@@ -11,15 +12,18 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from compiler.spec_types import FIELD_KEYS, FIELD_NAME, FIELD_TYPES, RESERVED, FieldSpec
-from runtime import COMPARES, FieldRule, PackIssue, SourceMap, nearest_key
+from runtime import COMPARES, FieldRule, PackIssue, Scorer, SourceMap, nearest_key
+
+SCORER = "scorer:"  # compare: scorer:NAME, a host scorer (runtime.scorers)
 
 
 class FieldReader:
     """Reads the field sections of spec.yaml; each problem becomes an issue at its key's line."""
 
-    def __init__(self, src: SourceMap, issues: list[PackIssue]) -> None:
+    def __init__(self, src: SourceMap, issues: list[PackIssue], scorers: Mapping[str, Scorer] | None = None) -> None:
         self.src = src
         self.issues = issues
+        self.scorers = scorers  # the host's scorer registry: `scorer:NAME` is checked against it (None: unchecked)
 
     def error(self, message: str, *path: str | int, kind: str = "value") -> None:
         self.issues.append(self.src.issue(message, *path, kind=kind))
@@ -99,20 +103,32 @@ class FieldReader:
         return tuple(value) if ok else None
 
     def compare(self, entry: dict[str, Any], key: str, name: str) -> FieldRule | None:
-        """A field's `compare` (+ `tolerance`), checked like the manifest's `fields:` rules."""
-        compare, tolerance = entry.get("compare"), entry.get("tolerance")
-        if compare is None and tolerance is None:
+        """A field's `compare` (+ `tolerance`; a host scorer's + `options` and `pass`),
+        checked like the manifest's `fields:` rules (docs/pack-format.md, "fields")."""
+        given = [k for k in ("compare", "tolerance", "options", "pass") if entry.get(k) is not None]
+        if not given:
             return None
         where = f"{key}.{name}"
         if key == "inputs":
-            bad = "compare" if compare is not None else "tolerance"
+            bad = given[0]
             self.error(f"{where}.{bad}: inputs are not compared (only outputs are); remove it", key, name, bad)
             return None
+        compare, tolerance = entry.get("compare"), entry.get("tolerance")
         if compare is None:
             compare = "exact"
+        if isinstance(compare, str) and compare.startswith(SCORER):
+            return self.scorer(entry, compare.removeprefix(SCORER), key, name)
+        for extra in ("options", "pass"):
+            if extra in given:
+                self.error(f"{where}.{extra} applies to compare: scorer:NAME only; remove it", key, name, extra)
+                return None
         if compare not in COMPARES:
             self.error(
-                f"{where}.compare: unknown compare {compare!r}; use one of: {', '.join(COMPARES)}", key, name, "compare"
+                f"{where}.compare: unknown compare {compare!r}; use one of: {', '.join(COMPARES)}, "
+                "or scorer:NAME (a scorer the host registers)",
+                key,
+                name,
+                "compare",
             )
             return None
         if tolerance is not None:
@@ -128,6 +144,39 @@ class FieldReader:
                 self.error(f"{where}.tolerance must be a number >= 0, got {tolerance!r}", key, name, "tolerance")
                 return None
         return FieldRule(str(compare), float(tolerance or 0.0))
+
+    def scorer(self, entry: dict[str, Any], scorer: str, key: str, name: str) -> FieldRule | None:
+        """`compare: scorer:NAME` with its `options` (a mapping: the scorer's keyword
+        arguments) and `pass` (the score from 0 to 1 that passes; default 1). NAME is
+        checked against the host's registry when the spec is loaded with one."""
+        where, before = f"{key}.{name}", len(self.issues)
+        if not scorer:
+            self.error(f"{where}.compare: 'scorer:' needs the scorer's name (scorer:NAME)", key, name, "compare")
+        elif self.scorers is not None and scorer not in self.scorers:
+            known = ", ".join(sorted(self.scorers)) or "none"
+            message = f"{where}.compare: unknown scorer '{scorer}'; the host registers: {known}"
+            self.error(message, key, name, "compare", kind="reference")
+        options = entry.get("options")
+        options = {} if options is None else options
+        if not isinstance(options, dict) or not all(isinstance(k, str) for k in options):
+            self.error(f"{where}.options must be a mapping of option name to value", key, name, "options")
+        passing = entry.get("pass")
+        passing = 1.0 if passing is None else passing
+        if not is_number(passing) or not 0 <= passing <= 1:
+            self.error(f"{where}.pass must be a score from 0 to 1, got {passing!r}", key, name, "pass")
+        if entry.get("tolerance") is not None:
+            message = f"{where}.tolerance applies to compare: number only; give the scorer an option"
+            self.error(message, key, name, "tolerance")
+        if len(self.issues) > before:
+            return None
+        return FieldRule(
+            "scorer",
+            scorer=scorer,
+            options=tuple(sorted(options.items())),
+            pass_at=float(passing),
+            function=self.scorers.get(scorer) if self.scorers is not None else None,
+            name=name,
+        )
 
 
 def field_name_problem(name: Any) -> str | None:

@@ -3,6 +3,7 @@ returns and the keys spec.yaml may hold. `compiler.spec` re-exports them."""
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +31,7 @@ SPEC_KEYS = frozenset(
         "auto_accuracy",
     }
 )
-FIELD_KEYS = frozenset({"description", "type", "values", "compare", "tolerance"})
+FIELD_KEYS = frozenset({"description", "type", "values", "compare", "tolerance", "options", "pass"})
 RULE_KEYS = frozenset({"text", "expr"})
 BUDGET_KEYS = frozenset({"attempts", "planner_tokens", "cost_usd", "target_calls"})
 SPLIT_KEYS = frozenset({"seed", "validation", "test"})
@@ -56,7 +57,8 @@ class FieldSpec:
     type: str | None = None
     # `values`: the closed set of the field's allowed non-null values, as the author
     # states it (gold may show only some); `compare`: how the evalset compares it (the
-    # pack manifest's `fields:` rule; outputs only).
+    # pack manifest's `fields:` rule, a host scorer's with its `options` and `pass`;
+    # outputs only).
     values: tuple[Any, ...] | None = None
     compare: FieldRule | None = None
     # `item_set`: `values` closes the items of the field's lists, not its whole values (a
@@ -144,3 +146,22 @@ class Spec:
     def compare_rules(self) -> dict[str, FieldRule]:
         """The outputs that declare `compare`: name -> their rule."""
         return {name: f.compare for name, f in self.outputs.items() if f.compare is not None}
+
+    def scorers(self) -> dict[str, str]:
+        """The outputs compared by a host scorer (`compare: scorer:NAME`): name -> NAME."""
+        return {name: rule.scorer for name, rule in self.compare_rules().items() if rule.compare == "scorer"}
+
+
+def rule_document(rule: FieldRule) -> dict[str, Any]:
+    """A compare rule as a pack manifest's `fields:` holds it (docs/pack-format.md,
+    "fields"): `{compare: scorer:NAME, options: {...}, pass: P}` for a host scorer."""
+    if rule.compare == "scorer":
+        body: dict[str, Any] = {"compare": f"scorer:{rule.scorer}"}
+        if rule.options:
+            body["options"] = {key: copy.deepcopy(value) for key, value in rule.options}
+        body["pass"] = rule.pass_at
+        return body
+    body = {"compare": rule.compare}
+    if rule.compare == "number" and rule.tolerance:
+        body["tolerance"] = rule.tolerance
+    return body

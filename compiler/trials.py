@@ -40,7 +40,7 @@ from compiler.priors import PriorBook, prior_key
 from compiler.spec import Spec
 from compiler.target_cache import SCRIPTED
 from compiler.tools import ToolSpec
-from runtime import Backend, CaseResult, Pack, Tool, load_pack
+from runtime import Backend, CaseResult, Pack, Scorer, Tool, load_pack
 
 PROMPT_STYLES = ("plan", "brief", "names")  # and proposal-<key>: TrialRunner.proposals
 PROBE_MIN = 1e-6  # a confidence floor that holds nothing back: the gate only measures
@@ -225,6 +225,7 @@ class TrialRunner:
         model: str,
         train: Sequence[str],
         tools: Mapping[str, Tool] | None = None,
+        scorers: Mapping[str, Scorer] | None = None,
         concurrency: int = 4,
         cancel: threading.Event | None = None,
     ) -> None:
@@ -236,6 +237,7 @@ class TrialRunner:
         self.model = model
         self.train = list(train)
         self.tools = tools
+        self.scorers = scorers  # the host's scorers: a trial pack's scorer fields are compared by them
         self.concurrency = concurrency
         self.cancel = cancel
         self.by_id = {c.id: c for c in spec.gold}
@@ -357,7 +359,8 @@ class TrialRunner:
                 staging = folder.with_name(f".pack-{uuid.uuid4().hex[:8]}")
                 self.emit(arm, plan, setting, staging)
                 os.replace(staging, folder)
-            self._packs[key] = load_pack(folder, tools=set(self.tools) if self.tools is not None else None)
+            tools = set(self.tools) if self.tools is not None else None
+            self._packs[key] = load_pack(folder, tools=tools, scorers=self.scorers)
         return self._packs[key]
 
     def score(self, arm: str, plan: Plan, setting: Setting, case_ids: Sequence[str]) -> list[CaseOutcome]:

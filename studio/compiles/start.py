@@ -12,13 +12,14 @@ from django.utils import timezone
 
 from studio.compiles import shared
 from studio.compiles.models import Compile, CompileAttempt
+from studio.compiles.scorers import spec_scorers
 from studio.compiles.settings import setting
 from studio.compiles.shared import S
 from studio.endpoints.keys import key_env_problem
 from studio.endpoints.models import Endpoint
 from studio.errors import Refused
 from studio.numbers import whole_number
-from studio.packs import PACK_PREFIX
+from studio.packs import PACK_PREFIX, PackUnrunnable
 from studio.projects.models import Project
 from studio.projects.specs import check_spec, spec_files
 from studio.projects.storage import PackRepo, StorageError
@@ -94,6 +95,10 @@ def start_compile(
         )
         more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
         raise CompileRefused(f"the spec at {version[:10]} does not load: {shown}{more}")
+    try:
+        spec_scorers(spec)  # an output compared by a host scorer the studio does not have
+    except PackUnrunnable as exc:
+        raise CompileRefused(str(exc)) from None
     with transaction.atomic():
         made = Compile.objects.create(
             project=project,

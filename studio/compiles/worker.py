@@ -29,7 +29,9 @@ to the database as it goes. How a compile stays correct when workers die or stal
   and the verdict's sentence are written to the row in the same UPDATE as the final
   status, under the lease (`judged`), so any web process can show and adopt them.
 - **Cap.** A planner endpoint's calls each hold a slot of that endpoint's global cap
-  (studio.work.slots), the one evals and try-it runs share."""
+  (studio.work.slots), the one evals and try-it runs share.
+- **Scorers.** A spec output compared `scorer:NAME` is compared by the studio's scorer
+  registry (PACKFORGE_SCORERS) in every pack the loop loads (studio.compiles.scorers)."""
 
 from __future__ import annotations
 
@@ -54,6 +56,7 @@ from runtime import PackforgeError
 from studio import packs
 from studio.compiles.models import Compile, CompileAttempt
 from studio.compiles.recovery import watcher
+from studio.compiles.scorers import spec_scorers
 from studio.compiles.search import read_object
 from studio.compiles.settings import setting
 from studio.compiles.shared import S, cache_dir, work_dir
@@ -174,6 +177,7 @@ def _run_claimed(c: Compile, token: str, cancel: threading.Event, lost: Callable
     planner = open_planner(c)
     target = spec_for(c.target_endpoint) if c.target_endpoint is not None else None
     tools = packs.host_tools() if spec.tools else None
+    scorers = spec_scorers(spec)  # the host's functions for outputs compared `scorer:NAME` (None: none is)
 
     def on_progress(p: Progress) -> None:
         fields = {
@@ -195,6 +199,7 @@ def _run_claimed(c: Compile, token: str, cancel: threading.Event, lost: Callable
         work,
         target=target,
         tools=tools,
+        scorers=scorers,
         attempts=c.max_attempts,
         cancel=cancel,
         on_progress=on_progress,

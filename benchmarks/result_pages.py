@@ -53,7 +53,7 @@ def fill_runs(project: Any, user: Any, count: int) -> str:
     from datetime import UTC, datetime, timedelta
 
     from studio.deployments.models import Deployment, ServedRun
-    from studio.runs.listing import RunQuery, run_page
+    from studio.runlist.query import RunQuery, run_page
     from studio.runs.models import TryRun
 
     deployment = Deployment.objects.create(project=project, name="triage-prod", version="v", created_by=user)

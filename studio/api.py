@@ -25,7 +25,9 @@ api.add_router("/projects", "studio.projects.api.router")
 api.add_router("/projects", "studio.projects.spec_api.router")
 api.add_router("/projects", "studio.proposals.api.router")
 api.add_router("/endpoints", "studio.endpoints.api.router")
-api.add_router("/runs", "studio.runs.api.router")
+# GET /api/runs (every run) shares the path of POST /api/runs (start a try-it run), so
+# studio.runlist.api adds its operation to the runs router rather than mounting its own.
+api.add_router("/runs", "studio.runlist.api.router")
 api.add_router("/tokens", "studio.accounts.api.router")
 # results first: its /compare, /matrix and /evalset-cases come before evals.api's /{eval_id}
 api.add_router("/evals", "studio.evals.results_api.router")

@@ -11,8 +11,8 @@ from studio.deployments.mcp import deployment_mcp
 from studio.evals import urls as evals_urls
 from studio.evals.views.cases import all_evals
 from studio.ops.views import metrics
+from studio.runlist import views as runlist_views
 from studio.runs import urls as runs_urls
-from studio.runs import views as runs_views
 
 
 def _public(patterns: list[Any]) -> list[Any]:
@@ -42,7 +42,7 @@ urlpatterns = [
     path("endpoints/", include("studio.endpoints.urls")),
     path("review/", include("studio.review.urls")),
     path("evals/", all_evals, name="evals-all"),  # across projects
-    path("runs/", runs_views.all_runs, name="runs-all"),  # try-it and served, of every project
+    path("runs/", runlist_views.all_runs, name="runs-all"),  # try-it and served, of every project
     path("p/<slug:slug>/runs/", include("studio.runs.urls")),
     path("p/<slug:slug>/evals/", include("studio.evals.urls")),
     path("p/<slug:slug>/compiles/", include("studio.compiles.urls")),

@@ -129,7 +129,7 @@ class ServedRun(models.Model):
         indexes = [
             models.Index(fields=["deployment", "status", "created_at"]),
             models.Index(fields=["status", "lease_until"]),
-            # the runs list, across deployments and within one (studio.runs.listing)
+            # the runs list, across deployments and within one (studio.runlist.query)
             models.Index(fields=["created_at"]),
             models.Index(fields=["deployment", "created_at"]),
         ]

@@ -19,6 +19,8 @@ import yaml
 from django.conf import settings
 
 from compiler import GOLD_FILE, SPEC_FILE, Induction, Spec, SpecInvalid, induce, load_spec
+from runtime import BadSpec
+from studio.host_tools import scorer_registry
 from studio.projects.storage import PackRepo
 from studio.projects.validation import Problem
 
@@ -74,7 +76,7 @@ def check_spec(files: Mapping[str, bytes]) -> tuple[Spec | None, list[Problem]]:
             if name in files:
                 (root / name).write_bytes(files[name])
         try:
-            spec = load_spec(root)
+            spec = load_spec(root, scorers=_scorers())
         except SpecInvalid as exc:
             return None, [Problem(i.file, i.line, i.message) for i in exc.issues]
     return spec, []
@@ -154,3 +156,13 @@ def _evalset_keys(data: bytes) -> tuple[list[str], list[str], list[str]]:
             if isinstance(value, dict):
                 seen.update(dict.fromkeys(str(k) for k in value))
     return list(inputs), list(outputs), list(human)
+
+
+def _scorers() -> dict[str, Any] | None:
+    """The host's scorers, so a spec naming one it lacks is a problem in the editor; None
+    (names unchecked, as `packforge check` without --scorers) when none is configured or
+    the configured registry does not import (a compile says so when it starts)."""
+    try:
+        return scorer_registry()
+    except BadSpec:
+        return None

@@ -49,7 +49,7 @@ class TryRun(models.Model):
         ordering = ["-created_at"]
         indexes = [
             models.Index(fields=["status", "lease_until"]),
-            # the runs list's order, across projects and within one (studio.runs.listing)
+            # the runs list's order, across projects and within one (studio.runlist.query)
             models.Index(fields=["created_at"]),
             models.Index(fields=["project", "created_at"]),
         ]

@@ -5,7 +5,6 @@ arrive node by node. Authors start runs; every member can watch them; strangers 
 from __future__ import annotations
 
 from datetime import timedelta
-from urllib.parse import urlencode
 
 from django.http import HttpResponse, HttpResponsePermanentRedirect
 from django.shortcuts import redirect, render
@@ -14,14 +13,12 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 from django_htmx.http import HttpResponseStopPolling
 
-from studio.accounts.access import project_for, run_for, visible_projects
-from studio.deployments.models import Deployment
+from studio.accounts.access import project_for, run_for
 from studio.http import StudioRequest
 from studio.projects.storage import PackRepo
 from studio.redaction import visible_trace
 from studio.runs import start
 from studio.runs.forms import TryRunForm
-from studio.runs.listing import KINDS, STATUSES, BadQuery, RunQuery, query_from, run_page
 from studio.runs.models import TryRun
 from studio.runs.steps import for_page, pretty, totals, trace_steps
 from studio.runs.tasks import execute_try_run
@@ -99,34 +96,6 @@ def run_detail(request: StudioRequest, slug: str, run_id: int) -> HttpResponse:
     if run.is_final:
         return HttpResponseStopPolling(page.content)
     return page
-
-
-FILTER_NAMES = ("project", "kind", "status", "deployment", "tier", "node", "since", "until", "q")
-
-
-def all_runs(request: StudioRequest) -> HttpResponse:
-    """Every run the user may see, try-it and served, filtered, newest first (studio.runs.listing)."""
-    try:
-        query, problem = query_from(request.GET), ""
-    except BadQuery as exc:
-        query, problem = RunQuery(), str(exc)
-    got = run_page(request.user, query) if not problem else None
-    kept = query.params() if not problem else {}
-    projects = visible_projects(request.user)
-    context = {
-        "runs": got.runs if got else [],
-        "query": query,
-        # the form shows what was asked, a bad value included, so one fix is one edit
-        "asked": {k: str(request.GET.get(k, ""))[:200] for k in FILTER_NAMES},
-        "problem": problem,
-        "projects": projects,
-        "deployments": Deployment.objects.filter(project__in=projects).values_list("name", flat=True)[:500],
-        "kinds": KINDS,
-        "statuses": STATUSES,
-        "older": urlencode({**kept, "cursor": got.next.encode()}) if got and got.next else "",
-        "newest": urlencode(kept) if query.cursor else "",
-    }
-    return render(request, "runs/all.html", context, status=400 if problem else 200)
 
 
 # -- the URLs before /p/<slug>/ (docs/studio.md); a stranger still gets 404 --------------

@@ -1,6 +1,6 @@
 """The per-case table (filtered, paged, exported), the matrix of several evals over the same
 cases, adding an input and its corrected output to the evalset (from a case's drill-down or
-a try-it run), and the list of every eval across projects (every run: studio.runs.listing)."""
+a try-it run), and the list of every eval across projects (every run: studio.runlist.query)."""
 
 from __future__ import annotations
 

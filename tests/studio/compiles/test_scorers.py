@@ -21,6 +21,7 @@ from studio.compiles.models import CompileAttempt
 from studio.compiles.start import CompileRefused, start_compile
 from studio.endpoints.models import Endpoint
 from studio.projects.models import Project, create_project
+from studio.projects.specs import check_spec
 from studio.projects.views import example_files
 from tests.support.compile_stand_in import TWO_ATTEMPTS, Scripted, StandIn
 from tests.support.scorer_specs import SCORER_RULE, SCORERS_REF, gold_cases, spec_yaml, write_plan, write_target
@@ -121,3 +122,12 @@ def test_the_real_loop_passes_answers_only_the_scorer_accepts(
     assert yaml.safe_load(c.judged_pack_files["manifest.yaml"])["fields"] == {"line_items": SCORER_RULE}
     attempt = CompileAttempt.objects.get(compile=c, number=1)
     assert attempt.evals["offline"]["passed"] == attempt.evals["offline"]["total"] > 0
+
+
+def test_the_spec_editor_names_a_scorer_the_registry_lacks(owner: User, scorers: None) -> None:
+    spec, problems = check_spec({"spec.yaml": spec_yaml("    compare: scorer:line_itemz\n").encode()})
+    assert spec is None
+    assert any("unknown scorer 'line_itemz'" in p.message for p in problems), problems
+    gold = "".join(json.dumps(c) + "\n" for c in gold_cases()).encode()
+    good, none = check_spec({"spec.yaml": spec_yaml().encode(), "gold.jsonl": gold})
+    assert good is not None and none == [], none

@@ -1,4 +1,4 @@
-"""The runs list across try-it and served runs (studio.runs.listing): who sees what, each
+"""The runs list across try-it and served runs (studio.runlist.query): who sees what, each
 filter, cursor pages that neither skip nor repeat a row when many runs share an instant,
 the page and the API, and a constant number of queries at 100,000 runs."""
 
@@ -17,7 +17,7 @@ from studio.accounts.models import Membership, Role
 from studio.deployments.models import Deployment, ServedRun
 from studio.projects.models import Project
 from studio.review.models import ReviewItem
-from studio.runs.listing import BadQuery, Cursor, RunQuery, query_from, run_page
+from studio.runlist.query import BadQuery, Cursor, RunQuery, query_from, run_page
 from studio.runs.models import TryRun
 from tests.support.studio import bearer, client_for
 

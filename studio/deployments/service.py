@@ -28,7 +28,7 @@ from studio.projects.storage import PackRepo
 from studio.work import leases
 
 S = ServedRun.Status
-RUN_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+RUN_ID = re.compile(r"(?!\.+$)[A-Za-z0-9._:-]{1,64}")  # not "." or "..": a URL path would fold them
 
 
 class Refused(errors.Refused):
@@ -265,7 +265,11 @@ def reject_served_run(run: ServedRun | int, node: str, note: str, user: User) ->
     by = f"human:{user.get_username()}"
     with transaction.atomic():
         won = ServedRun.objects.filter(pk=pk, status=S.WAITING, waiting_at=node).update(
-            status=S.FAILED, error=f"rejected by {by} at {node}: {note}", finished_at=timezone.now(), answered_by=by
+            status=S.FAILED,
+            error=f"rejected by {by} at {node}: {note}",
+            finished_at=timezone.now(),
+            answered_by=by,
+            tier="person",  # a person ended it (its tier was left empty while it waited)
         )
         if not won:
             return False

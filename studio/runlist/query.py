@@ -63,7 +63,7 @@ class Cursor:
     @classmethod
     def decode(cls, text: str) -> Cursor:
         parts = text.split("~")
-        if len(parts) != 3 or parts[1] not in KINDS or not parts[2].isdigit():
+        if len(parts) != 3 or parts[1] not in KINDS or not (parts[2].isascii() and parts[2].isdigit()):
             raise BadQuery(f"cursor {text[:80]!r} is not one this list gave (time~kind~id)")
         try:
             at = datetime.fromisoformat(parts[0])
@@ -71,7 +71,7 @@ class Cursor:
             raise BadQuery(f"cursor {text[:80]!r} does not start with a time") from None
         if at.tzinfo is None:
             raise BadQuery("the cursor's time has no UTC offset")
-        return cls(at, parts[1], int(parts[2]))
+        return cls(_utc("the cursor's time", at), parts[1], int(parts[2]))
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,8 @@ class RunQuery:
             raise BadQuery(f"kind {self.kind[:40]!r} is not one of: {', '.join(KINDS)}")
         if self.status and self.status not in STATUSES:
             raise BadQuery(f"status {self.status[:40]!r} is not one of: {', '.join(STATUSES)}")
+        if "\x00" in self.text:
+            raise BadQuery("the text to search for holds a NUL character")
         if len(self.text) > MAX_TEXT:
             raise BadQuery(f"the text to search for is {len(self.text)} characters; at most {MAX_TEXT}")
         if not 1 <= self.limit <= MAX_LIMIT:
@@ -174,7 +176,16 @@ def _when(name: str, text: str) -> datetime | None:
         at = datetime.fromisoformat(text.replace(" ", "T", 1) if len(text) > 10 else text)
     except ValueError:
         raise BadQuery(f"{name} {text[:40]!r} is not a date or time (2026-12-03 or 2026-12-03T09:30)") from None
-    return at if at.tzinfo else at.replace(tzinfo=UTC)
+    return _utc(name, at if at.tzinfo else at.replace(tzinfo=UTC))
+
+
+def _utc(name: str, at: datetime) -> datetime:
+    """`at` in UTC, as the database compares it; a time that has none (near year 1 or 9999
+    with an offset) is a BadQuery, not an overflow deep in the query."""
+    try:
+        return at.astimezone(UTC)
+    except OverflowError:
+        raise BadQuery(f"{name} is out of range (years 1 to 9999 in UTC)") from None
 
 
 def query_from(params: Mapping[str, str], *, limit: int = 50) -> RunQuery:

@@ -37,6 +37,7 @@ def all_runs(request: StudioRequest) -> HttpResponse:
         "kinds": KINDS,
         "statuses": STATUSES,
         "older": urlencode({**kept, "cursor": got.next.encode()}) if got and got.next else "",
-        "newest": urlencode(kept) if query.cursor else "",
+        "newest": bool(query.cursor),  # the first page, with the same filters: ?{{ kept }}
+        "kept": urlencode(kept),
     }
     return render(request, "runs/all.html", context, status=400 if problem else 200)

@@ -303,10 +303,11 @@ def tag_breakdown(ev: Eval, pack: Pack | None) -> list[dict[str, Any]]:
 
 
 def _outcomes(ev: Eval, pack: Pack | None) -> dict[tuple[str, int], dict[str, Any]]:
-    """Each run's status, tier, blame and output, read once per state of the eval's rows
-    (the outputs come from the traces, the costly read of compare and matrix)."""
+    """Each run's status, tier, blame and output, read once per state of the eval's rows,
+    every row's status included (the outputs come from the traces, the costly read of
+    compare and matrix)."""
     found: dict[tuple[str, int], dict[str, Any]] = once_per_rows(
-        f"outcomes:v1:{int(pack is not None)}", ev, lambda e: _read_outcomes(e, pack)
+        f"outcomes:v1:{int(pack is not None)}", ev, lambda e: _read_outcomes(e, pack), every_row=True
     )
     return found
 

@@ -64,17 +64,24 @@ def ended(ev: Eval) -> bool:
     return ev.status == Eval.Status.DONE or (ev.status == Eval.Status.CANCELLED and ev.finished_at is not None)
 
 
-def fingerprint(ev: Eval) -> str:
-    """Changes whenever a scored row is added or re-finished; cheap (one indexed aggregate)."""
-    row = scored(ev).aggregate(n=Count("id"), last=Max("finished_at"), top=Max("id"))
+def fingerprint(ev: Eval, *, every_row: bool = False) -> str:
+    """Changes whenever a scored row is added or re-finished; cheap (one indexed aggregate).
+    With `every_row`, also when any row changes status (queued, running, cancelled, ...)."""
+    rows = EvalCase.objects.filter(eval=ev) if every_row else scored(ev)
+    row = rows.aggregate(n=Count("id"), last=Max("finished_at"), top=Max("id"))
     last = row["last"].timestamp() if row["last"] else 0
-    return f"{ev.pk}:{ev.created_at.timestamp()}:{row['n']}:{row['top']}:{last}"
+    found = f"{ev.pk}:{ev.created_at.timestamp()}:{row['n']}:{row['top']}:{last}"
+    if every_row:
+        per_status = sorted(rows.values_list("status").annotate(n=Count("id")).values_list("status", "n"))
+        found += ":" + ",".join(f"{status}={n}" for status, n in per_status)
+    return found
 
 
-def once_per_rows(name: str, ev: Eval, compute: Callable[[Eval], Any]) -> Any:
+def once_per_rows(name: str, ev: Eval, compute: Callable[[Eval], Any], *, every_row: bool = False) -> Any:
     """`compute(ev)` (JSON-serialisable, reads every trace), kept in Django's cache under a
-    key that changes with the scored rows, so a page reads the traces once per state."""
-    key = f"packforge:evals:{name}:{fingerprint(ev)}"
+    key that changes with the scored rows (`every_row`: with every row's status), so a
+    page reads the traces once per state."""
+    key = f"packforge:evals:{name}:{fingerprint(ev, every_row=every_row)}"
     found = cache.get(key)
     if found is None:
         found = compute(ev)

@@ -88,6 +88,9 @@ def test_it_answers_with_the_result_when_asked_to_wait(
 def test_it_refuses_input_that_is_not_an_object_and_a_bad_run_id(as_owner: Client, deployment: Deployment) -> None:
     bad_id = send(as_owner, "post", f"/api/deployments/{deployment.name}/runs", {"run_id": "a/b", "input": {}})
     assert bad_id.status_code == 400 and "run_id" in bad_id.json()["detail"]
+    for dots in (".", ".."):  # a URL path folds them: the run's page would be another page
+        refused = send(as_owner, "post", f"/api/deployments/{deployment.name}/runs", {"run_id": dots, "input": {}})
+        assert refused.status_code == 400, dots
     not_object = send(as_owner, "post", f"/api/deployments/{deployment.name}/runs", {"input": [1]})
     assert not_object.status_code == 422
 
@@ -191,6 +194,7 @@ def test_it_ends_a_rejected_waiting_run_failed(
     assert not service.reject_served_run(run, "extract", "spam", owner)
     run.refresh_from_db()
     assert run.status == "failed" and "spam" in run.error and kinds(run)[-2:] == ["review.decided", "run.end"]
+    assert run.tier == "person"  # a person ended it
 
 
 def test_it_cancels_a_queued_run(as_owner: Client, deployment: Deployment) -> None:

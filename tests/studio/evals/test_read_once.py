@@ -80,3 +80,6 @@ def test_compare_reads_each_evals_traces_once_per_state_of_its_rows(
     EvalCase.objects.filter(eval=b, case_id="bad-1").update(finished_at=timezone.now())  # scored again
     assert as_owner.get(url).status_code == 200
     assert sorted(read) == [a.pk, b.pk, b.pk]  # only the eval whose rows changed is read again
+    EvalCase.objects.filter(eval=a, case_id="bad-1").update(status=EvalCase.Status.CANCELLED)  # not scored
+    assert as_owner.get(url).status_code == 200
+    assert sorted(read) == [a.pk, a.pk, b.pk, b.pk]  # a status change of any row is a new state

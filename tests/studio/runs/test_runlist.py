@@ -121,6 +121,10 @@ def test_cursor_pages_cover_every_run_once_when_many_share_an_instant(
         ({"cursor": "2026-01-01T00:00:00~try~1"}, "no UTC offset"),
         ({"q": "x" * 201}, "at most 200"),
         ({"since": "2026-12-02", "until": "2026-12-01"}, "since must be before until"),
+        ({"cursor": "2026-01-01T00:00:00+00:00~try~\u00b2"}, "not one this list gave"),  # a digit, not ASCII
+        ({"since": "9999-12-31T23:00-05:00"}, "out of range"),
+        ({"until": "0001-01-01T00:00+05:00"}, "out of range"),
+        ({"q": "a\x00b"}, "NUL"),
     ],
 )
 def test_a_bad_filter_says_what_is_wrong(params: dict[str, str], says: str) -> None:
@@ -155,6 +159,10 @@ def test_the_page_links_to_older_runs_with_the_filters_kept(project: Project, ow
     assert "kind=try" in older and "cursor=" in older
     second = client_for(owner).get(f"/runs/?{older}").content.decode()
     assert second.count('<tr class="run try">') == 5 and 'id="runs-older"' not in second
+    assert 'href="?kind=try" id="runs-newest"' in second
+    unfiltered = client_for(owner).get("/runs/").content.decode()
+    cursor = unfiltered.split('id="runs-older"')[0].split('href="?')[-1].split('"')[0].replace("&amp;", "&")
+    assert 'href="?" id="runs-newest"' in client_for(owner).get(f"/runs/?{cursor}").content.decode()
 
 
 def test_the_api_lists_both_kinds_and_gives_the_next_page_in_headers(

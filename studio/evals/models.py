@@ -122,6 +122,10 @@ class EvalCase(models.Model):
     cost_usd = models.FloatField(default=0.0)
     error = models.TextField(blank=True)
     trace = models.JSONField(null=True, blank=True)  # for the drill-down
+    # What a finished run answered (results.cases.output_of), stored when it is scored so
+    # compare and matrix need not read every trace; null: no answer, or scored before
+    # this column (those rows are read from their trace).
+    output = models.JSONField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     # The lease of the delivery that runs the case (studio/evals/worker.py): its owner's

@@ -53,6 +53,7 @@ from studio.endpoints.models import Endpoint
 from studio.evals import recordings
 from studio.evals.models import Eval, EvalCase
 from studio.evals.recovery import watcher
+from studio.evals.results.cases import output_of
 from studio.evals.settings import setting
 from studio.evals.shared import S, enqueue_cases, finish_if_done
 from studio.packs import PackUnrunnable
@@ -260,6 +261,7 @@ def outcome_fields(pack: Pack, gold: Case, result: RunResult, store: OutcomeStor
         # Rejected generations are kept for the drill-down; pages show them to authors only.
         "trace": trace.to_dict(include_rejected_text=True),
     }
+    fields["output"] = output_of(fields["trace"], pack)
     totals = trace.totals()
     fields.update(
         generations=int(totals["generations"]),

@@ -26,6 +26,7 @@ from runtime import (
     open_backend,
 )
 from studio.evals.models import Eval, EvalCase
+from studio.evals.results.cases import output_of
 from studio.projects.models import Project
 
 REJECTED = "REJECTED-ANSWER-<b>only-authors</b>"
@@ -249,8 +250,9 @@ def sample_eval(project: Project, owner: User, **kwargs: Any) -> Eval:
 def fill_eval(ev: Eval, runs: int, traces: bool) -> None:
     """`runs` finished case rows cycled from the example pack's real report (one in seven
     failed and blamed on classify), with their traces or without."""
-    _, report = run_example("support_triage")
+    pack, report = run_example("support_triage")
     cases = report.cases
+    outputs = [output_of(c.trace.to_dict(), pack) for c in cases]  # stored at scoring, as the worker does
     rows = []
     for i in range(runs):
         c = cases[i % len(cases)]
@@ -272,6 +274,7 @@ def fill_eval(ev: Eval, runs: int, traces: bool) -> None:
                 cost_usd=c.totals["cost_usd"] * (1 + i % 13 / 10),
                 latency_s=0.2 + (i % 17) / 10,
                 trace=c.trace.to_dict() if traces else None,
+                output=outputs[i % len(cases)],
                 finished_at=timezone.now(),
             )
         )

@@ -304,27 +304,34 @@ def tag_breakdown(ev: Eval, pack: Pack | None) -> list[dict[str, Any]]:
 
 def _outcomes(ev: Eval, pack: Pack | None) -> dict[tuple[str, int], dict[str, Any]]:
     """Each run's status, tier, blame and output, read once per state of the eval's rows,
-    every row's status included (the outputs come from the traces, the costly read of
-    compare and matrix)."""
+    every row's status included."""
     found: dict[tuple[str, int], dict[str, Any]] = once_per_rows(
-        f"outcomes:v1:{int(pack is not None)}", ev, lambda e: _read_outcomes(e, pack), every_row=True
+        f"outcomes:v2:{int(pack is not None)}", ev, lambda e: _read_outcomes(e, pack), every_row=True
     )
     return found
 
 
 def _read_outcomes(ev: Eval, pack: Pack | None) -> dict[tuple[str, int], dict[str, Any]]:
-    rows = EvalCase.objects.filter(eval=ev).only(
-        "case_id", "repeat", "status", "tier", "trace", "blamed", "error", "cost_usd", "latency_s"
+    """The stored outputs; a trace is read only for a finished row without one (no answer,
+    or scored before outputs were stored)."""
+    rows = list(
+        EvalCase.objects.filter(eval=ev).values_list("pk", "case_id", "repeat", "status", "tier", "blamed", "output")
     )
+    unstored = [pk for pk, _, _, status, _, _, output in rows if output is None and status in SCORED]
+    traces = dict(EvalCase.objects.filter(pk__in=unstored).values_list("pk", "trace").iterator()) if unstored else {}
     return {
-        (r.case_id, r.repeat): {
-            "status": r.status,
-            "tier": tier_word(r.tier) if r.status in SCORED else "",
-            "blamed": r.blamed,
-            "output": output_of(r.trace if isinstance(r.trace, dict) else None, pack),
+        (case_id, repeat): {
+            "status": status,
+            "tier": tier_word(tier) if status in SCORED else "",
+            "blamed": blamed,
+            "output": output if output is not None else output_of(_dict_or_none(traces.get(pk)), pack),
         }
-        for r in rows
+        for pk, case_id, repeat, status, tier, blamed, output in rows
     }
+
+
+def _dict_or_none(trace: Any) -> dict[str, Any] | None:
+    return trace if isinstance(trace, dict) else None
 
 
 def compare_cases(

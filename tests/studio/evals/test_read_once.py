@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.core.cache import cache
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from studio.evals.models import Eval, EvalCase
@@ -17,6 +19,7 @@ from studio.evals.results import cases, summary
 from studio.evals.shared import summary_of
 from studio.projects.models import Project
 from tests.support.eval_results import add_run, sample_eval
+from tests.support.studio import run_all, start
 
 
 @pytest.fixture
@@ -83,3 +86,19 @@ def test_compare_reads_each_evals_traces_once_per_state_of_its_rows(
     EvalCase.objects.filter(eval=a, case_id="bad-1").update(status=EvalCase.Status.CANCELLED)  # not scored
     assert as_owner.get(url).status_code == 200
     assert sorted(read) == [a.pk, a.pk, b.pk, b.pk]  # a status change of any row is a new state
+
+
+def test_a_scored_case_stores_its_answer_so_compare_reads_no_trace(
+    project: Project, owner: User, sent: list[int]
+) -> None:
+    ev = start(project, owner)
+    run_all(ev)
+    done = EvalCase.objects.filter(eval=ev, run_status="done")
+    assert done.exists() and all(isinstance(o, dict) for o in done.values_list("output", flat=True))
+    cache.clear()
+    with CaptureQueriesContext(connection) as seen:
+        got = cases._outcomes(ev, None)
+    assert not any('"trace"' in q["sql"] for q in seen.captured_queries)  # no finished row without its answer
+    assert {k: v["output"] for k, v in got.items() if v["output"] is not None} == {
+        (r.case_id, r.repeat): r.output for r in done
+    }

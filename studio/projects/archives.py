@@ -86,6 +86,10 @@ def read_archive(filename: str, data: bytes, limits: Limits) -> dict[str, bytes]
     if len(tops) == 1 and all("/" in name for name in files):
         top = tops.pop() + "/"
         files = {name[len(top) :]: content for name, content in files.items()}
+        for name in files:  # a name fine under its folder may not be at the root ("x/a:b" -> "a:b")
+            problem = path_problem(name, under="pack/")
+            if problem is not None:
+                raise ArchiveRefused(f"{shown(name)}: {problem}")
     return files
 
 

@@ -107,6 +107,8 @@ UPLOADS: dict[str, tuple[str, Callable[[], bytes], str]] = {
     "not_a_zip": ("pack.zip", lambda: b"this is not a zip file", "not a valid zip file"),
     "not_a_tar_gz": ("pack.tar.gz", lambda: b"\x1f\x8b this is not gzip", "not a valid .tar.gz file"),
     "empty_archive": ("p.zip", lambda: zip_of(), "holds no files"),
+    # fine under its top folder, a drive name once the folder is stripped (found by the fuzz test)
+    "drive_name_at_the_root": ("p.zip", lambda: zip_of(("pack/a:b", b"x")), "the path is absolute"),
 }
 
 

@@ -561,7 +561,7 @@ def main(argv: list[str] | None = None) -> int:
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
         "commit": commit.stdout.strip(),
         "setup": "scripts/start: SQLite + embedded broker, gunicorn (2 processes x 8 threads), "
-        f"celery worker concurrency {args.concurrency}",
+        f"celery worker concurrency {args.concurrency}, worker nice {os.environ.get('PACKFORGE_WORKER_NICE', '10')}",
         "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "b_kinds": kinds,
         "b_errors": {

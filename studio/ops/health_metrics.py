@@ -20,40 +20,31 @@ __all__ = ["WINDOW", "health_families"]
 def health_families(now: datetime) -> Iterator[Metric]:
     found = health.recent(now - WINDOW, now)
     window = "submitted in the last 24 hours"
-    runs = GaugeMetricFamily("packforge_deployment_recent_runs", f"Served runs {window}.", labels=["deployment"])
-    auto = GaugeMetricFamily(
-        "packforge_deployment_auto_share",
+    runs = _gauge("recent_runs", f"Served runs {window}.")
+    auto = _gauge(
+        "auto_share",
         f"Share of the runs {window} that are done, failed or waiting which a model tier settled (no person).",
-        labels=["deployment"],
     )
-    escalation = GaugeMetricFamily(
-        "packforge_deployment_escalation_rate",
-        f"Share of the runs {window} that are done, failed or waiting which escalated at least once.",
-        labels=["deployment"],
+    escalation = _gauge(
+        "escalation_rate", f"Share of the runs {window} that are done, failed or waiting which escalated at least once."
     )
-    tiers = GaugeMetricFamily(
-        "packforge_deployment_tier_share",
+    tiers = _gauge(
+        "tier_share",
         f"Share of the runs {window} that are done, failed or waiting which each tier settled ('person' included).",
-        labels=["deployment", "tier"],
+        "tier",
     )
-    p50 = GaugeMetricFamily(
-        "packforge_deployment_latency_p50_seconds",
-        f"Median submission-to-end time of the runs {window} that ended without a person.",
-        labels=["deployment"],
+    p50 = _gauge(
+        "latency_p50_seconds", f"Median submission-to-end time of the runs {window} that ended without a person."
     )
-    p95 = GaugeMetricFamily(
-        "packforge_deployment_latency_p95_seconds",
+    p95 = _gauge(
+        "latency_p95_seconds",
         f"95th percentile submission-to-end time of the runs {window} that ended without a person.",
-        labels=["deployment"],
     )
-    cost = GaugeMetricFamily(
-        "packforge_deployment_cost_per_run_usd",
+    cost = _gauge(
+        "cost_per_run_usd",
         f"Mean model cost of the ended runs {window} whose trace holds a cost (0 when endpoints have no price).",
-        labels=["deployment"],
     )
-    backlog = GaugeMetricFamily(
-        "packforge_deployment_review_backlog", "Review items not yet decided, now.", labels=["deployment"]
-    )
+    backlog = _gauge("review_backlog", "Review items not yet decided, now.")
     for name, b in found.items():
         runs.add_metric([name], b.runs)
         backlog.add_metric([name], b.review_backlog)
@@ -70,3 +61,8 @@ def health_families(now: datetime) -> Iterator[Metric]:
         if b.cost_per_run_usd is not None:
             cost.add_metric([name], b.cost_per_run_usd)
     yield from (runs, auto, escalation, tiers, p50, p95, cost, backlog)
+
+
+def _gauge(name: str, text: str, *more_labels: str) -> GaugeMetricFamily:
+    """packforge_deployment_<name>, labelled by deployment (and `more_labels`)."""
+    return GaugeMetricFamily(f"packforge_deployment_{name}", text, labels=["deployment", *more_labels])

@@ -7,7 +7,9 @@ on_fail. With a run-wide `budget`, retries draw on the budget instead. With
 rejected is left out (it does not fail the node), and `agree` of the valid draws must
 agree on the written fields (or those `agree_on` names, compared by the manifest's
 `fields:` rules), or the node is unsure and takes on_unsure; it fails only when every
-draw was rejected (docs/pack-format.md, "Quorum draws"). With `confidence: {field, min}`, the node's calls ask for logprobs and
+draw was rejected. Draws stop once those still to come cannot change the vote (not with
+a `confidence` gate, nor with `draw_all: true`; docs/pack-format.md, "Quorum draws"). With `confidence: {field, min}`,
+the node's calls ask for logprobs and
 the node is also unsure when its confidence in that closed-choice field is below `min`
 (runtime.confidence); the confidence is on the step either way. With `prior: {field,
 values}`, the calls ask for logprobs too and a verified answer's closed-choice value is
@@ -26,7 +28,7 @@ from runtime.messages import build_messages, context_problem
 from runtime.nodes.base import LoadContext, NodeDrawing, Outcome, RunContext, covered, may_retry, whole_number
 from runtime.nodes.gating import apply_gate, load_gate, measure
 from runtime.nodes.generate_keys import load_choices, load_examples
-from runtime.nodes.voting import load_agree_on, vote
+from runtime.nodes.voting import decided, load_agree_on, vote
 from runtime.prior import apply_prior, load_prior
 from runtime.verify import as_sets, feedback_message, parse_answer, verify_answer
 
@@ -60,6 +62,7 @@ class GenerateKind:
             "confidence",
             "agree_on",
             "prior",
+            "draw_all",
         }
     )
     drawing = NodeDrawing(shape="rounded", css_class="node-generate", label="generate", mermaid=('["', '"]'))
@@ -92,6 +95,7 @@ class GenerateKind:
         node.samples = whole_number(spec, "samples", 1, 1, 15, loader, at)
         node.agree = whole_number(spec, "agree", node.samples // 2 + 1, 1, node.samples, loader, at)
         node.agree_on = load_agree_on(node, spec, loader, at)
+        node.draw_all = _flag(spec, "draw_all", loader, at)
         node.max_tokens = whole_number(spec, "max_tokens", 256, 1, 32768, loader, at)
         temperature = spec.get("temperature", 0.7 if node.samples > 1 else 0.0)
         if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not 0 <= temperature <= 2:
@@ -130,15 +134,22 @@ class GenerateKind:
             return apply_gate(node, outcome, [outcome], walk.pack.fields)
         draws: list[Outcome] = []
         rejected: list[Outcome] = []
-        for _ in range(node.samples):
+        for made in range(1, node.samples + 1):
             draw = self._ladder(node, walk, messages)
             if draw.status == "ok":
                 draws.append(draw)
-                continue
-            if draw.context:  # the request does not fit: no other draw can do better
+            elif draw.context:  # the request does not fit: no other draw can do better
                 draw.prompt = prompt
                 return draw
-            rejected.append(draw)  # its ladder spent; the vote is among the valid draws
+            else:
+                rejected.append(draw)  # its ladder spent; the vote is among the valid draws
+            left = node.samples - made
+            # A `confidence` gate may measure the share of agreeing draws: every draw is made.
+            stop_early = not node.draw_all and node.confidence is None
+            if left and stop_early and decided(vote(node, walk.pack.fields, draws), left, node.agree):
+                break  # the draws to come cannot change the vote: they are not made
+        made_all = len(draws) + len(rejected) == node.samples
+        stopped = "" if made_all else f"; stopped after {len(draws) + len(rejected)} of {node.samples} draws"
         if not draws:
             last = rejected[-1]
             return Outcome("fail", reason=f"all {node.samples} draws were rejected; last: {last.reason}", prompt=prompt)
@@ -151,7 +162,7 @@ class GenerateKind:
                 node,
                 Outcome(
                     "unsure",
-                    reason=f"draws disagreed ({tally} of {len(draws)}{dropped}; need {node.agree})",
+                    reason=f"draws disagreed ({tally} of {len(draws)}{dropped}; need {node.agree}{stopped})",
                     prompt=prompt,
                 ),
                 draws,
@@ -166,7 +177,7 @@ class GenerateKind:
                 attempt=chosen.attempt,
                 prompt=prompt,
                 prior=chosen.prior,
-                notes=chosen.notes,
+                notes=[*chosen.notes, *([f"the vote was decided{stopped}"] if stopped else [])],
             ),
             draws,
             walk.pack.fields,

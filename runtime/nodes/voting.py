@@ -1,5 +1,7 @@
 """The generate node's vote between draws (`samples`, `agree`, `agree_on`): draws are
-grouped by their values on the agreed fields, compared by the manifest's `fields:` rules."""
+grouped by their values on the agreed fields, compared by the manifest's `fields:` rules;
+`decided` says when the draws still to come cannot change the vote (docs/pack-format.md,
+"Quorum draws")."""
 
 from __future__ import annotations
 
@@ -32,6 +34,23 @@ def vote(node: Node, fields: Mapping[str, FieldRule], draws: list[Outcome]) -> l
         else:
             groups.append([i])
     return groups
+
+
+def decided(groups: list[list[int]], left: int, agree: int) -> bool:
+    """Whether the draws still to come (`left` of them) can no longer change the vote.
+
+    Settled: the largest group has `agree` draws and is larger than any other group (or a
+    new one) could grow with every remaining draw, so it stays the unique largest and its
+    first draw is committed as if every draw were made. Held: no group, old or new, can
+    reach `agree` any more, so the node is unsure whatever comes. With no valid draw yet
+    the outcome could still be a failure (every draw rejected), so the draws go on."""
+    if not groups:
+        return False
+    sizes = sorted((len(g) for g in groups), reverse=True)
+    best, others = sizes[0], sizes[1:]
+    if best >= agree and left < best and all(size + left < best for size in others):
+        return True
+    return left < agree and all(size + left < agree for size in sizes)
 
 
 def load_agree_on(node: Node, spec: dict[str, Any], loader: LoadContext, at: tuple[str, ...]) -> tuple[str, ...] | None:

@@ -50,6 +50,7 @@ class Node:
     samples: int = 1
     agree: int = 1
     agree_on: tuple[str, ...] | None = None  # the fields draws must agree on; None: all writes
+    draw_all: bool = False  # make every draw even once the vote is decided (runtime.nodes.voting.decided)
     max_tokens: int = 256
     temperature: float = 0.0
     retry: RetryPolicy | None = None

@@ -5,12 +5,14 @@ which `truncate:` rule to write."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
 from runtime import load_pack, run_pack
 from runtime.backends.base import ModelCall, ModelReply
 from runtime.errors import ContextOverflow
+from runtime.nodes.voting import decided
 from tests.support.runtime_packs import ENUM_SCHEMA, GEN, backend_for, write_pack
 
 NO_RETRY = {"resamples": 0, "feedback": 0}
@@ -63,7 +65,9 @@ def test_a_rejected_draw_is_redrawn_within_its_ladder(tmp_path: Path) -> None:
     )
     result = run_pack(load_pack(root), {"ticket": "t"}, backend=backend_for(root))
     assert result.output == {"category": "billing"}
-    assert [a.stage for a in result.trace.attempts] == ["sample", "resample", "sample", "sample"]
+    # The redrawn first draw and the second agree: the third cannot change the vote.
+    assert [a.stage for a in result.trace.attempts] == ["sample", "resample", "sample"]
+    assert "the vote was decided; stopped after 2 of 3 draws" in result.trace.steps[0].notes
 
 
 def test_every_draw_rejected_fails_the_node(tmp_path: Path) -> None:
@@ -71,6 +75,68 @@ def test_every_draw_rejected_fails_the_node(tmp_path: Path) -> None:
     result = run_pack(load_pack(root), {"ticket": "t"}, backend=backend_for(root))
     assert result.trace.path == ["approve", "broken"]
     assert result.trace.steps[0].reason.startswith("all 3 draws were rejected; last: schema:")
+
+
+def test_draws_stop_once_two_agree_when_two_of_three_are_needed(tmp_path: Path) -> None:
+    root = quorum_pack(tmp_path, [{"category": "billing"}, {"category": "billing"}, {"category": "other"}])
+    result = run_pack(load_pack(root), {"ticket": "t"}, backend=backend_for(root))
+    assert result.output == {"category": "billing"} and result.tier == "auto"
+    assert len(result.trace.attempts) == 2  # the scripted third answer was never asked for
+    assert result.trace.steps[0].notes == ["the vote was decided; stopped after 2 of 3 draws"]
+
+
+def test_draws_stop_once_no_answer_can_reach_agree(tmp_path: Path) -> None:
+    root = quorum_pack(tmp_path, [{"category": "billing"}, {"category": "other"}, {"category": "billing"}], agree=3)
+    result = run_pack(load_pack(root), {"ticket": "t"}, backend=backend_for(root))
+    assert result.trace.path == ["approve", "human"]
+    assert len(result.trace.attempts) == 2
+    assert result.trace.steps[0].reason == "draws disagreed (1, 1 of 2; need 3; stopped after 2 of 3 draws)"
+
+
+def test_draw_all_makes_every_draw(tmp_path: Path) -> None:
+    root = quorum_pack(
+        tmp_path, [{"category": "billing"}, {"category": "billing"}, {"category": "other"}], draw_all=True
+    )
+    result = run_pack(load_pack(root), {"ticket": "t"}, backend=backend_for(root))
+    assert result.output == {"category": "billing"}
+    assert len(result.trace.attempts) == 3 and result.trace.steps[0].notes == []
+
+
+def _outcome(labels: tuple[str | None, ...], agree: int) -> tuple[str, int | None]:
+    """The vote over draws given as labels (None: a rejected draw), as the node decides it:
+    ("ok", index of the committed draw), ("unsure", None) or ("fail", None)."""
+    groups: dict[str, list[int]] = {}
+    for i, label in enumerate(labels):
+        if label is not None:
+            groups.setdefault(label, []).append(i)
+    if not groups:
+        return ("fail", None)
+    best = max(groups.values(), key=len)  # the first of the largest, as runtime.nodes.generate picks
+    return ("ok", best[0]) if len(best) >= agree else ("unsure", None)
+
+
+def test_stopping_early_never_changes_the_vote() -> None:
+    """Every sequence of up to 5 draws over two answers and a rejection, every `agree`:
+    the vote at the first prefix `decided` accepts equals the vote over every draw."""
+    for samples in range(2, 6):
+        for agree in range(1, samples + 1):
+            for labels in itertools.product(("a", "b", None), repeat=samples):
+                for made in range(1, samples + 1):
+                    prefix = labels[:made]
+                    groups: dict[str, list[int]] = {}
+                    for i, label in enumerate(prefix):
+                        if label is not None:
+                            groups.setdefault(label, []).append(i)
+                    if made < samples and decided(list(groups.values()), samples - made, agree):
+                        break
+                assert _outcome(prefix, agree) == _outcome(labels, agree), (labels, agree, made)
+
+
+def test_decided_stops_where_it_can() -> None:
+    assert decided([[0, 1]], 1, 2)  # two agree, one to come: settled
+    assert not decided([[0], [1]], 1, 2)  # a third draw could side with either
+    assert decided([[0], [1]], 1, 3)  # unanimity is out of reach
+    assert not decided([], 2, 1)  # nothing valid yet: it could still be a failure
 
 
 LABELS_SCHEMA = {

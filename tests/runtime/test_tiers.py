@@ -121,7 +121,7 @@ def test_it_escalates_a_node_whose_draws_disagree(tmp_path: Path) -> None:
     step = result.trace.steps[0]
     assert step.tier == "large"
     assert [e["reason"] for e in step.escalations] == ["unsure: draws disagreed (1, 1, 1 of 3; need 2)"]
-    assert [(c["tier"], c["status"]) for c in step.candidates] == [("small", "unsure")] * 3 + [("large", "ok")] * 3
+    assert [(c["tier"], c["status"]) for c in step.candidates] == [("small", "unsure")] * 3 + [("large", "ok")] * 2
     assert step.candidates[0]["reason"] == "draws disagreed (1, 1, 1 of 3; need 2)"
 
 

@@ -10,14 +10,20 @@ Three packs with gold cases written for this benchmark (benchmarks/packs/):
                      three draws that must agree on four of them
 
 Model: SmolLM2-135M-Instruct (Q4_1) on llama.cpp's own llama-server, fetched and started
-by tests/support/model_servers.py (or --url for a server already running).
+by tests/support/model_servers.py, a fresh server for each arm of each task so that no
+arm finds another's prompts in the server's cache (or --url for a server already
+running, shared by every arm).
 
 Arms, on the same cases:
   (a) pack        the pack, run by the runtime's own evaluator (`runtime.evaluate`), with
-                  every gate opened (confidence min 1e-6, agree 1) so that each case's answer
-                  and confidence are both known; the gate is then applied afterwards at
-                  any threshold, which is what the gated pack does (same calls, temperature
-                  0 for the gated classification nodes)
+                  every gate opened (confidence min 1e-6, agree 1, draw_all) so that each
+                  case's answer and confidence are both known; the gate is then applied afterwards at
+                  any threshold, which is what the gated pack decides (it makes fewer calls:
+                  its draws stop once the vote is decided, and a held node's successors
+                  are not run; arm "written" measures that)
+  written         the pack as written (gates as calibrated, quorum draws that stop once
+                  decided): what a user runs and pays for; its escalated cases go to a
+                  person, so its exact counts them as misses and its auto tier is reported
   (b) one call    one model call with the pack's system prompt, the same few-shot
                   examples (nearest by word-set Jaccard) and the union of the pack's node
                   schemas as the grammar (benchmarks/one_call/<task>.txt)
@@ -95,7 +101,7 @@ PACKS = HERE / "packs"
 ONE_CALL = HERE / "one_call"
 RESULTS = HERE / "results" / "real_models.jsonl"
 TASKS = ("helpdesk_routing", "review_aspects", "shipping_details")
-ARMS = ("pack", "one_call", "no_grammar", "baseline")
+ARMS = ("pack", "written", "one_call", "no_grammar", "baseline")
 MODELS = ("smollm2",)
 MIN_AUTO_SHARE = 0.40  # the issue's bar: the auto tier keeps at least 40% of cases
 BAR_POINTS = 0.15  # ... at an accuracy at least 15 points above one call's
@@ -340,19 +346,23 @@ def run_baseline(task: Task, cases: list[dict[str, Any]]) -> list[Row]:
 
 
 @contextmanager
-def opened_pack(task: Task, case_ids: set[str]) -> Iterator[Path]:
-    """A copy of the pack with every gate opened (confidence min OPEN_GATE, agree 1) and only the
-    measured cases, so every case is answered and its confidence recorded."""
+def pack_copy(task: Task, case_ids: set[str], opened: bool) -> Iterator[Path]:
+    """A copy of the pack with only the measured cases. Opened (arm a): every gate opened
+    (confidence min OPEN_GATE, agree 1) and every draw made (`draw_all`), so every case is
+    answered and its agreement measured over all its draws. Not opened (arm "written"):
+    the pack as written, which is what a user runs and pays for."""
     with tempfile.TemporaryDirectory(prefix=f"real-models-{task.name}-") as tmp:
         root = Path(tmp) / task.name
         shutil.copytree(task.root, root)
-        graph = yaml.safe_load((root / "graph.yaml").read_text())
-        for node in graph["nodes"].values():
-            if "confidence" in node:  # the loader takes a min above 0: this one holds back no real answer
-                node["confidence"] = {**node["confidence"], "min": OPEN_GATE}
-            if int(node.get("samples", 1)) > 1:
-                node["agree"] = 1
-        (root / "graph.yaml").write_text(yaml.safe_dump(graph, sort_keys=False))
+        if opened:
+            graph = yaml.safe_load((root / "graph.yaml").read_text())
+            for node in graph["nodes"].values():
+                if "confidence" in node:  # the loader takes a min above 0: this one holds back no real answer
+                    node["confidence"] = {**node["confidence"], "min": OPEN_GATE}
+                if int(node.get("samples", 1)) > 1:
+                    node["agree"] = 1
+                    node["draw_all"] = True
+            (root / "graph.yaml").write_text(yaml.safe_dump(graph, sort_keys=False))
         kept = [c for c in task.cases if c["id"] in case_ids]
         (root / "evalset.jsonl").write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in kept))
         yield root
@@ -394,14 +404,18 @@ def _agreement_share(task: Task, trace: Any, node: str, fields: list[str]) -> fl
     return Counter(keys).most_common(1)[0][1] / len(keys)
 
 
-def run_pack_arm(task: Task, cases: list[dict[str, Any]], backend: Backend) -> tuple[list[Row], str | None]:
-    """The pack through the runtime's evaluator; (rows, why not) when the pack cannot load."""
-    with opened_pack(task, {c["id"] for c in cases}) as root:
+def run_pack_arm(
+    task: Task, cases: list[dict[str, Any]], backend: Backend, opened: bool = True
+) -> tuple[list[Row], str | None]:
+    """The pack through the runtime's evaluator, opened (arm "pack") or as written (arm
+    "written"); (rows, why not) when the pack cannot load."""
+    arm = "pack" if opened else "written"
+    with pack_copy(task, {c["id"] for c in cases}, opened) as root:
         try:
             pack = load_pack(root)
         except PackforgeError as exc:
             return [], f"the pack does not load on this runtime: {str(exc).splitlines()[0][:200]}"
-        report = evaluate(pack, backend, concurrency=CONCURRENCY, model=backend.spec, run_prefix=f"pack-{task.name}")
+        report = evaluate(pack, backend, concurrency=CONCURRENCY, model=backend.spec, run_prefix=f"{arm}-{task.name}")
     by_id = {c["id"]: c for c in cases}
     node_gates = gates(task)
     rows = []
@@ -427,7 +441,7 @@ def run_pack_arm(task: Task, cases: list[dict[str, Any]], backend: Backend) -> t
         rows.append(
             Row(
                 task.name,
-                "pack",
+                arm,
                 case["id"],
                 case["expected"],
                 got,
@@ -438,8 +452,16 @@ def run_pack_arm(task: Task, cases: list[dict[str, Any]], backend: Backend) -> t
                 cached_tokens=int(totals["cached_tokens"]),
                 seconds=float(totals["latency_s"]),
                 confidence=min(known) if known else None,
-                auto_end=result.tier != "failed" and result.status == "done",
-                extra={"confidences": confidences, "status": result.status, "path": result.path},
+                # As written, a case is automatic only when no gate held it (trace tier "auto").
+                auto_end=(result.tier != "failed" and result.status == "done")
+                if opened
+                else result.trace.tier == "auto",
+                extra={
+                    "confidences": confidences,
+                    "status": result.status,
+                    "path": result.path,
+                    "model_calls": len(result.trace.attempts),
+                },
             )
         )
     order = {c["id"]: i for i, c in enumerate(cases)}
@@ -532,6 +554,21 @@ def summarise(task: Task, arm_rows: dict[str, list[Row]], target: float) -> dict
             "prompt_cached_per_case": statistics.fmean(r.cached_tokens for r in rows) if rows else 0.0,
             "seconds_per_case": statistics.fmean(r.seconds for r in rows) if rows else 0.0,
         }
+    written = arm_rows.get("written")
+    if written:
+        auto = [r for r in written if r.auto_end]
+        ids = {r.case for r in auto}
+        out["written"] = {
+            "auto": len(auto),
+            "auto_share": len(auto) / len(written),
+            "auto_passed": sum(r.exact for r in auto),
+            "auto_accuracy": (sum(r.exact for r in auto) / len(auto)) if auto else None,
+            "auto_accuracy_ci95": list(wilson_interval(sum(r.exact for r in auto), len(auto))),
+            "one_call_accuracy_same_cases": _accuracy_on(arm_rows.get("one_call", []), ids),
+            "baseline_accuracy_same_cases": _accuracy_on(arm_rows.get("baseline", []), ids),
+            "model_calls_per_case": statistics.fmean(int(r.extra.get("model_calls", 0)) for r in written),
+            "in_sample": True,  # the gates as written were calibrated on these very cases
+        }
     pack = arm_rows.get("pack")
     if pack:
         calib, measure = pack[0::2], pack[1::2]
@@ -591,10 +628,20 @@ def print_table(task: Task, summary: dict[str, Any], arm_rows: dict[str, list[Ro
             f"{s.get('prompt_cached_per_case', 0):7.0f} {s['seconds_per_case']:7.2f}"
         )
     arms = summary["arms"]
-    if "pack" in arms and "one_call" in arms and arms["one_call"].get("prompt_read_per_case"):
-        read = arms["pack"]["prompt_read_per_case"] / arms["one_call"]["prompt_read_per_case"]
-        secs = arms["pack"]["seconds_per_case"] / max(arms["one_call"]["seconds_per_case"], 1e-9)
-        print(f"  pack / one call: prompt tokens read {read:.2f}x, seconds {secs:.2f}x")
+    for arm in ("pack", "written"):
+        if arm in arms and "one_call" in arms and arms["one_call"].get("prompt_read_per_case"):
+            read = arms[arm]["prompt_read_per_case"] / arms["one_call"]["prompt_read_per_case"]
+            secs = arms[arm]["seconds_per_case"] / max(arms["one_call"]["seconds_per_case"], 1e-9)
+            print(f"  {arm} / one call: prompt tokens read {read:.2f}x, seconds {secs:.2f}x")
+    w = summary.get("written")
+    if w:
+        same = w["one_call_accuracy_same_cases"]
+        print(
+            f"  as written (gates calibrated on these cases): {w['model_calls_per_case']:.2f} calls/case, auto share "
+            f"{100 * w['auto_share']:.0f}%, auto-tier accuracy "
+            + (_ci(w["auto_passed"], w["auto"]) if w["auto"] else "-")
+            + (f"; one call on the same cases {100 * same:.0f}%" if same is not None else "")
+        )
     for arm, why in skipped.items():
         print(f"  {arm:<11} skipped: {why}")
     cal = summary.get("calibration")
@@ -682,20 +729,22 @@ def main(argv: list[str] | None = None) -> int:
         if arm not in ARMS:
             parser.error(f"unknown arm {arm!r}; known: {', '.join(ARMS)}")
 
-    server = None
     log_dir = Path(tempfile.mkdtemp(prefix="real-models-server-"))
-    url = args.url
-    if url is None and any(a != "baseline" for a in arms):
-        server = start_server(args.model, log_dir)
-        url = server.base_url
-    opened: dict[str, Backend] = {}
 
-    def backend(grammar: bool) -> Backend:
-        key = "grammar" if grammar else "none"
-        if key not in opened:
-            options = f"concurrency={CONCURRENCY};slots={args.slots};grammar=" + (args.grammar if grammar else "none")
-            opened[key] = open_backend(f"openai:{url}#{args.model};{options}")
-        return opened[key]
+    @contextmanager
+    def backend(grammar: bool) -> Iterator[Backend]:
+        """A backend on the model server. Without --url each arm gets a freshly started
+        llama-server, so that no arm reads another arm's prompts from the server's cache."""
+        server = None if args.url else start_server(args.model, log_dir)
+        url = args.url if server is None else server.base_url
+        options = f"concurrency={CONCURRENCY};slots={args.slots};grammar=" + (args.grammar if grammar else "none")
+        opened = open_backend(f"openai:{url}#{args.model};{options}")
+        try:
+            yield opened
+        finally:
+            opened.close()
+            if server is not None:
+                server.stop()
 
     rows_out: list[dict[str, Any]] = []
     summaries = []
@@ -707,8 +756,9 @@ def main(argv: list[str] | None = None) -> int:
             arm_rows: dict[str, list[Row]] = {}
             skipped: dict[str, str] = {}
             for arm in arms:
-                if arm == "pack":
-                    rows, why = run_pack_arm(task, cases, backend(True))
+                if arm in ("pack", "written"):
+                    with backend(True) as model:
+                        rows, why = run_pack_arm(task, cases, model, opened=arm == "pack")
                     if why is not None:
                         skipped[arm] = why
                         continue
@@ -716,7 +766,8 @@ def main(argv: list[str] | None = None) -> int:
                     rows = run_baseline(task, cases)
                 else:
                     grammar = arm == "one_call"
-                    rows = run_one_call(task, cases, backend(grammar), grammar=grammar)
+                    with backend(grammar) as model:
+                        rows = run_one_call(task, cases, model, grammar=grammar)
                 arm_rows[arm] = rows
             summary = summarise(task, arm_rows, args.target_auto_accuracy)
             summary["model"] = args.model
@@ -727,7 +778,7 @@ def main(argv: list[str] | None = None) -> int:
                 {
                     **r.to_dict(),
                     "model": args.model,
-                    "grammar": args.grammar if r.arm in ("pack", "one_call") else None,
+                    "grammar": args.grammar if r.arm in ("pack", "written", "one_call") else None,
                     "slots": args.slots,
                 }
                 for rows in arm_rows.values()
@@ -735,10 +786,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             rows_out.append({"summary": summary})
     finally:
-        for b in opened.values():
-            b.close()
-        if server is not None:
-            server.stop()
+        shutil.rmtree(log_dir, ignore_errors=True)
     print(f"\n{time.monotonic() - started:.0f}s; raw rows in {RESULTS.relative_to(HERE.parent)}")
     write_rows(RESULTS, rows_out)
     if args.json:

@@ -68,6 +68,7 @@ from runtime.mcp_server import answer_http as mcp_answer_http
 from runtime.mcp_tools import McpTool, pack_tool, run_payload
 from runtime.nodes import NODE_KINDS, drawing_for
 from runtime.nodes.base import NODE_SHAPES, NodeDrawing, NodeKind
+from runtime.pacing import StepPacer
 from runtime.pack import Pack, load_pack
 from runtime.pack.enums import enum_problems
 from runtime.pack.evalset import parse_evalset
@@ -159,6 +160,7 @@ __all__ = [
     "SimConfig",
     "SourceMap",
     "Step",
+    "StepPacer",
     "Tier",
     "TokenLogprob",
     "Tool",

@@ -15,6 +15,7 @@ from runtime.backends.base import Backend, ModelCall, ModelReply
 from runtime.checkpoint import CheckpointStore
 from runtime.errors import Cancelled, FencedOut, HostFailed
 from runtime.journal import EscalatePayload, ToolPayload, WaitPayload
+from runtime.pacing import StepPacer
 from runtime.pack.model import Node, Pack
 from runtime.tiers import Tier
 from runtime.tools import (
@@ -44,6 +45,7 @@ class RunOptions:
     on_step: StepHook | None = None  # called after each step is checkpointed
     on_escalate: EscalationHook | None = None  # called with each escalation as it is decided (docs/tiers.md)
     tape: TapeHook | None = None  # records or replays tool results (runtime.recordings, docs/tools.md)
+    pacer: StepPacer | None = None  # a host's cap on steps per second (runtime.pacing); None: unpaced
 
 
 @dataclass(kw_only=True)

@@ -163,6 +163,8 @@ def _walk(walk: Walk, current: str) -> RunResult:
                 return _finish(
                     walk, RunStatus.FAILED, f"step bound reached ({max_steps} steps{by}); the graph may be looping"
                 )
+            if walk.options.pacer is not None and walk.options.pacer.hold(walk.cancel):
+                raise Cancelled("run cancelled")
             node = pack.nodes[current]
             walk.step += 1
             outcome, extra = _run_node(walk, node)

@@ -9,7 +9,12 @@ for (docs/studio.md, "Limits"):
   journal (every step's writes and attempts, model text included, and every tool
   result) is counted as it is written (`JournalBudget`); the entry that would pass the
   cap is not written, and the run fails naming the cap (`CapReached`). It bounds the
-  database one run can fill and the trace a run's page or API answer carries."""
+  database one run can fill and the trace a run's page or API answer carries.
+- steps per second of one run: PACKFORGE_MAX_STEP_RATE (100) after a burst of
+  PACKFORGE_STEP_BURST (200) steps (`run_options` gives every walk a StepPacer). A step
+  that asks a model takes longer than that; a graph looping over steps that cost nothing
+  is held to the rate, so it cannot write its journal into the shared database as fast
+  as a core allows while other users save and run."""
 
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from runtime import Pack, RunOptions
+from runtime import Pack, RunOptions, StepPacer
 from studio.work.settings import setting
 
 
@@ -78,9 +83,12 @@ class JournalBudget:
 
 
 def run_options(pack: Pack, **given: Any) -> RunOptions:
-    """RunOptions for a walk of `pack` in the studio: `given`, and the step cap when the
-    pack asks for as many steps as it or more."""
+    """RunOptions for a walk of `pack` in the studio: `given`, the step cap when the pack
+    asks for as many steps as it or more, and a fresh step pacer (one per walk)."""
     cap = max_steps()
     if pack.max_steps >= cap:  # the cap binds (a pack asking exactly the cap is told so too)
         given.update(max_steps=cap, max_steps_by="the studio's cap, PACKFORGE_MAX_STEPS")
+    given.setdefault(
+        "pacer", StepPacer(float(setting("PACKFORGE_MAX_STEP_RATE")), int(setting("PACKFORGE_STEP_BURST")))
+    )
     return RunOptions(**given)

@@ -142,6 +142,7 @@ PINNED = [
     "schema_validator",  # the one JSON Schema validator: patterns matched by RE2
     "ToolTape",  # recorded tool results (runtime.recordings): evaluate(tape=), the studio's evals
     "RunTape",  # one run's hook on a ToolTape (RunOptions.tape), with its counts
+    "StepPacer",  # a host's cap on a run's steps per second (RunOptions.pacer; issue 22)
     "tool",
     "tool_def",
     "tool_metrics",

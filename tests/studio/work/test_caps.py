@@ -1,10 +1,12 @@
-"""The studio's cap on steps per run (studio.work.caps, PACKFORGE_MAX_STEPS): a save
-whose manifest asks for more is refused naming the cap, and nothing is stored; a pack
-saved before the cap is walked under it, and a run that reaches it says which cap."""
+"""The studio's caps on a run (studio.work.caps): steps per run (PACKFORGE_MAX_STEPS): a
+save whose manifest asks for more is refused naming the cap, and nothing is stored; a
+pack saved before the cap is walked under it, and a run that reaches it says which cap.
+Journal bytes per run, and steps per second (PACKFORGE_MAX_STEP_RATE) past a burst."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,11 +16,14 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from runtime import StepPacer, load_pack
 from studio.projects.models import Project, create_project
 from studio.projects.storage import PackRepo, StorageError
 from studio.runs import start, worker
+from studio.work import caps
 from studio.work.caps import CapReached, JournalBudget
 from studio.work.models import JournalEntry
+from tests.support.runtime_packs import write_pack
 
 LOOP_GRAPH = {  # spins until a step bound stops it
     "nodes": {"spin": {"kind": "assert", "expr": "true"}, "done": {"kind": "end"}},
@@ -126,3 +131,38 @@ def test_a_long_run_writes_its_trace_to_the_row_a_bounded_number_of_times(
     assert len(updates) == 50 + 1  # the first 50 steps, then the end
     run.refresh_from_db()
     assert len(run.trace["steps"]) == 300
+
+
+def test_every_walk_gets_its_own_pacer_at_the_settings_rate(settings: Any, tmp_path: Path) -> None:
+    settings.PACKFORGE_MAX_STEP_RATE = 40
+    settings.PACKFORGE_STEP_BURST = 7
+    pack = load_pack(write_pack(tmp_path / "p", nodes={"done": {"kind": "end"}}, edges=[], script={"nodes": {}}))
+    first, second = caps.run_options(pack), caps.run_options(pack)
+    assert first.pacer is not None and second.pacer is not None and first.pacer is not second.pacer
+    assert (first.pacer.rate, first.pacer.burst) == (40.0, 7)
+
+
+def test_a_looping_try_run_is_held_to_the_step_rate_past_its_burst(
+    owner: User, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loop = _loop(owner, 5_000)
+    settings.PACKFORGE_MAX_STEPS = 25
+    settings.PACKFORGE_STEP_BURST = 5
+    settings.PACKFORGE_MAX_STEP_RATE = 10_000  # waits of a ten-thousandth of a second each: counted, not timed
+    init, delay = StepPacer.__init__, StepPacer.delay
+    held: list[float] = []
+
+    def frozen(self: StepPacer, rate: float, burst: int, clock: Any = None) -> None:
+        init(self, rate, burst, clock=lambda: 0.0)  # the bucket never refills: every step past the burst waits
+
+    def counting(self: StepPacer) -> float:
+        wait = delay(self)
+        if wait > 0:
+            held.append(wait)
+        return wait
+
+    monkeypatch.setattr(StepPacer, "__init__", frozen)
+    monkeypatch.setattr(StepPacer, "delay", counting)
+    run = start.new_try_run(loop, user=owner, version=None, endpoint=None, input={"ticket": "hi"})
+    assert worker.run_try(run.pk) == "failed"
+    assert len(held) == 25 - 5  # every step past the burst, and no other

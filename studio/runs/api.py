@@ -4,14 +4,21 @@ The list of every run, GET /api/runs, is studio.runlist.api.
 Same rules as the pages: any member may read a run of their project; only authors may
 start one (403); a stranger gets 404. `endpoint` names an endpoint by its name; leave
 it out for the pack's own model. `version` is a commit sha (or a prefix); leave it
-out for the head."""
+out for the head.
+
+A run's answer carries at most STEPS_PER_ANSWER steps (with their attempts and tool
+calls): `steps_total` says how many the run has, `?steps_from=N` reads on from step
+index N, and `next_steps_from` is where the next window starts (null at the end). A
+run of 10,000 looping steps answered 5 MB and some 150 ms of a web process's CPU per
+poll before; a window is bounded whatever the run."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from ninja import Router, Schema, Status
+from ninja import Query, Router, Schema, Status
+from pydantic import Field
 
 from studio.accounts.access import project_for, run_for
 from studio.accounts.models import Role
@@ -24,6 +31,8 @@ from studio.runs.models import TryRun
 from studio.runs.tasks import execute_try_run
 
 router = Router(tags=["runs"])
+
+STEPS_PER_ANSWER = 200
 
 
 class RunIn(Schema):
@@ -51,7 +60,14 @@ class RunOut(RunListedOut):
     output: dict[str, Any] | None
     error: str
     steps: list[dict[str, Any]]
-    trace: dict[str, Any]  # the runtime's trace dict, rejected text for authors only
+    trace: dict[str, Any]  # the runtime's trace dict, rejected text for authors only; one window of steps
+    steps_total: int
+    steps_from: int
+    next_steps_from: int | None
+
+
+class StepsWindow(Schema):
+    steps_from: int = Field(0, ge=0, description="the index of the first step in the answer")
 
 
 def _listed(run: TryRun) -> dict[str, Any]:
@@ -69,8 +85,38 @@ def _listed(run: TryRun) -> dict[str, Any]:
     }
 
 
-def _out(run: TryRun, role: Role) -> RunOut:
-    trace = visible_trace(run.trace or {}, role)
+def window(trace: dict[str, Any], start: int, count: int = STEPS_PER_ANSWER) -> tuple[dict[str, Any], int | None]:
+    """`trace` with only steps[start:start + count], and the attempts and tool calls of
+    those steps (by step number; on the last window also those of a step the run stopped
+    inside); and the index the next window starts at (None: this is the last)."""
+    every = trace.get("steps") or []
+    if start == 0 and len(every) <= count:
+        return trace, None
+    shown = every[start : start + count]
+    last = start + count >= len(every)
+
+    def number(step: Any) -> int:
+        return int(step.get("step") or 0) if isinstance(step, dict) else 0
+
+    low = number(shown[0]) if shown else (number(every[-1]) + 1 if every else 0)
+    high = None if last else number(every[start + count])
+
+    def inside(item: Any) -> bool:
+        at = number(item)
+        return at >= low and (high is None or at < high)
+
+    cut = {
+        **trace,
+        "steps": shown,
+        "attempts": [a for a in trace.get("attempts") or [] if inside(a)],
+        "tool_calls": [c for c in trace.get("tool_calls") or [] if inside(c)],
+    }
+    return cut, None if last else start + count
+
+
+def _out(run: TryRun, role: Role, start: int = 0) -> RunOut:
+    cut, following = window(run.trace or {}, start)
+    trace = visible_trace(cut, role)
     return RunOut(
         **_listed(run),
         final=run.is_final,
@@ -78,6 +124,9 @@ def _out(run: TryRun, role: Role) -> RunOut:
         error=run.error,
         steps=steps.trace_steps(trace),
         trace=trace,
+        steps_total=len((run.trace or {}).get("steps") or []),
+        steps_from=start,
+        next_steps_from=following,
     )
 
 
@@ -96,6 +145,6 @@ def create_run(request: StudioRequest, payload: RunIn) -> Status[RunOut]:
 
 
 @router.get("/{run_id}", response={200: RunOut, **ERRORS, **INVALID}, summary="A try-it run and its trace so far")
-def get_run(request: StudioRequest, run_id: int) -> RunOut:
+def get_run(request: StudioRequest, run_id: int, page: Query[StepsWindow]) -> RunOut:
     run, role = run_for(request.user, run_id)
-    return _out(run, role)
+    return _out(run, role, page.steps_from)

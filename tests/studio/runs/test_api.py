@@ -11,6 +11,7 @@ from studio.accounts.models import ApiToken
 from studio.endpoints.models import Endpoint
 from studio.projects.models import Project
 from studio.runs import start, worker
+from studio.runs.api import window
 from studio.runs.models import TryRun
 from tests.support.studio import REJECTED_TEXT
 
@@ -118,3 +119,44 @@ def test_it_hides_projects_and_runs_from_strangers(owner: User, stranger: User, 
 def test_it_requires_authentication(project: Project) -> None:
     page = Client().post("/api/runs", {"project": "triage", "input": TICKET}, content_type="application/json")
     assert page.status_code == 401
+
+
+def _trace(steps: int, stopped_inside: bool = False) -> dict[str, Any]:
+    """A trace of `steps` committed steps, one attempt and one tool call each; with
+    `stopped_inside`, an attempt of a step that never committed."""
+    trace: dict[str, Any] = {
+        "status": "running",
+        "steps": [{"node": "n", "step": i, "status": "ok"} for i in range(1, steps + 1)],
+        "attempts": [{"node": "n", "step": i, "attempt": 1, "ok": True, "text": "{}"} for i in range(1, steps + 1)],
+        "tool_calls": [{"node": "n", "step": i, "tool": "t"} for i in range(1, steps + 1)],
+    }
+    if stopped_inside:
+        trace["attempts"].append({"node": "n", "step": steps + 1, "attempt": 1, "ok": False, "text": "x"})
+    return trace
+
+
+def test_a_window_holds_its_steps_and_only_their_attempts_and_tool_calls() -> None:
+    full = _trace(450, stopped_inside=True)
+    first, following = window(full, 0)
+    assert [s["step"] for s in first["steps"]] == list(range(1, 201)) and following == 200
+    assert [a["step"] for a in first["attempts"]] == list(range(1, 201))
+    assert [c["step"] for c in first["tool_calls"]] == list(range(1, 201))
+    last, following = window(full, 400)
+    assert [s["step"] for s in last["steps"]] == list(range(401, 451)) and following is None
+    assert [a["step"] for a in last["attempts"]] == [*range(401, 451), 451]  # the step it stopped inside
+    past, following = window(full, 999)
+    assert past["steps"] == [] and [a["step"] for a in past["attempts"]] == [451] and following is None
+    short = _trace(5)
+    assert window(short, 0) == (short, None)  # a run within one window is answered whole
+
+
+def test_a_long_runs_answer_is_one_window_and_pages_on(owner: User, project: Project) -> None:
+    run = start.new_try_run(project, user=owner, version=None, endpoint=None, input=TICKET)
+    TryRun.objects.filter(pk=run.pk).update(trace=_trace(450))
+    first = Client().get(f"/api/runs/{run.pk}", headers=bearer(owner)).json()
+    assert (first["steps_total"], first["steps_from"], first["next_steps_from"]) == (450, 0, 200)
+    assert len(first["steps"]) == 200 and len(first["trace"]["attempts"]) == 200
+    then = Client().get(f"/api/runs/{run.pk}?steps_from=400", headers=bearer(owner)).json()
+    assert [s["step"] for s in then["steps"]] == list(range(401, 451)) and then["next_steps_from"] is None
+    refused = Client().get(f"/api/runs/{run.pk}?steps_from=-1", headers=bearer(owner))
+    assert refused.status_code == 422 and "steps_from" in refused.content.decode()

@@ -324,7 +324,7 @@ class Attack:
                     "status": run.get("status"),
                     "ended": bool(run.get("final")),
                     "error": str(run.get("error") or "")[:300],
-                    "steps": len(run.get("steps") or []),
+                    "steps": run.get("steps_total", len(run.get("steps") or [])),
                     "seconds": round(time.perf_counter() - begun, 2),
                     "answer_bytes": size,
                 }

@@ -44,7 +44,7 @@ every number of the table, A's runs one by one, B's latencies per kind and phase
 
     .venv/bin/python benchmarks/noisy_neighbour.py [--idle-s 30] [--attack-s 60]
         [--streams 32] [--stream-hold-s 15] [--a-length 27] [--b-clients 1]
-        [--concurrency 2] [--drain-s 45] [--attacks regex,steps,streams] [--json] [--rows FILE] [--keep]
+        [--concurrency 2] [--drain-s 240] [--attacks regex,steps,streams] [--json] [--rows FILE] [--keep]
 
 The issue's own setting is `--attack-s 180`.
 """
@@ -442,7 +442,10 @@ def main(argv: list[str] | None = None) -> int:
         help="PACKFORGE_MAX_RUNS_PER_USER (default 1: one of the two workers stays free for others)",
     )
     parser.add_argument(
-        "--drain-s", type=float, default=45, help="the most A's runs in flight are waited for (default 45)"
+        "--drain-s",
+        type=float,
+        default=240,
+        help="the most A's runs in flight are waited for (default 240: a paced loop takes 200 s)",
     )
     parser.add_argument(
         "--attacks",

@@ -10,7 +10,7 @@ for (docs/studio.md, "Limits"):
   result) is counted as it is written (`JournalBudget`); the entry that would pass the
   cap is not written, and the run fails naming the cap (`CapReached`). It bounds the
   database one run can fill and the trace a run's page or API answer carries.
-- steps per second of one run: PACKFORGE_MAX_STEP_RATE (100) after a burst of
+- steps per second of one run: PACKFORGE_MAX_STEP_RATE (50) after a burst of
   PACKFORGE_STEP_BURST (200) steps (`run_options` gives every walk a StepPacer). A step
   that asks a model takes longer than that; a graph looping over steps that cost nothing
   is held to the rate, so it cannot write its journal into the shared database as fast

@@ -30,7 +30,7 @@ DEFAULTS: dict[str, Any] = {
     "PACKFORGE_WORK_METER": False,  # log each delivery's statements and CPU (benchmarks/serving.py)
     "PACKFORGE_MAX_STEPS": 10_000,  # steps of one run, whatever its pack asks for (studio.work.caps)
     "PACKFORGE_MAX_JOURNAL_BYTES": 8 << 20,  # journal bytes of one run (studio.work.caps)
-    "PACKFORGE_MAX_STEP_RATE": 100,  # steps a second of one run, after a burst (studio.work.caps)
+    "PACKFORGE_MAX_STEP_RATE": 50,  # steps a second of one run, after a burst (studio.work.caps)
     "PACKFORGE_STEP_BURST": 200,  # steps a run may take before its step rate holds it back
     "PACKFORGE_MAX_RUNS_PER_USER": 4,  # runs going at once per user, try-it and eval cases (studio.work.admission)
     "PACKFORGE_MAX_RUNS_PER_PROJECT": 8,  # the same per project

@@ -116,36 +116,29 @@ def test_a_run_of_a_pack_saved_before_the_cap_stops_at_the_cap_and_says_so(
     assert len(run.trace["steps"]) == 25
 
 
+@pytest.mark.parametrize(
+    ("every_s", "later_writes"),
+    [
+        (1e9, 0),  # the clock never due: no write between the 50th step and the end
+        (0.0, 7),  # the clock always due: at 63, 79, 99, 124, 155, 194 and 243 steps
+    ],
+)
 def test_a_long_run_writes_its_trace_to_the_row_a_bounded_number_of_times(
-    owner: User, settings: Any, monkeypatch: pytest.MonkeyPatch
+    owner: User, settings: Any, monkeypatch: pytest.MonkeyPatch, every_s: float, later_writes: int
 ) -> None:
     """Each step's write of the whole trace would cost the square of the steps: after the
-    first 50 steps the row gets the trace at most once a second (here: never, the clock
-    frozen), and the final trace when the run ends."""
+    first 50 steps the row gets the trace only once it has grown by a quarter, at most
+    once per PUBLISH_EVERY_S (log(300/50)/log(1.25) times here, not once a second), and
+    the final trace when the run ends."""
     settings.PACKFORGE_MAX_STEPS = 300
-    monkeypatch.setattr(worker._Publishing, "PUBLISH_EVERY_S", 1e9)
+    monkeypatch.setattr(worker._Publishing, "PUBLISH_EVERY_S", every_s)
     run = start.new_try_run(_loop(owner, 300), user=owner, version=None, endpoint=None, input={"ticket": "hi"})
     with CaptureQueriesContext(connection) as queries:
         assert worker.run_try(run.pk) == "failed"
     updates = [q["sql"] for q in queries if q["sql"].startswith('UPDATE "runs_tryrun"') and '"trace"' in q["sql"]]
-    assert len(updates) == 50 + 1  # the first 50 steps, then the end
+    assert len(updates) == 50 + later_writes + 1  # the first 50 steps, the growths, then the end
     run.refresh_from_db()
     assert len(run.trace["steps"]) == 300
-
-
-def test_past_its_first_steps_a_run_rewrites_its_trace_only_as_it_grows_by_a_quarter(
-    owner: User, settings: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """With the clock always due, a 300-step run writes its trace at each of the first 50
-    steps, then at 63, 79, 99, 124, 155, 194, 243 and 304-or-end: log(300/50)/log(1.25)
-    writes, not one per second of the run."""
-    settings.PACKFORGE_MAX_STEPS = 300
-    monkeypatch.setattr(worker._Publishing, "PUBLISH_EVERY_S", 0.0)
-    run = start.new_try_run(_loop(owner, 300), user=owner, version=None, endpoint=None, input={"ticket": "hi"})
-    with CaptureQueriesContext(connection) as queries:
-        assert worker.run_try(run.pk) == "failed"
-    updates = [q["sql"] for q in queries if q["sql"].startswith('UPDATE "runs_tryrun"') and '"trace"' in q["sql"]]
-    assert len(updates) == 50 + 7 + 1  # the first 50 steps, 7 growths by a quarter, then the end
 
 
 def test_every_walk_gets_its_own_pacer_at_the_settings_rate(settings: Any, tmp_path: Path) -> None:

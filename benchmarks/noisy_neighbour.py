@@ -439,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
         "--runs-per-user",
         type=int,
         default=1,
-        help="PACKFORGE_MAX_RUNS_PER_USER (default 1: one of the two workers stays free for others)",
+        help="PACKFORGE_MAX_RUNS_PER_USER (default 1, scripts/start's own with 2 workers: one stays free for others)",
     )
     parser.add_argument(
         "--drain-s",

@@ -106,6 +106,8 @@ def test_it_says_what_it_does_and_ends_with_the_address_the_admin_and_the_passwo
             "start: loading the example packs",
             "start: starting Redis",
             "start: starting the Celery worker and the web server",
+            # CELERY_CONCURRENCY=1 (tests/support/started.py): one worker, so one run per user.
+            "start: runs going at once per user: 1 of 1 workers (PACKFORGE_MAX_RUNS_PER_USER)",
             "start: waiting for the web server and the worker",
             RULE,
         ]

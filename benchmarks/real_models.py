@@ -52,7 +52,7 @@ is judged there.
 
 --from-rows FILE re-summarises a committed raw-rows file without calling a model.
 
-    .venv/bin/python benchmarks/real_models.py [--tasks a,b] [--limit N] [--arms pack,one_call,no_grammar,baseline]
+    .venv/bin/python benchmarks/real_models.py [--tasks a,b] [--limit N] [--arms pack,written,one_call,no_grammar,baseline]
         [--model smollm2] [--url http://127.0.0.1:PORT/v1] [--grammar gbnf|json_schema]
         [--target-auto-accuracy 0.95] [--json]
     .venv/bin/python benchmarks/real_models.py --from-rows benchmarks/results/real_models.jsonl
@@ -785,8 +785,10 @@ def main(argv: list[str] | None = None) -> int:
                 for r in rows
             )
             rows_out.append({"summary": summary})
-    finally:
-        shutil.rmtree(log_dir, ignore_errors=True)
+    except BaseException:
+        print(f"server logs kept in {log_dir}", file=sys.stderr)
+        raise
+    shutil.rmtree(log_dir, ignore_errors=True)
     print(f"\n{time.monotonic() - started:.0f}s; raw rows in {RESULTS.relative_to(HERE.parent)}")
     write_rows(RESULTS, rows_out)
     if args.json:

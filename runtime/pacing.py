@@ -23,7 +23,6 @@ class StepPacer:
         self._clock = clock
         self._tokens = float(burst)
         self._at = clock()
-        self.waited_s = 0.0  # total time the run was held back, for its trace and logs
 
     def delay(self) -> float:
         """Take the next step's token; the seconds to wait before the step (0: none)."""
@@ -33,9 +32,7 @@ class StepPacer:
         self._tokens -= 1.0
         if self._tokens >= 0:
             return 0.0
-        wait = -self._tokens / self.rate
-        self.waited_s += wait
-        return wait
+        return -self._tokens / self.rate
 
     def hold(self, cancel: threading.Event | None) -> bool:
         """Wait for the next step's token; True when the run was cancelled meanwhile."""

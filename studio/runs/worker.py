@@ -128,8 +128,8 @@ class TryRunDelivery(Delivery[TryRun]):
 
             def on_step(step: Step) -> None:
                 # Writing the whole trace at every step costs the square of the steps (a
-                # looping run at 10,000 steps rewrote ~1 MB per step): every step for the
-                # first EVERY_STEP_UNTIL, then at most once per PUBLISH_EVERY_S.
+                # looping run at 10,000 steps rewrote ~1 MB per step): when _Publishing
+                # says it is due.
                 if published.due(len(journal.trace.steps)):
                     TryRun.objects.filter(pk=run_id, lease_owner=token).update(
                         trace=stored(journal.trace.to_dict(include_rejected_text=True))
@@ -172,15 +172,17 @@ class TryRunDelivery(Delivery[TryRun]):
 class _Publishing:
     """When a running try-it run's trace so far is written to its row (the run page
     polls it): at each of its first EVERY_STEP_UNTIL steps; then once the trace has grown
-    by GROWTH since it was last written, and at most once per PUBLISH_EVERY_S seconds.
-    Each write carries the whole trace so far, so a fixed interval would cost the square
-    of a long run's steps (a 10,000-step loop rewrote 6 MB a second into the database
-    other users write to); growing by a quarter each time keeps every write of a run
-    together under five times its final trace. The final trace is always written when the
-    run ends."""
+    by GROWTH since it was last written (at most once per PUBLISH_EVERY_S), or once it is
+    STALE_S old whatever the growth (a slow run's page still moves). Each write carries
+    the whole trace so far, so a fixed interval costs the square of a long run's steps
+    (a 10,000-step loop rewrote 6 MB a second into the database other users write to);
+    growing by a quarter keeps the growth writes of a run under five times its final
+    trace, and the staleness writes are one per STALE_S. The final trace is always
+    written when the run ends."""
 
     EVERY_STEP_UNTIL = 50
     PUBLISH_EVERY_S = 1.0
+    STALE_S = 10.0
     GROWTH = 1.25
 
     def __init__(self) -> None:
@@ -189,8 +191,9 @@ class _Publishing:
 
     def due(self, steps: int) -> bool:
         now = time.monotonic()
-        grown = steps >= self.last_steps * self.GROWTH
-        if steps <= self.EVERY_STEP_UNTIL or (grown and now - self.last >= self.PUBLISH_EVERY_S):
+        age = now - self.last
+        grown = steps >= self.last_steps * self.GROWTH and age >= self.PUBLISH_EVERY_S
+        if steps <= self.EVERY_STEP_UNTIL or grown or (steps > self.last_steps and age >= self.STALE_S):
             self.last, self.last_steps = now, steps
             return True
         return False

@@ -28,8 +28,7 @@ def test_a_burst_goes_through_then_steps_wait_for_the_rate() -> None:
     assert pacer.delay() == pytest.approx(0.2)  # the 5th, queued behind it, two tenths
     clock.now += 10.0  # idle long enough to refill the bucket, but never past its burst
     assert [pacer.delay() for _ in range(3)] == [0.0, 0.0, 0.0]
-    assert pacer.delay() > 0
-    assert pacer.waited_s == pytest.approx(0.1 + 0.2 + 0.1)
+    assert pacer.delay() == pytest.approx(0.1)
 
 
 def test_a_rate_or_burst_that_cannot_hold_is_refused() -> None:
@@ -37,6 +36,19 @@ def test_a_rate_or_burst_that_cannot_hold_is_refused() -> None:
         StepPacer(rate=0, burst=5)
     with pytest.raises(ValueError, match="burst at least 1"):
         StepPacer(rate=5, burst=0)
+
+
+def test_a_held_step_wakes_as_soon_as_its_run_is_cancelled() -> None:
+    """The real hold: a step that would wait 100 s returns True once the event is set."""
+    pacer = StepPacer(rate=0.01, burst=1)
+    pacer.delay()  # the burst is spent: the next step waits 100 s
+    cancel = threading.Event()
+    timer = threading.Timer(0.05, cancel.set)
+    timer.start()
+    try:
+        assert pacer.hold(cancel) is True
+    finally:
+        timer.cancel()
 
 
 class Recording(StepPacer):

@@ -117,21 +117,23 @@ def test_a_run_of_a_pack_saved_before_the_cap_stops_at_the_cap_and_says_so(
 
 
 @pytest.mark.parametrize(
-    ("every_s", "later_writes"),
+    ("every_s", "stale_s", "later_writes"),
     [
-        (1e9, 0),  # the clock never due: no write between the 50th step and the end
-        (0.0, 7),  # the clock always due: at 63, 79, 99, 124, 155, 194 and 243 steps
+        (1e9, 1e9, 0),  # the clock never due: no write between the 50th step and the end
+        (0.0, 1e9, 7),  # growth always allowed: at 63, 79, 99, 124, 155, 194 and 243 steps
+        (1e9, 0.0, 250),  # always stale: every later step is written (a slow run's page moves)
     ],
 )
 def test_a_long_run_writes_its_trace_to_the_row_a_bounded_number_of_times(
-    owner: User, settings: Any, monkeypatch: pytest.MonkeyPatch, every_s: float, later_writes: int
+    owner: User, settings: Any, monkeypatch: pytest.MonkeyPatch, every_s: float, stale_s: float, later_writes: int
 ) -> None:
     """Each step's write of the whole trace would cost the square of the steps: after the
-    first 50 steps the row gets the trace only once it has grown by a quarter, at most
-    once per PUBLISH_EVERY_S (log(300/50)/log(1.25) times here, not once a second), and
-    the final trace when the run ends."""
+    first 50 steps the row gets the trace once it has grown by a quarter, at most once
+    per PUBLISH_EVERY_S (log(300/50)/log(1.25) times here, not once a second), or once it
+    is STALE_S old; and the final trace when the run ends."""
     settings.PACKFORGE_MAX_STEPS = 300
     monkeypatch.setattr(worker._Publishing, "PUBLISH_EVERY_S", every_s)
+    monkeypatch.setattr(worker._Publishing, "STALE_S", stale_s)
     run = start.new_try_run(_loop(owner, 300), user=owner, version=None, endpoint=None, input={"ticket": "hi"})
     with CaptureQueriesContext(connection) as queries:
         assert worker.run_try(run.pk) == "failed"

@@ -1,6 +1,6 @@
 """Against a real llama-server with SmolLM2-135M-Instruct (the fixture of test_smollm2.py):
 draws of one node pinned to one slot read the prompt once and take the rest from the
-slot's cache, recorded per call; llama.cpp's grammar lets a repeated label through, and a
+slot's cache, recorded per call; draws stop once two of three agree; llama.cpp's grammar lets a repeated label through, and a
 set-valued field takes it as a set instead of failing the node; an over-long input is
 cut by the manifest's `truncate:` rule, or the failure names the rule to write."""
 
@@ -23,7 +23,7 @@ def test_draws_of_a_node_share_a_slot_and_read_the_prompt_once(
     smollm2_server: RunningServer, opened: Opener, tmp_path: Path
 ) -> None:
     backend = opened(smol_spec(smollm2_server, "concurrency=2;slots=2;grammar=gbnf"))
-    node = department_node(samples=3, agree=2, temperature=0.7)
+    node = department_node(samples=3, agree=2, temperature=0.7, draw_all=True)  # every draw, decided or not
     root = write_pack(tmp_path / "p", {"department": node, **ENDS}, ONE_NODE_EDGES)
     result = run_pack(load_pack(root), {"message": "I was charged twice for one order."}, backend=backend)
     draws = [a for a in result.trace.attempts if a.node == "department"]
@@ -32,6 +32,21 @@ def test_draws_of_a_node_share_a_slot_and_read_the_prompt_once(
         assert later.cached_tokens >= later.prompt_tokens - 2, (later.prompt_tokens, later.cached_tokens)
     totals = result.trace.totals()
     assert totals["cached_tokens"] >= 2 * (draws[0].prompt_tokens - 2)
+
+
+def test_greedy_draws_that_agree_stop_the_node_after_two_calls(
+    smollm2_server: RunningServer, opened: Opener, tmp_path: Path
+) -> None:
+    """At temperature 0 every draw is the same answer: two of three agree after the second
+    call, so the third is never asked for, and the step says so."""
+    backend = opened(smol_spec(smollm2_server, "concurrency=2;grammar=gbnf"))
+    node = department_node(samples=3, agree=2, temperature=0.0)
+    root = write_pack(tmp_path / "p", {"department": node, **ENDS}, ONE_NODE_EDGES)
+    result = run_pack(load_pack(root), {"message": "I was charged twice for one order."}, backend=backend)
+    draws = [a for a in result.trace.attempts if a.node == "department"]
+    assert result.trace.path == ["department", "done"], result.trace.steps[0].reason
+    assert len(draws) == 2 and draws[0].text == draws[1].text
+    assert "the vote was decided; stopped after 2 of 3 draws" in result.trace.steps[0].notes
 
 
 LABELS = ["bug", "price", "ui"]

@@ -8,14 +8,14 @@ rejected is left out (it does not fail the node), and `agree` of the valid draws
 agree on the written fields (or those `agree_on` names, compared by the manifest's
 `fields:` rules), or the node is unsure and takes on_unsure; it fails only when every
 draw was rejected. Draws stop once those still to come cannot change the vote (not with
-a `confidence` gate, nor with `draw_all: true`; docs/pack-format.md, "Quorum draws"). With `confidence: {field, min}`,
-the node's calls ask for logprobs and
-the node is also unsure when its confidence in that closed-choice field is below `min`
+a `confidence` gate, nor with `draw_all: true`; docs/pack-format.md, "Quorum draws").
+With `confidence: {field, min}`, the node's calls ask for logprobs and the node is also
+unsure when its confidence in that closed-choice field is below `min`
 (runtime.confidence); the confidence is on the step either way. With `prior: {field,
 values}`, the calls ask for logprobs too and a verified answer's closed-choice value is
-corrected for the model's label bias (runtime.prior). A request that does not
-fit the model's context is asked again with one few-shot example fewer (the farthest
-from the request first) until it fits or none is left; then the node fails."""
+corrected for the model's label bias (runtime.prior). A request that does not fit the
+model's context is asked again with one few-shot example fewer (the farthest from the
+request first) until it fits or none is left; then the node fails."""
 
 from __future__ import annotations
 

@@ -17,8 +17,8 @@ running, shared by every arm).
 Arms, on the same cases:
   (a) pack        the pack, run by the runtime's own evaluator (`runtime.evaluate`), with
                   every gate opened (confidence min 1e-6, agree 1, draw_all) so that each
-                  case's answer and confidence are both known; the gate is then applied afterwards at
-                  any threshold, which is what the gated pack decides (it makes fewer calls:
+                  case's answer and confidence are both known; the gate is then applied
+                  afterwards at any threshold, which is what the gated pack decides (it makes fewer calls:
                   its draws stop once the vote is decided, and a held node's successors
                   are not run; arm "written" measures that)
   written         the pack as written (gates as calibrated, quorum draws that stop once
@@ -556,16 +556,9 @@ def summarise(task: Task, arm_rows: dict[str, list[Row]], target: float) -> dict
         }
     written = arm_rows.get("written")
     if written:
-        auto = [r for r in written if r.auto_end]
-        ids = {r.case for r in auto}
+        # Its gates already held what they hold (auto_end): threshold 0 keeps exactly those.
         out["written"] = {
-            "auto": len(auto),
-            "auto_share": len(auto) / len(written),
-            "auto_passed": sum(r.exact for r in auto),
-            "auto_accuracy": (sum(r.exact for r in auto) / len(auto)) if auto else None,
-            "auto_accuracy_ci95": list(wilson_interval(sum(r.exact for r in auto), len(auto))),
-            "one_call_accuracy_same_cases": _accuracy_on(arm_rows.get("one_call", []), ids),
-            "baseline_accuracy_same_cases": _accuracy_on(arm_rows.get("baseline", []), ids),
+            **_measured(0.0, written, arm_rows.get("one_call", []), arm_rows.get("baseline", [])),
             "model_calls_per_case": statistics.fmean(int(r.extra.get("model_calls", 0)) for r in written),
             "in_sample": True,  # the gates as written were calibrated on these very cases
         }

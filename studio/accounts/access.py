@@ -51,9 +51,14 @@ def eval_for(user: User, pk: int, *, slug: str | None = None, edit: bool = False
     return ev, _role_on(ev.project, user, edit=edit)
 
 
-def run_for(user: User, pk: int, *, slug: str | None = None, edit: bool = False) -> tuple[TryRun, Role]:
-    """The try-it run and the user's role on its project (project, endpoint and author joined)."""
+def run_for(
+    user: User, pk: int, *, slug: str | None = None, edit: bool = False, trace: bool = True
+) -> tuple[TryRun, Role]:
+    """The try-it run and the user's role on its project (project, endpoint and author
+    joined); `trace=False` leaves the trace unread (studio.runs.windows reads a window)."""
     rows = TryRun.objects.select_related("project", "endpoint", "created_by").filter(pk=pk)
+    if not trace:
+        rows = rows.defer("trace")
     if slug is not None:
         rows = rows.filter(project__slug=slug)
     run = rows.first()

@@ -7,10 +7,10 @@ it out for the pack's own model. `version` is a commit sha (or a prefix); leave 
 out for the head.
 
 A run's answer carries at most STEPS_PER_ANSWER steps (with their attempts and tool
-calls): `steps_total` says how many the run has, `?steps_from=N` reads on from step
-index N, and `next_steps_from` is where the next window starts (null at the end). A
-run of 10,000 looping steps answered 6 MB a poll before; a window is bounded whatever
-the run."""
+calls; studio.runs.windows): `steps_total` says how many the run has, `?steps_from=N`
+reads on from step index N, and `next_steps_from` is where the next window starts
+(null at the end). A run of 10,000 looping steps answered 6 MB a poll before; a window
+is bounded whatever the run."""
 
 from __future__ import annotations
 
@@ -29,10 +29,9 @@ from studio.redaction import visible_trace
 from studio.runs import start, steps
 from studio.runs.models import TryRun
 from studio.runs.tasks import execute_try_run
+from studio.runs.windows import trace_window
 
 router = Router(tags=["runs"])
-
-STEPS_PER_ANSWER = 200
 
 
 class RunIn(Schema):
@@ -85,38 +84,9 @@ def _listed(run: TryRun) -> dict[str, Any]:
     }
 
 
-def window(trace: dict[str, Any], start: int, count: int = STEPS_PER_ANSWER) -> tuple[dict[str, Any], int | None]:
-    """`trace` with only steps[start:start + count], and the attempts and tool calls of
-    those steps (by step number; on the last window also those of a step the run stopped
-    inside); and the index the next window starts at (None: this is the last)."""
-    every = trace.get("steps") or []
-    if start == 0 and len(every) <= count:
-        return trace, None
-    shown = every[start : start + count]
-    last = start + count >= len(every)
-
-    def number(step: Any) -> int:
-        return int(step.get("step") or 0) if isinstance(step, dict) else 0
-
-    low = number(shown[0]) if shown else (number(every[-1]) + 1 if every else 0)
-    high = None if last else number(every[start + count])
-
-    def inside(item: Any) -> bool:
-        at = number(item)
-        return at >= low and (high is None or at < high)
-
-    cut = {
-        **trace,
-        "steps": shown,
-        "attempts": [a for a in trace.get("attempts") or [] if inside(a)],
-        "tool_calls": [c for c in trace.get("tool_calls") or [] if inside(c)],
-    }
-    return cut, None if last else start + count
-
-
 def _out(run: TryRun, role: Role, start: int = 0) -> RunOut:
-    cut, following = window(run.trace or {}, start)
-    trace = visible_trace(cut, role)
+    shown = trace_window(run, start)
+    trace = visible_trace(shown.trace, role)
     return RunOut(
         **_listed(run),
         final=run.is_final,
@@ -124,9 +94,9 @@ def _out(run: TryRun, role: Role, start: int = 0) -> RunOut:
         error=run.error,
         steps=steps.trace_steps(trace),
         trace=trace,
-        steps_total=len((run.trace or {}).get("steps") or []),
+        steps_total=shown.steps_total,
         steps_from=start,
-        next_steps_from=following,
+        next_steps_from=shown.next_steps_from,
     )
 
 
@@ -140,11 +110,11 @@ def create_run(request: StudioRequest, payload: RunIn) -> Status[RunOut]:
             raise Refused(f"no endpoint named {payload.endpoint!r}")
     run = start.new_try_run(project, user=request.user, version=payload.version, endpoint=endpoint, input=payload.input)
     execute_try_run.delay_on_commit(run.pk)
-    run, role = run_for(request.user, run.pk)
+    run, role = run_for(request.user, run.pk, trace=False)
     return Status(201, _out(run, role))
 
 
 @router.get("/{run_id}", response={200: RunOut, **ERRORS, **INVALID}, summary="A try-it run and its trace so far")
 def get_run(request: StudioRequest, run_id: int, page: Query[StepsWindow]) -> RunOut:
-    run, role = run_for(request.user, run_id)
+    run, role = run_for(request.user, run_id, trace=False)
     return _out(run, role, page.steps_from)

@@ -26,9 +26,14 @@ class TryRun(models.Model):
     model_spec = models.CharField(max_length=700, blank=True)
     input = models.JSONField()
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
-    # The runtime's trace dict (Trace.to_dict, rejected text included), rewritten after
-    # each step while the run goes on; studio.redaction decides who reads rejected text.
+    # The runtime's trace dict (Trace.to_dict, rejected text included), rewritten as the
+    # run goes on (studio.runs.worker._Publishing); studio.redaction decides who reads
+    # rejected text.
     trace = models.JSONField(default=dict)
+    # Bumped with every write of `trace`: readers key their cache of trace windows on it
+    # and never parse the whole trace of a run whose trace did not change
+    # (studio.runs.windows).
+    trace_rev = models.PositiveIntegerField(default=0)
     output = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")

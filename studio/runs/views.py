@@ -22,6 +22,7 @@ from studio.runs.forms import TryRunForm
 from studio.runs.models import TryRun
 from studio.runs.steps import for_page, pretty, totals, trace_steps
 from studio.runs.tasks import execute_try_run
+from studio.runs.windows import STEPS_PER_ANSWER, trace_window
 
 # A run still queued after this long gets a hint on its page (is a worker running?).
 QUEUE_PATIENCE = timedelta(seconds=30)
@@ -72,11 +73,30 @@ def try_new(request: StudioRequest, slug: str) -> HttpResponse:
     return render(request, "runs/new.html", context, status=400 if request.method == "POST" else 200)
 
 
+def _steps_from(request: StudioRequest) -> int:
+    """The page's `?steps_from=` (0 when absent or not a whole number >= 0)."""
+    raw = request.GET.get("steps_from", "")
+    return int(raw) if raw.isdigit() and len(raw) <= 9 else 0
+
+
 def run_detail(request: StudioRequest, slug: str, run_id: int) -> HttpResponse:
-    run, role = run_for(request.user, run_id, slug=slug)
+    run, role = run_for(request.user, run_id, slug=slug, trace=False)
     project = run.project
-    steps = for_page(trace_steps(visible_trace(run.trace or {}, role)))
+    # One window of steps (studio.runs.windows), as the API answers it: the page polls
+    # twice a second, and a looping run has 10,000 steps.
+    shown = trace_window(run, _steps_from(request))
+    steps = for_page(trace_steps(visible_trace(shown.trace, role)))
+    first = shown.steps_from
     context = {
+        "window": {
+            "cut": shown.steps_total > len(shown.trace.get("steps") or []),
+            "first": first + 1,
+            "last": first + len(shown.trace.get("steps") or []),
+            "total": shown.steps_total,
+            "from": first,
+            "earlier": max(0, first - STEPS_PER_ANSWER) if first > 0 else None,
+            "later": shown.next_steps_from,
+        },
         "run": run,
         "project": project,
         "role": role,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from runtime import (
@@ -75,10 +76,12 @@ def _finish(
 ) -> bool:
     """Write the run's end, if this delivery still holds its lease."""
     fields: dict[str, Any] = {"status": status, "output": output, "error": error, "finished_at": timezone.now()}
+    bump: dict[str, Any] = {}
     if trace is not None:
         # Rejected generations are kept for authors; studio.redaction decides who reads them.
         fields["trace"] = trace.to_dict(include_rejected_text=True)
-    return leases.close(TryRun, run_id, token, **stored(fields))
+        bump["trace_rev"] = F("trace_rev") + 1
+    return leases.close(TryRun, run_id, token, **stored(fields), **bump)
 
 
 class TryRunDelivery(Delivery[TryRun]):
@@ -132,7 +135,8 @@ class TryRunDelivery(Delivery[TryRun]):
                 # says it is due.
                 if published.due(len(journal.trace.steps)):
                     TryRun.objects.filter(pk=run_id, lease_owner=token).update(
-                        trace=stored(journal.trace.to_dict(include_rejected_text=True))
+                        trace=stored(journal.trace.to_dict(include_rejected_text=True)),
+                        trace_rev=F("trace_rev") + 1,
                     )
 
             common: dict[str, Any] = {

@@ -1,18 +1,22 @@
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
 from django.contrib.auth.models import User
+from django.db import connection
+from django.db.models import F
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from studio.accounts.models import ApiToken
 from studio.endpoints.models import Endpoint
 from studio.projects.models import Project
 from studio.runs import start, worker
-from studio.runs.api import window
 from studio.runs.models import TryRun
+from studio.runs.windows import window
 from tests.support.studio import REJECTED_TEXT
 
 Capture = Callable[..., AbstractContextManager[list[Callable[[], Any]]]]
@@ -160,3 +164,26 @@ def test_a_long_runs_answer_is_one_window_and_pages_on(owner: User, project: Pro
     assert [s["step"] for s in then["steps"]] == list(range(401, 451)) and then["next_steps_from"] is None
     refused = Client().get(f"/api/runs/{run.pk}?steps_from=-1", headers=bearer(owner))
     assert refused.status_code == 422 and "steps_from" in refused.content.decode()
+
+
+def _trace_reads(queries: CaptureQueriesContext) -> int:
+    """Queries that read the trace column of the runs table."""
+    column = re.compile(r'"runs_tryrun"\."trace"[ ,]')  # not "trace_rev"
+    return sum(1 for q in queries if q["sql"].startswith("SELECT") and column.search(q["sql"]))
+
+
+def test_a_poll_of_an_unchanged_trace_does_not_read_it_again(owner: User, project: Project) -> None:
+    run = start.new_try_run(project, user=owner, version=None, endpoint=None, input=TICKET)
+    TryRun.objects.filter(pk=run.pk).update(trace=_trace(450), trace_rev=F("trace_rev") + 1)
+    headers = bearer(owner)
+    with CaptureQueriesContext(connection) as first:
+        got = Client().get(f"/api/runs/{run.pk}", headers=headers).json()
+    assert got["steps_total"] == 450 and _trace_reads(first) == 1
+    with CaptureQueriesContext(connection) as again:
+        same = Client().get(f"/api/runs/{run.pk}", headers=headers).json()
+    assert same["steps"] == got["steps"] and _trace_reads(again) == 0
+    # the worker writes the trace again (and bumps its revision): the next poll reads it
+    TryRun.objects.filter(pk=run.pk).update(trace=_trace(460), trace_rev=F("trace_rev") + 1)
+    with CaptureQueriesContext(connection) as after:
+        moved = Client().get(f"/api/runs/{run.pk}?steps_from=400", headers=headers).json()
+    assert moved["steps_total"] == 460 and len(moved["steps"]) == 60 and _trace_reads(after) == 1

@@ -81,3 +81,19 @@ def test_it_requires_login(project: Project, owner: User) -> None:
     run = _run(project, owner, execute_it=False)
     page = Client().get(f"/p/{run.project.slug}/runs/{run.pk}")
     assert page.status_code == 302 and page["Location"].startswith("/login/")
+
+
+def test_a_long_runs_page_shows_one_window_of_steps(as_owner: Client, project: Project, owner: User) -> None:
+    run = _run(project, owner, execute_it=False)
+    steps = [{"node": "loop", "step": i, "status": "ok", "kind": "code"} for i in range(1, 451)]
+    TryRun.objects.filter(pk=run.pk).update(status="running", trace={"status": "running", "steps": steps}, trace_rev=1)
+    url = f"/p/{project.slug}/runs/{run.pk}"
+    body = as_owner.get(url).content.decode()
+    assert body.count("<b>loop</b>") == 200 and "Steps 1 to 200 of 450" in body
+    assert 'href="?steps_from=200">Later steps' in body and "Earlier steps" not in body
+    tail = as_owner.get(f"{url}?steps_from=400").content.decode()
+    assert tail.count("<b>loop</b>") == 50 and "Steps 401 to 450 of 450" in tail
+    assert 'href="?steps_from=200">Earlier steps' in tail and "Later steps" not in tail
+    assert f'hx-get="{url}?steps_from=400"' in tail  # the poll keeps the window the reader chose
+    odd = as_owner.get(f"{url}?steps_from=-3")
+    assert odd.status_code == 200 and "Steps 1 to 200 of 450" in odd.content.decode()

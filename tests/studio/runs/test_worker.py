@@ -49,6 +49,8 @@ def test_it_writes_each_step_to_the_row_as_it_happens(project: Project, owner: U
     updates = [q["sql"] for q in queries if q["sql"].startswith('UPDATE "runs_tryrun"')]
     # claim + one per step (5) + the final write
     assert len(updates) == 7
+    run.refresh_from_db()
+    assert run.trace_rev == 6  # each write of the trace bumps it (studio.runs.windows reads on it)
 
 
 def test_it_keeps_every_attempt_with_its_rejection(project: Project, owner: User, stumbling: Endpoint) -> None:

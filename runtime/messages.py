@@ -7,6 +7,14 @@
   assistant message (the compact JSON of its expected values for the node's writes);
 - the request: the node's prompt rendered on the run's state.
 
+A node with `continues: NODE` goes on from NODE's conversation instead: NODE's messages
+(built as above, on the current state), NODE's answer as an assistant message (the
+compact JSON of NODE's writes, as committed), then this node's request. Every message
+before the request is then what the server saw in NODE's call and has in its prompt
+cache, so it reads only the answer and the new request (docs/pack-format.md,
+"Conversations that go on"). When NODE's writes are not all in the state (the walk came
+another way), the node's call is system prompt and request alone.
+
 The manifest's `truncate:` cuts input fields before any of these is rendered (the
 run's input itself is unchanged); what was cut is returned as notes for the trace."""
 
@@ -30,6 +38,12 @@ class Built:
     messages: list[dict[str, str]]
     prompt: str  # the rendered request, for the trace
     notes: list[str]
+
+
+def compact(answer: Mapping[str, Any]) -> str:
+    """An answer as an assistant message shows it: compact JSON, as the grammar has the
+    model write it."""
+    return json.dumps(answer, ensure_ascii=False, separators=(",", ":"))
 
 
 def cut(text: str, rule: Truncation) -> str:
@@ -62,6 +76,17 @@ def build_messages(pack: Pack, node: Node, state: Mapping[str, Any], input_: Map
     assert node.prompt is not None
     shown, notes = truncate_input(input_, pack.truncate)
     view = {**state, "input": shown}
+    before = pack.nodes.get(node.continues) if node.continues is not None else None
+    if before is not None and all(w in state for w in before.writes):
+        earlier = build_messages(pack, before, state, input_)
+        answer = {w: state[w] for w in before.writes}
+        prompt = node.prompt.render(view)
+        messages = [
+            *earlier.messages,
+            {"role": "assistant", "content": compact(answer)},
+            {"role": "user", "content": prompt},
+        ]
+        return Built(messages, prompt, notes)
     system = node.system or pack.system
     messages = [{"role": "system", "content": system.render(view) if system is not None else SYSTEM}]
     if node.examples is not None:
@@ -71,9 +96,7 @@ def build_messages(pack: Pack, node: Node, state: Mapping[str, Any], input_: Map
             messages.append(
                 {"role": "user", "content": node.prompt.render({**example.expected, "input": example_input})}
             )
-            messages.append(
-                {"role": "assistant", "content": json.dumps(answer, ensure_ascii=False, separators=(",", ":"))}
-            )
+            messages.append({"role": "assistant", "content": compact(answer)})
     prompt = node.prompt.render(view)
     messages.append({"role": "user", "content": prompt})
     return Built(messages, prompt, notes)

@@ -27,7 +27,7 @@ from runtime.errors import ContextOverflow, OutputRejected
 from runtime.messages import build_messages, context_problem
 from runtime.nodes.base import LoadContext, NodeDrawing, Outcome, RunContext, covered, may_retry, whole_number
 from runtime.nodes.gating import apply_gate, load_gate, measure
-from runtime.nodes.generate_keys import load_choices, load_examples
+from runtime.nodes.generate_keys import load_choices, load_continues, load_examples
 from runtime.nodes.voting import decided, load_agree_on, vote
 from runtime.prior import apply_prior, load_prior
 from runtime.verify import as_sets, feedback_message, parse_answer, verify_answer
@@ -63,6 +63,7 @@ class GenerateKind:
             "agree_on",
             "prior",
             "draw_all",
+            "continues",
         }
     )
     drawing = NodeDrawing(shape="rounded", css_class="node-generate", label="generate", mermaid=('["', '"]'))
@@ -112,6 +113,8 @@ class GenerateKind:
             node.prior = load_prior(node, spec, loader, at)
         if "system" in spec:
             node.system = loader.template(spec["system"], node.reads, *at, "system")
+        if "continues" in spec:
+            node.continues = load_continues(node, spec, loader)
 
     def run(self, node: Node, walk: RunContext) -> Outcome:
         built = build_messages(walk.pack, node, walk.state, walk.input)

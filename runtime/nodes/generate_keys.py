@@ -1,5 +1,5 @@
-"""Loading the generate node's prompting keys: `choices` (labels/*.yaml, runtime.choices)
-and `examples` (an examples file, runtime.fewshot). Every problem is reported with its
+"""Loading the generate node's prompting keys: `choices` (labels/*.yaml, runtime.choices),
+`examples` (an examples file, runtime.fewshot) and `continues` (runtime.messages). Every problem is reported with its
 file and line; nothing here runs at call time."""
 
 from __future__ import annotations
@@ -180,3 +180,24 @@ def load_examples(node: Node, spec: Any, loader: LoadContext) -> Examples | None
         loader.report(PackIssue(rel, "no examples; add at least one line {id, input, expected}", kind="missing"))
         return None
     return Examples(rel, count, strategy, tuple(items))
+
+
+def load_continues(node: Node, spec: dict[str, Any], loader: LoadContext) -> str | None:
+    """`continues: NODE`: the node's call goes on from NODE's conversation (its system
+    prompt, examples and request, then its answer). The node then has no system prompt
+    or examples of its own. That NODE is a generate node is checked with the whole
+    graph (runtime.pack.checks)."""
+    at = ("nodes", node.id, "continues")
+    target = spec["continues"]
+    if not isinstance(target, str) or not target:
+        loader.error("continues must name a generate node whose conversation this node's call goes on from", *at)
+        return None
+    for key in ("system", "examples"):
+        if key in spec:
+            loader.error(
+                f"a node that continues '{target}' takes its {key} from that node's conversation; "
+                f"remove '{key}' or 'continues'",
+                *at,
+            )
+            return None
+    return target

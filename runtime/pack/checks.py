@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from runtime.errors import PackIssue
 from runtime.nodes import NODE_KINDS
+from runtime.nodes.base import covered
 from runtime.pack.model import Node, Pack
 from runtime.pack.yamlsrc import SourceMap
 
@@ -79,6 +80,7 @@ def _check_graph(
                     )
                 )
         _check_answer_node(pack, node, graph, issues)
+        _check_continues(pack, node, graph, issues)
     for name in pack.output or ():
         if not any(name in n.writes for n in nodes.values()):
             issues.append(manifest.issue(f"output field '{name}' is written by no node", "output", kind="reference"))
@@ -115,6 +117,44 @@ def _check_answer_node(pack: Pack, node: Node, graph: SourceMap, issues: list[Pa
                 "nodes",
                 node.id,
                 "to",
+            )
+        )
+
+
+def _check_continues(pack: Pack, node: Node, graph: SourceMap, issues: list[PackIssue]) -> None:
+    """`continues:` names another generate node, following it never comes back
+    (runtime.messages builds the conversation by following it), and the node reads
+    what that conversation shows: the other node's reads and writes."""
+    if node.continues is None:
+        return
+    seen = [node.id]
+    at: str | None = node.continues
+    while at is not None:
+        target = pack.nodes.get(at)
+        problem = ""
+        if target is None:
+            problem = f"continues '{at}', which is not a node in graph.yaml"
+        elif target.kind != "generate":
+            problem = f"continues '{at}', a {target.kind} node; only a generate node's conversation goes on"
+        elif at in seen:
+            problem = "continues in a circle (" + " -> ".join([*seen, at]) + ")"
+        if problem:
+            issues.append(graph.issue(f"node '{node.id}' {problem}", "nodes", node.id, "continues", kind="reference"))
+            return
+        assert target is not None
+        seen.append(at)
+        at = target.continues
+    earlier = pack.nodes[node.continues]
+    unread = [r for r in (*earlier.reads, *earlier.writes) if not covered(r, node.reads)]
+    if unread:
+        issues.append(
+            graph.issue(
+                f"node '{node.id}' continues '{node.continues}', whose conversation shows '{unread[0]}'; "
+                "add it to the node's reads",
+                "nodes",
+                node.id,
+                "reads",
+                kind="reference",
             )
         )
 

@@ -59,6 +59,7 @@ class Node:
     choices: tuple[Choice, ...] = ()  # per-call enums from labels/*.yaml (runtime.choices)
     examples: Examples | None = None  # few-shot examples (runtime.fewshot)
     system: Template | None = None  # the node's system prompt; else the pack's
+    continues: str | None = None  # a generate node whose conversation this one's call goes on from
     # tool
     tool: str | None = None
     args: dict[str, str] = field(default_factory=dict)

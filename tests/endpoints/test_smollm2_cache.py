@@ -114,3 +114,35 @@ def test_an_over_long_input_is_cut_by_the_truncate_rule(
     result = run_pack(load_pack(uncut), {"message": long_message}, backend=backend)
     assert result.trace.end_node == "escalate"
     assert "manifest.yaml has no truncate: rule for it" in result.trace.steps[0].reason
+
+
+def test_a_continuing_node_finds_the_earlier_conversation_in_the_cache(
+    smollm2_server: RunningServer, opened: Opener, tmp_path: Path
+) -> None:
+    """`continues: department`: the sub-issue call is the department call, its answer and
+    the new request, so the server reads only the last two."""
+    backend = opened(smol_spec(smollm2_server, "concurrency=1;grammar=gbnf"))
+    department = department_node(examples={"file": "examples.jsonl", "count": 3, "strategy": "fixed"})
+    subissue = {
+        "kind": "generate",
+        "reads": ["input.message", "department"],
+        "writes": ["subissue"],
+        "choices": {"subissue": {"labels": "subissues", "key": "department"}},
+        "continues": "department",
+        "max_tokens": 32,
+    }
+    edges = [
+        {"from": "department", "to": "subissue"},
+        {"from": "department", "on_fail": "escalate"},
+        {"from": "subissue", "to": "done"},
+        {"from": "subissue", "on_fail": "escalate"},
+    ]
+    root = write_pack(
+        tmp_path / "p", {"department": department, "subissue": subissue, **ENDS}, edges, system="system.txt"
+    )
+    result = run_pack(load_pack(root), {"message": "Where is my refund for the returned kettle?"}, backend=backend)
+    assert result.trace.path == ["department", "subissue", "done"], [s.reason for s in result.trace.steps]
+    first, second = (next(a for a in result.trace.attempts if a.node == n) for n in ("department", "subissue"))
+    assert second.cached_tokens >= first.prompt_tokens - 2, (first.prompt_tokens, second.cached_tokens)
+    read = second.prompt_tokens - second.cached_tokens
+    assert read < first.prompt_tokens / 3, (read, first.prompt_tokens)  # the answer and the new request

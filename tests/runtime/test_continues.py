@@ -1,0 +1,95 @@
+"""`continues: NODE` (runtime.messages): a node's call goes on from an earlier node's
+conversation, so a server's prompt cache holds all of it but the answer and the new
+request. Runs go to the fault-injecting server on loopback; what is asserted is what
+went over the wire."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime import load_pack, run_pack
+from runtime.backends import Backend, open_backend
+from runtime.errors import PackInvalid
+from tests.support.fault_server import FaultServer
+from tests.support.hierarchy import write_hierarchy
+
+
+@pytest.fixture
+def fault() -> Iterator[FaultServer]:
+    with FaultServer() as server:
+        yield server
+
+
+@pytest.fixture
+def backend(fault: FaultServer) -> Iterator[Backend]:
+    opened = open_backend(fault.spec("backoff=0.01"))
+    yield opened
+    opened.close()
+
+
+def issues_of(root: Path) -> list[str]:
+    with pytest.raises(PackInvalid) as caught:
+        load_pack(root)
+    return [str(i) for i in caught.value.issues]
+
+
+def in_order(*texts: str) -> Any:
+    queue = list(texts)
+    return lambda body: queue.pop(0)
+
+
+def test_a_continuing_call_is_the_earlier_conversation_then_its_answer_then_the_request(
+    tmp_path: Path, fault: FaultServer, backend: Backend
+) -> None:
+    root = write_hierarchy(
+        tmp_path / "p",
+        manifest={"system": "prompts/system.txt"},
+        sub={"continues": "top"},
+        files={"prompts/system.txt": "You sort things.\n"},
+    )
+    fault.configure(answer=in_order('{"label": "animal"}', '{"sublabel":"dog"}'))
+    result = run_pack(load_pack(root), {"text": "a barking dog"}, backend=backend)
+    assert result.status == "done" and result.output == {"label": "animal", "sublabel": "dog"}
+    first, second = (r.body["messages"] for r in fault.completions())
+    assert second == [
+        *first,  # the earlier call, as it was sent: the prefix the server has cached
+        {"role": "assistant", "content": '{"label":"animal"}'},  # the committed answer, compact
+        {"role": "user", "content": "It is a animal. Which one: a barking dog\n"},
+    ]
+    assert first == [
+        {"role": "system", "content": "You sort things.\n"},
+        {"role": "user", "content": "Kind of thing: a barking dog\n"},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("sub", "files", "expected"),
+    [
+        ({"continues": "top", "system": "prompts/s.txt"}, {"prompts/s.txt": "x"}, "takes its system from that node"),
+        (
+            {"continues": "top", "examples": {"file": "ex.jsonl", "count": 1}},
+            {
+                "ex.jsonl": '{"id": "e1", "input": {"text": "a cat"}, "expected": {"label": "animal", "sublabel": "cat"}}\n'
+            },
+            "takes its examples from that node",
+        ),
+        ({"continues": "nope"}, {}, "node 'sub' continues 'nope', which is not a node in graph.yaml"),
+        ({"continues": "done"}, {}, "node 'sub' continues 'done', a end node"),
+        ({"continues": "sub"}, {}, "node 'sub' continues in a circle (sub -> sub)"),
+        ({"continues": ""}, {}, "continues must name a generate node"),
+        (
+            {"continues": "top", "reads": ["label"]},
+            {"prompts/sub.txt": "Which {{ label }}?\n"},
+            "node 'sub' continues 'top', whose conversation shows 'input.text'; add it to the node's reads",
+        ),
+    ],
+)
+def test_it_refuses_a_continues_it_cannot_follow(
+    tmp_path: Path, sub: dict[str, Any], files: dict[str, str], expected: str
+) -> None:
+    found = issues_of(write_hierarchy(tmp_path / "p", sub=sub, files=files))
+    assert len(found) == 1 and expected in found[0] and found[0].startswith("graph.yaml:"), found

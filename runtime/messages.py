@@ -4,7 +4,8 @@
   SYSTEM line; templates are rendered like node prompts (from the node's reads);
 - few-shot (`examples:`): per chosen example, a user message (the node's prompt
   rendered with state = the example's expected values and input = its input) and an
-  assistant message (the compact JSON of its expected values for the node's writes);
+  assistant message (the compact JSON of its expected values for the node's writes, and
+  for the writes of the nodes that continue its conversation: `answer_fields`);
 - the request: the node's prompt rendered on the run's state.
 
 A node with `continues: NODE` goes on from NODE's conversation instead: NODE's messages
@@ -71,6 +72,17 @@ def truncate_input(input_: Mapping[str, Any], rules: Mapping[str, Truncation]) -
     return shown, notes
 
 
+def answer_fields(pack: Pack, node: Node) -> tuple[str, ...]:
+    """The fields a node's few-shot answers show: its writes, then the writes of every
+    node that continues its conversation (and of theirs), so the examples that
+    conversation carries show every answer given in it."""
+    shown = list(node.writes)
+    for other in pack.nodes.values():
+        if other.continues == node.id:
+            shown += [w for w in answer_fields(pack, other) if w not in shown]
+    return tuple(shown)
+
+
 def build_messages(pack: Pack, node: Node, state: Mapping[str, Any], input_: Mapping[str, Any]) -> Built:
     """Everything a generate node sends, for the current state."""
     assert node.prompt is not None
@@ -90,9 +102,10 @@ def build_messages(pack: Pack, node: Node, state: Mapping[str, Any], input_: Map
     system = node.system or pack.system
     messages = [{"role": "system", "content": system.render(view) if system is not None else SYSTEM}]
     if node.examples is not None:
+        fields = answer_fields(pack, node)
         for example in choose(node.examples, shown, own=input_):
             example_input, _ = truncate_input(example.input, pack.truncate)
-            answer = {w: example.expected[w] for w in node.writes}
+            answer = {w: example.expected[w] for w in fields}
             messages.append(
                 {"role": "user", "content": node.prompt.render({**example.expected, "input": example_input})}
             )

@@ -145,6 +145,21 @@ def _check_continues(pack: Pack, node: Node, graph: SourceMap, issues: list[Pack
         seen.append(at)
         at = target.continues
     earlier = pack.nodes[node.continues]
+    shared = earlier.examples  # the conversation's few-shot answers show this node's writes too (runtime.messages)
+    if shared is not None:
+        for example in shared.items:
+            missing = [w for w in node.writes if w not in example.expected]
+            if missing:
+                issues.append(
+                    PackIssue(
+                        shared.file,
+                        f"example '{example.id}' has no expected {missing[0]}: node '{node.id}' continues "
+                        f"'{earlier.id}', whose few-shot answers show it",
+                        example.line,
+                        kind="missing",
+                    )
+                )
+                return
     unread = [r for r in (*earlier.reads, *earlier.writes) if not covered(r, node.reads)]
     if unread:
         issues.append(

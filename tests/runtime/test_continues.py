@@ -5,11 +5,13 @@ went over the wire."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from runtime import load_pack, run_pack
 from runtime.backends import Backend, open_backend
@@ -93,3 +95,39 @@ def test_it_refuses_a_continues_it_cannot_follow(
 ) -> None:
     found = issues_of(write_hierarchy(tmp_path / "p", sub=sub, files=files))
     assert len(found) == 1 and expected in found[0] and found[0].startswith("graph.yaml:"), found
+
+
+def with_top_examples(root: Path, lines: list[dict[str, Any]]) -> Path:
+    """The hierarchy pack with fixed few-shot examples on `top` (the node `sub` continues)."""
+    graph = yaml.safe_load((root / "graph.yaml").read_text())
+    graph["nodes"]["top"]["examples"] = {"file": "examples.jsonl", "count": len(lines), "strategy": "fixed"}
+    (root / "graph.yaml").write_text(yaml.safe_dump(graph, sort_keys=False))
+    (root / "examples.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return root
+
+
+CAT = {"id": "e1", "input": {"text": "a small grey cat"}, "expected": {"label": "animal", "sublabel": "cat"}}
+
+
+def test_the_shared_examples_show_the_continuing_nodes_answers_too(
+    tmp_path: Path, fault: FaultServer, backend: Backend
+) -> None:
+    root = with_top_examples(write_hierarchy(tmp_path / "p", sub={"continues": "top"}), [CAT])
+    fault.configure(answer=in_order('{"label":"animal"}', '{"sublabel":"dog"}'))
+    run_pack(load_pack(root), {"text": "a barking dog"}, backend=backend)
+    first, second = (r.body["messages"] for r in fault.completions())
+    assert first[1:] == [
+        {"role": "user", "content": "Kind of thing: a small grey cat\n"},
+        {"role": "assistant", "content": '{"label":"animal","sublabel":"cat"}'},  # sub's answer shown too
+        {"role": "user", "content": "Kind of thing: a barking dog\n"},
+    ]
+    assert second[: len(first)] == first
+
+
+def test_it_refuses_a_shared_example_without_the_continuing_nodes_answer(tmp_path: Path) -> None:
+    no_sublabel = {**CAT, "expected": {"label": "animal"}}
+    root = with_top_examples(write_hierarchy(tmp_path / "p", sub={"continues": "top"}), [no_sublabel])
+    assert issues_of(root) == [
+        "examples.jsonl:1: example 'e1' has no expected sublabel: node 'sub' continues 'top', "
+        "whose few-shot answers show it"
+    ]

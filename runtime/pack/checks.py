@@ -145,7 +145,10 @@ def _check_continues(pack: Pack, node: Node, graph: SourceMap, issues: list[Pack
         seen.append(at)
         at = target.continues
     earlier = pack.nodes[node.continues]
-    shared = earlier.examples  # the conversation's few-shot answers show this node's writes too (runtime.messages)
+    # The conversation's few-shot turns are its first node's (a continuing node has none
+    # of its own); their answers show this node's writes too (runtime.messages).
+    first = pack.nodes[seen[-1]]
+    shared = first.examples
     if shared is not None:
         for example in shared.items:
             missing = [w for w in node.writes if w not in example.expected]
@@ -154,7 +157,7 @@ def _check_continues(pack: Pack, node: Node, graph: SourceMap, issues: list[Pack
                     PackIssue(
                         shared.file,
                         f"example '{example.id}' has no expected {missing[0]}: node '{node.id}' continues "
-                        f"'{earlier.id}', whose few-shot answers show it",
+                        f"the conversation of '{first.id}', whose few-shot answers show it",
                         example.line,
                         kind="missing",
                     )

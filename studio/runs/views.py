@@ -76,7 +76,7 @@ def try_new(request: StudioRequest, slug: str) -> HttpResponse:
 def _steps_from(request: StudioRequest) -> int:
     """The page's `?steps_from=` (0 when absent or not a whole number >= 0)."""
     raw = request.GET.get("steps_from", "")
-    return int(raw) if raw.isdigit() and len(raw) <= 9 else 0
+    return int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 9 else 0
 
 
 def run_detail(request: StudioRequest, slug: str, run_id: int) -> HttpResponse:
@@ -86,15 +86,16 @@ def run_detail(request: StudioRequest, slug: str, run_id: int) -> HttpResponse:
     # twice a second, and a looping run has 10,000 steps.
     shown = trace_window(run, _steps_from(request))
     steps = for_page(trace_steps(visible_trace(shown.trace, role)))
-    first = shown.steps_from
+    first, count, total = shown.steps_from, len(shown.trace.get("steps") or []), shown.steps_total
     context = {
         "window": {
-            "cut": shown.steps_total > len(shown.trace.get("steps") or []),
+            "cut": total > count,
+            "empty": count == 0 and first > 0,  # asked past the last step
             "first": first + 1,
-            "last": first + len(shown.trace.get("steps") or []),
-            "total": shown.steps_total,
+            "last": first + count,
+            "total": total,
             "from": first,
-            "earlier": max(0, first - STEPS_PER_ANSWER) if first > 0 else None,
+            "earlier": max(0, min(first, total) - STEPS_PER_ANSWER) if first > 0 else None,
             "later": shown.next_steps_from,
         },
         "run": run,

@@ -128,6 +128,30 @@ def test_it_refuses_a_shared_example_without_the_continuing_nodes_answer(tmp_pat
     no_sublabel = {**CAT, "expected": {"label": "animal"}}
     root = with_top_examples(write_hierarchy(tmp_path / "p", sub={"continues": "top"}), [no_sublabel])
     assert issues_of(root) == [
-        "examples.jsonl:1: example 'e1' has no expected sublabel: node 'sub' continues 'top', "
-        "whose few-shot answers show it"
+        "examples.jsonl:1: example 'e1' has no expected sublabel: node 'sub' continues the conversation "
+        "of 'top', whose few-shot answers show it"
+    ]
+
+
+def test_it_checks_the_examples_of_a_chains_first_node_for_every_later_answer(tmp_path: Path) -> None:
+    """top <- sub <- last: top's examples show sub's and last's answers, so each must hold them."""
+    root = with_top_examples(write_hierarchy(tmp_path / "p", sub={"continues": "top"}), [CAT])
+    graph = yaml.safe_load((root / "graph.yaml").read_text())
+    graph["nodes"]["last"] = {
+        "kind": "generate",
+        "reads": ["input.text", "label", "sublabel"],
+        "writes": ["note"],
+        "continues": "sub",
+    }
+    graph["edges"] = [
+        e if e != {"from": "sub", "to": "done"} else {"from": "sub", "to": "last"} for e in graph["edges"]
+    ]
+    graph["edges"].append({"from": "last", "to": "done"})
+    (root / "graph.yaml").write_text(yaml.safe_dump(graph, sort_keys=False))
+    (root / "prompts" / "last.txt").write_text("A note on the {{ sublabel }}?\n")
+    schema = {"type": "object", "properties": {"note": {"type": "string"}}, "required": ["note"]}
+    (root / "grammars" / "last.json").write_text(json.dumps(schema))
+    assert issues_of(root) == [
+        "examples.jsonl:1: example 'e1' has no expected note: node 'last' continues the conversation "
+        "of 'top', whose few-shot answers show it"
     ]

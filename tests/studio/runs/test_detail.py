@@ -95,5 +95,8 @@ def test_a_long_runs_page_shows_one_window_of_steps(as_owner: Client, project: P
     assert tail.count("<b>loop</b>") == 50 and "Steps 401 to 450 of 450" in tail
     assert 'href="?steps_from=200">Earlier steps' in tail and "Later steps" not in tail
     assert f'hx-get="{url}?steps_from=400"' in tail  # the poll keeps the window the reader chose
-    odd = as_owner.get(f"{url}?steps_from=-3")
-    assert odd.status_code == 200 and "Steps 1 to 200 of 450" in odd.content.decode()
+    for odd in ("-3", "\u00b2", "x"):  # not a whole number written in ASCII digits: the first window
+        got = as_owner.get(url, {"steps_from": odd})
+        assert got.status_code == 200 and "Steps 1 to 200 of 450" in got.content.decode()
+    past = as_owner.get(f"{url}?steps_from=1000").content.decode()
+    assert "No steps from 1001: the run has 450" in past and 'href="?steps_from=250">Earlier steps' in past

@@ -35,9 +35,10 @@ class Window:
 
 
 def window(trace: dict[str, Any], start: int, count: int = STEPS_PER_ANSWER) -> tuple[dict[str, Any], int | None]:
-    """`trace` with only steps[start:start + count], and the attempts and tool calls of
-    those steps (by step number; on the last window also those of a step the run stopped
-    inside); and the index the next window starts at (None: this is the last)."""
+    """`trace` with only steps[start:start + count], the attempts and tool calls of those
+    steps (by step number; on the last window also those of a step the run stopped
+    inside), and their path and escalations; and the index the next window starts at
+    (None: this is the last)."""
     every = trace.get("steps") or []
     if start == 0 and len(every) <= count:
         return trace, None
@@ -60,6 +61,12 @@ def window(trace: dict[str, Any], start: int, count: int = STEPS_PER_ANSWER) -> 
         "attempts": [a for a in trace.get("attempts") or [] if inside(a)],
         "tool_calls": [c for c in trace.get("tool_calls") or [] if inside(c)],
     }
+    # The keys derived from every step (runtime Trace.path, .escalations) follow the
+    # window too; the run's totals and tool counters stay whole (their size is fixed).
+    if "path" in trace:
+        cut["path"] = (trace.get("path") or [])[start : start + count]
+    if "escalations" in trace:
+        cut["escalations"] = [e for s in shown if isinstance(s, dict) for e in s.get("escalations") or []]
     return cut, None if last else start + count
 
 

@@ -130,9 +130,15 @@ def _trace(steps: int, stopped_inside: bool = False) -> dict[str, Any]:
     `stopped_inside`, an attempt of a step that never committed."""
     trace: dict[str, Any] = {
         "status": "running",
-        "steps": [{"node": "n", "step": i, "status": "ok"} for i in range(1, steps + 1)],
+        "steps": [
+            {"node": "n", "step": i, "status": "ok", "escalations": [{"step": i}] if i % 100 == 0 else []}
+            for i in range(1, steps + 1)
+        ],
         "attempts": [{"node": "n", "step": i, "attempt": 1, "ok": True, "text": "{}"} for i in range(1, steps + 1)],
         "tool_calls": [{"node": "n", "step": i, "tool": "t"} for i in range(1, steps + 1)],
+        "path": ["n"] * steps,
+        "escalations": [],
+        "totals": {"steps": steps},
     }
     if stopped_inside:
         trace["attempts"].append({"node": "n", "step": steps + 1, "attempt": 1, "ok": False, "text": "x"})
@@ -145,6 +151,9 @@ def test_a_window_holds_its_steps_and_only_their_attempts_and_tool_calls() -> No
     assert [s["step"] for s in first["steps"]] == list(range(1, 201)) and following == 200
     assert [a["step"] for a in first["attempts"]] == list(range(1, 201))
     assert [c["step"] for c in first["tool_calls"]] == list(range(1, 201))
+    # what is derived from every step follows the window; the run's totals stay whole
+    assert len(first["path"]) == 200 and first["escalations"] == [{"step": 100}, {"step": 200}]
+    assert first["totals"] == {"steps": 450}
     last, following = window(full, 400)
     assert [s["step"] for s in last["steps"]] == list(range(401, 451)) and following is None
     assert [a["step"] for a in last["attempts"]] == [*range(401, 451), 451]  # the step it stopped inside

@@ -14,7 +14,7 @@ import yaml
 
 from runtime import load_pack, run_pack
 from tests.support.model_servers import Opener, RunningServer
-from tests.support.smollm2_packs import ENDS, ONE_NODE_EDGES, department_node, smol_spec, write_pack
+from tests.support.smollm2_packs import ENDS, EXAMPLES, ONE_NODE_EDGES, department_node, smol_spec, write_pack
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -140,6 +140,10 @@ def test_a_continuing_node_finds_the_earlier_conversation_in_the_cache(
     root = write_pack(
         tmp_path / "p", {"department": department, "subissue": subissue, **ENDS}, edges, system="system.txt"
     )
+    # the shared conversation's examples show both answers (docs/pack-format.md, "continues")
+    subissues = {"ex-1": "double_charge", "ex-2": "damaged_item", "ex-3": "app_crash"}
+    shown = [{**e, "expected": {**e["expected"], "subissue": subissues[e["id"]]}} for e in EXAMPLES]
+    (root / "examples.jsonl").write_text("".join(json.dumps(e) + "\n" for e in shown))
     result = run_pack(load_pack(root), {"message": "Where is my refund for the returned kettle?"}, backend=backend)
     assert result.trace.path == ["department", "subissue", "done"], [s.reason for s in result.trace.steps]
     first, second = (next(a for a in result.trace.attempts if a.node == n) for n in ("department", "subissue"))

@@ -8,8 +8,25 @@ from typing import Any
 
 import pytest
 
+from runtime.backends import Backend, open_backend
 from runtime.checkpoint import SQLiteStore
+from tests.support.fault_server import FaultServer
 from tests.support.runtime_packs import ENUM_SCHEMA, write_pack
+
+
+@pytest.fixture
+def fault() -> Iterator[FaultServer]:
+    """The fault-injecting OpenAI-compatible server on loopback (tests/support/fault_server.py)."""
+    with FaultServer() as server:
+        yield server
+
+
+@pytest.fixture
+def backend(fault: FaultServer) -> Iterator[Backend]:
+    """A backend on `fault` (a module's own `fault` fixture, when it has one)."""
+    opened = open_backend(fault.spec("backoff=0.01"))
+    yield opened
+    opened.close()
 
 
 @pytest.fixture

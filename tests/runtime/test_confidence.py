@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from runtime import PackInvalid, Trace, load_pack, open_backend, resume_run, run_pack
+from runtime import Trace, load_pack, open_backend, resume_run, run_pack
 from runtime.backends.base import ModelCall, TokenLogprob
 from runtime.backends.scripted import synthetic_logprobs
 from runtime.confidence import agreement_confidence, allowed_values, value_confidence, value_span
 from runtime.walker import RunOptions
-from tests.support.runtime_packs import ENUM_SCHEMA, Recorder, write_pack
+from tests.support.runtime_packs import ENUM_SCHEMA, Recorder, issues_of, write_pack
 
 GEN = {"kind": "generate", "reads": ["input.ticket"], "writes": ["category"]}
 FLAG_SCHEMA = {
@@ -402,12 +402,6 @@ def test_it_gives_scripted_logprobs_only_when_asked(tmp_path: Path) -> None:
 
 
 # -- loading ---------------------------------------------------------------------------------
-
-
-def issues_of(root: Path) -> list[str]:
-    with pytest.raises(PackInvalid) as info:
-        load_pack(root)
-    return [str(i) for i in info.value.issues]
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,6 @@ went over the wire."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,29 +13,10 @@ import pytest
 import yaml
 
 from runtime import load_pack, run_pack
-from runtime.backends import Backend, open_backend
-from runtime.errors import PackInvalid
+from runtime.backends import Backend
 from tests.support.fault_server import FaultServer
 from tests.support.hierarchy import write_hierarchy
-
-
-@pytest.fixture
-def fault() -> Iterator[FaultServer]:
-    with FaultServer() as server:
-        yield server
-
-
-@pytest.fixture
-def backend(fault: FaultServer) -> Iterator[Backend]:
-    opened = open_backend(fault.spec("backoff=0.01"))
-    yield opened
-    opened.close()
-
-
-def issues_of(root: Path) -> list[str]:
-    with pytest.raises(PackInvalid) as caught:
-        load_pack(root)
-    return [str(i) for i in caught.value.issues]
+from tests.support.runtime_packs import issues_of
 
 
 def in_order(*texts: str) -> Any:

@@ -5,11 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from runtime import PackInvalid, load_pack, open_backend, run_pack
+from runtime import load_pack, open_backend, run_pack
 from runtime.pack.fields import FieldRule, values_match
-from tests.support.runtime_packs import write_pack
+from tests.support.runtime_packs import issues_of, write_pack
 
 EXACT, LOOSE, SET, TEXT = FieldRule("exact"), FieldRule("loose"), FieldRule("set"), FieldRule("text")
 
@@ -78,12 +76,6 @@ def pack_with(tmp_path: Path, fields: Any = None, node: dict[str, Any] | None = 
         edges.append({"from": "classify", "on_unsure": "unsure"})
     manifest = {"fields": fields} if fields is not None else None
     return write_pack(tmp_path / "p", manifest=manifest, nodes=nodes, edges=edges, **kw)
-
-
-def issues_of(root: Path) -> list[str]:
-    with pytest.raises(PackInvalid) as info:
-        load_pack(root)
-    return [str(i) for i in info.value.issues]
 
 
 def manifest_line(root: Path, text: str) -> int:

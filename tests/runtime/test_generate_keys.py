@@ -6,7 +6,6 @@ asserted is what went over the wire."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,38 +15,19 @@ import yaml
 from runtime import load_pack, run_pack
 from runtime.backends import Backend, ModelCall, open_backend
 from runtime.backends._grammar import schema_to_gbnf
-from runtime.errors import PackInvalid
 from runtime.evaluate import evaluate
 from runtime.fewshot import Example, Examples, choose, words
 from runtime.messages import SYSTEM, cut
 from runtime.pack.model import Truncation
 from tests.support.fault_server import FaultServer
 from tests.support.hierarchy import SUB, write_hierarchy
-
-
-@pytest.fixture
-def fault() -> Iterator[FaultServer]:
-    with FaultServer() as server:
-        yield server
-
-
-@pytest.fixture
-def backend(fault: FaultServer) -> Iterator[Backend]:
-    opened = open_backend(fault.spec("backoff=0.01"))
-    yield opened
-    opened.close()
+from tests.support.runtime_packs import issues_of
 
 
 def answers(*texts: str) -> Any:
     """A fault-server answer that gives `texts` in order, one per request."""
     queue = list(texts)
     return lambda body: queue.pop(0)
-
-
-def issues_of(root: Path) -> list[str]:
-    with pytest.raises(PackInvalid) as caught:
-        load_pack(root)
-    return [str(i) for i in caught.value.issues]
 
 
 # -- choices: loading ------------------------------------------------------------------

@@ -9,15 +9,9 @@ from typing import Any
 import pytest
 
 from runtime import PACK_ISSUE_KINDS, PackInvalid, load_pack
-from tests.support.runtime_packs import write_pack
+from tests.support.runtime_packs import issues_of, write_pack
 
 GEN = {"kind": "generate", "reads": ["input.ticket"], "writes": ["category"]}
-
-
-def issues_of(root: Path, **kw: object) -> list[str]:
-    with pytest.raises(PackInvalid) as info:
-        load_pack(root, **kw)  # type: ignore[arg-type]
-    return [str(i) for i in info.value.issues]
 
 
 def test_it_loads_a_valid_pack(triage: Path) -> None:

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from runtime import PackInvalid, load_pack, measure_prior, open_backend, run_pack
+from runtime import load_pack, measure_prior, run_pack
 from runtime.backends.base import Backend
 from tests.support.fault_server import FaultServer
-from tests.support.runtime_packs import write_pack
+from tests.support.runtime_packs import issues_of, write_pack
 
 SCHEMA = {
     "type": "object",
@@ -35,13 +35,6 @@ HEAD = '{"category": '
 def fault() -> Iterator[FaultServer]:
     with FaultServer(chunk_chars=len(HEAD)) as server:
         yield server
-
-
-@pytest.fixture
-def backend(fault: FaultServer) -> Iterator[Backend]:
-    opened = open_backend(fault.spec("backoff=0.01"))
-    yield opened
-    opened.close()
 
 
 def lean(shares: dict[str, float]) -> Any:
@@ -159,12 +152,6 @@ def test_an_unlisted_label_counts_as_the_smallest_listed_prior(
 
 
 # -- loading --------------------------------------------------------------------------------------
-
-
-def issues_of(root: Path) -> list[str]:
-    with pytest.raises(PackInvalid) as caught:
-        load_pack(root)
-    return [str(i) for i in caught.value.issues]
 
 
 @pytest.mark.parametrize(

@@ -10,9 +10,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
+from runtime import load_pack
 from runtime.backends.base import ModelCall, ModelReply
+from runtime.errors import PackInvalid
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -169,3 +172,11 @@ def backend_for(root: Path) -> Recorder:
     pack = load_pack(root)
     assert pack.model is not None
     return Recorder(open_backend(pack.model, base_dir=pack.root))
+
+
+def issues_of(root: Path, **kw: Any) -> list[str]:
+    """The problems `load_pack(root, **kw)` refuses the pack for, as their one-line text
+    ("file:line: message"); fails the test when the pack loads."""
+    with pytest.raises(PackInvalid) as caught:
+        load_pack(root, **kw)
+    return [str(i) for i in caught.value.issues]

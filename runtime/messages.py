@@ -13,8 +13,8 @@ A node with `continues: NODE` goes on from NODE's conversation instead: NODE's m
 compact JSON of NODE's writes, as committed), then this node's request. Every message
 before the request is then what the server saw in NODE's call and has in its prompt
 cache, so it reads only the answer and the new request (docs/pack-format.md,
-"continues: a conversation that goes on"). When NODE's writes are not all in the state (the walk came
-another way), the node's call is system prompt and request alone.
+"continues: a conversation that goes on"). When NODE's writes are not all in the state
+(the walk came another way), the node's call is system prompt and request alone.
 
 The manifest's `truncate:` cuts input fields before any of these is rendered (the
 run's input itself is unchanged); what was cut is returned as notes for the trace."""

@@ -1,6 +1,6 @@
 """Loading the generate node's prompting keys: `choices` (labels/*.yaml, runtime.choices),
-`examples` (an examples file, runtime.fewshot) and `continues` (runtime.messages). Every problem is reported with its
-file and line; nothing here runs at call time."""
+`examples` (an examples file, runtime.fewshot) and `continues` (runtime.messages).
+Every problem is reported with its file and line; nothing here runs at call time."""
 
 from __future__ import annotations
 

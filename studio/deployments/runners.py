@@ -8,8 +8,6 @@ walk is closed when its last walk ends."""
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,6 +18,7 @@ from studio import host_tools, packs
 from studio.deployments.models import Deployment
 from studio.endpoints.backends import spec_for
 from studio.endpoints.models import Endpoint
+from studio.kept import Kept
 from studio.work.slots import endpoint_tiers
 
 OWN_TIER = "pack"  # the one tier of a deployment without endpoints: the pack's own model
@@ -38,9 +37,8 @@ class Runner:
             tier.backend.close()
 
 
-_cache_lock = threading.RLock()
-_runners: OrderedDict[tuple[Any, ...], Runner] = OrderedDict()
 _RUNNERS_KEPT = 8
+_runners: Kept[tuple[Any, ...], Runner] = Kept(lambda: _RUNNERS_KEPT)
 
 
 def _endpoints(deployment: Deployment) -> list[Endpoint]:
@@ -62,7 +60,7 @@ def using_runner(deployment: Deployment, version: str) -> Iterator[Runner]:
     try:
         yield runner
     finally:
-        with _cache_lock:
+        with _runners.lock:
             runner.users -= 1
             if runner.evicted and runner.users == 0:
                 runner.close()
@@ -72,10 +70,9 @@ def runner_for(deployment: Deployment, version: str) -> Runner:
     """The cached runner (counted as used: `using_runner` gives it back)."""
     endpoints = _endpoints(deployment)
     key = (deployment.project_id, version, tuple((e.pk, e.name, spec_for(e), e.concurrency) for e in endpoints))
-    with _cache_lock:
+    with _runners.lock:
         runner = _runners.get(key)
         if runner is not None:
-            _runners.move_to_end(key)
             runner.users += 1
             return runner
         got = packs.load_folder(
@@ -87,9 +84,7 @@ def runner_for(deployment: Deployment, version: str) -> Runner:
             tiers.append(Tier(OWN_TIER, open_backend(pack.model or "", base_dir=pack.root, default=pack.model)))
         tiers.extend(endpoint_tiers(endpoints, base_dir=pack.root, default=pack.model))
         runner = Runner(pack, got.tools, tiers, users=1)
-        _runners[key] = runner
-        while len(_runners) > _RUNNERS_KEPT:
-            _, old = _runners.popitem(last=False)
+        for old in _runners.put(key, runner):
             old.evicted = True
             if old.users == 0:
                 old.close()
@@ -98,11 +93,10 @@ def runner_for(deployment: Deployment, version: str) -> Runner:
 
 def forget_runners() -> None:
     """Close and drop this process's opened deployments (tests; a worker keeps them)."""
-    with _cache_lock:
-        for runner in _runners.values():
+    with _runners.lock:
+        for runner in _runners.drain():
             runner.evicted = True
             if runner.users == 0:
                 runner.close()
-        _runners.clear()
         packs.forget_folders()
         host_tools.forget()

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +55,7 @@ from studio.evals.recovery import watcher
 from studio.evals.results.cases import output_of
 from studio.evals.settings import setting
 from studio.evals.shared import S, enqueue_cases, finish_if_done
+from studio.kept import Kept
 from studio.packs import PackUnrunnable
 from studio.redaction import stored
 from studio.work import admission, caps, leases
@@ -84,9 +84,8 @@ class Runner:
             backend.close()
 
 
-_cache_lock = threading.RLock()  # guards the runner cache
-_runners: OrderedDict[tuple[int, float], Runner] = OrderedDict()
 _RUNNERS_KEPT = 8
+_runners: Kept[tuple[int, float], Runner] = Kept(lambda: _RUNNERS_KEPT)
 
 
 def open_model(ev: Eval, pack: Pack) -> Backend:
@@ -121,25 +120,20 @@ def open_runner(ev: Eval) -> Runner:
 
 def runner_for(ev: Eval) -> Runner:
     key = (ev.pk, ev.created_at.timestamp())
-    with _cache_lock:
+    with _runners.lock:
         runner = _runners.get(key)
         if runner is None:
             runner = open_runner(ev)
-            _runners[key] = runner
-            while len(_runners) > _RUNNERS_KEPT:
-                _, old = _runners.popitem(last=False)
+            for old in _runners.put(key, runner):
                 old.close()
-        else:
-            _runners.move_to_end(key)
         return runner
 
 
 def forget_runners() -> None:
     """Close and drop this process's opened evals (tests; a worker keeps them)."""
-    with _cache_lock:
-        for runner in _runners.values():
+    with _runners.lock:
+        for runner in _runners.drain():
             runner.close()
-        _runners.clear()
         packs.forget_folders()
         host_tools.forget()
 

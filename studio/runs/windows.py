@@ -11,11 +11,10 @@ integer from the database, and the whole trace is parsed once per write, not per
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from studio.kept import Kept
 from studio.runs.models import TryRun
 
 STEPS_PER_ANSWER = 200
@@ -70,31 +69,7 @@ def window(trace: dict[str, Any], start: int, count: int = STEPS_PER_ANSWER) -> 
     return cut, None if last else start + count
 
 
-class _Cache:
-    """Least recently used windows, by Key; thread-safe (the web processes serve
-    requests on threads)."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.items: OrderedDict[Key, Window] = OrderedDict()
-        self.lock = threading.Lock()
-
-    def get(self, key: Key) -> Window | None:
-        with self.lock:
-            got = self.items.get(key)
-            if got is not None:
-                self.items.move_to_end(key)
-            return got
-
-    def put(self, key: Key, value: Window) -> None:
-        with self.lock:
-            self.items[key] = value
-            self.items.move_to_end(key)
-            while len(self.items) > self.size:
-                self.items.popitem(last=False)
-
-
-_windows = _Cache(CACHED_WINDOWS)
+_windows: Kept[Key, Window] = Kept(lambda: CACHED_WINDOWS)
 
 
 def trace_window(run: TryRun, start: int = 0) -> Window:

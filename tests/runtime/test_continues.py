@@ -14,14 +14,9 @@ import yaml
 
 from runtime import load_pack, run_pack
 from runtime.backends import Backend
-from tests.support.fault_server import FaultServer
+from tests.support.fault_server import FaultServer, in_order
 from tests.support.hierarchy import write_hierarchy
 from tests.support.runtime_packs import issues_of
-
-
-def in_order(*texts: str) -> Any:
-    queue = list(texts)
-    return lambda body: queue.pop(0)
 
 
 def test_a_continuing_call_is_the_earlier_conversation_then_its_answer_then_the_request(

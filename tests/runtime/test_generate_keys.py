@@ -19,16 +19,9 @@ from runtime.evaluate import evaluate
 from runtime.fewshot import Example, Examples, choose, words
 from runtime.messages import SYSTEM, cut
 from runtime.pack.model import Truncation
-from tests.support.fault_server import FaultServer
+from tests.support.fault_server import FaultServer, in_order
 from tests.support.hierarchy import SUB, write_hierarchy
 from tests.support.runtime_packs import issues_of
-
-
-def answers(*texts: str) -> Any:
-    """A fault-server answer that gives `texts` in order, one per request."""
-    queue = list(texts)
-    return lambda body: queue.pop(0)
-
 
 # -- choices: loading ------------------------------------------------------------------
 
@@ -90,7 +83,7 @@ def test_it_refuses_a_plain_labels_file_that_is_a_mapping(tmp_path: Path) -> Non
 def test_it_sends_the_labels_allowed_by_state_as_the_grammar(
     tmp_path: Path, fault: FaultServer, backend: Backend, label: str, allowed: list[str]
 ) -> None:
-    fault.configure(answer=answers(json.dumps({"label": label}), json.dumps({"sublabel": allowed[1]})))
+    fault.configure(answer=in_order(json.dumps({"label": label}), json.dumps({"sublabel": allowed[1]})))
     result = run_pack(load_pack(write_hierarchy(tmp_path / "p")), {"text": "x"}, backend=backend)
     assert result.status == "done" and result.output["sublabel"] == allowed[1]
     sent = fault.completions()[1].body["response_format"]["json_schema"]["schema"]
@@ -98,7 +91,7 @@ def test_it_sends_the_labels_allowed_by_state_as_the_grammar(
 
 
 def test_it_sends_the_allowed_labels_in_a_gbnf_grammar(tmp_path: Path, fault: FaultServer) -> None:
-    fault.configure(answer=answers('{"label":"plant"}', '{"sublabel":"moss"}'))
+    fault.configure(answer=in_order('{"label":"plant"}', '{"sublabel":"moss"}'))
     gbnf = open_backend(fault.spec("grammar=gbnf"))
     try:
         result = run_pack(load_pack(write_hierarchy(tmp_path / "p")), {"text": "x"}, backend=gbnf)
@@ -111,7 +104,7 @@ def test_it_sends_the_allowed_labels_in_a_gbnf_grammar(tmp_path: Path, fault: Fa
 
 def test_it_rejects_a_label_outside_the_allowed_subset(tmp_path: Path, fault: FaultServer, backend: Backend) -> None:
     # "tree" is a valid sublabel, but not for an animal: verification uses the per-call schema.
-    fault.configure(answer=answers('{"label":"animal"}', *['{"sublabel":"tree"}'] * 4))
+    fault.configure(answer=in_order('{"label":"animal"}', *['{"sublabel":"tree"}'] * 4))
     result = run_pack(load_pack(write_hierarchy(tmp_path / "p")), {"text": "x"}, backend=backend)
     assert result.trace.end_node == "review" and "sublabel" not in result.output
     rejected = [a for a in result.trace.attempts if a.node == "sub"]
@@ -121,7 +114,7 @@ def test_it_rejects_a_label_outside_the_allowed_subset(tmp_path: Path, fault: Fa
 
 def test_it_fails_the_node_when_the_state_has_no_labels(tmp_path: Path, fault: FaultServer, backend: Backend) -> None:
     root = write_hierarchy(tmp_path / "p", files={"labels/sublabels.yaml": "animal: [cat, dog]\n"})
-    fault.configure(answer=answers('{"label":"plant"}'))
+    fault.configure(answer=in_order('{"label":"plant"}'))
     result = run_pack(load_pack(root), {"text": "x"}, backend=backend)
     step = result.trace.steps[1]
     assert (step.node, step.status, result.trace.end_node) == ("sub", "fail", "review")
@@ -136,7 +129,7 @@ def test_it_takes_a_plain_list_of_labels_without_a_key(tmp_path: Path, fault: Fa
     root = write_hierarchy(
         tmp_path / "p", sub={"choices": {"sublabel": {"labels": "all"}}}, files={"labels/all.yaml": "- fern\n- oak\n"}
     )
-    fault.configure(answer=answers('{"label":"plant"}', '{"sublabel":"oak"}'))
+    fault.configure(answer=in_order('{"label":"plant"}', '{"sublabel":"oak"}'))
     result = run_pack(load_pack(root), {"text": "x"}, backend=backend)
     assert result.output["sublabel"] == "oak"
     assert fault.completions()[1].body["response_format"]["json_schema"]["schema"]["properties"]["sublabel"][
@@ -159,7 +152,7 @@ def test_it_sends_the_pack_system_prompt_and_a_node_override(
         sub={"system": "prompts/sub_system.txt"},
         files={"prompts/system.txt": "You sort things.\n", "prompts/sub_system.txt": "You know every {{ label }}.\n"},
     )
-    fault.configure(answer=answers('{"label":"animal"}', '{"sublabel":"dog"}'))
+    fault.configure(answer=in_order('{"label":"animal"}', '{"sublabel":"dog"}'))
     run_pack(load_pack(root), {"text": "x"}, backend=backend)
     systems = [r.body["messages"][0] for r in fault.completions()]
     assert systems == [
@@ -171,7 +164,7 @@ def test_it_sends_the_pack_system_prompt_and_a_node_override(
 def test_it_keeps_the_built_in_system_line_without_a_system_key(
     tmp_path: Path, fault: FaultServer, backend: Backend
 ) -> None:
-    fault.configure(answer=answers('{"label":"animal"}', '{"sublabel":"dog"}'))
+    fault.configure(answer=in_order('{"label":"animal"}', '{"sublabel":"dog"}'))
     run_pack(load_pack(write_hierarchy(tmp_path / "p")), {"text": "x"}, backend=backend)
     assert fault.completions()[0].body["messages"][0] == {"role": "system", "content": SYSTEM}
 
@@ -210,7 +203,7 @@ def test_it_sends_fixed_examples_as_user_and_assistant_turns(
         sub={"examples": {"file": "examples.jsonl", "count": 2, "strategy": "fixed"}},
         files={"examples.jsonl": jsonl(EXAMPLES)},
     )
-    fault.configure(answer=answers('{"label":"animal"}', '{"sublabel":"dog"}'))
+    fault.configure(answer=in_order('{"label":"animal"}', '{"sublabel":"dog"}'))
     run_pack(load_pack(root), {"text": "a barking dog"}, backend=backend)
     messages = fault.completions()[1].body["messages"]
     assert messages[1:] == [
@@ -296,7 +289,7 @@ def test_it_truncates_the_input_the_prompts_see_and_notes_it(
     tmp_path: Path, fault: FaultServer, backend: Backend
 ) -> None:
     root = write_hierarchy(tmp_path / "p", manifest={"truncate": {"text": {"max_chars": 5, "keep": "tail"}}})
-    fault.configure(answer=answers('{"label":"animal"}', '{"sublabel":"dog"}'))
+    fault.configure(answer=in_order('{"label":"animal"}', '{"sublabel":"dog"}'))
     text = {"text": "0123456789"}
     result = run_pack(load_pack(root), text, backend=backend)
     assert fault.completions()[0].body["messages"][-1]["content"] == "Kind of thing: 56789\n"
@@ -343,7 +336,7 @@ def test_it_takes_on_fail_when_the_input_overflows_the_context(
         tmp_path / "p",
         files={"evalset.jsonl": jsonl([{"id": "c", "input": {"text": "x"}, "expected": {"sublabel": "cat"}}])},
     )
-    fault.configure(answer=answers('{"label":"animal"}'), script=["ok", error])
+    fault.configure(answer=in_order('{"label":"animal"}'), script=["ok", error])
     case = evaluate(load_pack(root), backend, concurrency=1).cases[0]
     assert (case.status, case.trace.end_node, case.blamed) == ("done", "review", "sub")
     assert case.trace.steps[1].reason.startswith("input does not fit the model's context: ")

@@ -91,6 +91,12 @@ class Faults:
     context_chars: int = 0  # >0: a request whose messages hold more characters overflows (llama-server's 400)
 
 
+def in_order(*texts: str) -> Any:
+    """An `answer=` that gives `texts` in order, one per request."""
+    queue = list(texts)
+    return lambda body: queue.pop(0)
+
+
 def example(schema: Any) -> Any:
     """A minimal instance of `schema` (what a perfectly obedient model would answer)."""
     if not isinstance(schema, dict):

@@ -75,6 +75,11 @@ class ContextOverflow(BackendError):
         super().__init__(message)
 
 
+class NoSpareSlot(BackendError):
+    """A call made ahead (ModelCall.spare) found every slot of the endpoint's cap taken;
+    it is not queued (runtime.lookahead makes it later, in turn)."""
+
+
 class BadSpec(PackforgeError):
     """A model spec string or tools reference could not be understood."""
 

@@ -111,7 +111,7 @@ def candidates(
     committed), "unsure" (verified, but this tier did not settle the node with it)."""
     out: list[Candidate] = []
     for a in attempts:
-        if a.node != node_id or a.stage == "reasoning":
+        if a.node != node_id or a.stage in ("reasoning", "lookahead"):  # not answers the node was given
             continue
         answer = _parsed(a.text)
         if not a.ok:

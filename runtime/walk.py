@@ -15,6 +15,7 @@ from runtime.backends.base import Backend, ModelCall, ModelReply
 from runtime.checkpoint import CheckpointStore
 from runtime.errors import Cancelled, FencedOut, HostFailed
 from runtime.journal import EscalatePayload, ToolPayload, WaitPayload
+from runtime.lookahead import Lookahead
 from runtime.pacing import StepPacer
 from runtime.pack.model import Node, Pack
 from runtime.tiers import Tier
@@ -100,6 +101,7 @@ class Walk:
     pending: EscalatePayload | None = None  # an escalation journaled before a kill, for the node it was at
     waiting: WaitPayload | None = None  # the wait the run was resumed from
     answered_by: str | None = None  # who gave `answers` ("human:<user>"): the provenance of their commits
+    lookahead: Lookahead | None = None  # the calls made ahead for independent nodes; None: none are
 
     @property
     def verify(self) -> bool:
@@ -144,7 +146,8 @@ class Walk:
         )
         started = time.perf_counter()
         backend = self.tiers[self.tier_index].backend if self.tiers else self.backend
-        reply = backend.complete(call)
+        ahead = self.lookahead.take(self, call) if self.lookahead is not None and self.tier_index == 0 else None
+        reply = ahead if ahead is not None else backend.complete(call)
         if not reply.latency_s:
             reply.latency_s = time.perf_counter() - started
         if not reply.request_id:

@@ -22,6 +22,7 @@ from runtime.checkpoint import CheckpointStore, MemoryStore
 from runtime.errors import BackendError, Cancelled, ExprError, OutputRejected, RunStateError
 from runtime.journal import StepPayload, WaitPayload
 from runtime.journal_replay import replay_journal as _replay
+from runtime.lookahead import Lookahead
 from runtime.nodes.base import Outcome
 from runtime.pack.model import Edge, Node, Pack
 from runtime.tier_climb import run_node as _run_node
@@ -148,6 +149,9 @@ def _new_walk(
         answers=dict(answers or {}),
         budget_left=pack.retry.budget,
     )
+    depth = getattr(backend, "lookahead", 0)
+    if isinstance(depth, int) and depth > 0:
+        walk.lookahead = Lookahead(backend, depth)
     return walk
 
 
@@ -166,6 +170,8 @@ def _walk(walk: Walk, current: str) -> RunResult:
             if walk.options.pacer is not None and walk.options.pacer.hold(walk.cancel):
                 raise Cancelled("run cancelled")
             node = pack.nodes[current]
+            if walk.lookahead is not None:
+                walk.lookahead.before(walk, node)
             walk.step += 1
             outcome, extra = _run_node(walk, node)
             if outcome.status == "wait":
@@ -262,6 +268,8 @@ def _finish(
     question: str = "",
     waiting_reason: str | None = None,
 ) -> RunResult:
+    if walk.lookahead is not None:
+        walk.lookahead.close(walk)
     walk.trace.status = status
     walk.trace.error = error
     output = _output(walk) if status == RunStatus.DONE else {}

@@ -23,10 +23,15 @@ class ModelCall:
     purpose: str = "answer"  # "answer" | "reasoning"
     cancel: threading.Event | None = None
     logprobs: bool = False  # ask for per-token log probabilities (confidence gates)
+    # A call made ahead of its node (runtime.lookahead): `lane` > 0 picks another
+    # llama-server slot than the run's own; `spare` sends it only on a free slot of the
+    # endpoint's cap, else it fails at once (NoSpareSlot) instead of queueing.
+    lane: int = 0
+    spare: bool = False
 
     @property
     def request_id(self) -> str:
-        suffix = "r" if self.purpose == "reasoning" else ""
+        suffix = ("r" if self.purpose == "reasoning" else "") + ("a" if self.lane else "")
         return f"{self.run_id}.{self.node}.{self.attempt}{suffix}"
 
 

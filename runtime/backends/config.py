@@ -131,6 +131,14 @@ class OpenAIConfig(BackendConfig):
     queue_wait: float = 600.0  # seconds a call may wait for one of `concurrency` slots; not part of `deadline`
     max_answer_bytes: int = 16 << 20  # bytes of one answer's stream read at most; past it the call is rejected
     slots: int = 0  # llama-server's -np: >0 pins each run to one server slot (id_slot) to reuse its prompt cache
+    lookahead: int = 0  # calls a run may make ahead for independent nodes (runtime.lookahead); below concurrency
+
+    def __post_init__(self) -> None:
+        if self.lookahead >= self.concurrency:
+            raise BadSpec(
+                f"lookahead={self.lookahead} must be below concurrency={self.concurrency}: "
+                "a run's own call needs a slot beside the calls it makes ahead"
+            )
 
     @property
     def url(self) -> str:
@@ -216,6 +224,7 @@ _OPTIONS: dict[str, Any] = {
     "compact": _bool,
     "queue_wait": _number(0.001, 86400),
     "slots": _number(0, 1024, int),
+    "lookahead": _number(0, 64, int),
     "max_answer_bytes": _number(1024, 1 << 30, int),
 }
 

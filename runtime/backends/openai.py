@@ -28,7 +28,7 @@ from runtime.backends._retry import CANCEL_WATCH, Failure, RetryPolicy, classify
 from runtime.backends._sse import StreamResult, read_stream
 from runtime.backends.base import Backend, ModelCall, ModelReply, estimate_tokens
 from runtime.backends.config import GRAMMAR_MODES, OpenAIConfig, parse_openai_spec
-from runtime.errors import BackendError, BadSpec, Cancelled, ContextOverflow
+from runtime.errors import BackendError, BadSpec, Cancelled, ContextOverflow, NoSpareSlot
 from runtime.logs import redact, register_secret
 
 __all__ = [
@@ -144,6 +144,11 @@ class OpenAIBackend:
             limits=httpx.Limits(max_connections=config.concurrency, max_keepalive_connections=config.concurrency),
         )
 
+    @property
+    def lookahead(self) -> int:
+        """How many calls a run may make ahead of its nodes (runtime.lookahead)."""
+        return self.config.lookahead
+
     def close(self) -> None:
         self._client.close()
 
@@ -178,7 +183,8 @@ class OpenAIBackend:
         if cfg.slots:
             # llama-server: every call of one run goes to one slot, whose KV cache still
             # holds the run's earlier prompts (system, input), so only the new tail is read.
-            body["id_slot"] = zlib.crc32(call.run_id.encode()) % cfg.slots
+            # A call made ahead (lane > 0) runs beside the run's own: another slot.
+            body["id_slot"] = (zlib.crc32(call.run_id.encode()) + call.lane) % cfg.slots
             body["cache_prompt"] = True
         if call.logprobs:
             body["logprobs"] = True
@@ -240,6 +246,12 @@ class OpenAIBackend:
 
     def _acquire(self, call: ModelCall) -> None:
         cfg = self.config
+        if call.spare:
+            if not self._slots.acquire(blocking=False):
+                raise NoSpareSlot(
+                    f"{cfg.base_url}: no free slot of concurrency={cfg.concurrency} for a call made ahead"
+                )
+            return
         give_up_at = time.monotonic() + cfg.queue_wait
         while not self._slots.acquire(timeout=0.05):
             if call.cancel is not None and call.cancel.is_set():

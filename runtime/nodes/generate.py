@@ -33,7 +33,7 @@ from runtime.prior import apply_prior, load_prior
 from runtime.verify import as_sets, feedback_message, parse_answer, verify_answer
 
 if TYPE_CHECKING:
-    from runtime.pack.model import Node
+    from runtime.pack.model import Node, Pack
 
 THINK = "Before answering, think step by step about the request above. Do not give the final JSON yet."
 ANSWER = "Now give the final answer as one JSON object that follows the schema."
@@ -43,6 +43,22 @@ def has_examples(messages: list[dict[str, str]]) -> bool:
     """Whether `messages` (runtime.messages: system, then a user/assistant pair per
     few-shot example, then the request) still holds an example pair."""
     return len(messages) >= 4 and messages[1]["role"] == "user" and messages[2]["role"] == "assistant"
+
+
+def first_call(
+    node: Node, pack: Pack, state: dict[str, Any], input: dict[str, Any]
+) -> tuple[list[dict[str, str]], dict[str, Any] | None, bool] | None:
+    """The messages, schema and logprobs flag of the first call `node` makes in this
+    state, as GenerateKind.run makes it (runtime.lookahead sends it ahead); None for a
+    node whose first call is not its answer (two_stage) or that would not call (no choices)."""
+    if node.two_stage:
+        return None
+    try:
+        schema, _ = call_schema(node.schema, node.validator, node.choices, {**state, "input": input})
+    except NoChoices:
+        return None
+    messages = build_messages(pack, node, state, input).messages
+    return messages, schema, node.confidence is not None or node.prior is not None
 
 
 class GenerateKind:

@@ -86,14 +86,17 @@ def config_for(endpoint: Endpoint) -> BackendConfig:
     )
 
 
-def spec_problem(spec: str, key_env: str = "") -> str | None:
+def spec_problem(spec: str, key_env: str = "", concurrency: int | None = None) -> str | None:
     """Why `spec` cannot be saved, or None. The spec is opened by the runtime (so every
-    syntax rule is the runtime's own); the key is not looked up here, because the web
-    process need not hold it: the worker that runs the endpoint does."""
+    syntax rule is the runtime's own), with the row's `concurrency` in place of its own;
+    the key is not looked up here, because the web process need not hold it: the worker
+    that runs the endpoint does."""
     spec = spec.strip()
     if spec.startswith("openai:"):
         try:
-            parse_backend_spec(spec)
+            config = parse_backend_spec(spec)
+            if concurrency is not None and isinstance(config, OpenAIConfig):
+                replace(config, concurrency=concurrency)  # lookahead must stay below it
         except BadSpec as exc:
             return str(exc)
         given = _given_options(spec)

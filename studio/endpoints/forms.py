@@ -23,7 +23,7 @@ class EndpointForm(forms.ModelForm):
         spec = (data.get("spec") or "").strip()
         if spec:
             data["spec"] = spec
-            problem = spec_problem(spec, data.get("key_env") or "")
+            problem = spec_problem(spec, data.get("key_env") or "", data.get("concurrency"))
             if problem:
                 self.add_error("spec", problem)
         return data

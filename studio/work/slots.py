@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from django.conf import settings
 
 from runtime import Backend, Cancelled, ModelCall, ModelReply, Tier
+from runtime.errors import NoSpareSlot
 from studio.work.settings import setting
 
 if TYPE_CHECKING:
@@ -201,7 +202,9 @@ class RedisSlots:
 
 
 class CappedBackend:
-    """A backend whose every call holds a slot of `key`'s global cap while in flight."""
+    """A backend whose every call holds a slot of `key`'s global cap while in flight.
+    A call made ahead of its node (`call.spare`, runtime.lookahead) takes a slot only if
+    one is free now, and fails with NoSpareSlot otherwise: it never queues."""
 
     def __init__(self, inner: Backend, slots: Slots, key: str, limit: int) -> None:
         self.inner = inner
@@ -209,8 +212,17 @@ class CappedBackend:
         self.key = key
         self.limit = limit
         self.spec = inner.spec
+        self.lookahead: int = getattr(inner, "lookahead", 0)
 
     def complete(self, call: ModelCall) -> ModelReply:
+        if call.spare:
+            held = self.slots.try_acquire(self.key, self.limit)
+            if held is None:
+                raise NoSpareSlot(f"no free slot of {self.key} (cap {self.limit}) for a call made ahead")
+            try:
+                return self.inner.complete(call)
+            finally:
+                self.slots.release(held)
         with holding(self.slots, self.key, self.limit, call.cancel):
             return self.inner.complete(call)
 

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from runtime.backends import Backend, open_backend
 from tests.support import model_servers
 from tests.support.fault_server import FaultServer
 from tests.support.model_servers import Opener, RunningServer
@@ -25,16 +24,7 @@ def fault() -> Iterator[FaultServer]:
 @pytest.fixture
 def opened() -> Iterator[Opener]:
     """open_backend, with every backend it opened closed at teardown."""
-    backends: list[Backend] = []
-
-    def open_(spec: str) -> Backend:
-        backend = open_backend(spec)
-        backends.append(backend)
-        return backend
-
-    yield open_
-    for backend in backends:
-        backend.close()
+    yield from model_servers.opened_backends()
 
 
 def _need_model() -> None:

@@ -34,7 +34,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from runtime import RunResult, load_pack, run_pack
-from runtime.backends import Backend, ModelCall, ModelReply
+from runtime.backends import Backend, ModelCall, ModelReply, open_backend
 from tests.support.packs import write_chain_pack
 from tests.support.waiting import WaitTimedOut, wait_until
 
@@ -348,6 +348,22 @@ def start_python_server(log_dir: Path) -> RunningServer:
 # -- running packs on a started server (test_llama_server.py, test_llama_cpp_python.py) -----
 
 Opener = Callable[[str], Backend]  # open_backend, with every backend it opened closed later
+
+
+def opened_backends() -> Iterator[Opener]:
+    """The body of an `opened` fixture: open_backend, with every backend it opened
+    closed at teardown."""
+    backends: list[Backend] = []
+
+    def open_(spec: str) -> Backend:
+        backend = open_backend(spec)
+        backends.append(backend)
+        return backend
+
+    yield open_
+    for backend in backends:
+        backend.close()
+
 
 STORY = {"story": "Lily found a red ball in the park and smiled."}
 

@@ -51,6 +51,13 @@ def test_it_says_why_a_spec_cannot_be_saved(spec: str, key_env: str, says: str) 
     assert problem is not None and says in problem
 
 
+def test_lookahead_is_checked_against_the_rows_concurrency() -> None:
+    spec = "openai:http://h/v1#m;lookahead=2"
+    assert backends.spec_problem(spec, "", 3) is None
+    problem = backends.spec_problem(spec, "", 2)
+    assert problem is not None and "lookahead=2 must be below concurrency=2" in problem
+
+
 def test_it_accepts_a_good_spec_without_holding_its_key() -> None:
     assert (
         backends.spec_problem("openai:http://127.0.0.1:8080/v1#m;grammar=gbnf", "PACKFORGE_KEY_UNSET_IN_TESTS") is None

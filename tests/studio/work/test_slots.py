@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
+from runtime.backends import open_backend
 from runtime.backends.base import ModelCall, ModelReply
-from runtime.errors import Cancelled
+from runtime.errors import Cancelled, NoSpareSlot
 from studio.work.slots import CappedBackend, FileSlots, RedisSlots, Slots, acquire, holding
 from tests.support import services
 
@@ -164,3 +165,28 @@ def test_it_holds_a_slot_for_every_model_call(tmp_path: Path) -> None:
     backend.complete(ModelCall(run_id="r", node="n", attempt=1, messages=[], schema=None))
     assert inner.free_during == [False]  # the call held the only slot
     assert slots.try_acquire("endpoint-9", 1) is not None  # and gave it back
+
+
+def test_a_call_made_ahead_takes_a_free_slot_or_none_at_once(tmp_path: Path) -> None:
+    """runtime.lookahead's calls (`spare`) never wait for the studio's cap."""
+    slots = FileSlots(tmp_path / "slots")
+    inner = Recording(slots)
+    backend: Any = CappedBackend(inner, slots, "endpoint-9", 1)
+    spare = ModelCall(run_id="r", node="n", attempt=1, messages=[], schema=None, spare=True)
+    backend.complete(spare)
+    assert inner.free_during == [False]  # it held the slot while in flight
+    held = slots.try_acquire("endpoint-9", 1)
+    assert held is not None
+    with pytest.raises(NoSpareSlot, match="no free slot of endpoint-9"):
+        backend.complete(spare)
+    assert inner.free_during == [False]  # the second never reached the model
+    slots.release(held)
+
+
+def test_it_passes_the_endpoints_lookahead_on(tmp_path: Path) -> None:
+    inner = open_backend("openai:http://127.0.0.1:9/v1#m;concurrency=3;lookahead=2")
+    try:
+        assert CappedBackend(inner, FileSlots(tmp_path / "slots"), "endpoint-9", 3).lookahead == 2
+    finally:
+        inner.close()
+    assert CappedBackend(Recording(FileSlots(tmp_path)), FileSlots(tmp_path), "endpoint-9", 1).lookahead == 0

@@ -362,6 +362,7 @@ def pack_copy(task: Task, case_ids: set[str], opened: bool) -> Iterator[Path]:
                 if int(node.get("samples", 1)) > 1:
                     node["agree"] = 1
                     node["draw_all"] = True
+                    node.pop("sure", None)  # every draw is made: none stands alone
             (root / "graph.yaml").write_text(yaml.safe_dump(graph, sort_keys=False))
         kept = [c for c in task.cases if c["id"] in case_ids]
         (root / "evalset.jsonl").write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in kept))

@@ -57,7 +57,7 @@ def score_case(pack: Pack, case: Case, result: RunResult) -> CaseResult:
     # What was committed before an escalated, failed or waiting run stopped; the diffs
     # above already compare against it (result.state is committed state only).
     committed = dict(result.state) if trace.tier != "auto" or result.status != "done" else {}
-    rejections = Counter(a.category for a in trace.attempts if not a.ok and a.category)
+    rejections = Counter(a.category for a in trace.attempts if not a.ok and a.category and a.stage != "lookahead")
     return CaseResult(
         case_id=case.id,
         passed=passed,

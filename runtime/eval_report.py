@@ -188,7 +188,7 @@ class EvalReport:
                     },
                 )
                 row["attempts"] += 1
-                row["rejections"] += 0 if a.ok else 1
+                row["rejections"] += 0 if a.ok or a.stage == "lookahead" else 1
                 row["tokens"] += a.prompt_tokens + a.completion_tokens + a.reasoning_tokens
                 row["prompt_tokens"] += a.prompt_tokens
                 row["cached_tokens"] += a.cached_tokens

@@ -27,7 +27,7 @@ def replay_journal(walk: Walk, journal: list[Entry]) -> str | None:
         if entry.kind not in ("wait", "escalate", "step"):
             continue
         for a in walk.trace.attempts[before:]:
-            if a.stage != "reasoning":
+            if a.stage not in ("reasoning", "lookahead"):  # a call made ahead and dropped numbers nothing
                 walk.calls[a.node] = max(walk.calls.get(a.node, 0), a.attempt)
         walk.budget_left = payload.get("budget_left", walk.budget_left)
         if entry.kind == "wait":

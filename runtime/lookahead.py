@@ -10,20 +10,23 @@ takes that reply instead of asking again, then verifies, retries and commits it 
 would have. A call that no longer matches (the state it was built on changed), or that
 failed, is dropped and the call is made afresh; a run that leaves the planned path (a
 node failed and took on_fail, a `when:` chose another edge) drops what it made ahead. A
-dropped reply's tokens stay in the trace as an attempt of stage `lookahead` (category
-`unused`), so the run's cost counts them.
+dropped reply that had come stays in the trace as an attempt of stage `lookahead`
+(category `unused`, journaled with the next step; not counted as an answer or a
+rejection), so the run's tokens count it; a call stopped in flight leaves nothing (what
+the server spent on it is not known).
 
 Ahead-of-time calls never queue: they go out only on a free slot of the endpoint's cap
 (`ModelCall.spare`), at most `lookahead` at once (the endpoint option,
-docs/endpoints.md), each on its own llama-server slot (`ModelCall.lane`). Nothing made
-ahead is journaled before the walker uses it, so a resumed run replays as before."""
+docs/endpoints.md), each on its own llama-server slot (`ModelCall.lane`). A reply is
+journaled only as the attempt the walker made of it, so a resumed run replays as one
+without lookahead would (runtime.journal_replay skips `lookahead` attempts)."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -88,6 +91,7 @@ class Lookahead:
         self.pending: dict[str, _Ahead] = {}
         self._pool = ThreadPoolExecutor(max_workers=depth, thread_name_prefix="packforge-lookahead")
         self.made = self.used = self.dropped = 0
+        self._closed = False
 
     def before(self, walk: Walk, node: Node) -> None:
         """The walker is about to run `node`: keep what was made for the path it is on,
@@ -96,6 +100,8 @@ class Lookahead:
             self.plan.pop(0)
         elif self.plan or self.pending:
             self.drop_all(walk)
+        for stale in [n for n in self.pending if n != node.id and n not in self.plan]:
+            self._drop(walk, self.pending.pop(stale))  # sent for a node the run passed without asking it
         tail = self.plan[-1] if self.plan else node.id
         written = {w for n in (node.id, *self.plan) for w in walk.pack.nodes[n].writes}
         for _ in range(MAX_CHAIN - len(self.plan)):
@@ -130,7 +136,7 @@ class Lookahead:
             input=walk.input,
             cancel=stop,
             logprobs=logprobs,
-            lane=len(self.pending) + 1,
+            lane=min(set(range(1, self.depth + 1)) - {a.call.lane for a in self.pending.values()}),
             spare=True,
         )
         self.pending[node.id] = _Ahead(call, self._pool.submit(self._complete, call), stop)
@@ -152,17 +158,11 @@ class Lookahead:
         if not _same(ahead.call, call):
             self._drop(walk, ahead)
             return None
-        while True:
-            try:
-                ahead.future.result(timeout=0.05)
-                break
-            except TimeoutError:
-                if call.cancel is not None and call.cancel.is_set():
-                    ahead.stop.set()
-                    raise Cancelled("run cancelled") from None
-            except Exception:  # its failure is not the walk's: the call is made again
-                break
-        failure = ahead.future.exception()
+        while not wait([ahead.future], timeout=0.05).done:
+            if call.cancel is not None and call.cancel.is_set():
+                ahead.stop.set()
+                raise Cancelled("run cancelled")
+        failure = ahead.future.exception()  # its failure is not the walk's: the call is made again
         if failure is not None:
             log.info("lookahead.failed", extra={"fields": {"node": call.node, "error": str(failure)[:200]}})
             self.dropped += 1
@@ -177,13 +177,15 @@ class Lookahead:
         self.plan.clear()
 
     def close(self, walk: Walk) -> None:
+        """Stop and drop everything made ahead; the run is over. Safe to call twice."""
         self.drop_all(walk)
         self._pool.shutdown(wait=False, cancel_futures=True)
-        if self.made:
+        if self.made and not self._closed:
             log.info(
                 "lookahead.done",
                 extra={"fields": {"made": self.made, "used": self.used, "dropped": self.dropped}},
             )
+        self._closed = True
 
     def _drop(self, walk: Walk, ahead: _Ahead) -> None:
         """Stop a call made ahead; a reply that had already come is kept in the trace

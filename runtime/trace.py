@@ -128,7 +128,9 @@ class Trace:
 
     @property
     def generations(self) -> int:
-        return sum(1 for a in self.attempts if a.stage != "reasoning")
+        """Answers the run judged: not reasoning calls, nor calls made ahead and dropped
+        (runtime.lookahead), which model_calls and the token totals do count."""
+        return sum(1 for a in self.attempts if a.stage not in ("reasoning", "lookahead"))
 
     def totals(self) -> dict[str, float]:
         return {

@@ -159,6 +159,14 @@ def _walk(walk: Walk, current: str) -> RunResult:
     pack = walk.pack
     max_steps = walk.options.max_steps or pack.max_steps
     try:
+        return _steps(walk, pack, current, max_steps)
+    finally:
+        if walk.lookahead is not None:  # also when the run ends by an error (FencedOut, a host's)
+            walk.lookahead.close(walk)
+
+
+def _steps(walk: Walk, pack: Pack, current: str, max_steps: int) -> RunResult:
+    try:
         while True:
             if walk.cancel is not None and walk.cancel.is_set():
                 raise Cancelled("run cancelled")

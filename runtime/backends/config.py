@@ -134,6 +134,11 @@ class OpenAIConfig(BackendConfig):
     lookahead: int = 0  # calls a run may make ahead for independent nodes (runtime.lookahead); below concurrency
 
     def __post_init__(self) -> None:
+        if self.lookahead and self.slots and self.lookahead >= self.slots:
+            raise BadSpec(
+                f"lookahead={self.lookahead} must be below slots={self.slots}: each call made ahead "
+                "takes a llama-server slot beside the run's own"
+            )
         if self.lookahead >= self.concurrency:
             raise BadSpec(
                 f"lookahead={self.lookahead} must be below concurrency={self.concurrency}: "

@@ -41,6 +41,7 @@ class Outcome:
     notes: list[str] = field(default_factory=list)  # short facts for the trace (e.g. input fields cut)
     tool_stats: dict[str, Any] | None = None  # a choose_tool visit's counters (Step.tool_stats)
     context: bool = False  # failed because the request does not fit the model's context
+    least_p: float | None = None  # the least likely token's probability in the answer (a quorum's `sure`)
 
 
 @dataclass(frozen=True)

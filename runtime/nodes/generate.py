@@ -28,7 +28,7 @@ from runtime.messages import build_messages, context_problem
 from runtime.nodes.base import LoadContext, NodeDrawing, Outcome, RunContext, covered, may_retry, whole_number
 from runtime.nodes.gating import apply_gate, load_gate, measure
 from runtime.nodes.generate_keys import load_choices, load_continues, load_examples
-from runtime.nodes.voting import decided, load_agree_on, vote
+from runtime.nodes.voting import decided, least_p, load_agree_on, load_sure, vote
 from runtime.prior import apply_prior, load_prior
 from runtime.verify import as_sets, feedback_message, parse_answer, verify_answer
 
@@ -58,7 +58,13 @@ def first_call(
     except NoChoices:
         return None
     messages = build_messages(pack, node, state, input).messages
-    return messages, schema, node.confidence is not None or node.prior is not None
+    return messages, schema, wants_logprobs(node, first=True)
+
+
+def wants_logprobs(node: Node, *, first: bool) -> bool:
+    """Whether a call of `node` asks for logprobs: a confidence gate and a prior read
+    them from every answer, a quorum's `sure` from its first draw's."""
+    return node.confidence is not None or node.prior is not None or (first and node.sure is not None)
 
 
 class GenerateKind:
@@ -80,6 +86,7 @@ class GenerateKind:
             "prior",
             "draw_all",
             "continues",
+            "sure",
         }
     )
     drawing = NodeDrawing(shape="rounded", css_class="node-generate", label="generate", mermaid=('["', '"]'))
@@ -113,6 +120,8 @@ class GenerateKind:
         node.agree = whole_number(spec, "agree", node.samples // 2 + 1, 1, node.samples, loader, at)
         node.agree_on = load_agree_on(node, spec, loader, at)
         node.draw_all = _flag(spec, "draw_all", loader, at)
+        if "sure" in spec:
+            node.sure = load_sure(node, spec, loader, at)
         node.max_tokens = whole_number(spec, "max_tokens", 256, 1, 32768, loader, at)
         temperature = spec.get("temperature", 0.7 if node.samples > 1 else 0.0)
         if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not 0 <= temperature <= 2:
@@ -154,7 +163,20 @@ class GenerateKind:
         draws: list[Outcome] = []
         rejected: list[Outcome] = []
         for made in range(1, node.samples + 1):
-            draw = self._ladder(node, walk, messages)
+            draw = self._ladder(node, walk, messages, first=made == 1)
+            if made == 1 and draw.status == "ok" and node.sure is not None and (draw.least_p or 0) >= node.sure:
+                note = (
+                    f"settled by its first draw: its least likely token had p={draw.least_p:.3f} (sure: {node.sure:g})"
+                )
+                settled = Outcome(
+                    "ok",
+                    writes=draw.writes,
+                    attempt=draw.attempt,
+                    prompt=prompt,
+                    prior=draw.prior,
+                    notes=[*draw.notes, note],
+                )
+                return apply_gate(node, settled, [draw], walk.pack.fields)
             if draw.status == "ok":
                 draws.append(draw)
             elif draw.context:  # the request does not fit: no other draw can do better
@@ -202,7 +224,7 @@ class GenerateKind:
             walk.pack.fields,
         )
 
-    def _ladder(self, node: Node, walk: RunContext, messages: list[dict[str, str]]) -> Outcome:
+    def _ladder(self, node: Node, walk: RunContext, messages: list[dict[str, str]], *, first: bool = True) -> Outcome:
         policy = walk.pack.retry_for(node)
         tries = 0
         reason = ""
@@ -224,8 +246,7 @@ class GenerateKind:
                     ]
                 # The schema (grammar) sent for this call: with `choices`, this state's enums.
                 schema = node.schema
-                wants = node.confidence is not None or node.prior is not None
-                reply, attempt = walk.ask(node, asked, schema, stage, logprobs=wants)
+                reply, attempt = walk.ask(node, asked, schema, stage, logprobs=wants_logprobs(node, first=first))
             except ContextOverflow as exc:
                 if has_examples(messages):
                     # Cut examples first: drop the one farthest from the request (for `nearest`, the
@@ -249,7 +270,7 @@ class GenerateKind:
                     continue
                 return Outcome("fail", reason=f"{exc.category}: {exc.reason} (after {tries} attempt(s))")
             walk.record(node, reply, attempt, stage, ok=True)
-            outcome = Outcome("ok", writes=writes, attempt=attempt, notes=set_notes)
+            outcome = Outcome("ok", writes=writes, attempt=attempt, notes=set_notes, least_p=least_p(reply.logprobs))
             if node.prior is not None:
                 apply_prior(node, reply, answer, outcome, schema, walk.state, walk.input)
             if node.confidence is not None and outcome.confidence is None:

@@ -5,9 +5,11 @@ grouped by their values on the agreed fields, compared by the manifest's `fields
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from runtime.backends.base import TokenLogprob
 from runtime.nodes.base import LoadContext, Outcome
 
 if TYPE_CHECKING:
@@ -51,6 +53,37 @@ def decided(groups: list[list[int]], left: int, agree: int) -> bool:
     if best >= agree and left < best and all(size + left < best for size in others):
         return True
     return left < agree and all(size + left < agree for size in sizes)
+
+
+def least_p(logprobs: list[TokenLogprob] | None) -> float | None:
+    """The probability of the least likely token of an answer; None without logprobs."""
+    if not logprobs:
+        return None
+    return math.exp(min(t.logprob for t in logprobs))
+
+
+def load_sure(node: Node, spec: dict[str, Any], loader: LoadContext, at: tuple[str, ...]) -> float | None:
+    """`sure: P`: a quorum's first draw settles the node alone when every token of it had
+    probability P or more (from the endpoint's logprobs); docs/pack-format.md, "Quorum draws"."""
+    value = spec["sure"]
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value <= 1:
+        loader.error("sure must be a probability above 0 and at most 1", *at, "sure")
+        return None
+    if node.samples < 2:
+        loader.error(
+            f"node '{node.id}': sure needs samples of 2 or more (it lets the first draw stand alone)", *at, "sure"
+        )
+    elif node.draw_all:
+        loader.error(
+            f"node '{node.id}': sure stops the draws after the first; draw_all makes every one: use one", *at, "sure"
+        )
+    elif "confidence" in spec:
+        loader.error(
+            f"node '{node.id}': sure stops the draws after the first; a confidence gate measures every draw: use one",
+            *at,
+            "sure",
+        )
+    return float(value)
 
 
 def load_agree_on(node: Node, spec: dict[str, Any], loader: LoadContext, at: tuple[str, ...]) -> tuple[str, ...] | None:

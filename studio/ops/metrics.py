@@ -127,7 +127,7 @@ class _Calls:
             self.calls[(source, where)] += 1
             self.prompt[(source, where)] += int(a.get("prompt_tokens") or 0)
             self.completion[(source, where)] += int(a.get("completion_tokens") or 0)
-            if not a.get("ok"):
+            if not a.get("ok") and a.get("stage") != "lookahead":  # a call made ahead and dropped is no error
                 self.errors[(source, where, str(a.get("category") or "unknown"))] += 1
             if a.get("stage") in ("resample", "feedback"):
                 self.retries[(source, str(a.get("node", "")), str(a.get("tier") or ""))] += 1

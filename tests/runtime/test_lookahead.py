@@ -17,11 +17,12 @@ from runtime.backends import Backend
 from runtime.backends.base import ModelCall, ModelReply
 from runtime.backends.openai import EndpointUnavailable
 from runtime.checkpoint import SQLiteStore
-from runtime.errors import BadSpec, NoSpareSlot
+from runtime.errors import BadSpec, HostFailed, NoSpareSlot
 from runtime.lookahead import UNUSED, depends
 from tests.support.fault_server import FaultServer
 from tests.support.model_servers import Opener, opened_backends
 from tests.support.runtime_packs import write_pack
+from tests.support.waiting import wait_until
 
 NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -46,10 +47,44 @@ def _pack(tmp_path: Path, *, second_reads: str = "input.email", guarded: bool = 
     )
 
 
+def _for_where(body: Any) -> bool:
+    return '"city"' in json.dumps((body or {}).get("response_format", {}))
+
+
 def _answer(body: dict[str, Any]) -> str:
     """`who` gets a name, `where` a city (told apart by the grammar each call sends)."""
-    schema = json.dumps(body.get("response_format", {}))
-    return json.dumps({"city": "Lyon"} if '"city"' in schema else {"name": "Ana"})
+    return json.dumps({"city": "Lyon"} if _for_where(body) else {"name": "Ana"})
+
+
+def _meet(server: FaultServer) -> Any:
+    """An `answer=` under which neither call is answered before the other has arrived:
+    they are in flight together, whatever the machine's speed (no wait past 10 s)."""
+
+    def both() -> bool:
+        kinds = {_for_where(r.body) for r in list(server.requests)}
+        return kinds == {True, False}
+
+    def answer(body: dict[str, Any]) -> str:
+        wait_until(both, timeout=10, message="calls for who and where in flight together", interval=0.01)
+        return _answer(body)
+
+    return answer
+
+
+def _who_waits(server: FaultServer, who: str) -> Any:
+    """An `answer=` under which `who`'s calls are answered only once the call for `where`
+    has been answered: its reply is in whatever the machine's speed (no wait past 10 s)."""
+
+    def seen() -> bool:
+        return any(_for_where(r.body) and r.ended is not None for r in list(server.requests))
+
+    def answer(body: dict[str, Any]) -> str:
+        if _for_where(body):
+            return _answer(body)
+        wait_until(seen, timeout=10, message="the call for where answered", interval=0.01)
+        return who
+
+    return answer
 
 
 @pytest.fixture
@@ -66,6 +101,7 @@ def opened() -> Iterator[Opener]:
 def test_an_independent_node_is_asked_while_the_one_before_it_runs(
     tmp_path: Path, server: FaultServer, opened: Opener
 ) -> None:
+    server.configure(latency=0.0, answer=_meet(server))
     pack = load_pack(_pack(tmp_path))
     backend = opened(server.spec("lookahead=1"))
     result = run_pack(pack, {"email": "Ana, 3 rue Neuve, Lyon"}, backend=backend)
@@ -107,8 +143,9 @@ def test_a_run_that_leaves_the_path_keeps_the_unused_reply_in_its_cost(
     tmp_path: Path, server: FaultServer, opened: Opener
 ) -> None:
     """`who` is rejected three times (its ladder: a sample, two resamples) and takes on_fail;
-    the reply made ahead for `where` is not committed, and its tokens are in the trace."""
-    server.configure(answer=lambda body: "not json" if "city" not in json.dumps(body) else _answer(body))
+    the reply made ahead for `where` (answered before `who`'s first) is not committed,
+    and its tokens are in the trace, though not as an answer the run judged."""
+    server.configure(latency=0.0, answer=_who_waits(server, who="not json"))
     pack = load_pack(_pack(tmp_path))
     result = run_pack(pack, {"email": "x"}, backend=opened(server.spec("lookahead=1")))
     assert result.status == "done" and result.trace.end_node == "held"
@@ -118,6 +155,7 @@ def test_a_run_that_leaves_the_path_keeps_the_unused_reply_in_its_cost(
     assert unused[0].node == "where" and unused[0].category == "unused" and unused[0].reason == UNUSED
     assert unused[0].completion_tokens > 0 and json.loads(unused[0].text) == {"city": "Lyon"}
     assert [s.node for s in result.trace.steps] == ["who", "held"]
+    assert result.trace.generations == 3 and result.trace.totals()["model_calls"] == 4
 
 
 class _FailsAhead:
@@ -211,3 +249,64 @@ def test_depends_sees_paths_above_and_below() -> None:
     assert not depends(pack_node, {"name", "address_line"})  # type: ignore[arg-type]
     above = type("N", (), {"reads": ("address",)})()
     assert depends(above, {"address.city"})  # type: ignore[arg-type]
+
+
+def test_calls_made_ahead_at_once_go_to_different_server_slots(
+    tmp_path: Path, server: FaultServer, opened: Opener
+) -> None:
+    """a -> b -> c -> d, all reading the input, lookahead=2 over slots=4: no two calls
+    that may be in flight together are pinned to one llama-server slot."""
+    names = ["a", "b", "c", "d"]
+    root = write_pack(
+        tmp_path / "p4",
+        nodes={
+            **{n: {"kind": "generate", "reads": ["input.email"], "writes": [f"f_{n}"]} for n in names},
+            "end": {"kind": "end"},
+        },
+        edges=[{"from": x, "to": y} for x, y in zip(names, [*names[1:], "end"], strict=True)],
+    )
+    server.configure(latency=0.05, answer=None)
+    result = run_pack(load_pack(root), {"email": "x"}, backend=opened(server.spec("concurrency=3;slots=4;lookahead=2")))
+    assert result.status == "done", result.trace.error
+    slot = {
+        r.body["messages"][-1]["content"].split(":")[0].split()[-1]: r.body["id_slot"] for r in server.completions()
+    }
+    assert len(server.completions()) == 4
+    assert slot["b"] != slot["a"] and slot["c"] not in (slot["a"], slot["b"])
+    assert slot["d"] != slot["c"]  # d is sent while c's call made ahead may still run
+
+
+def test_a_run_stopped_by_its_host_stops_what_it_made_ahead(
+    tmp_path: Path, server: FaultServer, opened: Opener
+) -> None:
+    """A tool node whose host fails (HostFailed) ends the run with an error; the call
+    made ahead for the node after it is stopped, not left streaming."""
+    root = write_pack(
+        tmp_path / "p",
+        manifest={"tools": ["look"]},
+        nodes={
+            "look": {
+                "kind": "tool",
+                "tool": "look",
+                "reads": ["input.email"],
+                "args": {"q": "input.email"},
+                "writes": ["seen"],
+            },
+            "where": {"kind": "generate", "reads": ["input.email"], "writes": ["city"]},
+            "done": {"kind": "end"},
+        },
+        edges=[{"from": "look", "to": "where"}, {"from": "where", "to": "done"}],
+        grammars={"where": CITY},
+    )
+    server.configure(latency=0.0, token_delay=0.2, chunk_chars=1, answer=_answer)
+
+    def look(q: str) -> dict[str, Any]:
+        wait_until(lambda: server.completions(), timeout=10, message="the call made ahead", interval=0.01)
+        raise HostFailed("the host's store went away")
+
+    backend = opened(server.spec("lookahead=1"))
+    with pytest.raises(HostFailed):
+        run_pack(load_pack(root, tools={"look"}), {"email": "x"}, backend=backend, tools={"look": look})
+    made = server.completions()[0]
+    wait_until(lambda: made.ended, timeout=10, message="the call made ahead to end")
+    assert made.outcome == "disconnected"  # stopped by the client mid-stream, not streamed to its end

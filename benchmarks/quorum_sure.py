@@ -7,10 +7,11 @@ For each task (review_aspects, shipping_details: three draws, two must agree):
    draw's call asking for logprobs; per case: the probability of the first draw's least
    likely token, whether the first draw alone is exact, and whether the quorum as
    written (two of the three draws agree, else a person: a miss) is exact.
-   P is chosen on the even-numbered cases: the lowest value at which the first draw
-   alone is exact at least as often as the quorum on the cases it would settle (at least
-   10 of them). It is measured on the odd-numbered cases: how many the first draw settles
-   alone, and their accuracy against the quorum's on the same cases.
+   P is chosen on the even-numbered cases: the lowest value at which the first draws
+   that would stand alone (at least 10) are exact at least as often as the answers the
+   quorum settles (its auto tier; a held case goes to a person). It is measured on the
+   odd-numbered cases: how many the first draw settles alone and how many of those are
+   right, and the auto tier of the pack with and without `sure` (share, accuracy).
 2. **Cost.** On every case, each arm on a freshly started llama-server: the pack as
    written without `sure`, the pack with `sure: P`, and one call (the benchmark's arm b);
    calls, prompt tokens read and seconds per case, as real_models.py measures them.
@@ -108,6 +109,7 @@ def calibration_rows(task: rm.Task, cases: list[dict[str, Any]], log_dir: Path) 
                 "least_p": backend.least.get(f"{result.run_id}.{node_id}.1"),
                 "first_exact": rm.score(task, case["expected"], draws[0] if draws else None)[0],
                 "quorum_exact": quorum is not None and rm.score(task, case["expected"], quorum)[0],
+                "quorum_settled": quorum is not None,
                 "first_two_agree": len(keys) >= 2 and keys[0] == keys[1],
             }
 
@@ -115,15 +117,21 @@ def calibration_rows(task: rm.Task, cases: list[dict[str, Any]], log_dir: Path) 
             return list(pool.map(one, cases))
 
 
+def _rate(rows: list[dict[str, Any]], key: str) -> float:
+    return sum(r[key] for r in rows) / len(rows) if rows else 0.0
+
+
 def choose_p(rows: list[dict[str, Any]]) -> float | None:
-    """The lowest P at which the first draw alone is exact at least as often as the
-    quorum on the (at least MIN_CASES) cases it settles; None when there is none."""
+    """The lowest P at which the first draws standing alone (at least MIN_CASES) are
+    exact at least as often as the quorum's settled answers; None when there is none."""
+    settled = [r for r in rows if r["quorum_settled"]]
+    bar = _rate(settled, "quorum_exact")
     known = sorted({r["least_p"] for r in rows if r["least_p"] is not None}, reverse=True)
     chosen = None
     for p in known:
         alone = [r for r in rows if r["least_p"] is not None and r["least_p"] >= p]
-        if len(alone) >= MIN_CASES and sum(r["first_exact"] for r in alone) >= sum(r["quorum_exact"] for r in alone):
-            chosen = p
+        if len(alone) >= MIN_CASES and _rate(alone, "first_exact") >= bar:
+            chosen = float(f"{p:.3g}")
     return chosen
 
 
@@ -137,7 +145,7 @@ def with_sure(task: rm.Task, p: float | None) -> Iterator[rm.Task]:
         node_id, _ = quorum_node(task)
         graph["nodes"][node_id].pop("sure", None)
         if p is not None:
-            graph["nodes"][node_id]["sure"] = round(p, 4)
+            graph["nodes"][node_id]["sure"] = p
         (root / "graph.yaml").write_text(yaml.safe_dump(graph, sort_keys=False))
         packs, rm.PACKS = rm.PACKS, Path(tmp)
         try:
@@ -171,11 +179,15 @@ def report(task: str, calibration: list[dict[str, Any]], p: float | None, cost: 
     if p is not None:
         alone = [r for r in odd if r["least_p"] is not None and r["least_p"] >= p]
         ids = {r["case"] for r in alone}
-        policy = sum(r["first_exact"] if r["case"] in ids else r["quorum_exact"] for r in odd)
+        quorum_auto = [r for r in odd if r["quorum_settled"]]
+        sure_auto = [r for r in odd if r["case"] in ids or r["quorum_settled"]]
+        sure_right = sum(r["first_exact"] if r["case"] in ids else r["quorum_exact"] for r in sure_auto)
         print(
-            f"  odd half: first draw alone on {len(alone)} of {len(odd)}; on them first draw "
-            f"{sum(r['first_exact'] for r in alone)}, quorum {sum(r['quorum_exact'] for r in alone)} exact; "
-            f"whole half with sure {policy}, quorum {sum(r['quorum_exact'] for r in odd)} exact of {len(odd)}"
+            f"  odd half ({len(odd)} cases): the first draw stands alone on {len(alone)}, "
+            f"{sum(r['first_exact'] for r in alone)} of them exact (the quorum: "
+            f"{sum(r['quorum_exact'] for r in alone)}, settling {sum(r['quorum_settled'] for r in alone)})\n"
+            f"  auto tier: quorum {len(quorum_auto)} cases, {_ci(sum(r['quorum_exact'] for r in quorum_auto), len(quorum_auto))}; "
+            f"with sure {len(sure_auto)} cases, {_ci(sure_right, len(sure_auto))}"
         )
     by_arm: dict[str, list[dict[str, Any]]] = {}
     for r in cost:

@@ -8,7 +8,9 @@ rejected is left out (it does not fail the node), and `agree` of the valid draws
 agree on the written fields (or those `agree_on` names, compared by the manifest's
 `fields:` rules), or the node is unsure and takes on_unsure; it fails only when every
 draw was rejected. Draws stop once those still to come cannot change the vote (not with
-a `confidence` gate, nor with `draw_all: true`; docs/pack-format.md, "Quorum draws").
+a `confidence` gate, nor with `draw_all: true`; docs/pack-format.md, "Quorum draws");
+with `sure: P`, a first draw whose every token had probability P or more (its call asks
+for logprobs) stands alone.
 With `confidence: {field, min}`, the node's calls ask for logprobs and the node is also
 unsure when its confidence in that closed-choice field is below `min`
 (runtime.confidence); the confidence is on the step either way. With `prior: {field,

@@ -34,8 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from django.conf import settings
 
-from runtime import Backend, Cancelled, ModelCall, ModelReply, Tier
-from runtime.errors import NoSpareSlot
+from runtime import Backend, Cancelled, ModelCall, ModelReply, NoSpareSlot, Tier
 from studio.work.settings import setting
 
 if TYPE_CHECKING:

@@ -60,6 +60,7 @@ PINNED = [
     "METRIC_DIRECTIONS",
     "ModelCall",
     "ModelReply",
+    "NoSpareSlot",
     "Node",
     "open_backend",
     "pack_file",

@@ -7,11 +7,14 @@ For each task (review_aspects, shipping_details: three draws, two must agree):
    draw's call asking for logprobs; per case: the probability of the first draw's least
    likely token, whether the first draw alone is exact, and whether the quorum as
    written (two of the three draws agree, else a person: a miss) is exact.
-   P is chosen on the even-numbered cases: the lowest value at which the first draws
-   that would stand alone (at least 10) are exact at least as often as the answers the
-   quorum settles (its auto tier; a held case goes to a person). It is measured on the
-   odd-numbered cases: how many the first draw settles alone and how many of those are
-   right, and the auto tier of the pack with and without `sure` (share, accuracy).
+   Only an accepted first call counts (a rejected one never stands alone). P is chosen
+   on the even-numbered cases: the lowest value (three decimals, rounded down) at which
+   at least 10 first draws stand alone and the pack's auto tier (a first draw standing
+   alone, else the quorum's settled answer; a held case goes to a person) is exact at
+   least as often as the quorum's alone. It is measured on the odd-numbered cases: how
+   many first draws stand alone and how many of those are right, and the auto tier with
+   and without `sure` (cases, accuracy). The cost arms below run on every case, the
+   calibration half included: their exact column is not a held-out figure.
 2. **Cost.** On every case, each arm on a freshly started llama-server: the pack as
    written without `sure`, the pack with `sure: P`, and one call (the benchmark's arm b);
    calls, prompt tokens read and seconds per case, as real_models.py measures them.
@@ -19,7 +22,7 @@ For each task (review_aspects, shipping_details: three draws, two must agree):
 Model: SmolLM2-135M-Instruct on llama-server (2 CPU threads), as real_models.py. Rows:
 benchmarks/results/quorum_sure.jsonl.
 
-    .venv/bin/python benchmarks/quorum_sure.py [--tasks review_aspects,shipping_details] [--limit N]
+    .venv/bin/python benchmarks/quorum_sure.py [--tasks review_aspects,shipping_details] [--limit N] [--sure P]
 """
 
 from __future__ import annotations
@@ -100,14 +103,17 @@ def calibration_rows(task: rm.Task, cases: list[dict[str, Any]], log_dir: Path) 
         def one(case: dict[str, Any]) -> dict[str, Any]:
             result = run_pack(pack, case["input"], backend=backend, run_id=f"sure-{task.name}-{case['id']}")
             draws = [rm.lenient_parse(a.text) for a in result.trace.attempts if a.node == node_id and a.ok]
+            # `sure` reads the first draw's first call, and only when it was accepted.
+            opening = next((a for a in result.trace.attempts if a.node == node_id and a.attempt == 1), None)
+            accepted = opening is not None and opening.ok
             keys = [tuple(rm.canonical(task, f, (d or {}).get(f)) for f in fields) for d in draws]
             top, count = Counter(keys).most_common(1)[0] if keys else ((), 0)
             quorum = draws[keys.index(top)] if count >= agree else None  # else a person reads it
             return {
                 "task": task.name,
                 "case": case["id"],
-                "least_p": backend.least.get(f"{result.run_id}.{node_id}.1"),
-                "first_exact": rm.score(task, case["expected"], draws[0] if draws else None)[0],
+                "least_p": backend.least.get(f"{result.run_id}.{node_id}.1") if accepted else None,
+                "first_exact": accepted and rm.score(task, case["expected"], rm.lenient_parse(opening.text))[0],
                 "quorum_exact": quorum is not None and rm.score(task, case["expected"], quorum)[0],
                 "quorum_settled": quorum is not None,
                 "first_two_agree": len(keys) >= 2 and keys[0] == keys[1],
@@ -121,17 +127,30 @@ def _rate(rows: list[dict[str, Any]], key: str) -> float:
     return sum(r[key] for r in rows) / len(rows) if rows else 0.0
 
 
+def auto_tier(rows: list[dict[str, Any]], p: float | None) -> tuple[int, int]:
+    """(cases the pack settles without a person, of them exact) with `sure: p` (None:
+    the quorum alone): a first draw that stands alone, else the quorum's answer."""
+    auto = right = 0
+    for r in rows:
+        alone = p is not None and r["least_p"] is not None and r["least_p"] >= p
+        if alone or r["quorum_settled"]:
+            auto += 1
+            right += r["first_exact"] if alone else r["quorum_exact"]
+    return auto, right
+
+
 def choose_p(rows: list[dict[str, Any]]) -> float | None:
-    """The lowest P at which the first draws standing alone (at least MIN_CASES) are
-    exact at least as often as the quorum's settled answers; None when there is none."""
-    settled = [r for r in rows if r["quorum_settled"]]
-    bar = _rate(settled, "quorum_exact")
-    known = sorted({r["least_p"] for r in rows if r["least_p"] is not None}, reverse=True)
+    """The lowest P (three decimals, rounded down) at which at least MIN_CASES first
+    draws stand alone and the pack's auto tier is exact at least as often as with the
+    quorum alone; None when there is none."""
+    auto, right = auto_tier(rows, None)
+    bar = right / auto if auto else 0.0
     chosen = None
-    for p in known:
-        alone = [r for r in rows if r["least_p"] is not None and r["least_p"] >= p]
-        if len(alone) >= MIN_CASES and _rate(alone, "first_exact") >= bar:
-            chosen = float(f"{p:.3g}")
+    for p in sorted({math.floor(r["least_p"] * 1000) / 1000 for r in rows if r["least_p"]}, reverse=True):
+        alone = sum(1 for r in rows if r["least_p"] is not None and r["least_p"] >= p)
+        with_p, right_p = auto_tier(rows, p)
+        if p > 0 and alone >= MIN_CASES and right_p / with_p >= bar:
+            chosen = p
     return chosen
 
 
@@ -173,21 +192,25 @@ def _ci(k: int, n: int) -> str:
     return f"{k / n:.1%} [{lo:.1%}-{hi:.1%}]" if n else "-"
 
 
-def report(task: str, calibration: list[dict[str, Any]], p: float | None, cost: list[dict[str, Any]]) -> None:
+def report(
+    task: str, calibration: list[dict[str, Any]], chosen: float | None, p: float | None, cost: list[dict[str, Any]]
+) -> None:
+    """`chosen`: the P the rule chose on the even half (None: none holds); `p`: the P
+    measured (the chosen one, else the one given with --sure)."""
     odd = calibration[1::2]
-    print(f"\n{task}: P chosen on {len(calibration[::2])} even cases = {p if p is None else round(p, 4)}")
+    print(f"\n{task}: P chosen on {len(calibration[::2])} even cases = {chosen}; measured at {p}")
+    for half, cases in (("even", calibration[::2]), ("odd", odd)):
+        (quorum_n, quorum_right), (sure_n, sure_right) = auto_tier(cases, None), auto_tier(cases, p)
+        print(
+            f"  {half} half, auto tier: quorum {quorum_n} cases, {_ci(quorum_right, quorum_n)}; "
+            f"with sure {sure_n} cases, {_ci(sure_right, sure_n)}"
+        )
     if p is not None:
         alone = [r for r in odd if r["least_p"] is not None and r["least_p"] >= p]
-        ids = {r["case"] for r in alone}
-        quorum_auto = [r for r in odd if r["quorum_settled"]]
-        sure_auto = [r for r in odd if r["case"] in ids or r["quorum_settled"]]
-        sure_right = sum(r["first_exact"] if r["case"] in ids else r["quorum_exact"] for r in sure_auto)
         print(
             f"  odd half ({len(odd)} cases): the first draw stands alone on {len(alone)}, "
             f"{sum(r['first_exact'] for r in alone)} of them exact (the quorum: "
-            f"{sum(r['quorum_exact'] for r in alone)}, settling {sum(r['quorum_settled'] for r in alone)})\n"
-            f"  auto tier: quorum {len(quorum_auto)} cases, {_ci(sum(r['quorum_exact'] for r in quorum_auto), len(quorum_auto))}; "
-            f"with sure {len(sure_auto)} cases, {_ci(sure_right, len(sure_auto))}"
+            f"{sum(r['quorum_exact'] for r in alone)}, settling {sum(r['quorum_settled'] for r in alone)})"
         )
     by_arm: dict[str, list[dict[str, Any]]] = {}
     for r in cost:
@@ -212,14 +235,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", default=",".join(TASKS))
     parser.add_argument("--limit", type=int, default=None, help="N cases of each task, spread over its evalset")
+    parser.add_argument(
+        "--sure", type=float, default=None, help="P to time when the rule chooses none (reported as not chosen)"
+    )
     parser.add_argument("--from-rows", metavar="FILE", help="re-print the tables from a rows file; no model is called")
     args = parser.parse_args(argv)
     if args.from_rows:
         rows = [json.loads(line) for line in Path(args.from_rows).read_text().splitlines() if line.strip()]
         for task in dict.fromkeys(r["task"] for r in rows):
             mine = [r for r in rows if r["task"] == task]
-            chosen = next(r["sure"] for r in mine if r.get("kind") == "choice")
-            report(task, [r for r in mine if r.get("kind") == "calibration"], chosen, [r for r in mine if "arm" in r])
+            choice = next(r for r in mine if r.get("kind") == "choice")
+            calibration = [r for r in mine if r.get("kind") == "calibration"]
+            report(task, calibration, choice["chosen"], choice["sure"], [r for r in mine if "arm" in r])
         return 0
     started = time.monotonic()
     out: list[dict[str, Any]] = []
@@ -230,12 +257,14 @@ def main(argv: list[str] | None = None) -> int:
         task = rm.load_task(name)
         cases = rm.spread(task.cases, args.limit)
         calibration = calibration_rows(task, cases, log_dir)
-        p = choose_p(calibration[::2])
+        chosen = choose_p(calibration[::2])
+        p = chosen if chosen is not None else args.sure
         cost = cost_rows(task, cases, p, log_dir)
-        out += [{**r, "kind": "calibration"} for r in calibration] + [{"task": name, "kind": "choice", "sure": p}]
+        out += [{**r, "kind": "calibration"} for r in calibration]
+        out += [{"task": name, "kind": "choice", "chosen": chosen, "sure": p}]
         out += [{**r, "task": name} for r in cost]
         write_rows(RESULTS, out)
-        report(name, calibration, p, cost)
+        report(name, calibration, chosen, p, cost)
     shutil.rmtree(log_dir, ignore_errors=True)
     print(f"\n{time.monotonic() - started:.0f}s; rows in {RESULTS.relative_to(rm.HERE.parent)}")
     return 0

@@ -248,7 +248,9 @@ class GenerateKind:
                     ]
                 # The schema (grammar) sent for this call: with `choices`, this state's enums.
                 schema = node.schema
-                reply, attempt = walk.ask(node, asked, schema, stage, logprobs=wants_logprobs(node, first=first))
+                # A quorum's `sure` reads the first draw's first call only: not a retry of it.
+                opening = first and tries == 1
+                reply, attempt = walk.ask(node, asked, schema, stage, logprobs=wants_logprobs(node, first=opening))
             except ContextOverflow as exc:
                 if has_examples(messages):
                     # Cut examples first: drop the one farthest from the request (for `nearest`, the
@@ -272,7 +274,9 @@ class GenerateKind:
                     continue
                 return Outcome("fail", reason=f"{exc.category}: {exc.reason} (after {tries} attempt(s))")
             walk.record(node, reply, attempt, stage, ok=True)
-            outcome = Outcome("ok", writes=writes, attempt=attempt, notes=set_notes, least_p=least_p(reply.logprobs))
+            outcome = Outcome("ok", writes=writes, attempt=attempt, notes=set_notes)
+            if opening and node.sure is not None:
+                outcome.least_p = least_p(reply.logprobs)
             if node.prior is not None:
                 apply_prior(node, reply, answer, outcome, schema, walk.state, walk.input)
             if node.confidence is not None and outcome.confidence is None:

@@ -83,6 +83,12 @@ def load_sure(node: Node, spec: dict[str, Any], loader: LoadContext, at: tuple[s
             *at,
             "sure",
         )
+    elif "prior" in spec:
+        loader.error(
+            f"node '{node.id}': sure reads how likely the written answer was; a prior may commit another: use one",
+            *at,
+            "sure",
+        )
     return float(value)
 
 

@@ -51,7 +51,9 @@ class Node:
     agree: int = 1
     agree_on: tuple[str, ...] | None = None  # the fields draws must agree on; None: all writes
     draw_all: bool = False  # make every draw even once the vote is decided (runtime.nodes.voting.decided)
-    sure: float | None = None  # the first draw settles the quorum alone when its least likely token had p >= sure
+    sure: float | None = (
+        None  # the first draw's first call settles the quorum alone when its least likely token had p >= sure
+    )
     max_tokens: int = 256
     temperature: float = 0.0
     retry: RetryPolicy | None = None

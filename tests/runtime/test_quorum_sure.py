@@ -13,7 +13,7 @@ import pytest
 
 from runtime import load_pack, run_pack
 from runtime.backends import Backend
-from tests.support.fault_server import FaultServer
+from tests.support.fault_server import FaultServer, in_order
 from tests.support.runtime_packs import ENUM_SCHEMA, GEN, issues_of, write_pack
 
 
@@ -67,6 +67,7 @@ def test_without_logprobs_the_draws_go_on(tmp_path: Path, fault: FaultServer, ba
         ({"samples": 1, "agree": 1, "sure": 0.5}, "sure needs samples of 2 or more"),
         ({"draw_all": True, "sure": 0.5}, "draw_all makes every one: use one"),
         ({"sure": 0.5, "confidence": {"field": "category", "min": 0.5}}, "a confidence gate measures every draw"),
+        ({"sure": 0.5, "prior": {"field": "category", "values": ["billing", "other"]}}, "a prior may commit another"),
     ],
 )
 def test_a_sure_that_cannot_work_is_refused_at_load(tmp_path: Path, node: dict[str, Any], says: str) -> None:
@@ -75,3 +76,19 @@ def test_a_sure_that_cannot_work_is_refused_at_load(tmp_path: Path, node: dict[s
         graph = (root / "graph.yaml").read_text().replace("- from: approve\n  on_unsure: human\n", "")
         (root / "graph.yaml").write_text(graph)
     assert any(says in issue for issue in issues_of(root)), issues_of(root)
+
+
+def test_a_first_draw_accepted_on_a_retry_does_not_stand_alone(
+    tmp_path: Path, fault: FaultServer, backend: Backend
+) -> None:
+    """The first call's answer is rejected; the resample is accepted and every token of
+    it is likely, yet the quorum goes on: `sure` reads the opening call only."""
+    fault.configure(
+        answer=in_order("not json", *[json.dumps({"category": "billing"})] * 3), token_logprob=math.log(0.9)
+    )
+    result = run_pack(load_pack(sure_pack(tmp_path, sure=0.5)), {"ticket": "t"}, backend=backend)
+    assert result.output == {"category": "billing"}
+    sent = fault.completions()
+    assert len(sent) == 3  # the rejected call, its resample, the second draw
+    assert [r.body.get("logprobs") for r in sent] == [True, None, None]
+    assert not any(n.startswith("settled by its first draw") for n in result.trace.steps[0].notes)

@@ -23,6 +23,7 @@ without lookahead would (runtime.journal_replay skips `lookahead` attempts)."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -51,14 +52,23 @@ class Walk(Protocol):
     pack: Pack
     state: dict[str, Any]
     input: dict[str, Any]
-    run_id: str
-    case_id: str | None
     calls: dict[str, int]
     trace: Trace
     step: int
 
     @property
     def tier_name(self) -> str | None: ...
+
+    def call_for(
+        self,
+        node: Node,
+        messages: list[dict[str, str]],
+        schema: dict[str, Any] | None,
+        attempt: int,
+        purpose: str = "answer",
+        *,
+        logprobs: bool = False,
+    ) -> ModelCall: ...
 
 
 @dataclass
@@ -124,18 +134,9 @@ class Lookahead:
             return False
         messages, schema, logprobs = first
         stop = threading.Event()
-        call = ModelCall(
-            run_id=walk.run_id,
-            node=node.id,
-            attempt=walk.calls.get(node.id, 0) + 1,
-            messages=messages,
-            schema=schema,
-            max_tokens=node.max_tokens,
-            temperature=node.temperature,
-            case_id=walk.case_id,
-            input=walk.input,
-            cancel=stop,
-            logprobs=logprobs,
+        call = dataclasses.replace(
+            walk.call_for(node, messages, schema, walk.calls.get(node.id, 0) + 1, logprobs=logprobs),
+            cancel=stop,  # its own: dropping it must not cancel the run
             lane=min(set(range(1, self.depth + 1)) - {a.call.lane for a in self.pending.values()}),
             spare=True,
         )

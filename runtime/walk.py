@@ -114,6 +114,33 @@ class Walk:
     def view(self) -> dict[str, Any]:
         return {**self.state, "input": self.input}
 
+    def call_for(
+        self,
+        node: Node,
+        messages: list[dict[str, str]],
+        schema: dict[str, Any] | None,
+        attempt: int,
+        purpose: str = "answer",
+        *,
+        logprobs: bool = False,
+    ) -> ModelCall:
+        """The request for one call of `node` in this run (Walk.ask makes it;
+        runtime.lookahead sends one ahead of the node)."""
+        return ModelCall(
+            run_id=self.run_id,
+            node=node.id,
+            attempt=attempt,
+            messages=messages,
+            schema=schema,
+            max_tokens=node.max_tokens,
+            temperature=node.temperature,
+            case_id=self.case_id,
+            input=self.input,
+            purpose=purpose,
+            cancel=self.cancel,
+            logprobs=logprobs,
+        )
+
     def ask(
         self,
         node: Node,
@@ -130,20 +157,7 @@ class Walk:
         if purpose == "answer":
             self.calls[node.id] = self.calls.get(node.id, 0) + 1
         attempt = self.calls.get(node.id, 0) + (1 if purpose == "reasoning" else 0)
-        call = ModelCall(
-            run_id=self.run_id,
-            node=node.id,
-            attempt=attempt,
-            messages=messages,
-            schema=schema,
-            max_tokens=node.max_tokens,
-            temperature=node.temperature,
-            case_id=self.case_id,
-            input=self.input,
-            purpose=purpose,
-            cancel=self.cancel,
-            logprobs=logprobs,
-        )
+        call = self.call_for(node, messages, schema, attempt, purpose, logprobs=logprobs)
         started = time.perf_counter()
         backend = self.tiers[self.tier_index].backend if self.tiers else self.backend
         ahead = self.lookahead.take(self, call) if self.lookahead is not None and self.tier_index == 0 else None

@@ -1,6 +1,6 @@
 """Few-shot examples for a generate node, from a declared examples file, never the evalset.
 
-    examples: {file: examples.jsonl, count: 3, strategy: nearest}
+    examples: {file: examples.jsonl, count: 3, strategy: nearest, match: [department]}
 
 The file has the evalset's line format (`id`, `input`, `expected`). The loader refuses
 an example whose id or input equals an evalset case's (`overlap_issues`), so a score is
@@ -9,8 +9,11 @@ the manifest's `train_tag` (a declared train split: the report scores the other 
 apart, as the held-out score). Per call, `choose` picks `count`
 examples: `fixed` takes the first ones in file order; `nearest` ranks them by the
 Jaccard similarity of the word sets of the call's input and each example's input
-(every string in the input, flattened), ties broken by file order. Both are
-deterministic: the same input always gets the same examples. A case is never its own
+(every string in the input, flattened), ties broken by file order. `match` lists
+state fields the node reads (written by earlier nodes): only examples whose expected
+value of each equals the run's are candidates, so a sub-issue node is shown examples of
+the department already chosen; fewer than `count` are shown when fewer match. All of
+this is deterministic: the same input and state always get the same examples. A case is never its own
 few-shot example: an example whose input equals the call's (canonical JSON) is skipped,
 so a train-tagged case run on its own line is not shown its answer."""
 
@@ -48,12 +51,13 @@ class Example:
 
 @dataclass(frozen=True)
 class Examples:
-    """`examples: {file, count, strategy}` on a generate node, with the file loaded."""
+    """`examples: {file, count, strategy, match}` on a generate node, with the file loaded."""
 
     file: str
     count: int
     strategy: str  # fixed | nearest
     items: tuple[Example, ...]
+    match: tuple[str, ...] = ()  # state fields an example's expected values must equal
 
 
 class GoldCase(Protocol):
@@ -93,13 +97,23 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
-def choose(examples: Examples, input_: Mapping[str, Any], own: Mapping[str, Any] | None = None) -> list[Example]:
+def choose(
+    examples: Examples,
+    input_: Mapping[str, Any],
+    own: Mapping[str, Any] | None = None,
+    state: Mapping[str, Any] | None = None,
+) -> list[Example]:
     """The examples to show for a call on `input_`, in the order they are shown: for
     `nearest`, the most similar comes last, next to the question. Never an example whose
     input is the call's own: `input_`, or `own` (the input before truncation, when the
-    call shows a cut one), compared as canonical JSON."""
+    call shows a cut one), compared as canonical JSON. With `match`, only examples whose
+    expected values of those fields equal `state`'s (a field missing from the state
+    matches no example)."""
     mine = {canonical(dict(input_))} | ({canonical(dict(own))} if own is not None else set())
     items = [e for e in examples.items if e.key not in mine]
+    if examples.match:
+        state = state or {}
+        items = [e for e in items if all(f in state and e.expected.get(f) == state[f] for f in examples.match)]
     if examples.strategy == "fixed":
         return items[: examples.count]
     query = words(dict(input_))

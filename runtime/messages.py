@@ -103,7 +103,7 @@ def build_messages(pack: Pack, node: Node, state: Mapping[str, Any], input_: Map
     messages = [{"role": "system", "content": system.render(view) if system is not None else SYSTEM}]
     if node.examples is not None:
         fields = answer_fields(pack, node)
-        for example in choose(node.examples, shown, own=input_):
+        for example in choose(node.examples, shown, own=input_, state=state):
             example_input, _ = truncate_input(example.input, pack.truncate)
             answer = {w: example.expected[w] for w in fields}
             messages.append(

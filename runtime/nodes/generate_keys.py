@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from runtime.pack.model import Node
 
 CHOICE_KEYS = frozenset({"labels", "key"})
-EXAMPLES_KEYS = frozenset({"file", "count", "strategy"})
+EXAMPLES_KEYS = frozenset({"file", "count", "strategy", "match"})
 
 
 def _inside(rel: Any) -> bool:
@@ -147,7 +147,7 @@ def load_examples(node: Node, spec: Any, loader: LoadContext) -> Examples | None
     for key in spec:
         if key not in EXAMPLES_KEYS:
             loader.error(
-                f"examples: unknown key '{key}'; valid keys: count, file, strategy", *at, key, kind="unknown_key"
+                f"examples: unknown key '{key}'; valid keys: count, file, match, strategy", *at, key, kind="unknown_key"
             )
             ok = False
     rel = spec.get("file", "examples.jsonl")
@@ -165,7 +165,8 @@ def load_examples(node: Node, spec: Any, loader: LoadContext) -> Examples | None
     if strategy not in STRATEGIES:
         loader.error(f"examples.strategy must be one of: {', '.join(STRATEGIES)}", *at, "strategy")
         ok = False
-    if not ok:
+    match = _match_fields(node, spec.get("match", []), loader)
+    if match is None or not ok:
         return None
     text = loader.read(rel, required=True, why=f"node '{node.id}' takes its few-shot examples from it")
     if text is None:
@@ -179,7 +180,28 @@ def load_examples(node: Node, spec: Any, loader: LoadContext) -> Examples | None
     if not items:
         loader.report(PackIssue(rel, "no examples; add at least one line {id, input, expected}", kind="missing"))
         return None
-    return Examples(rel, count, strategy, tuple(items))
+    return Examples(rel, count, strategy, tuple(items), match)
+
+
+def _match_fields(node: Node, spec: Any, loader: LoadContext) -> tuple[str, ...] | None:
+    """`examples.match`: state fields the node reads and does not write (their values
+    come from earlier nodes); None after reporting a problem."""
+    at = ("nodes", node.id, "examples", "match")
+    if not isinstance(spec, list) or not all(isinstance(f, str) and f for f in spec):
+        loader.error("examples.match must be a list of state fields the node reads, like [department]", *at)
+        return None
+    state_reads = {r.split(".", 1)[0] for r in node.reads if not r.startswith("input.")} - set(node.writes)
+    for i, name in enumerate(spec):
+        if name not in state_reads:
+            reads = ", ".join(sorted(state_reads)) or "none"
+            loader.error(
+                f"examples.match: '{name}' is not a state field node '{node.id}' reads and an earlier node "
+                f"writes (its state reads: {reads}); add it to reads or remove it from match",
+                *at,
+                i,
+            )
+            return None
+    return tuple(dict.fromkeys(spec))
 
 
 def load_continues(node: Node, spec: dict[str, Any], loader: LoadContext) -> str | None:

@@ -215,6 +215,36 @@ def test_it_sends_fixed_examples_as_user_and_assistant_turns(
     ]
 
 
+def test_it_shows_only_examples_that_match_the_state_with_match(
+    tmp_path: Path, fault: FaultServer, backend: Backend
+) -> None:
+    root = write_hierarchy(
+        tmp_path / "p",
+        sub={"examples": {"file": "examples.jsonl", "count": 3, "strategy": "nearest", "match": ["label"]}},
+        files={"examples.jsonl": jsonl(EXAMPLES)},
+    )
+    fault.configure(answer=in_order('{"label":"plant"}', '{"sublabel":"tree"}'))
+    # The input shares most words with the cat example, which is not a plant: not shown.
+    result = run_pack(load_pack(root), {"text": "a small grey oak"}, backend=backend)
+    assert result.state["sublabel"] == "tree"
+    messages = fault.completions()[1].body["messages"]
+    assert [m["content"] for m in messages[1:-1]] == [
+        "It is a plant. Which one: green moss on a rock\n",
+        '{"sublabel":"moss"}',
+        "It is a plant. Which one: a tall oak tree\n",
+        '{"sublabel":"tree"}',
+    ]
+
+
+def test_match_keeps_examples_whose_expected_values_equal_the_state() -> None:
+    items = tuple(Example(e["id"], e["input"], e["expected"], i + 1, words(e["input"])) for i, e in enumerate(EXAMPLES))
+    matched = Examples("examples.jsonl", 2, "fixed", items, ("label",))
+    assert [e.id for e in choose(matched, {"text": "x"}, state={"label": "plant"})] == ["e2", "e3"]
+    assert [e.id for e in choose(matched, {"text": "x"}, state={"label": "animal"})] == ["e1"]  # fewer than count
+    assert choose(matched, {"text": "x"}, state={"label": "fungus"}) == []
+    assert choose(matched, {"text": "x"}, state={}) == []  # a field not in the state matches nothing
+
+
 def test_it_chooses_the_nearest_examples_by_word_overlap() -> None:
     items = tuple(Example(e["id"], e["input"], e["expected"], i + 1, words(e["input"])) for i, e in enumerate(EXAMPLES))
     nearest = Examples("examples.jsonl", 2, "nearest", items)
@@ -263,6 +293,13 @@ def test_it_refuses_an_example_that_is_an_evalset_case(tmp_path: Path, example: 
         ({"file": "missing.jsonl"}, "", "missing.jsonl: missing file"),
         ({"file": "examples.jsonl", "strategy": "random"}, "", "examples.strategy must be one of: fixed, nearest"),
         ({"file": "evalset.jsonl"}, "", "cannot be the evalset"),
+        (
+            {"file": "examples.jsonl", "match": ["sublabel"]},
+            "",
+            "examples.match: 'sublabel' is not a state field node 'sub' reads and an earlier node writes "
+            "(its state reads: label); add it to reads or remove it from match",
+        ),
+        ({"file": "examples.jsonl", "match": "label"}, "", "examples.match must be a list of state fields"),
         (  # sub's prompt shows {{ label }}: an example without it would be rendered with null
             {"file": "examples.jsonl"},
             '{"id": "e", "input": {"text": "a cat"}, "expected": {"sublabel": "cat"}}\n',

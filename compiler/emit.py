@@ -40,6 +40,7 @@ class Shots:
     count: int = 3
     strategy: str = "nearest"  # nearest | fixed
     only: frozenset[str] | None = None  # the train cases the examples may come from (None: all)
+    match: tuple[str, ...] = ()  # state fields an example must share with the run (examples.match)
 
 
 DEFAULT_SHOTS = Shots()
@@ -366,6 +367,7 @@ def _graph(
                     "file": examples[n.id][0],
                     "count": shots[n.id].count,
                     "strategy": shots[n.id].strategy,
+                    **({"match": list(shots[n.id].match)} if shots[n.id].match else {}),
                 }
         if n.kind == "end" and n.output is not None:
             node["output"] = list(n.output)

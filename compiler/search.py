@@ -190,7 +190,10 @@ class Search:
         else:
             if node not in self.runner.keyed(self.plan):
                 return [incumbent]
-            values = [dataclasses.replace(current, hierarchy=h) for h in (False, True)]
+            values = [
+                dataclasses.replace(current, hierarchy=h, matched=m)
+                for h, m in ((False, False), (True, False), (True, True))
+            ]
         out = [incumbent]
         for value in values:
             candidate = tuple((n, value if n == node else s) for n, s in incumbent)

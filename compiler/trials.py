@@ -57,6 +57,7 @@ class NodeSetting:
     strategy: str = "nearest"  # nearest | fixed | bootstrap
     prompt: str = "plan"  # plan | brief | names | proposal-<key>
     hierarchy: bool = False  # keyed choices by a parent field (compiler.hierarchy)
+    matched: bool = False  # with hierarchy: examples only of the parent's value (examples.match)
     draws: int = 1  # DRAWS: samples, of which AGREE must agree (disagreement takes on_unsure)
     two_stage: bool = False  # reason first, then answer (the runtime's two_stage)
     prior: bool = False  # divide out the target's label prior (compiler.priors)
@@ -66,6 +67,8 @@ class NodeSetting:
         # the later keys only when set: the keys of settings searched before they existed stay the same
         if self.hierarchy:
             out["hierarchy"] = True
+        if self.matched:
+            out["matched"] = True
         if self.draws != 1:
             out["draws"] = self.draws
         if self.two_stage:
@@ -78,6 +81,7 @@ class NodeSetting:
         shown = "no examples" if self.shots == 0 else f"{self.shots} {self.strategy}"
         extra = [
             *(["keyed choices"] if self.hierarchy else []),
+            *(["examples of the parent's value"] if self.matched else []),
             *([f"{self.draws} draws, {AGREE} agree"] if self.draws > 1 else []),
             *(["reasons first"] if self.two_stage else []),
             *(["label prior divided out"] if self.prior else []),
@@ -317,15 +321,17 @@ class TrialRunner:
         """Emit `plan` under `setting` into `out` (a new folder), the target as its model."""
         probes = closed_fields(self.induction, plan, self.spec)
         shaped = apply_setting(plan, setting, self.spec, probes, floor, self.proposals)
+        keyed = self.keyed(plan)
         shots: dict[str, Shots] = {}
         for node, s in setting:
+            match = (keyed[node].key,) if s.matched and s.hierarchy and node in keyed else ()
             if s.strategy == "bootstrap":
                 if (arm, plan_key(plan)) not in self._bootstrap:
                     raise RuntimeError(f"{arm}: bootstrap examples for {node} asked before TrialRunner.bootstrap ran")
-                shots[node] = Shots(s.shots, "nearest", self._bootstrap[(arm, plan_key(plan))].get(node, frozenset()))
+                only = self._bootstrap[(arm, plan_key(plan))].get(node, frozenset())
+                shots[node] = Shots(s.shots, "nearest", only, match)
             else:
-                shots[node] = Shots(s.shots, s.strategy)
-        keyed = self.keyed(plan)
+                shots[node] = Shots(s.shots, s.strategy, match=match)
         choices = {node: keyed[node] for node, s in setting if s.hierarchy and node in keyed}
         node_keys: dict[str, dict[str, Any]] = {}
         for node, s in setting:

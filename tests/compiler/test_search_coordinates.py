@@ -31,7 +31,7 @@ from compiler.spec import GoldCase, Spec
 from compiler.splits import Split, split_gold
 from compiler.target_cache import CachedBackend
 from compiler.trials import NodeSetting, TrialRunner
-from runtime import BackendError, measure_prior, open_backend
+from runtime import BackendError, load_pack, measure_prior, open_backend
 from tests.support.fault_server import FaultServer
 from tests.support.routing import SUBISSUES, KeyedTarget, routing_cases, write_routing_spec
 from tests.support.tickets import CASE_ID, Target, asked_case, gold_cases, request_index, request_schema, write_spec
@@ -69,6 +69,30 @@ def test_the_search_splits_a_field_by_its_parent_when_the_target_needs_the_narro
     assert graph["nodes"]["subissue"]["choices"] == {"subissue": {"labels": "subissue-subissue", "key": "department"}}
     labels = yaml.safe_load((tmp_path / "out" / "labels" / "subissue-subissue.yaml").read_text())
     assert {d: set(v) for d, v in labels.items()} == {d: set(s) for d, s in SUBISSUES.items()}
+
+
+def test_keyed_choices_may_also_show_only_examples_of_the_parent_value(
+    tmp_path: Path, servers: list[FaultServer]
+) -> None:
+    cases = routing_cases()
+    spec = load_spec(write_routing_spec(tmp_path / "spec", cases))
+    split = split_gold(spec)
+    induction = induce([(c.input, c.expected) for c in spec.gold], list(spec.outputs))
+    plan = parse_plan(make_planner("rules").plan(PlanRequest(spec, induction, {}, 1)).document, spec)
+    target = serve(servers, KeyedTarget(cases)).spec()
+    backend = CachedBackend(open_backend(target), tmp_path / "cache", target)
+    runner = TrialRunner(spec, induction, {}, tmp_path / "search", backend, model=target, train=split.train)
+    search = Search("pack", plan, runner, split.validation, backend.counts, 1000, tmp_path / "trials.jsonl")
+    start = search.start()
+    offered = [dict(v)["subissue"] for v in search.variants(start, "subissue", "hierarchy")]
+    assert [(s.hierarchy, s.matched) for s in offered] == [(False, False), (True, False), (True, True)]
+    runner.emit("pack", plan, tuple((n, offered[2] if n == "subissue" else s) for n, s in start), tmp_path / "pack")
+    backend.close()
+    graph = yaml.safe_load((tmp_path / "pack" / "graph.yaml").read_text())
+    assert graph["nodes"]["subissue"]["examples"]["match"] == ["department"]
+    assert "match" not in graph["nodes"]["department"]["examples"]
+    node = load_pack(tmp_path / "pack").nodes["subissue"]
+    assert node.examples is not None and node.examples.match == ("department",)
 
 
 def test_the_label_map_holds_what_train_shows_and_keeps_unseen_values_open() -> None:

@@ -13,3 +13,8 @@ def write_rows(path: Path, rows: Iterable[dict[str, Any]]) -> None:
     with path.open("w", encoding="utf-8") as f:
         for row in rows:
             f.write(json.dumps(row) + "\n")
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of a file `write_rows` wrote (what `--from-rows FILE` re-prints)."""
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]

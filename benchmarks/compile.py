@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks._rows import write_rows  # noqa: E402
 from benchmarks.induction import measure  # noqa: E402
 from compiler import build, load_spec  # noqa: E402
-from compiler.induce import SCORED_KINDS  # noqa: E402
+from compiler.induce_score import SCORED_KINDS  # noqa: E402
 from compiler.planners import make_planner  # noqa: E402
 from runtime import Tool, load_tools  # noqa: E402
 

@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import runtime  # noqa: E402
+from benchmarks._rows import read_rows  # noqa: E402
 from compiler import load_spec  # noqa: E402
 from compiler.loop import build  # noqa: E402
 from compiler.planners import make_planner  # noqa: E402
@@ -141,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.from_rows:
-        rows = [json.loads(line) for line in Path(args.from_rows).read_text().splitlines() if line.strip()]
+        rows = read_rows(Path(args.from_rows))
         print(table(rows))
         return 0
     server = None

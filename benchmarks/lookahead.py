@@ -38,7 +38,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import real_models
-from benchmarks._rows import write_rows
+from benchmarks._rows import read_rows, write_rows
 from runtime import load_pack, run_pack, wilson_interval
 from runtime.backends import open_backend
 
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from-rows", metavar="FILE", help="re-print the table from a rows file; no model is called")
     args = parser.parse_args(argv)
     if args.from_rows:
-        print_table([json.loads(line) for line in Path(args.from_rows).read_text().splitlines() if line.strip()])
+        print_table(read_rows(Path(args.from_rows)))
         return 0
     arms = [a for a in args.arms.split(",") if a]
     for arm in arms:

@@ -28,7 +28,6 @@ benchmarks/results/quorum_sure.jsonl.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import shutil
 import statistics
@@ -47,7 +46,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import real_models as rm
-from benchmarks._rows import write_rows
+from benchmarks._rows import read_rows, write_rows
 from runtime import load_pack, run_pack, wilson_interval
 from runtime.backends import Backend, ModelCall, ModelReply, open_backend
 
@@ -241,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from-rows", metavar="FILE", help="re-print the tables from a rows file; no model is called")
     args = parser.parse_args(argv)
     if args.from_rows:
-        rows = [json.loads(line) for line in Path(args.from_rows).read_text().splitlines() if line.strip()]
+        rows = read_rows(Path(args.from_rows))
         for task in dict.fromkeys(r["task"] for r in rows):
             mine = [r for r in rows if r["task"] == task]
             choice = next(r for r in mine if r.get("kind") == "choice")

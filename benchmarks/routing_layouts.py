@@ -46,7 +46,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import real_models
-from benchmarks._rows import write_rows
+from benchmarks._rows import read_rows, write_rows
 from runtime import load_pack, wilson_interval
 from runtime.fewshot import choose
 from runtime.messages import build_messages, compact
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from-rows", metavar="FILE", help="re-print the table from a rows file; no model is called")
     args = parser.parse_args(argv)
     if args.from_rows:
-        print_table([json.loads(line) for line in Path(args.from_rows).read_text().splitlines() if line.strip()])
+        print_table(read_rows(Path(args.from_rows)))
         return 0
     cases = real_models.spread(real_models.load_task(TASK).cases, args.limit)
     rows: list[dict[str, Any]] = []

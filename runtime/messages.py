@@ -17,7 +17,8 @@ cache, so it reads only the answer and the new request (docs/pack-format.md,
 (the walk came another way), the node's call is system prompt and request alone.
 
 The manifest's `truncate:` cuts input fields before any of these is rendered (the
-run's input itself is unchanged); what was cut is returned as notes for the trace."""
+run's input itself is unchanged); what was cut is returned as notes for the trace, as is
+a call shown fewer examples than `count` because too few match (`examples.match`)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from runtime.fewshot import choose
 
 if TYPE_CHECKING:
+    from runtime.fewshot import Examples
     from runtime.pack.model import Node, Pack, Truncation
 
 SYSTEM = "You fill in one JSON object that follows the given schema. Reply with the JSON object only."
@@ -103,7 +105,10 @@ def build_messages(pack: Pack, node: Node, state: Mapping[str, Any], input_: Map
     messages = [{"role": "system", "content": system.render(view) if system is not None else SYSTEM}]
     if node.examples is not None:
         fields = answer_fields(pack, node)
-        for example in choose(node.examples, shown, own=input_, state=state):
+        chosen = choose(node.examples, shown, own=input_, state=state)
+        if node.examples.match and len(chosen) < node.examples.count:
+            notes.append(few_matched(node.examples, len(chosen), state))
+        for example in chosen:
             example_input, _ = truncate_input(example.input, pack.truncate)
             answer = {w: example.expected[w] for w in fields}
             messages.append(
@@ -113,6 +118,12 @@ def build_messages(pack: Pack, node: Node, state: Mapping[str, Any], input_: Map
     prompt = node.prompt.render(view)
     messages.append({"role": "user", "content": prompt})
     return Built(messages, prompt, notes)
+
+
+def few_matched(examples: Examples, shown: int, state: Mapping[str, Any]) -> str:
+    """The trace note of a call shown fewer examples than `count` because of `match`."""
+    values = ", ".join(f"{f}={json.dumps(state.get(f), ensure_ascii=False)[:60]}" for f in examples.match)
+    return f"{shown} of {examples.count} few-shot examples shown: only {shown} in {examples.file} match {values}"
 
 
 def context_problem(pack: Pack, node: Node, input_: Mapping[str, Any], exc: Exception) -> str:

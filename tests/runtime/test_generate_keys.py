@@ -234,6 +234,8 @@ def test_it_shows_only_examples_that_match_the_state_with_match(
         "It is a plant. Which one: a tall oak tree\n",
         '{"sublabel":"tree"}',
     ]
+    sub = next(step for step in result.trace.steps if step.node == "sub")
+    assert 'only 2 in examples.jsonl match label="plant"' in " ".join(sub.notes)
 
 
 def test_match_keeps_examples_whose_expected_values_equal_the_state() -> None:

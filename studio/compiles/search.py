@@ -226,6 +226,8 @@ def setting_text(v: Any) -> str:
             bits.append(f"{prompt} prompt")
         if s.get("hierarchy") is True:
             bits.append("keyed choices")
+        if s.get("matched") is True:
+            bits.append("examples of the parent's value")
         if s.get("prior") is True:
             bits.append("label prior divided out")
         draws = _int(s.get("draws"))

@@ -370,7 +370,13 @@ def test_the_worker_hands_the_loop_the_projects_cache_on_every_compile(
 def test_a_setting_says_which_search_coordinates_are_on() -> None:
     text = search.setting_text(
         {
-            "route": {"shots": 3, "strategy": "bootstrap", "prompt": "proposal-0123456789", "hierarchy": True},
+            "route": {
+                "shots": 3,
+                "strategy": "bootstrap",
+                "prompt": "proposal-0123456789",
+                "hierarchy": True,
+                "matched": True,
+            },
             "check": {
                 "shots": 0,
                 "strategy": "nearest",
@@ -382,6 +388,6 @@ def test_a_setting_says_which_search_coordinates_are_on() -> None:
         }
     )
     assert text == (
-        "route: 3 shots (bootstrap), proposal-0123456789 prompt, keyed choices; "
+        "route: 3 shots (bootstrap), proposal-0123456789 prompt, keyed choices, examples of the parent's value; "
         "check: 0 shots (nearest), names prompt, label prior divided out, 3 draws, reasons first"
     )

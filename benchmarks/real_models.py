@@ -81,7 +81,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._rows import write_rows
+from benchmarks._rows import read_rows, write_rows
 from runtime import (
     Backend,
     FieldRule,
@@ -137,10 +137,6 @@ class Task:
         return list(self.union_schema["properties"])
 
 
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
 def load_task(name: str) -> Task:
     root = PACKS / name
     manifest = yaml.safe_load((root / "manifest.yaml").read_text())
@@ -169,8 +165,8 @@ def load_task(name: str) -> Task:
         root=root,
         manifest=manifest,
         graph=graph,
-        cases=_jsonl(root / "evalset.jsonl"),
-        examples=_jsonl(root / "examples.jsonl") if (root / "examples.jsonl").exists() else [],
+        cases=read_rows(root / "evalset.jsonl"),
+        examples=read_rows(root / "examples.jsonl") if (root / "examples.jsonl").exists() else [],
         system=system,
         one_call_prompt=(ONE_CALL / f"{name}.txt").read_text(),
         union_schema=union,
@@ -711,9 +707,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print the summaries as JSON too")
     parser.add_argument("--from-rows", metavar="FILE", help="re-summarise a raw-rows file; no model is called")
+    parser.add_argument(
+        "--at",
+        type=float,
+        action="append",
+        default=[],
+        metavar="T",
+        help="with --from-rows: the measurement half's auto tier at threshold T too (repeatable), "
+        "to compare runs at the same threshold",
+    )
     args = parser.parse_args(argv)
     if args.from_rows:
-        return resummarise(Path(args.from_rows), args.target_auto_accuracy)
+        return resummarise(Path(args.from_rows), args.target_auto_accuracy, args.at)
     tasks = [t for t in args.tasks.split(",") if t]
     arms = [a for a in args.arms.split(",") if a]
     for name in tasks:
@@ -790,8 +795,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def resummarise(path: Path, target: float) -> int:
-    """Print the tables again from a raw-rows file (as written by a run), no model."""
+def resummarise(path: Path, target: float, at: list[float] | None = None) -> int:
+    """Print the tables again from a raw-rows file (as written by a run), no model; with
+    `at`, the measurement half's auto tier at each of those thresholds too."""
     known = {f.name for f in dataclasses.fields(Row)}
     by_task: dict[str, dict[str, list[Row]]] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
@@ -803,6 +809,17 @@ def resummarise(path: Path, target: float) -> int:
         by_task.setdefault(row.task, {}).setdefault(row.arm, []).append(row)
     for name, arm_rows in by_task.items():
         print_table(load_task(name), summarise(load_task(name), arm_rows, target), arm_rows, {})
+        measure = arm_rows.get("pack", [])[1::2]
+        ids = {r.case for r in measure}
+        one = [r for r in arm_rows.get("one_call", []) if r.case in ids]
+        for threshold in at or []:
+            m = _measured(threshold, measure, one, arm_rows.get("baseline", []))
+            same = m["one_call_accuracy_same_cases"]
+            print(
+                f"  auto tier at threshold {threshold:g} (measurement half): {m['auto']} of {len(measure)} cases, "
+                f"{m['auto_passed']} right"
+                + (f"; one call on the same cases {100 * same:.0f}%" if same is not None else "")
+            )
     return 0
 
 

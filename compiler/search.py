@@ -47,6 +47,7 @@ MIN_BATCH = 8
 MAX_PASSES = 2
 FEWSHOT_CHOICES: tuple[tuple[int, str], ...] = ((0, "nearest"), (1, "nearest"), (3, "nearest"), (3, "fixed"))
 PRIOR_FILLERS = 3  # calls one prior measurement makes (runtime.measure_prior's fillers)
+MATCHED_SHOTS = 2  # examples shown with keyed choices matched to the parent (benchmarks/routing_layouts.py)
 BOOTSTRAP = (3, "bootstrap")  # offered when the budget can pay for a run of the train split
 PROMPT_CHOICES = PROMPT_STYLES
 # structure first (it changes what the others are scored on); the costly gates last
@@ -190,10 +191,10 @@ class Search:
         else:
             if node not in self.runner.keyed(self.plan):
                 return [incumbent]
-            values = [
-                dataclasses.replace(current, hierarchy=h, matched=m)
-                for h, m in ((False, False), (True, False), (True, True))
-            ]
+            values = [dataclasses.replace(current, hierarchy=h, matched=False) for h in (False, True)]
+            if current.shots > 0:  # examples of the parent's value: two, as measured best (docs/compiler.md)
+                shots = min(current.shots, MATCHED_SHOTS)
+                values.append(dataclasses.replace(current, hierarchy=True, matched=True, shots=shots))
         out = [incumbent]
         for value in values:
             candidate = tuple((n, value if n == node else s) for n, s in incumbent)
@@ -354,6 +355,7 @@ __all__ = [
     "BOOTSTRAP",
     "COORDINATES",
     "FEWSHOT_CHOICES",
+    "MATCHED_SHOTS",
     "MIN_BATCH",
     "PROMPT_CHOICES",
     "Search",

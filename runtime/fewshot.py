@@ -10,9 +10,11 @@ apart, as the held-out score). Per call, `choose` picks `count`
 examples: `fixed` takes the first ones in file order; `nearest` ranks them by the
 Jaccard similarity of the word sets of the call's input and each example's input
 (every string in the input, flattened), ties broken by file order. `match` lists
-state fields the node reads (written by earlier nodes): only examples whose expected
-value of each equals the run's are candidates, so a sub-issue node is shown examples of
-the department already chosen; fewer than `count` are shown when fewer match. All of
+state fields the node reads and does not write (written by earlier nodes; a path like
+`customer.tier` names a part of one): only examples whose expected value there equals
+the run's, compared as canonical JSON, are candidates, so a sub-issue node is shown
+examples of the department already chosen; fewer than `count` are shown when fewer
+match. All of
 this is deterministic: the same input and state always get the same examples. A case is never its own
 few-shot example: an example whose input equals the call's (canonical JSON) is skipped,
 so a train-tagged case run on its own line is not shown its answer."""
@@ -107,18 +109,31 @@ def choose(
     `nearest`, the most similar comes last, next to the question. Never an example whose
     input is the call's own: `input_`, or `own` (the input before truncation, when the
     call shows a cut one), compared as canonical JSON. With `match`, only examples whose
-    expected values of those fields equal `state`'s (a field missing from the state
+    expected values at those paths equal `state`'s (a path missing from the state
     matches no example)."""
     mine = {canonical(dict(input_))} | ({canonical(dict(own))} if own is not None else set())
     items = [e for e in examples.items if e.key not in mine]
     if examples.match:
-        state = state or {}
-        items = [e for e in items if all(f in state and e.expected.get(f) == state[f] for f in examples.match)]
+        wanted = [at(state or {}, f) for f in examples.match]
+        if any(w is None for w in wanted):
+            return []
+        items = [e for e in items if [at(e.expected, f) for f in examples.match] == wanted]
     if examples.strategy == "fixed":
         return items[: examples.count]
     query = words(dict(input_))
     ranked = sorted(range(len(items)), key=lambda i: (-jaccard(query, items[i].words), i))[: examples.count]
     return [items[i] for i in reversed(ranked)]
+
+
+def at(values: Mapping[str, Any], path: str) -> str | None:
+    """The value at the field path `path` ('a.b': key b of field a) as canonical JSON,
+    so `true` never equals `1` and key order does not count; None when it is missing."""
+    value: Any = values
+    for key in path.split("."):
+        if not isinstance(value, Mapping) or key not in value:
+            return None
+        value = value[key]
+    return canonical(value)
 
 
 def overlap_issues(examples: Examples, cases: Sequence[GoldCase], train_tag: str | None = None) -> list[PackIssue]:

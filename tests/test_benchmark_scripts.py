@@ -16,11 +16,11 @@ from tests.support.started import ROOT
 SCRIPTS = sorted(p for p in (ROOT / "benchmarks").glob("*.py") if not p.name.startswith("_"))
 
 
-def test_the_readme_cites_only_scripts_that_exist() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_the_docs_cite_only_scripts_that_exist() -> None:
+    docs = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "benchmarks" / "packs").glob("*/README.md")]
     names = {p.name for p in SCRIPTS}
-    cited = set(re.findall(r"benchmarks/(\w+\.py)", readme))
-    assert cited and cited <= names, sorted(cited - names)
+    cited = {name: doc.name for doc in docs for name in re.findall(r"benchmarks/(\w+\.py)", doc.read_text())}
+    assert cited and set(cited) <= names, {n: d for n, d in cited.items() if n not in names}
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)

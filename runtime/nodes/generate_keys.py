@@ -184,19 +184,19 @@ def load_examples(node: Node, spec: Any, loader: LoadContext) -> Examples | None
 
 
 def _match_fields(node: Node, spec: Any, loader: LoadContext) -> tuple[str, ...] | None:
-    """`examples.match`: state fields the node reads and does not write (their values
-    come from earlier nodes); None after reporting a problem."""
+    """`examples.match`: field paths of the state the node reads and does not write
+    (their values come from earlier nodes); None after reporting a problem."""
     at = ("nodes", node.id, "examples", "match")
     if not isinstance(spec, list) or not all(isinstance(f, str) and f for f in spec):
         loader.error("examples.match must be a list of state fields the node reads, like [department]", *at)
         return None
-    state_reads = {r.split(".", 1)[0] for r in node.reads if not r.startswith("input.")} - set(node.writes)
+    state_reads = tuple(r for r in node.reads if not r.startswith("input."))
     for i, name in enumerate(spec):
-        if name not in state_reads:
-            reads = ", ".join(sorted(state_reads)) or "none"
+        if not covered(name, state_reads) or covered(name, node.writes):
+            reads = ", ".join(sorted(set(state_reads) - set(node.writes))) or "none"
             loader.error(
-                f"examples.match: '{name}' is not a state field node '{node.id}' reads and an earlier node "
-                f"writes (its state reads: {reads}); add it to reads or remove it from match",
+                f"examples.match: '{name}' is not a state field node '{node.id}' reads and does not write "
+                f"(its state reads: {reads}); add it to reads or remove it from match",
                 *at,
                 i,
             )

@@ -5,6 +5,7 @@ right only under the setting the coordinate can find."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -85,11 +86,23 @@ def test_keyed_choices_may_also_show_only_examples_of_the_parent_value(
     search = Search("pack", plan, runner, split.validation, backend.counts, 1000, tmp_path / "trials.jsonl")
     start = search.start()
     offered = [dict(v)["subissue"] for v in search.variants(start, "subissue", "hierarchy")]
-    assert [(s.hierarchy, s.matched) for s in offered] == [(False, False), (True, False), (True, True)]
+    assert [(s.hierarchy, s.matched, s.shots) for s in offered] == [
+        (False, False, 3),
+        (True, False, 3),
+        (True, True, 2),
+    ]
+    # Without examples there is nothing to match: that value would emit the same pack again.
+    none = tuple((n, dataclasses.replace(s, shots=0) if n == "subissue" else s) for n, s in start)
+    assert [dict(v)["subissue"].matched for v in search.variants(none, "subissue", "hierarchy")] == [False, False]
     runner.emit("pack", plan, tuple((n, offered[2] if n == "subissue" else s) for n, s in start), tmp_path / "pack")
     backend.close()
     graph = yaml.safe_load((tmp_path / "pack" / "graph.yaml").read_text())
-    assert graph["nodes"]["subissue"]["examples"]["match"] == ["department"]
+    assert graph["nodes"]["subissue"]["examples"] == {
+        "file": "examples/subissue.jsonl",
+        "count": 2,
+        "strategy": "nearest",
+        "match": ["department"],
+    }
     assert "match" not in graph["nodes"]["department"]["examples"]
     node = load_pack(tmp_path / "pack").nodes["subissue"]
     assert node.examples is not None and node.examples.match == ("department",)

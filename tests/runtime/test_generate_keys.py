@@ -247,6 +247,52 @@ def test_match_keeps_examples_whose_expected_values_equal_the_state() -> None:
     assert choose(matched, {"text": "x"}, state={}) == []  # a field not in the state matches nothing
 
 
+def test_match_compares_the_value_at_a_path_as_canonical_json() -> None:
+    rows = [
+        ({"customer": {"tier": "gold", "id": 7}, "vip": True}, "a"),
+        ({"customer": {"tier": "gold", "id": 8}, "vip": 1}, "b"),
+        ({"customer": {"tier": "silver", "id": 9}, "vip": True}, "c"),
+    ]
+    items = tuple(
+        Example(i, {"text": i}, {**e, "sublabel": "x"}, n, words({"text": i})) for n, (e, i) in enumerate(rows)
+    )
+    by_tier = Examples("examples.jsonl", 3, "fixed", items, ("customer.tier",))
+    state = {"customer": {"id": 1, "tier": "gold"}, "vip": True}
+    assert [e.id for e in choose(by_tier, {"text": "x"}, state=state)] == ["a", "b"]  # the other keys do not count
+    by_flag = Examples("examples.jsonl", 3, "fixed", items, ("vip",))
+    assert [e.id for e in choose(by_flag, {"text": "x"}, state=state)] == ["a", "c"]  # true is not 1
+    assert choose(by_tier, {"text": "x"}, state={"customer": "gold"}) == []  # no such path in the state
+
+
+def test_match_takes_a_path_inside_a_read_and_refuses_one_above_it(tmp_path: Path) -> None:
+    inside = write_hierarchy(
+        tmp_path / "inside",
+        sub={
+            "reads": ["input.text", "label.name"],
+            "choices": None,
+            "examples": {"file": "examples.jsonl", "match": ["label.name"]},
+        },
+        files={
+            "examples.jsonl": jsonl(
+                [{"id": "e", "input": {"text": "a"}, "expected": {"label": {"name": "x"}, "sublabel": "cat"}}]
+            ),
+            "prompts/sub.txt": "It is a {{ label.name }}. Which one: {{ input.text }}\n",
+        },
+    )
+    examples = load_pack(inside).nodes["sub"].examples
+    assert examples is not None and examples.match == ("label.name",)
+    above = write_hierarchy(
+        tmp_path / "above",
+        sub={
+            "reads": ["input.text", "label.name"],
+            "choices": None,
+            "examples": {"file": "examples.jsonl", "match": ["label"]},
+        },
+        files={"prompts/sub.txt": "It is a {{ label.name }}. Which one: {{ input.text }}\n"},
+    )
+    assert any("examples.match: 'label' is not a state field node 'sub' reads" in i for i in issues_of(above))
+
+
 def test_it_chooses_the_nearest_examples_by_word_overlap() -> None:
     items = tuple(Example(e["id"], e["input"], e["expected"], i + 1, words(e["input"])) for i, e in enumerate(EXAMPLES))
     nearest = Examples("examples.jsonl", 2, "nearest", items)
@@ -298,7 +344,7 @@ def test_it_refuses_an_example_that_is_an_evalset_case(tmp_path: Path, example: 
         (
             {"file": "examples.jsonl", "match": ["sublabel"]},
             "",
-            "examples.match: 'sublabel' is not a state field node 'sub' reads and an earlier node writes "
+            "examples.match: 'sublabel' is not a state field node 'sub' reads and does not write "
             "(its state reads: label); add it to reads or remove it from match",
         ),
         ({"file": "examples.jsonl", "match": "label"}, "", "examples.match must be a list of state fields"),

@@ -40,13 +40,25 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for issue in enum_problems(pack):
         print(f"warning: {issue}")
     if args.endpoint:
-        from runtime.endpoints import lint_pack
+        from runtime.endpoints import fit_pack, lint_pack
 
         warnings = lint_pack(pack, args.endpoint)
         for warning in warnings:
             print(f"warning: {warning}")
         if not warnings:
             print("schema lint: no warnings; the endpoint's grammar mode enforces every keyword used")
+        fit = fit_pack(pack, args.endpoint)
+        for line in fit.warnings:
+            print(f"warning: {line}")
+        if fit.more:
+            print(f"warning: {fit.more} more requests do not fit (the first {len(fit.warnings)} are above)")
+        if fit.note:
+            print(f"note: {fit.note}")
+        elif not fit.warnings:
+            print(
+                f"context: every evalset case fits ({fit.counted} requests counted by the server, "
+                f"{fit.context} tokens a slot)"
+            )
     return EXIT_OK
 
 

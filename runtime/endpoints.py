@@ -16,6 +16,7 @@ from typing import Any
 from runtime.backends.base import ModelCall
 from runtime.backends.config import OpenAIConfig
 from runtime.confidence import allowed_values, value_confidence
+from runtime.context_fit import FitReport, check_fit
 from runtime.errors import BadSpec, PackforgeError
 from runtime.logs import redact
 from runtime.nodes import kind_names
@@ -145,6 +146,20 @@ def lint_pack(pack: Pack, spec: str) -> list[LintWarning]:
         if node.kind in asking and node.schema is not None:
             found.extend(lint_schema(node.schema, mode, node.id))
     return found
+
+
+def fit_pack(pack: Pack, spec: str) -> FitReport:
+    """Every evalset case's request per generate node, counted by the endpoint named by
+    `spec` against its context (runtime.context_fit)."""
+    from runtime.backends.config import parse_openai_spec
+    from runtime.backends.openai import OpenAIBackend
+
+    _grammar_mode(spec)  # an openai: spec, or a clear error
+    backend = OpenAIBackend(spec, parse_openai_spec(spec))
+    try:
+        return check_fit(pack, backend)
+    finally:
+        backend.close()
 
 
 def _grammar_mode(spec: str) -> str:

@@ -128,20 +128,32 @@ def few_matched(examples: Examples, shown: int, state: Mapping[str, Any]) -> str
 
 def context_problem(pack: Pack, node: Node, input_: Mapping[str, Any], exc: Exception) -> str:
     """Why a node failed when its request, with every few-shot example dropped, still
-    does not fit the model's context: the server's words, and what to change: a
-    `truncate:` rule for the longest input text the node reads, as it was sent (or a
-    smaller one, if it has a rule)."""
+    does not fit the model's context: the server's words, and what to change
+    (`truncate_advice`)."""
+    head = f"input does not fit the model's context: {exc}"
+    advice = truncate_advice(pack, node, input_)
+    return f"{head}; {advice}" if advice else head
+
+
+def truncate_advice(
+    pack: Pack, node: Node, input_: Mapping[str, Any], over: int = 0, chars_per_token: float = 4.0
+) -> str | None:
+    """What to change when a node's request does not fit: a `truncate:` rule for the
+    longest input text the node reads, as it was sent (or a smaller one, if it has a
+    rule); None when the node reads no input text. With `over` (tokens too many, as
+    counted), the rule suggested cuts that many tokens' worth of characters and a tenth
+    more; without, half the text."""
     shown, _ = truncate_input(input_, pack.truncate)
     read = {r.split(".", 1)[1].split(".", 1)[0] for r in node.reads if r.startswith("input.")}
     texts = {name: len(v) for name, v in shown.items() if isinstance(v, str) and (not read or name in read)}
-    head = f"input does not fit the model's context: {exc}"
     if not texts:
-        return head
+        return None
     name = max(texts, key=lambda k: texts[k])
     rule = pack.truncate.get(name)
+    keep = int((texts[name] - over * chars_per_token) * 0.9) if over > 0 else texts[name] // 2
     if rule is None:
         return (
-            f"{head}; input.{name} is {texts[name]} characters and manifest.yaml has no truncate: rule for it "
-            f"(e.g. truncate: {{{name}: {{max_chars: {max(200, texts[name] // 2)}, keep: head}}}})"
+            f"input.{name} is {texts[name]} characters and manifest.yaml has no truncate: rule for it "
+            f"(e.g. truncate: {{{name}: {{max_chars: {max(200, keep)}, keep: head}}}})"
         )
-    return f"{head}; input.{name} is already cut to {rule.max_chars} characters: lower its truncate: max_chars"
+    return f"input.{name} is already cut to {rule.max_chars} characters: lower its truncate: max_chars"

@@ -154,18 +154,31 @@ class OpenAIBackend:
 
     def server_owner(self) -> str | None:
         """Who serves the model, as `GET /models` says (`owned_by`: "llamacpp" for
-        llama.cpp's server); None when the endpoint does not say. One quick request,
-        never retried: only `endpoints check` asks, to suggest a grammar mode."""
-        headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
-        try:
-            response = self._client.get(self.config.base_url + "/models", headers=headers, timeout=5.0)
-            models = response.json().get("data") if response.status_code == 200 else None
-        except (httpx.HTTPError, ValueError, AttributeError):
-            return None
+        llama.cpp's server); None when the endpoint does not say. Only `endpoints check`
+        asks, to suggest a grammar mode."""
+        answer = self.probe("GET", self.config.base_url + "/models")
+        models = answer.get("data") if isinstance(answer, dict) else None
         if not isinstance(models, list):
             return None
         owners = {m.get("owned_by") for m in models if isinstance(m, dict)}
         return next((o for o in sorted(owners, key=str) if isinstance(o, str)), None)
+
+    @property
+    def server_root(self) -> str:
+        """The server's own address: `base_url` without its `/v1` (llama-server and vLLM
+        serve /props and /tokenize there)."""
+        base = self.config.base_url.rstrip("/")
+        return base[: -len("/v1")] if base.endswith("/v1") else base
+
+    def probe(self, method: str, url: str, body: Any = None) -> Any:
+        """One quick request to the server about itself (its models, context, tokenizer):
+        the JSON answer, or None on any failure. Never retried; not a model call."""
+        headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
+        try:
+            response = self._client.request(method, url, json=body, headers=headers, timeout=5.0)
+            return response.json() if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return None
 
     # -- the request -------------------------------------------------------------------
 

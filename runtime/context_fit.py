@@ -87,10 +87,10 @@ def check_fit(pack: Pack, backend: OpenAIBackend) -> FitReport:
     """Every evalset case's request per generate node, counted against the server's context."""
     tokens = ServerTokens(backend)
     report = FitReport(tokens.context)
-    if tokens.context is None:
+    if tokens.context is None or tokens.count([{"role": "user", "content": "hi"}]) is None:
         report.note = (
-            "context not checked: the endpoint answers neither llama-server's /props and /tokenize "
-            "nor vLLM's /tokenize, and a count from characters would be a guess"
+            "context not checked: the endpoint answers neither llama-server's /props, /apply-template and "
+            "/tokenize nor vLLM's /tokenize, and a count from characters would be a guess"
         )
         return report
     nodes = [n for n in pack.nodes.values() if n.kind == "generate" and n.prompt is not None]

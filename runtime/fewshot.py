@@ -14,10 +14,10 @@ state fields the node reads and does not write (written by earlier nodes; a path
 `customer.tier` names a part of one): only examples whose expected value there equals
 the run's, compared as canonical JSON, are candidates, so a sub-issue node is shown
 examples of the department already chosen; fewer than `count` are shown when fewer
-match. All of
-this is deterministic: the same input and state always get the same examples. A case is never its own
-few-shot example: an example whose input equals the call's (canonical JSON) is skipped,
-so a train-tagged case run on its own line is not shown its answer."""
+match. All of this is deterministic: the same input and state always get the same
+examples. A case is never its own few-shot example: an example whose input equals the
+call's (canonical JSON) is skipped, so a train-tagged case run on its own line is not
+shown its answer."""
 
 from __future__ import annotations
 

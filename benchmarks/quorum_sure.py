@@ -155,13 +155,15 @@ def choose_p(rows: list[dict[str, Any]]) -> float | None:
 
 @contextmanager
 def with_sure(task: rm.Task, p: float | None) -> Iterator[rm.Task]:
-    """The task with its quorum node's `sure` set to `p` (None: removed)."""
+    """The task with its quorum node's `sure` set to `p` (None: removed), judged on the
+    whole answer: `sure_fields` is taken out (real_models.py measures the pack with it)."""
     with tempfile.TemporaryDirectory(prefix=f"sure-{task.name}-") as tmp:
         root = Path(tmp) / task.name
         shutil.copytree(task.root, root)
         graph = yaml.safe_load((root / "graph.yaml").read_text())
         node_id, _ = quorum_node(task)
         graph["nodes"][node_id].pop("sure", None)
+        graph["nodes"][node_id].pop("sure_fields", None)
         if p is not None:
             graph["nodes"][node_id]["sure"] = p
         (root / "graph.yaml").write_text(yaml.safe_dump(graph, sort_keys=False))

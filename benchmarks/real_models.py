@@ -359,6 +359,7 @@ def pack_copy(task: Task, case_ids: set[str], opened: bool) -> Iterator[Path]:
                     node["agree"] = 1
                     node["draw_all"] = True
                     node.pop("sure", None)  # every draw is made: none stands alone
+                    node.pop("sure_fields", None)
             (root / "graph.yaml").write_text(yaml.safe_dump(graph, sort_keys=False))
         kept = [c for c in task.cases if c["id"] in case_ids]
         (root / "evalset.jsonl").write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in kept))
@@ -706,6 +707,9 @@ def main(argv: list[str] | None = None) -> int:
         help="pin each run to one of this many llama-server slots (the endpoint's slots=; 0: let the server pick)",
     )
     parser.add_argument("--json", action="store_true", help="print the summaries as JSON too")
+    parser.add_argument(
+        "--rows", metavar="FILE", default=str(RESULTS), help=f"where the raw rows go (default {RESULTS.name})"
+    )
     parser.add_argument("--from-rows", metavar="FILE", help="re-summarise a raw-rows file; no model is called")
     parser.add_argument(
         "--at",
@@ -788,8 +792,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"server logs kept in {log_dir}", file=sys.stderr)
         raise
     shutil.rmtree(log_dir, ignore_errors=True)
-    print(f"\n{time.monotonic() - started:.0f}s; raw rows in {RESULTS.relative_to(HERE.parent)}")
-    write_rows(RESULTS, rows_out)
+    print(f"\n{time.monotonic() - started:.0f}s; raw rows in {args.rows}")
+    write_rows(Path(args.rows), rows_out)
     if args.json:
         print(json.dumps(summaries, indent=2))
     return 0

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from runtime.errors import PackIssue
     from runtime.expr import Expression
     from runtime.journal import ToolPayload
+    from runtime.nodes.sure_fields import PartialAsk
     from runtime.pack.model import Node, Pack, RetryPolicy
     from runtime.templates import Template
     from runtime.tools import Registry, ToolOutcome
@@ -42,6 +43,7 @@ class Outcome:
     tool_stats: dict[str, Any] | None = None  # a choose_tool visit's counters (Step.tool_stats)
     context: bool = False  # failed because the request does not fit the model's context
     least_p: float | None = None  # the least likely token's probability in the answer (a quorum's `sure`)
+    partial: PartialAsk | None = None  # with `sure_fields`: what the draws after this first one ask for
 
 
 @dataclass(frozen=True)

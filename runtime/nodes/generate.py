@@ -10,7 +10,8 @@ agree on the written fields (or those `agree_on` names, compared by the manifest
 draw was rejected. Draws stop once those still to come cannot change the vote (not with
 a `confidence` gate, nor with `draw_all: true`; docs/pack-format.md, "Quorum draws");
 with `sure: P`, a first draw whose every token had probability P or more (its call asks
-for logprobs) stands alone.
+for logprobs) stands alone; with `sure_fields: true` too, the later draws ask only for
+the fields the first draw was not sure of (runtime.nodes.sure_fields).
 With `confidence: {field, min}`, the node's calls ask for logprobs and the node is also
 unsure when its confidence in that closed-choice field is below `min`
 (runtime.confidence); the confidence is on the step either way. With `prior: {field,
@@ -30,6 +31,7 @@ from runtime.messages import build_messages, context_problem
 from runtime.nodes.base import LoadContext, NodeDrawing, Outcome, RunContext, covered, may_retry, whole_number
 from runtime.nodes.gating import apply_gate, load_gate, measure
 from runtime.nodes.generate_keys import load_choices, load_continues, load_examples
+from runtime.nodes.sure_fields import PartialAsk, field_least_p, partial_ask
 from runtime.nodes.voting import decided, least_p, load_agree_on, load_sure, vote
 from runtime.prior import apply_prior, load_prior
 from runtime.verify import as_sets, feedback_message, parse_answer, verify_answer
@@ -89,6 +91,7 @@ class GenerateKind:
             "draw_all",
             "continues",
             "sure",
+            "sure_fields",
         }
     )
     drawing = NodeDrawing(shape="rounded", css_class="node-generate", label="generate", mermaid=('["', '"]'))
@@ -124,6 +127,11 @@ class GenerateKind:
         node.draw_all = _flag(spec, "draw_all", loader, at)
         if "sure" in spec:
             node.sure = load_sure(node, spec, loader, at)
+        node.sure_fields = _flag(spec, "sure_fields", loader, at)
+        if node.sure_fields and "sure" not in spec:
+            loader.error(
+                f"node '{node.id}': sure_fields judges `sure` field by field; give sure: P", *at, "sure_fields"
+            )
         node.max_tokens = whole_number(spec, "max_tokens", 256, 1, 32768, loader, at)
         temperature = spec.get("temperature", 0.7 if node.samples > 1 else 0.0)
         if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not 0 <= temperature <= 2:
@@ -164,21 +172,22 @@ class GenerateKind:
             return apply_gate(node, outcome, [outcome], walk.pack.fields)
         draws: list[Outcome] = []
         rejected: list[Outcome] = []
+        ask: PartialAsk | None = None  # with sure_fields: what the draws after the first ask for
         for made in range(1, node.samples + 1):
-            draw = self._ladder(node, walk, messages, first=made == 1)
-            if made == 1 and draw.status == "ok" and node.sure is not None and (draw.least_p or 0) >= node.sure:
-                note = (
-                    f"settled by its first draw: its least likely token had p={draw.least_p:.3f} (sure: {node.sure:g})"
-                )
-                settled = Outcome(
-                    "ok",
-                    writes=draw.writes,
-                    attempt=draw.attempt,
-                    prompt=prompt,
-                    prior=draw.prior,
-                    notes=[*draw.notes, note],
-                )
-                return apply_gate(node, settled, [draw], walk.pack.fields)
+            draw = self._ladder(node, walk, messages, first=made == 1, ask=ask)
+            if made == 1 and draw.status == "ok" and node.sure is not None:
+                ask = draw.partial
+                why = _stands_alone(node.sure, draw)
+                if why:
+                    settled = Outcome(
+                        "ok",
+                        writes=draw.writes,
+                        attempt=draw.attempt,
+                        prompt=prompt,
+                        prior=draw.prior,
+                        notes=[*draw.notes, f"settled by its first draw: {why} (sure: {node.sure:g})"],
+                    )
+                    return apply_gate(node, settled, [draw], walk.pack.fields)
             if draw.status == "ok":
                 draws.append(draw)
             elif draw.context:  # the request does not fit: no other draw can do better
@@ -198,6 +207,7 @@ class GenerateKind:
             return Outcome("fail", reason=f"all {node.samples} draws were rejected; last: {last.reason}", prompt=prompt)
         groups = vote(node, walk.pack.fields, draws)
         best = max(groups, key=len)  # the first of the largest groups
+        partly = [ask.note(node.sure)] if ask is not None and node.sure is not None else []
         if len(best) < node.agree:
             tally = ", ".join(str(len(g)) for g in sorted(groups, key=len, reverse=True))
             dropped = f" valid; {len(rejected)} rejected" if rejected else ""
@@ -207,6 +217,7 @@ class GenerateKind:
                     "unsure",
                     reason=f"draws disagreed ({tally} of {len(draws)}{dropped}; need {node.agree}{stopped})",
                     prompt=prompt,
+                    notes=partly,
                 ),
                 draws,
                 walk.pack.fields,
@@ -220,13 +231,21 @@ class GenerateKind:
                 attempt=chosen.attempt,
                 prompt=prompt,
                 prior=chosen.prior,
-                notes=[*chosen.notes, *([f"the vote was decided{stopped}"] if stopped else [])],
+                notes=[*chosen.notes, *partly, *([f"the vote was decided{stopped}"] if stopped else [])],
             ),
             draws,
             walk.pack.fields,
         )
 
-    def _ladder(self, node: Node, walk: RunContext, messages: list[dict[str, str]], *, first: bool = True) -> Outcome:
+    def _ladder(
+        self,
+        node: Node,
+        walk: RunContext,
+        messages: list[dict[str, str]],
+        *,
+        first: bool = True,
+        ask: PartialAsk | None = None,
+    ) -> Outcome:
         policy = walk.pack.retry_for(node)
         tries = 0
         reason = ""
@@ -246,8 +265,9 @@ class GenerateKind:
                         {"role": "assistant", "content": thought.text},
                         {"role": "user", "content": ANSWER},
                     ]
-                # The schema (grammar) sent for this call: with `choices`, this state's enums.
-                schema = node.schema
+                # The schema (grammar) sent for this call: with `choices`, this state's enums;
+                # after a first draw sure of some fields (`sure_fields`), the others only.
+                schema = ask.schema if ask is not None else node.schema
                 # A quorum's `sure` reads the first draw's first call only: not a retry of it.
                 opening = first and tries == 1
                 reply, attempt = walk.ask(node, asked, schema, stage, logprobs=wants_logprobs(node, first=opening))
@@ -262,6 +282,8 @@ class GenerateKind:
                 return Outcome("fail", reason=context_problem(walk.pack, node, walk.input, exc), context=True)
             try:
                 answer = parse_answer(reply.text, reply.finish_reason)
+                if ask is not None:
+                    answer = ask.complete(answer)
                 answer, set_notes = as_sets(node, walk.pack.fields, answer)
                 if walk.verify:
                     writes = verify_answer(node, answer, walk.state, walk.input)
@@ -277,11 +299,23 @@ class GenerateKind:
             outcome = Outcome("ok", writes=writes, attempt=attempt, notes=set_notes)
             if opening and node.sure is not None:
                 outcome.least_p = least_p(reply.logprobs)
+                least = field_least_p(reply.text, reply.logprobs) if node.sure_fields else None
+                if least is not None:
+                    outcome.partial = partial_ask(node.schema, answer, least, node.sure)
             if node.prior is not None:
                 apply_prior(node, reply, answer, outcome, schema, walk.state, walk.input)
             if node.confidence is not None and outcome.confidence is None:
                 measure(node, reply, outcome, schema)
             return outcome
+
+
+def _stands_alone(sure: float, draw: Outcome) -> str:
+    """Why a quorum's first draw settles the node alone under `sure`, or "" when it does not."""
+    if draw.least_p is not None and draw.least_p >= sure:
+        return f"its least likely token had p={draw.least_p:.3f}"
+    if draw.partial is not None and not draw.partial.rest:
+        return f"every token of each field's value had p >= {sure:g}"
+    return ""
 
 
 def _flag(spec: dict[str, Any], key: str, loader: LoadContext, at: tuple[str, ...]) -> bool:

@@ -54,6 +54,7 @@ class Node:
     sure: float | None = (
         None  # the first draw's first call settles the quorum alone when its least likely token had p >= sure
     )
+    sure_fields: bool = False  # judge `sure` per field; later draws ask for the unsure ones (runtime.nodes.sure_fields)
     max_tokens: int = 256
     temperature: float = 0.0
     retry: RetryPolicy | None = None

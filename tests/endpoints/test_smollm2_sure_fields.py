@@ -16,9 +16,8 @@ from typing import Any
 import pytest
 
 from runtime import load_pack, run_pack
-from runtime.backends import Backend, ModelCall, ModelReply
 from runtime.nodes.sure_fields import field_least_p
-from tests.support.model_servers import Opener, RunningServer
+from tests.support.model_servers import Opener, RecordingBackend, RunningServer
 from tests.support.smollm2_packs import DEPARTMENTS, ENDS, ONE_NODE_EDGES, department_node, smol_spec, write_pack
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -35,22 +34,6 @@ SCHEMA = {
 MESSAGES = ["I was charged twice for one order.", "My parcel never arrived.", "The app crashes on start."]
 
 
-class Keeping:
-    """The endpoint, every call's schema and reply kept."""
-
-    def __init__(self, inner: Backend) -> None:
-        self.inner, self.spec = inner, inner.spec
-        self.calls: list[tuple[ModelCall, ModelReply]] = []
-
-    def complete(self, call: ModelCall) -> ModelReply:
-        reply = self.inner.complete(call)
-        self.calls.append((call, reply))
-        return reply
-
-    def close(self) -> None:
-        self.inner.close()
-
-
 def pack(root: Path, **node: Any) -> Path:
     spec = department_node(writes=["department", "topic"], samples=3, agree=2, temperature=0.0, **node)
     write_pack(root, {"department": spec, **ENDS}, ONE_NODE_EDGES)
@@ -62,7 +45,7 @@ def pack(root: Path, **node: Any) -> Path:
 def test_later_draws_ask_llama_server_for_the_unsure_field_only(
     smollm2_server: RunningServer, opened: Opener, tmp_path: Path
 ) -> None:
-    backend = Keeping(opened(smol_spec(smollm2_server, "concurrency=1;grammar=gbnf")))
+    backend = RecordingBackend(opened(smol_spec(smollm2_server, "concurrency=1;grammar=gbnf")))
     # A first greedy call per message, with logprobs (sure=1 asks for them and never settles).
     probe = load_pack(pack(tmp_path / "probe", sure=1.0, sure_fields=True))
     chosen: tuple[str, float, dict[str, Any]] | None = None

@@ -12,7 +12,10 @@ Three packs with gold cases written for this benchmark (benchmarks/packs/):
 Model: SmolLM2-135M-Instruct (Q4_1) on llama.cpp's own llama-server, fetched and started
 by tests/support/model_servers.py, a fresh server for each arm of each task so that no
 arm finds another's prompts in the server's cache (or --url for a server already
-running, shared by every arm).
+running, shared by every arm). The arms take turns, BLOCK cases at a time (the first to
+go rotates), so that the machine's speed drifting during a task weighs on every arm
+alike: the seconds ratios are taken over the same stretch of time. (With --url every arm
+shares the one server's cache, so an arm may find the prompts of the arm before it.)
 
 Arms, on the same cases:
   (a) pack        the pack, run by the runtime's own evaluator (`runtime.evaluate`), with
@@ -72,7 +75,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,6 +109,7 @@ MODELS = ("smollm2",)
 MIN_AUTO_SHARE = 0.40  # the issue's bar: the auto tier keeps at least 40% of cases
 BAR_POINTS = 0.15  # ... at an accuracy at least 15 points above one call's
 CONCURRENCY = 2  # the server runs two slots (-np 2)
+BLOCK = 10  # cases an arm runs before the next arm takes its turn
 MIN_CASES = 10  # no threshold is chosen on fewer calibration cases in its auto tier
 OPEN_GATE = 1e-6  # the confidence floor of the opened pack (arm a)
 
@@ -395,7 +399,7 @@ def _agreement_share(task: Task, trace: Any, node: str, fields: list[str]) -> fl
     for a in trace.attempts:
         if a.node != node or not a.ok or a.stage == "reasoning":
             continue
-        answer = lenient_parse(a.text) or {}
+        answer = {**(lenient_parse(a.text) or {}), **(a.given or {})}  # a later draw of `sure_fields`: completed
         keys.append(tuple(canonical(task, f, answer.get(f)) for f in fields))
     if not keys:
         return None
@@ -738,7 +742,8 @@ def main(argv: list[str] | None = None) -> int:
     def backend(grammar: bool) -> Iterator[Backend]:
         """A backend on the model server. Without --url each arm gets a freshly started
         llama-server, so that no arm reads another arm's prompts from the server's cache."""
-        server = None if args.url else start_server(args.model, log_dir)
+        # Each server logs to a folder of its own: the arms' servers run at the same time.
+        server = None if args.url else start_server(args.model, Path(tempfile.mkdtemp(dir=log_dir)))
         url = args.url if server is None else server.base_url
         options = f"concurrency={CONCURRENCY};slots={args.slots};grammar=" + (args.grammar if grammar else "none")
         opened = open_backend(f"openai:{url}#{args.model};{options}")
@@ -756,22 +761,31 @@ def main(argv: list[str] | None = None) -> int:
         for name in tasks:
             task = load_task(name)
             cases = spread(task.cases, args.limit)
-            arm_rows: dict[str, list[Row]] = {}
+            arm_rows: dict[str, list[Row]] = {arm: [] for arm in arms}
             skipped: dict[str, str] = {}
-            for arm in arms:
-                if arm in ("pack", "written"):
-                    with backend(True) as model:
-                        rows, why = run_pack_arm(task, cases, model, opened=arm == "pack")
-                    if why is not None:
-                        skipped[arm] = why
-                        continue
-                elif arm == "baseline":
-                    rows = run_baseline(task, cases)
-                else:
-                    grammar = arm == "one_call"
-                    with backend(grammar) as model:
-                        rows = run_one_call(task, cases, model, grammar=grammar)
-                arm_rows[arm] = rows
+            with ExitStack() as servers:
+                # Every model arm has its own server, started at once; the arms take turns
+                # a block of cases at a time, so a machine that slows down or speeds up
+                # during the task weighs on every arm alike (the seconds ratios).
+                models = {arm: servers.enter_context(backend(arm != "no_grammar")) for arm in arms if arm != "baseline"}
+                blocks = [cases[i : i + BLOCK] for i in range(0, len(cases), BLOCK)]
+                for n, block in enumerate(blocks):
+                    turn = arms[n % len(arms) :] + arms[: n % len(arms)]  # who goes first rotates
+                    for arm in turn:
+                        if arm in skipped:
+                            continue
+                        if arm in ("pack", "written"):
+                            rows, why = run_pack_arm(task, block, models[arm], opened=arm == "pack")
+                            if why is not None:
+                                skipped[arm] = why
+                                continue
+                        elif arm == "baseline":
+                            rows = run_baseline(task, block)
+                        else:
+                            rows = run_one_call(task, block, models[arm], grammar=arm == "one_call")
+                        arm_rows[arm].extend(rows)
+            for arm in skipped:
+                arm_rows.pop(arm)
             summary = summarise(task, arm_rows, args.target_auto_accuracy)
             summary["model"] = args.model
             summary["skipped"] = skipped

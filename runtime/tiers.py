@@ -114,6 +114,8 @@ def candidates(
         if a.node != node_id or a.stage in ("reasoning", "lookahead"):  # not answers the node was given
             continue
         answer = _parsed(a.text)
+        if a.given and isinstance(answer, dict):  # a quorum's later draw: with the settled values
+            answer = {**answer, **a.given}
         if not a.ok:
             out.append({"tier": tier, "answer": answer, "status": "rejected", "reason": f"{a.category}: {a.reason}"})
             continue

@@ -42,6 +42,9 @@ class Attempt:
     category: str | None = None  # rejection category (runtime.verify.REJECTION_CATEGORIES)
     reason: str | None = None
     text: str = ""
+    # With `sure_fields`: the first draw's settled values, which this answer was not asked
+    # for; the answer verified is these with `text`'s fields (runtime.nodes.sure_fields).
+    given: dict[str, Any] | None = None
     prompt_tokens: int = 0
     cached_tokens: int = 0  # of prompt_tokens, served from the server's prompt cache (0: none, or not said)
     completion_tokens: int = 0

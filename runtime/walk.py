@@ -193,6 +193,7 @@ class Walk:
         ok: bool,
         category: str | None = None,
         reason: str | None = None,
+        given: dict[str, Any] | None = None,
     ) -> None:
         self.trace.attempts.append(
             Attempt(
@@ -204,6 +205,7 @@ class Walk:
                 category=category,
                 reason=reason,
                 text=reply.text,
+                given=given,
                 prompt_tokens=reply.prompt_tokens,
                 cached_tokens=reply.cached_tokens or 0,
                 completion_tokens=reply.completion_tokens,

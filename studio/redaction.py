@@ -34,7 +34,10 @@ def visible_attempt(attempt: dict[str, Any], *, shown: bool) -> dict[str, Any]:
     text was withheld (`hidden`); a withheld text is ""."""
     if attempt.get("ok"):
         return dict(attempt)
-    return {**attempt, "hidden": not shown, "text": attempt.get("text", "") if shown else ""}
+    withheld = {"text": attempt.get("text", "") if shown else ""}
+    if "given" in attempt:  # a quorum's settled values that completed the answer: withheld with it
+        withheld["given"] = attempt["given"] if shown else None
+    return {**attempt, "hidden": not shown, **withheld}
 
 
 def visible_trace(trace: dict[str, Any], role: Role) -> dict[str, Any]:

@@ -111,8 +111,10 @@ class RunContext(Protocol):
         ok: bool,
         category: str | None = None,
         reason: str | None = None,
+        given: dict[str, Any] | None = None,
     ) -> None:
-        """Write one model attempt into the trace."""
+        """Write one model attempt into the trace; `given`: values the answer was not asked
+        for (a quorum's settled fields, runtime.nodes.sure_fields)."""
         ...
 
     def record_tool(

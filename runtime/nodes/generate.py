@@ -247,6 +247,7 @@ class GenerateKind:
         ask: PartialAsk | None = None,
     ) -> Outcome:
         policy = walk.pack.retry_for(node)
+        given = dict(ask.settled) if ask is not None else None  # on each attempt of this draw
         tries = 0
         reason = ""
         while True:
@@ -290,12 +291,14 @@ class GenerateKind:
                 else:
                     writes = {w: answer.get(w) for w in node.writes} if isinstance(answer, dict) else {}
             except OutputRejected as exc:
-                walk.record(node, reply, attempt, stage, ok=False, category=exc.category, reason=exc.reason)
+                walk.record(
+                    node, reply, attempt, stage, ok=False, category=exc.category, reason=exc.reason, given=given
+                )
                 reason = exc.reason
                 if walk.verify and may_retry(policy, tries, walk):
                     continue
                 return Outcome("fail", reason=f"{exc.category}: {exc.reason} (after {tries} attempt(s))")
-            walk.record(node, reply, attempt, stage, ok=True)
+            walk.record(node, reply, attempt, stage, ok=True, given=given)
             outcome = Outcome("ok", writes=writes, attempt=attempt, notes=set_notes)
             if opening and node.sure is not None:
                 outcome.least_p = least_p(reply.logprobs)

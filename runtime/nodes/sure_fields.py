@@ -53,10 +53,11 @@ class PartialAsk:
     rest: tuple[str, ...]
 
     def complete(self, answer: Any) -> Any:
-        """A later draw's answer with the settled values added (its own come after)."""
+        """A later draw's answer with the settled values: they stand even where the draw
+        wrote the field anyway (an endpoint that sends no grammar)."""
         if not isinstance(answer, dict):
             return answer
-        return {**self.settled, **answer}
+        return {**answer, **self.settled}
 
     def note(self, p: float) -> str:
         return (
@@ -121,7 +122,7 @@ def field_least_p(text: str, tokens: Sequence[Token] | None) -> dict[str, float]
 def partial_ask(schema: dict[str, Any] | None, answer: Any, least: dict[str, float], sure: float) -> PartialAsk | None:
     """The later draws' ask after a first draw with per-field probabilities `least`;
     None when no field is settled or the schema ties its fields together. `rest` is
-    empty when every field of the schema is settled: the first draw stands alone."""
+    empty when every field the first draw wrote is settled: it stands alone."""
     if not isinstance(schema, dict) or not isinstance(answer, dict) or _CROSS_FIELD & schema.keys():
         return None
     props = schema.get("properties")
@@ -130,7 +131,10 @@ def partial_ask(schema: dict[str, Any] | None, answer: Any, least: dict[str, flo
     settled = {name: answer[name] for name in props if name in answer and least.get(name, 0.0) >= sure}
     if not settled:
         return None
-    rest = tuple(name for name in props if name not in settled)
+    # A property the first draw left out counts as settled once every field it wrote is:
+    # the draw stands alone. Otherwise the later draws may write it.
+    unsure = [name for name in props if name in answer and name not in settled]
+    rest = tuple(name for name in props if name not in settled) if unsure else ()
     required = [name for name in schema.get("required", []) if name in rest]
     partial = {**schema, "properties": {name: props[name] for name in rest}, "required": required}
     if not required:

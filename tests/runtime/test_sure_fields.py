@@ -15,6 +15,8 @@ import pytest
 from runtime import load_pack, run_pack
 from runtime.backends import Backend
 from runtime.nodes.sure_fields import field_least_p, partial_ask, value_spans
+from runtime.tiers import candidates
+from runtime.trace_items import Attempt
 from tests.support.fault_server import FaultServer, in_order
 from tests.support.runtime_packs import issues_of, write_pack
 
@@ -158,9 +160,11 @@ def test_value_spans_cover_each_top_level_value() -> None:
 
 def test_field_least_p_takes_each_value_its_least_likely_token() -> None:
     text = '{"a":"xy","b":12}'
-    # a token spanning the end of a's value and the next key counts for a only
-    tokens = toks(('{"a":"', 0.2), ("x", 0.9), ('y","b', 0.6), ('":', 0.1), ("12", 0.7), ("}", 0.3))
-    assert field_least_p(text, tokens) == pytest.approx({"a": 0.2, "b": 0.7})
+    # tokens straddling a value's start or end count for it; keys and punctuation for none
+    tokens = toks(('{"a":"', 0.95), ("x", 0.9), ('y","b', 0.6), ('":', 0.1), ("12", 0.7), ("}", 0.3))
+    assert field_least_p(text, tokens) == pytest.approx({"a": 0.6, "b": 0.7})
+    opening = toks(('{"a":"', 0.2), ("x", 0.9), ('y","b', 0.95), ('":', 0.1), ("12", 0.7), ("}", 0.3))
+    assert field_least_p(text, opening) == pytest.approx({"a": 0.2, "b": 0.7})
     assert field_least_p(text, toks(("{", 0.9))) is None  # the tokens do not spell the text
     assert field_least_p(text, None) is None
 
@@ -177,4 +181,48 @@ def test_partial_ask_keeps_the_schema_but_the_settled_properties() -> None:
     every = partial_ask(SCHEMA, answer, {"name": 0.9, "city": 0.9}, 0.5)
     assert every is not None and every.rest == () and "required" not in every.schema
     assert partial_ask({"type": "object"}, answer, {"name": 0.9}, 0.5) is None  # no properties to split
+    refs = {**SCHEMA, "$defs": {"word": {"type": "string"}}, "properties": {"name": {"$ref": "#/$defs/word"}}}
+    refs["properties"]["city"] = {"$ref": "#/$defs/word"}
+    kept = partial_ask(refs, answer, {"name": 0.8, "city": 0.2}, 0.5)
+    assert kept is not None and kept.schema["$defs"] == refs["$defs"]  # references still resolve
+    optional = {**SCHEMA, "properties": {**SCHEMA["properties"], "note": {"type": "string"}}}
+    alone = partial_ask(optional, answer, {"name": 0.9, "city": 0.9}, 0.5)
+    assert alone is not None and alone.rest == ()  # a property left out does not keep the draws going
+    unsure = partial_ask(optional, answer, {"name": 0.9, "city": 0.2}, 0.5)
+    assert unsure is not None and unsure.rest == ("city", "note")
     assert json.dumps(SCHEMA["required"]) == '["name", "city"]'  # the node's own schema is left as it was
+
+
+def test_a_later_draw_cannot_change_a_settled_value(tmp_path: Path, chars: FaultServer, backend: Backend) -> None:
+    """An endpoint that sends no grammar lets a later draw write every field: the
+    settled name stands, the vote is on the city."""
+    chars.configure(answer=in_order('{"name":"ann","city":"PARIS"}', '{"name":"bob","city":"PARIS"}'))
+    result = run_pack(load_pack(detail_pack(tmp_path)), {"ticket": "t"}, backend=backend)
+    assert result.output == {"name": "ann", "city": "PARIS"} and len(chars.completions()) == 2
+
+
+def test_a_rejected_later_draw_goes_down_its_ladder_with_the_partial_grammar(
+    tmp_path: Path, chars: FaultServer, backend: Backend
+) -> None:
+    chars.configure(answer=in_order('{"name":"ann","city":"PARIS"}', '{"city":"ann"}', '{"city":"PARIS"}'))
+    root = detail_pack(tmp_path, **{"assert": "city != name"})  # a check over a settled and an asked field
+    result = run_pack(load_pack(root), {"ticket": "t"}, backend=backend)
+    assert result.output == {"name": "ann", "city": "PARIS"}
+    assert [set(sent_schema(chars, n)["properties"]) for n in range(3)] == [{"name", "city"}, {"city"}, {"city"}]
+    later = [a for a in result.trace.attempts if a.given is not None]
+    assert [(a.ok, a.category, a.given) for a in later] == [
+        (False, "assert", {"name": "ann"}),
+        (True, None, {"name": "ann"}),
+    ]
+    assert result.trace.attempts[0].given is None  # the first draw was asked for everything
+
+
+def test_a_person_sees_later_draws_with_the_settled_values() -> None:
+    """Escalation candidates (runtime.tiers) are whole answers, not the partial texts."""
+    first = Attempt(node="n", step=0, attempt=1, stage="sample", ok=True, text='{"name":"ann","city":"PARIS"}')
+    later = Attempt(node="n", step=0, attempt=2, stage="sample", ok=True, text='{"city":"lyon"}', given={"name": "ann"})
+    got = candidates([first, later], "n", "small", "ok", "", {"name": "ann", "city": "lyon"})
+    assert [(c["answer"], c["status"]) for c in got] == [
+        ({"name": "ann", "city": "PARIS"}, "unsure"),
+        ({"city": "lyon", "name": "ann"}, "ok"),
+    ]

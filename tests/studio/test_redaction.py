@@ -41,3 +41,11 @@ def test_it_withholds_rejected_text_from_other_members(role: Role) -> None:
 def test_it_leaves_the_stored_trace_alone() -> None:
     visible_trace(TRACE, Role.VIEWER)
     assert TRACE["attempts"][0]["text"] == "a secret guess"
+
+
+@pytest.mark.parametrize(("role", "given"), [(Role.AUTHOR, {"name": "ann"}), (Role.VIEWER, None)])
+def test_a_rejected_later_draws_given_values_go_with_its_text(role: Role, given: dict[str, str] | None) -> None:
+    """A quorum's later draw (sure_fields) keeps the settled values it was given."""
+    attempt = {"node": "n", "step": 1, "attempt": 2, "ok": False, "text": '{"city": "x"}', "given": {"name": "ann"}}
+    shown = visible_trace({**TRACE, "attempts": [attempt]}, role)
+    assert shown["attempts"][0]["given"] == given

@@ -86,3 +86,24 @@ def test_it_shows_what_a_run_that_stopped_early_had_committed(as_owner: Client, 
     assert '<td class="mono">order_id</td><td class="mono">null</td>' in table
     auto = as_owner.get(f"/p/{ev.project.slug}/evals/{ev.pk}/cases/bad-1/0")  # finished in the auto tier
     assert auto.status_code == 200 and b"Committed before the run stopped" not in auto.content
+
+
+def test_it_shows_a_later_draws_settled_values_beside_its_text(
+    as_owner: Client, as_viewer: Client, project: Project, owner: User
+) -> None:
+    """A quorum's later draw (`sure_fields`) answered some fields only; the page shows
+    the first draw's settled values it was completed with, escaped, and withholds them
+    with a rejected draw's text."""
+    ev = sample_eval(project, owner)
+    trace = rejected_trace("sure-1")
+    trace["attempts"][1]["given"] = {"name": "<ann>"}
+    trace["attempts"][0]["given"] = {"name": "REJECTED-GIVEN"}
+    add_run(ev, "sure-1", trace=trace)
+    text = as_owner.get(f"/p/{ev.project.slug}/evals/{ev.pk}/cases/sure-1/0").content.decode()
+    assert (
+        "with the first draw's settled values: "
+        '<span class="mono">{&quot;name&quot;: &quot;&lt;ann&gt;&quot;}</span>' in text
+    )
+    assert "REJECTED-GIVEN" in text  # an author reads the rejected draw whole
+    viewer = as_viewer.get(f"/p/{ev.project.slug}/evals/{ev.pk}/cases/sure-1/0").content.decode()
+    assert "REJECTED-GIVEN" not in viewer and "&lt;ann&gt;" in viewer

@@ -29,6 +29,7 @@ from functools import cached_property
 from typing import Any, Protocol
 
 from runtime.errors import PackIssue
+from runtime.templates import lookup
 
 STRATEGIES = ("fixed", "nearest")
 LINE_KEYS = frozenset({"id", "input", "expected", "path", "end", "tags", "human", "note"})
@@ -125,15 +126,14 @@ def choose(
     return [items[i] for i in reversed(ranked)]
 
 
+_MISSING = object()  # `at`: a path the values do not have, apart from a JSON null
+
+
 def at(values: Mapping[str, Any], path: str) -> str | None:
     """The value at the field path `path` ('a.b': key b of field a) as canonical JSON,
     so `true` never equals `1` and key order does not count; None when it is missing."""
-    value: Any = values
-    for key in path.split("."):
-        if not isinstance(value, Mapping) or key not in value:
-            return None
-        value = value[key]
-    return canonical(value)
+    value = lookup(values, tuple(path.split(".")), missing=_MISSING)
+    return None if value is _MISSING else canonical(value)
 
 
 def overlap_issues(examples: Examples, cases: Sequence[GoldCase], train_tag: str | None = None) -> list[PackIssue]:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from runtime.fewshot import choose
+from runtime.templates import lookup
 
 if TYPE_CHECKING:
     from runtime.fewshot import Examples
@@ -122,7 +123,9 @@ def build_messages(pack: Pack, node: Node, state: Mapping[str, Any], input_: Map
 
 def few_matched(examples: Examples, shown: int, state: Mapping[str, Any]) -> str:
     """The trace note of a call shown fewer examples than `count` because of `match`."""
-    values = ", ".join(f"{f}={json.dumps(state.get(f), ensure_ascii=False)[:60]}" for f in examples.match)
+    values = ", ".join(
+        f"{f}={json.dumps(lookup(state, tuple(f.split('.'))), ensure_ascii=False)[:60]}" for f in examples.match
+    )
     return f"{shown} of {examples.count} few-shot examples shown: only {shown} in {examples.file} match {values}"
 
 

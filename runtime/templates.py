@@ -54,11 +54,11 @@ def parse_template(source: str) -> Template:
     return Template(source, tuple(p for p in parts if p != ""))
 
 
-def lookup(values: Mapping[str, Any], path: tuple[str, ...]) -> Any:
-    """Follow `path` through nested objects; a missing step gives None."""
+def lookup(values: Mapping[str, Any], path: tuple[str, ...], missing: Any = None) -> Any:
+    """Follow `path` through nested objects; a missing step gives `missing`."""
     current: Any = values
     for key in path:
         if not isinstance(current, Mapping) or key not in current:
-            return None
+            return missing
         current = current[key]
     return current

@@ -32,7 +32,9 @@ Arms, on the same cases:
                   schemas as the grammar (benchmarks/one_call/<task>.txt)
   (c) no grammar  the same call without a grammar; the reply's outermost {...} is parsed
 The grammar of arms (a) and (b) goes out in --grammar mode: gbnf by default, llama-server's
-compact grammar (no whitespace tokens; what `packforge endpoints check` suggests there).
+compact grammar (no whitespace tokens; what `packforge endpoints check` suggests there),
+on an endpoint with `prefill=true` unless --prefill false (the answer's opening, `{"` and
+its first name, is read with the prompt instead of decoded; docs/endpoints.md "Prefill").
   (d) baseline    the trivial baseline: the most frequent expected value of each field in
                   the evalset, for every case
 
@@ -57,7 +59,7 @@ is judged there.
 
     .venv/bin/python benchmarks/real_models.py [--tasks a,b] [--limit N] [--arms pack,written,one_call,no_grammar,baseline]
         [--model smollm2] [--url http://127.0.0.1:PORT/v1] [--grammar gbnf|json_schema]
-        [--target-auto-accuracy 0.95] [--json]
+        [--prefill true|false] [--target-auto-accuracy 0.95] [--json]
     .venv/bin/python benchmarks/real_models.py --from-rows benchmarks/results/real_models.jsonl
 """
 
@@ -109,6 +111,7 @@ MODELS = ("smollm2",)
 MIN_AUTO_SHARE = 0.40  # the issue's bar: the auto tier keeps at least 40% of cases
 BAR_POINTS = 0.15  # ... at an accuracy at least 15 points above one call's
 CONCURRENCY = 2  # the server runs two slots (-np 2)
+GRAMMAR_ARMS = ("pack", "written", "one_call")  # the arms whose calls carry the grammar (and prefill)
 BLOCK = 10  # cases an arm runs before the next arm takes its turn
 MIN_CASES = 10  # no threshold is chosen on fewer calibration cases in its auto tier
 OPEN_GATE = 1e-6  # the confidence floor of the opened pack (arm a)
@@ -710,6 +713,13 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="pin each run to one of this many llama-server slots (the endpoint's slots=; 0: let the server pick)",
     )
+    parser.add_argument(
+        "--prefill",
+        choices=["true", "false"],
+        default="true",
+        help="with --grammar gbnf: the endpoint's prefill= (the answer's opening written ahead of the model; "
+        "both grammar arms, one call too)",
+    )
     parser.add_argument("--json", action="store_true", help="print the summaries as JSON too")
     parser.add_argument(
         "--rows", metavar="FILE", default=str(RESULTS), help=f"where the raw rows go (default {RESULTS.name})"
@@ -746,6 +756,8 @@ def main(argv: list[str] | None = None) -> int:
         server = None if args.url else start_server(args.model, Path(tempfile.mkdtemp(dir=log_dir)))
         url = args.url if server is None else server.base_url
         options = f"concurrency={CONCURRENCY};slots={args.slots};grammar=" + (args.grammar if grammar else "none")
+        if grammar and args.grammar == "gbnf":
+            options += f";prefill={args.prefill}"
         opened = open_backend(f"openai:{url}#{args.model};{options}")
         try:
             yield opened
@@ -795,8 +807,9 @@ def main(argv: list[str] | None = None) -> int:
                 {
                     **r.to_dict(),
                     "model": args.model,
-                    "grammar": args.grammar if r.arm in ("pack", "written", "one_call") else None,
+                    "grammar": args.grammar if r.arm in GRAMMAR_ARMS else None,
                     "slots": args.slots,
+                    "prefill": args.prefill == "true" and args.grammar == "gbnf" and r.arm in GRAMMAR_ARMS,
                 }
                 for rows in arm_rows.values()
                 for r in rows
@@ -822,7 +835,7 @@ def resummarise(path: Path, target: float, at: list[float] | None = None) -> int
         raw = json.loads(line)
         if "summary" in raw:
             continue
-        extra = {k: v for k, v in raw.items() if k not in known and k not in ("model", "grammar", "slots")}
+        extra = {k: v for k, v in raw.items() if k not in known and k not in ("model", "grammar", "slots", "prefill")}
         row = Row(**{k: v for k, v in raw.items() if k in known and k != "extra"}, extra=extra)
         by_task.setdefault(row.task, {}).setdefault(row.arm, []).append(row)
     for name, arm_rows in by_task.items():

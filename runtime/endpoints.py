@@ -285,17 +285,27 @@ def check_endpoint(endpoint: OpenAIConfig | str) -> CheckResult:
         logprobs=logprobs,
         logprobs_note=logprobs_note,
         server=server,
-        hint=_grammar_hint(server, config.grammar),
+        hint=_grammar_hint(server, config.grammar, config.prefill),
     )
 
 
-def _grammar_hint(server: str | None, grammar: str) -> str:
+def _grammar_hint(server: str | None, grammar: str, prefill: bool) -> str:
     """On llama.cpp's server, `json_schema`/`json_object` let the model spend tokens on
-    layout; `grammar=gbnf` sends the compact grammar (docs/endpoints.md, Whitespace)."""
-    if server == "llamacpp" and grammar in ("json_schema", "json_object"):
+    layout; `grammar=gbnf` sends the compact grammar (docs/endpoints.md, Whitespace), and
+    `prefill=true` has the answer's opening read instead of decoded (Prefill). With
+    prefill on, the check's own answer shows whether the server continued the opening."""
+    if server != "llamacpp":
+        return ""
+    if grammar in ("json_schema", "json_object"):
         return (
-            "llama.cpp's server; add ;grammar=gbnf to the spec for the compact grammar "
-            "(no whitespace tokens: about 40% fewer answer tokens with SmolLM2, docs/endpoints.md)"
+            "llama.cpp's server; add ;grammar=gbnf;prefill=true to the spec for the compact grammar "
+            "(no whitespace tokens: about 40% fewer answer tokens with SmolLM2) and the answer's "
+            "opening read with the prompt instead of decoded (docs/endpoints.md)"
+        )
+    if grammar == "gbnf" and not prefill:
+        return (
+            "llama.cpp's server; add ;prefill=true to the spec: the answer's opening is read with the "
+            "prompt instead of decoded (a third of a short answer's decoding with SmolLM2, docs/endpoints.md)"
         )
     return ""
 

@@ -122,10 +122,32 @@ def _repeat(rule: str, low: int, high: int | None) -> str:
     return f"{rule}{{{low},{high}}}"
 
 
+def opening(schema: Any) -> str | None:
+    """The text every answer to `schema` starts with that an endpoint with `prefill=true`
+    writes ahead of the model: `{"` and the first property's name, without its closing
+    quote, when the answer is an object whose first declared property is required (the
+    grammar writes properties in declared order). None for any other schema.
+
+    The name's closing quote is left to the model: in common tokenizers it joins the
+    punctuation after it (`":`, `":"`, `":[`), so ending the written part before it
+    leaves the model the tokens it would have chosen itself."""
+    if not isinstance(schema, dict) or any(k in schema for k in ("$ref", "anyOf", "oneOf", "const", "enum")):
+        return None
+    kind = schema.get("type", "object" if "properties" in schema else None)
+    props, required = schema.get("properties"), schema.get("required")
+    if kind != "object" or not isinstance(props, dict) or not props or not isinstance(required, list):
+        return None
+    first = next(iter(props))
+    if first not in required:
+        return None
+    return "{" + json.dumps(first, ensure_ascii=False)[:-1]
+
+
 class _Converter:
-    def __init__(self, root: dict[str, Any], compact: bool = False) -> None:
+    def __init__(self, root: dict[str, Any], compact: bool = False, opened: bool = False) -> None:
         self.root = root
         self.compact = compact
+        self.opened = opened  # the root rule matches the rest of the answer after `opening(root)`
         self.ws = "" if compact else "ws "  # what may stand between JSON tokens
         self.rules: dict[str, str] = {}
         self.used: set[str] = set()
@@ -292,8 +314,13 @@ class _Converter:
                 break
         else:
             firsts.append("")  # every property optional: {} is allowed
-        body = " | ".join(f"( {f} )" if f else '""' for f in firsts)
         rule = self.name(hint)
+        if self.opened and path == "":
+            # What follows `opening(schema)`: the first name's closing quote, its value, the rest.
+            value = pairs[0].removeprefix(f'{_json_literal(names[0])} ":" ')
+            self.rules[rule] = " ".join(part for part in ('"\\"" ":"', value, after[1], f'{ws}"}}"') if part)
+            return rule
+        body = " | ".join(f"( {f} )" if f else '""' for f in firsts)
         self.rules[rule] = f'"{{" {ws}( {body} ) {ws}"}}"'
         return rule
 
@@ -315,13 +342,16 @@ class _Converter:
         return rule
 
 
-def schema_to_gbnf(schema: dict[str, Any], compact: bool = False) -> Grammar:
+def schema_to_gbnf(schema: dict[str, Any], compact: bool = False, opened: bool = False) -> Grammar:
     """Convert `schema` to a GBNF grammar whose `root` rule is the answer.
 
     `compact`: no whitespace between JSON tokens (`{"a":1,"b":[2,3]}`), so a model spends
     no token on layout; otherwise one optional space may follow `{`, `[`, `:` and `,`
-    and precede `}` and `]`."""
-    conv = _Converter(schema, compact)
+    and precede `}` and `]`. `opened`: the root rule matches what follows `opening(schema)`
+    (ValueError when the schema has none)."""
+    if opened and opening(schema) is None:
+        raise ValueError("the schema has no opening to write ahead of the model (see opening())")
+    conv = _Converter(schema, compact, opened)
     top = conv.visit(schema, "", "root")
     if top != "root":
         conv.rules.pop("root", None)

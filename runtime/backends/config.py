@@ -132,8 +132,14 @@ class OpenAIConfig(BackendConfig):
     max_answer_bytes: int = 16 << 20  # bytes of one answer's stream read at most; past it the call is rejected
     slots: int = 0  # llama-server's -np: >0 pins each run to one server slot (id_slot) to reuse its prompt cache
     lookahead: int = 0  # calls a run may make ahead for independent nodes (runtime.lookahead); below concurrency
+    prefill: bool = False  # grammar=gbnf: the answer's fixed opening is written ahead of the model (docs/endpoints.md)
 
     def __post_init__(self) -> None:
+        if self.prefill and self.grammar != "gbnf":
+            raise BadSpec(
+                f"prefill=true needs grammar=gbnf (this endpoint has grammar={self.grammar}): the rest of the "
+                "answer after its opening is sent as a llama.cpp grammar"
+            )
         if self.lookahead and self.slots and self.lookahead >= self.slots:
             raise BadSpec(
                 f"lookahead={self.lookahead} must be below slots={self.slots}: each call made ahead "
@@ -231,6 +237,7 @@ _OPTIONS: dict[str, Any] = {
     "slots": _number(0, 1024, int),
     "lookahead": _number(0, 64, int),
     "max_answer_bytes": _number(1024, 1 << 30, int),
+    "prefill": _bool,
 }
 
 

@@ -23,10 +23,10 @@ from typing import Any
 
 import httpx
 
-from runtime.backends._grammar import schema_to_gbnf
+from runtime.backends._grammar import opening, schema_to_gbnf
 from runtime.backends._retry import CANCEL_WATCH, Failure, RetryPolicy, classify_status, parse_retry_after, wait
 from runtime.backends._sse import StreamResult, read_stream
-from runtime.backends.base import Backend, ModelCall, ModelReply, estimate_tokens
+from runtime.backends.base import Backend, ModelCall, ModelReply, TokenLogprob, estimate_tokens
 from runtime.backends.config import GRAMMAR_MODES, OpenAIConfig, parse_openai_spec
 from runtime.errors import BackendError, BadSpec, Cancelled, ContextOverflow, NoSpareSlot
 from runtime.logs import redact, register_secret
@@ -216,8 +216,22 @@ class OpenAIBackend:
         elif cfg.grammar == "guided_json":
             body["guided_json"] = schema
         elif cfg.grammar == "gbnf":
-            body["grammar"] = schema_to_gbnf(schema, compact=cfg.compact).text
+            written = self.opening(call)
+            if written is not None:
+                # llama-server continues a final assistant message: the opening is read with
+                # the prompt (one batch) instead of decoded a token at a time, and the
+                # grammar covers the rest of the answer.
+                body["messages"] = [*call.messages, {"role": "assistant", "content": written}]
+            body["grammar"] = schema_to_gbnf(schema, compact=cfg.compact, opened=written is not None).text
         return body
+
+    def opening(self, call: ModelCall) -> str | None:
+        """The answer's opening this call writes ahead of the model (`prefill=true`), or None."""
+        if not self.config.prefill or call.schema is None or self.config.grammar != "gbnf":
+            return None
+        if call.messages and call.messages[-1].get("role") == "assistant":
+            return None  # the messages already end in an answer begun (two_stage's reasoning)
+        return opening(call.schema)
 
     def headers(self, call: ModelCall) -> dict[str, str]:
         headers = {"X-Request-ID": call.request_id, "Accept": "text/event-stream"}
@@ -386,8 +400,12 @@ class OpenAIBackend:
         cost = (prompt * cfg.price_in + (completion + reasoning) * cfg.price_out) / 1_000_000
         now = time.monotonic()
         ttft = result.first_token_at - started if result.first_token_at is not None else None
+        text, logprobs = result.text, result.token_logprobs
+        written = self.opening(call)
+        if written is not None:
+            text, logprobs = _with_opening(written, text, logprobs)
         return ModelReply(
-            text=result.text,
+            text=text,
             finish_reason=result.finish_reason or "stop",
             prompt_tokens=prompt,
             cached_tokens=cached,
@@ -398,8 +416,21 @@ class OpenAIBackend:
             cost_usd=cost,
             request_id=call.request_id,
             reasoning_text=result.reasoning_text or None,
-            logprobs=result.token_logprobs if call.logprobs else None,
+            logprobs=logprobs if call.logprobs else None,
         )
+
+
+def _with_opening(
+    written: str, text: str, logprobs: list[TokenLogprob] | None
+) -> tuple[str, list[TokenLogprob] | None]:
+    """The whole answer of a call whose opening was written ahead of the model: llama-server
+    returns it with the opening, a server that returns only the continuation gets it put
+    back. The opening was the grammar's only choice, so its token has probability 1."""
+    if not text.startswith(written):
+        text = written + text
+    if logprobs is not None and not "".join(t.token for t in logprobs).startswith(written):
+        logprobs = [TokenLogprob(written, 0.0, [(written, 0.0)]), *logprobs]
+    return text, logprobs
 
 
 def cached_tokens(usage: dict[str, Any], timings: dict[str, Any] | None) -> int | None:

@@ -194,11 +194,19 @@ def test_it_checks_the_endpoint_from_the_command_line(llama_server: RunningServe
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "schema     honoured" in proc.stdout and "result     OK" in proc.stdout
     # The spec uses the default json_schema mode: the check says llama.cpp is better served by gbnf.
-    assert "server     llamacpp: llama.cpp's server; add ;grammar=gbnf" in proc.stdout
+    assert "server     llamacpp: llama.cpp's server; add ;grammar=gbnf;prefill=true" in proc.stdout
 
 
-def test_it_names_the_server_and_gives_no_hint_when_the_spec_already_sends_gbnf(llama_server: RunningServer) -> None:
+def test_it_names_the_server_and_suggests_prefill_when_the_spec_sends_gbnf(llama_server: RunningServer) -> None:
     from runtime.endpoints import check_endpoint
 
     result = check_endpoint(spec(llama_server, "grammar=gbnf"))
-    assert result.ok and (result.server, result.hint) == ("llamacpp", "")
+    assert result.ok and result.server == "llamacpp" and "add ;prefill=true" in result.hint
+
+
+def test_with_prefill_the_check_passes_and_gives_no_hint(llama_server: RunningServer) -> None:
+    """The check's answer, opening and all, is in the enum: the server continued the opening."""
+    from runtime.endpoints import check_endpoint
+
+    result = check_endpoint(spec(llama_server, "grammar=gbnf;prefill=true"))
+    assert result.ok and result.answer.startswith('{"word"') and (result.server, result.hint) == ("llamacpp", "")

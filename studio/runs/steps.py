@@ -23,6 +23,7 @@ _ATTEMPT_KEYS = (
     "ttft_s",
     "cost_usd",
     "request_id",  # the X-Request-ID the call sent (run.node.attempt), shown on the run page
+    "given",  # a quorum's later draw (sure_fields): the first draw's settled values it was completed with
 )
 
 
@@ -77,6 +78,9 @@ def for_page(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
         step["writes_json"] = pretty(step.get("writes") or {})
         for call in step.get("tool_calls", []):
             call["args_json"], call["result_json"] = pretty(call.get("args")), pretty(call.get("result"))
+        for attempt in step.get("attempts", []):
+            if attempt.get("given"):  # None where studio.redaction withheld it with a rejected text
+                attempt["given_json"] = json.dumps(attempt["given"], ensure_ascii=False)
     return steps
 
 

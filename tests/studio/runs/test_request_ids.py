@@ -60,3 +60,32 @@ def test_it_answers_a_served_runs_request_ids_as_its_events_name_them(
     shown = [a["request_id"] for s in steps for a in s["attempts"]]
     assert sent and shown == sent
     assert f"served{run.pk}.classify.2" in shown  # run.node.attempt: the retry after the unparsable answer
+
+
+def test_it_shows_the_settled_values_a_later_draw_was_completed_with(
+    as_owner: Client, as_viewer: Client, project: Project, owner: User, staff: User, fault: FaultServer
+) -> None:
+    """A quorum's later draw (`sure_fields`) asked for the unsettled fields only; the run
+    page shows the first draw's values it was completed with, escaped, and withholds them
+    from a viewer with a rejected draw's text."""
+    endpoint = Endpoint.objects.create(name="served", spec=fault.spec(), created_by=staff)
+    run = start.new_try_run(project, user=owner, version=None, endpoint=endpoint, input={"ticket": "charged twice"})
+    worker.run_try(run.pk)
+    run.refresh_from_db()
+    trace = run.trace
+    first = trace["attempts"][0]
+    trace["attempts"] = [
+        {**first, "attempt": 2, "ok": True, "text": '{"priority": "high"}', "given": {"category": "<billing>"}},
+        {**first, "attempt": 3, "ok": False, "text": "nope", "category": "schema", "given": {"category": "WITHHELD"}},
+    ]
+    run.trace = trace
+    run.save(update_fields=["trace"])
+
+    page = as_owner.get(f"/p/{project.slug}/runs/{run.pk}").content.decode()
+    assert (
+        "with the first draw's settled values: "
+        '<span class="mono">{&quot;category&quot;: &quot;&lt;billing&gt;&quot;}</span>' in page
+    )
+    assert "WITHHELD" in page  # an author reads a rejected draw whole
+    seen = as_viewer.get(f"/p/{project.slug}/runs/{run.pk}").content.decode()
+    assert "&lt;billing&gt;" in seen and "WITHHELD" not in seen

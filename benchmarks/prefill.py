@@ -15,7 +15,9 @@ the cache), the order of the two flipped from case to case:
 
 Prefill writes `{"` and the first property's name ahead of the model (docs/endpoints.md,
 "Prefill"): llama-server reads it with the prompt in one batch instead of decoding it a
-token at a time. Rows: benchmarks/results/prefill.jsonl.
+token at a time. The warming call leaves the opening in the cache too (it decoded it),
+so a prefilled call here finds it there, as a quorum's later draws do; a node's first
+call reads those few tokens with its prompt. Rows: benchmarks/results/prefill.jsonl.
 
     .venv/bin/python benchmarks/prefill.py [--tasks a,b] [--limit N]
 """

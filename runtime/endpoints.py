@@ -292,8 +292,7 @@ def check_endpoint(endpoint: OpenAIConfig | str) -> CheckResult:
 def _grammar_hint(server: str | None, grammar: str, prefill: bool) -> str:
     """On llama.cpp's server, `json_schema`/`json_object` let the model spend tokens on
     layout; `grammar=gbnf` sends the compact grammar (docs/endpoints.md, Whitespace), and
-    `prefill=true` has the answer's opening read instead of decoded (Prefill). With
-    prefill on, the check's own answer shows whether the server continued the opening."""
+    `prefill=true` has the answer's opening read instead of decoded (Prefill)."""
     if server != "llamacpp":
         return ""
     if grammar in ("json_schema", "json_object"):

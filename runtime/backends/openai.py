@@ -257,6 +257,7 @@ class OpenAIBackend:
                     "grammar": self.config.grammar,
                     "max_tokens": call.max_tokens,
                     "constrained": call.schema is not None,
+                    "prefill": self.opening(call),  # the answer's opening written ahead (prefill=true)
                 }
             },
         )

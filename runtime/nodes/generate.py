@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from runtime.backends._grammar import opening as answer_opening
 from runtime.choices import NoChoices, call_schema
 from runtime.errors import ContextOverflow, OutputRejected
 from runtime.messages import build_messages, context_problem
@@ -301,7 +302,7 @@ class GenerateKind:
             walk.record(node, reply, attempt, stage, ok=True, given=given)
             outcome = Outcome("ok", writes=writes, attempt=attempt, notes=set_notes)
             if opening and node.sure is not None:
-                outcome.least_p = least_p(reply.logprobs)
+                outcome.least_p = least_p(reply.logprobs, answer_opening(schema) or "")
                 least = field_least_p(reply.text, reply.logprobs) if node.sure_fields else None
                 if least is not None:
                     outcome.partial = partial_ask(node.schema, answer, least, node.sure)

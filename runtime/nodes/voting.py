@@ -55,11 +55,20 @@ def decided(groups: list[list[int]], left: int, agree: int) -> bool:
     return left < agree and all(size + left < agree for size in sizes)
 
 
-def least_p(logprobs: list[TokenLogprob] | None) -> float | None:
-    """The probability of the least likely token of an answer; None without logprobs."""
+def least_p(logprobs: list[TokenLogprob] | None, fixed: str = "") -> float | None:
+    """The probability of the least likely token of an answer, leaving out the tokens that
+    lie wholly inside `fixed`, the opening every answer to the schema starts with (`{"` and
+    the first name: the grammar leaves no choice there, and an endpoint with `prefill`
+    does not decode it at all); None without logprobs."""
     if not logprobs:
         return None
-    return math.exp(min(t.logprob for t in logprobs))
+    skip = len(fixed) if "".join(t.token for t in logprobs).startswith(fixed) else 0
+    end, chosen = 0, []
+    for token in logprobs:
+        end += len(token.token)
+        if end > skip:  # a token that runs past the opening is the model's choice
+            chosen.append(token.logprob)
+    return math.exp(min(chosen)) if chosen else 1.0
 
 
 def load_sure(node: Node, spec: dict[str, Any], loader: LoadContext, at: tuple[str, ...]) -> float | None:

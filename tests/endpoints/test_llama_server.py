@@ -28,7 +28,7 @@ from tests.support.model_servers import (
     run_chain,
     spec,
 )
-from tests.support.packs import RATING_SCHEMA, write_chain_pack
+from tests.support.packs import GBNF_SCHEMAS, RATING_SCHEMA, write_chain_pack
 from tests.support.waiting import wait_until
 
 # The first test here builds llama-server when var/cache/ has none (about 5 minutes).
@@ -117,48 +117,6 @@ def test_it_retries_finish_reason_length_as_a_truncation(
 
 # Strings are bounded: at temperature 1 this model can write an unbounded string past any
 # max_tokens, and a cut-off answer says nothing about whether the grammar held.
-GBNF_SCHEMAS: list[dict[str, Any]] = [
-    {
-        "type": "object",
-        "properties": {
-            "name": {"type": "string", "maxLength": 12},
-            "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "minItems": 1, "maxItems": 3},
-            "ok": {"type": "boolean"},
-        },
-        "required": ["name", "tags"],
-    },
-    {
-        "type": "object",
-        "properties": {
-            "who": {
-                "type": "object",
-                "properties": {
-                    "age": {"type": "integer", "minimum": 0},
-                    "pet": {"type": ["string", "null"], "maxLength": 24},
-                },
-                "required": ["age", "pet"],
-            },
-            "score": {"type": "number"},
-            "kind": {"const": "story"},
-        },
-        "required": ["who", "score", "kind"],
-    },
-    {
-        "$defs": {
-            "item": {
-                "type": "object",
-                "properties": {"n": {"type": "integer", "minimum": -2, "maximum": 2}},
-                "required": ["n"],
-            }
-        },
-        "type": "object",
-        "properties": {
-            "items": {"type": "array", "items": {"$ref": "#/$defs/item"}, "maxItems": 2},
-            "note": {"anyOf": [{"type": "null"}, {"type": "string", "maxLength": 5}]},
-        },
-        "required": ["items", "note"],
-    },
-]
 
 
 @pytest.mark.parametrize("schema", GBNF_SCHEMAS, ids=["strings-arrays", "nested-nullable", "refs-anyof"])
@@ -205,7 +163,7 @@ def test_it_names_the_server_and_suggests_prefill_when_the_spec_sends_gbnf(llama
 
 
 def test_with_prefill_the_check_passes_and_gives_no_hint(llama_server: RunningServer) -> None:
-    """The check's answer, opening and all, is in the enum: the server continued the opening."""
+    """The server takes the prefilled request and its rest-of-answer grammar; the reply is whole."""
     from runtime.endpoints import check_endpoint
 
     result = check_endpoint(spec(llama_server, "grammar=gbnf;prefill=true"))

@@ -23,7 +23,7 @@ from runtime.messages import build_messages
 from tests.support import model_servers
 from tests.support.fault_server import FaultServer
 from tests.support.model_servers import REPO, Opener, RunningServer
-from tests.support.packs import RATING_SCHEMA
+from tests.support.packs import GBNF_SCHEMAS, RATING_SCHEMA
 from tests.support.smollm2_packs import smol_spec
 
 MESSAGES = [{"role": "user", "content": "Rate the story."}]
@@ -40,10 +40,36 @@ def call(
 
 def test_the_opening_is_the_first_required_name_without_its_closing_quote() -> None:
     assert opening(RATING_SCHEMA) == '{"mood'
-    assert opening({"properties": {'say "hi"': {"type": "string"}}, "required": ['say "hi"']}) == '{"say \\"hi\\"'
+    assert (
+        opening({"properties": {'say "hi"\\': {"type": "string"}}, "required": ['say "hi"\\']}) == '{"say \\"hi\\"\\\\'
+    )
+    assert opening({"type": "object", "properties": {"größe": {}}, "required": ["größe"]}) == '{"größe'
     optional_first = {"type": "object", "properties": {"a": {}, "b": {}}, "required": ["b"]}
-    for schema in (optional_first, {"type": "array"}, {"$ref": "#/$defs/x"}, {"anyOf": [RATING_SCHEMA]}, {}):
+    others = (
+        {"type": "array"},
+        {"type": ["object"]},
+        {"type": "null"},
+        {"$ref": "#/$defs/x"},
+        {"anyOf": [RATING_SCHEMA]},
+        {},
+    )
+    for schema in (optional_first, *others):
         assert opening(schema) is None, schema
+
+
+def test_the_opened_grammar_keeps_optional_properties_and_escaped_names() -> None:
+    schema = {
+        "type": "object",
+        "properties": {'a"b': {"enum": [1]}, "c": {"type": "boolean"}},
+        "required": ['a"b'],
+    }
+    root = schema_to_gbnf(schema, compact=True, opened=True).text.splitlines()[0]
+    assert root == 'root ::= "\\"" ":" ("1") ( "," "\\"c\\"" ":" boolean )? "}"'
+    written = opening(schema)
+    assert written == '{"a\\"b'
+    # The opening is how JSON itself writes the name, and the root matches what follows it.
+    answer = json.dumps({'a"b': 1}, separators=(",", ":"))
+    assert answer.startswith(written) and answer[len(written) :] == '":1}'
 
 
 @pytest.mark.parametrize(
@@ -91,6 +117,9 @@ def test_it_puts_the_opening_back_when_a_server_returns_only_the_rest(opened: Op
     assert (first.token, first.logprob, first.top) == ('{"mood', 0.0, [('{"mood', 0.0)])  # the grammar's only way
 
 
+CONTINUATION = '":"sad","stars":2}'  # a server that returns only what it generated
+
+
 @pytest.mark.parametrize(
     ("options", "the_call"),
     [
@@ -104,19 +133,27 @@ def test_it_puts_the_opening_back_when_a_server_returns_only_the_rest(opened: Op
 def test_it_writes_no_opening_where_there_is_none_to_write(
     opened: Opener, fault: FaultServer, options: str, the_call: ModelCall
 ) -> None:
+    fault.configure(answer=CONTINUATION)
     reply = opened(fault.spec(options)).complete(the_call)
     body = fault.completions()[0].body
     assert body["messages"] == the_call.messages
     assert not body.get("grammar", "").startswith('root ::= "\\"" ":"')
-    assert not reply.text.startswith('{"mood') or the_call.schema is RATING_SCHEMA
+    assert reply.text == CONTINUATION  # nothing put in front: no opening was written
 
 
-def test_llama_server_holds_the_rest_of_the_answer_to_the_grammar(llama_server: RunningServer, opened: Opener) -> None:
+@pytest.mark.parametrize("schema", [RATING_SCHEMA, *GBNF_SCHEMAS], ids=["rating", "strings-arrays", "nested", "refs"])
+def test_llama_server_holds_the_rest_of_the_answer_to_the_grammar(
+    llama_server: RunningServer, opened: Opener, schema: dict[str, Any]
+) -> None:
+    written = opening(schema)
+    assert written is not None
     backend = opened(model_servers.spec(llama_server, "grammar=gbnf;prefill=true"))
-    for attempt in range(1, 4):
-        reply = backend.complete(call(attempt=attempt, max_tokens=48, temperature=0.8, logprobs=True))
-        assert reply.text.startswith('{"mood"'), reply.text
-        jsonschema.validate(json.loads(reply.text), RATING_SCHEMA)
+    for attempt, temperature in enumerate((0.0, 0.8, 1.0), start=1):
+        reply = backend.complete(
+            call(schema=schema, attempt=attempt, max_tokens=256, temperature=temperature, logprobs=True)
+        )
+        assert reply.text.startswith(written + '"'), reply.text
+        jsonschema.validate(json.loads(reply.text), schema)
         assert reply.logprobs is not None and "".join(t.token for t in reply.logprobs) == reply.text
 
 

@@ -13,6 +13,8 @@ import pytest
 
 from runtime import load_pack, run_pack
 from runtime.backends import Backend
+from runtime.backends.base import TokenLogprob
+from runtime.nodes.voting import least_p
 from tests.support.fault_server import FaultServer, in_order
 from tests.support.runtime_packs import ENUM_SCHEMA, GEN, issues_of, write_pack
 
@@ -92,3 +94,22 @@ def test_a_first_draw_accepted_on_a_retry_does_not_stand_alone(
     assert len(sent) == 3  # the rejected call, its resample, the second draw
     assert [r.body.get("logprobs") for r in sent] == [True, None, None]
     assert not any(n.startswith("settled by its first draw") for n in result.trace.steps[0].notes)
+
+
+def _tokens(*pairs: tuple[str, float]) -> list[TokenLogprob]:
+    return [TokenLogprob(text, math.log(p)) for text, p in pairs]
+
+
+def test_the_least_likely_token_leaves_out_the_answers_fixed_opening() -> None:
+    """`{"` and the first name are the grammar's only way (and with `prefill` not decoded
+    at all): `sure` reads the tokens from there on, the same with prefill as without."""
+    plain = _tokens(('{"', 0.1), ("category", 0.1), ('":"', 0.9), ("billing", 0.7), ('"}', 0.95))
+    prefilled = [TokenLogprob('{"category', 0.0), *plain[2:]]  # as the backend gives it with prefill=true
+    assert least_p(plain, '{"category') == pytest.approx(0.7)
+    assert least_p(prefilled, '{"category') == pytest.approx(0.7)
+    assert least_p(plain) == pytest.approx(0.1)  # no opening given: every token counts
+    straddling = _tokens(('{"category":"', 0.2), ("billing", 0.7), ('"}', 0.95))
+    assert least_p(straddling, '{"category') == pytest.approx(0.2)  # it runs past the opening: a choice
+    other = _tokens(('{"', 0.1), ("kind", 0.5), ('":1}', 0.9))  # does not spell the opening: nothing skipped
+    assert least_p(other, '{"category') == pytest.approx(0.1)
+    assert least_p([TokenLogprob('{"category', 0.0)], '{"category') == 1.0

@@ -71,3 +71,49 @@ def rating_call(attempt: int = 1, schema: dict[str, Any] | None = RATING_SCHEMA,
         messages=[{"role": "user", "content": "Rate the story."}],
         **kw,
     )
+
+
+# Schemas the GBNF converter must turn into grammars llama-server accepts and obeys
+# (tests/endpoints/test_llama_server.py, test_prefill.py).
+GBNF_SCHEMAS: list[dict[str, Any]] = [
+    {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 12},
+            "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "minItems": 1, "maxItems": 3},
+            "ok": {"type": "boolean"},
+        },
+        "required": ["name", "tags"],
+    },
+    {
+        "type": "object",
+        "properties": {
+            "who": {
+                "type": "object",
+                "properties": {
+                    "age": {"type": "integer", "minimum": 0},
+                    "pet": {"type": ["string", "null"], "maxLength": 24},
+                },
+                "required": ["age", "pet"],
+            },
+            "score": {"type": "number"},
+            "kind": {"const": "story"},
+        },
+        "required": ["who", "score", "kind"],
+    },
+    {
+        "$defs": {
+            "item": {
+                "type": "object",
+                "properties": {"n": {"type": "integer", "minimum": -2, "maximum": 2}},
+                "required": ["n"],
+            }
+        },
+        "type": "object",
+        "properties": {
+            "items": {"type": "array", "items": {"$ref": "#/$defs/item"}, "maxItems": 2},
+            "note": {"anyOf": [{"type": "null"}, {"type": "string", "maxLength": 5}]},
+        },
+        "required": ["items", "note"],
+    },
+]

@@ -247,7 +247,7 @@ class OpenAIBackend:
     # -- one call ----------------------------------------------------------------------
 
     def complete(self, call: ModelCall) -> ModelReply:
-        body, headers = self.body(call), self.headers(call)
+        body, headers, written = self.body(call), self.headers(call), self.opening(call)
         log.debug(
             "backend.request",
             extra={
@@ -257,7 +257,7 @@ class OpenAIBackend:
                     "grammar": self.config.grammar,
                     "max_tokens": call.max_tokens,
                     "constrained": call.schema is not None,
-                    "prefill": self.opening(call),  # the answer's opening written ahead (prefill=true)
+                    "prefill": written,  # the answer's opening written ahead (prefill=true)
                 }
             },
         )
@@ -270,7 +270,7 @@ class OpenAIBackend:
             result = self._with_retries(call, body, headers, started, deadline_at)
         finally:
             self._slots.release()
-        return self._reply(call, result, started)
+        return self._reply(call, result, started, written)
 
     def _acquire(self, call: ModelCall) -> None:
         cfg = self.config
@@ -381,7 +381,7 @@ class OpenAIBackend:
 
     # -- the reply ---------------------------------------------------------------------
 
-    def _reply(self, call: ModelCall, result: StreamResult, started: float) -> ModelReply:
+    def _reply(self, call: ModelCall, result: StreamResult, started: float, written: str | None) -> ModelReply:
         cfg = self.config
         usage = result.usage or {}
         prompt = usage.get("prompt_tokens")
@@ -402,7 +402,6 @@ class OpenAIBackend:
         now = time.monotonic()
         ttft = result.first_token_at - started if result.first_token_at is not None else None
         text, logprobs = result.text, result.token_logprobs
-        written = self.opening(call)
         if written is not None:
             text, logprobs = _with_opening(written, text, logprobs)
         return ModelReply(

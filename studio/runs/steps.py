@@ -79,9 +79,16 @@ def for_page(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for call in step.get("tool_calls", []):
             call["args_json"], call["result_json"] = pretty(call.get("args")), pretty(call.get("result"))
         for attempt in step.get("attempts", []):
-            if attempt.get("given"):  # None where studio.redaction withheld it with a rejected text
-                attempt["given_json"] = json.dumps(attempt["given"], ensure_ascii=False)
+            add_given_json(attempt)
     return steps
+
+
+def add_given_json(attempt: dict[str, Any]) -> None:
+    """A quorum's later draw (`sure_fields`) was completed with the first draw's settled
+    values: `given_json` is them as runs/_given.html shows them. Nothing where there are
+    none, or where studio.redaction withheld them (None) with a rejected draw's text."""
+    if attempt.get("given"):
+        attempt["given_json"] = json.dumps(attempt["given"], ensure_ascii=False, sort_keys=True, default=str)
 
 
 def totals(steps: list[dict[str, Any]]) -> dict[str, Any]:

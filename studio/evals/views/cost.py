@@ -27,6 +27,7 @@ from studio.evals.views.common import (
 from studio.http import StudioRequest
 from studio.numbers import whole_number
 from studio.redaction import visible_trace
+from studio.runs.steps import add_given_json
 
 __all__ = ["COLUMNS", "committed_values", "eval_case", "eval_cost", "trace_steps"]
 
@@ -205,8 +206,7 @@ def eval_case(request: StudioRequest, slug: str, eval_id: int, case_id: str, rep
         s.update(latency_text=dur(s["latency_s"]), cost_text=usd(s["cost_usd"]))
         for a in s["attempts"]:
             a.update(latency_text=dur(a.get("latency_s")), cost_text=usd(a.get("cost_usd")))
-            if a.get("given"):  # a quorum's later draw (sure_fields): the settled values it was given
-                a["given_json"] = _json(a["given"])
+            add_given_json(a)
         for t in s["tool_calls"]:
             t["latency_text"] = dur(t.get("latency_s"))
     repeats = list(EvalCase.objects.filter(eval=ev, case_id=case_id).order_by("repeat").values_list("repeat", "status"))

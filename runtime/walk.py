@@ -123,6 +123,7 @@ class Walk:
         purpose: str = "answer",
         *,
         logprobs: bool = False,
+        given: dict[str, Any] | None = None,
     ) -> ModelCall:
         """The request for one call of `node` in this run (Walk.ask makes it;
         runtime.lookahead sends one ahead of the node)."""
@@ -139,6 +140,7 @@ class Walk:
             purpose=purpose,
             cancel=self.cancel,
             logprobs=logprobs,
+            given=given,
         )
 
     def ask(
@@ -150,6 +152,7 @@ class Walk:
         purpose: str = "answer",
         *,
         logprobs: bool = False,
+        given: dict[str, Any] | None = None,
     ) -> tuple[ModelReply, int]:
         """Call the model once; return the reply and this call's attempt number."""
         if self.cancel is not None and self.cancel.is_set():
@@ -157,7 +160,7 @@ class Walk:
         if purpose == "answer":
             self.calls[node.id] = self.calls.get(node.id, 0) + 1
         attempt = self.calls.get(node.id, 0) + (1 if purpose == "reasoning" else 0)
-        call = self.call_for(node, messages, schema, attempt, purpose, logprobs=logprobs)
+        call = self.call_for(node, messages, schema, attempt, purpose, logprobs=logprobs, given=given)
         started = time.perf_counter()
         backend = self.tiers[self.tier_index].backend if self.tiers else self.backend
         ahead = self.lookahead.take(self, call) if self.lookahead is not None and self.tier_index == 0 else None

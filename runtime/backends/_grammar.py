@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,11 +123,15 @@ def _repeat(rule: str, low: int, high: int | None) -> str:
     return f"{rule}{{{low},{high}}}"
 
 
-def opening(schema: Any) -> str | None:
+def opening(schema: Any, given: Mapping[str, Any] | None = None) -> str | None:
     """The text every answer to `schema` starts with that an endpoint with `prefill=true`
     writes ahead of the model: `{"` and the first property's name, without its closing
     quote, when the answer is an object whose first declared property is required (the
     grammar writes properties in declared order). None for any other schema.
+
+    `given`: members the answer already holds (a quorum's settled fields, which `schema`
+    leaves out: runtime.nodes.sure_fields), written first, compact, in their order, so
+    the model writes the rest after them as it would after its own values.
 
     The name's closing quote is left to the model: in common tokenizers it joins the
     punctuation after it (`":`, `":"`, `":[`), so ending the written part before it
@@ -140,7 +145,12 @@ def opening(schema: Any) -> str | None:
     first = next(iter(props))
     if first not in required:
         return None
-    return "{" + json.dumps(first, ensure_ascii=False)[:-1]
+    members = "".join(f"{_compact(name)}:{_compact(value)}," for name, value in (given or {}).items())
+    return "{" + members + _compact(first)[:-1]
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 class _Converter:

@@ -23,6 +23,10 @@ class ModelCall:
     purpose: str = "answer"  # "answer" | "reasoning"
     cancel: threading.Event | None = None
     logprobs: bool = False  # ask for per-token log probabilities (confidence gates)
+    # Values the answer already holds, which `schema` does not ask for (a quorum's settled
+    # fields, runtime.nodes.sure_fields): an endpoint with `prefill=true` writes them ahead
+    # of the model as the answer's first members; any other leaves them out.
+    given: dict[str, Any] | None = None
     # A call made ahead of its node (runtime.lookahead): `lane` > 0 picks another
     # llama-server slot than the run's own; `spare` sends it only on a free slot of the
     # endpoint's cap, else it fails at once (NoSpareSlot) instead of queueing.

@@ -231,7 +231,7 @@ class OpenAIBackend:
             return None
         if call.messages and call.messages[-1].get("role") == "assistant":
             return None  # the messages already end in an answer begun (two_stage's reasoning)
-        return opening(call.schema)
+        return opening(call.schema, call.given)
 
     def headers(self, call: ModelCall) -> dict[str, str]:
         headers = {"X-Request-ID": call.request_id, "Accept": "text/event-stream"}
@@ -257,7 +257,9 @@ class OpenAIBackend:
                     "grammar": self.config.grammar,
                     "max_tokens": call.max_tokens,
                     "constrained": call.schema is not None,
-                    "prefill": written,  # the answer's opening written ahead (prefill=true)
+                    # characters of the answer written ahead (prefill=true); not the text,
+                    # which may hold a quorum's settled values (model output)
+                    "prefill": len(written) if written is not None else None,
                 }
             },
         )

@@ -97,9 +97,11 @@ class RunContext(Protocol):
         purpose: str = "answer",
         *,
         logprobs: bool = False,
+        given: dict[str, Any] | None = None,
     ) -> tuple[ModelReply, int]:
         """Call the model once; the reply and this call's attempt number. `logprobs`:
-        ask the endpoint for per-token log probabilities (ModelReply.logprobs)."""
+        ask the endpoint for per-token log probabilities (ModelReply.logprobs); `given`:
+        values the answer already holds, which `schema` leaves out (ModelCall.given)."""
         ...
 
     def record(

@@ -272,7 +272,9 @@ class GenerateKind:
                 schema = ask.schema if ask is not None else node.schema
                 # A quorum's `sure` reads the first draw's first call only: not a retry of it.
                 opening = first and tries == 1
-                reply, attempt = walk.ask(node, asked, schema, stage, logprobs=wants_logprobs(node, first=opening))
+                reply, attempt = walk.ask(
+                    node, asked, schema, stage, logprobs=wants_logprobs(node, first=opening), given=given
+                )
             except ContextOverflow as exc:
                 if has_examples(messages):
                     # Cut examples first: drop the one farthest from the request (for `nearest`, the

@@ -21,7 +21,7 @@ from runtime.confidence import allowed_values, value_confidence
 from runtime.errors import BadSpec
 from runtime.messages import build_messages
 from tests.support import model_servers
-from tests.support.fault_server import FaultServer
+from tests.support.fault_server import FaultServer, in_order
 from tests.support.model_servers import REPO, Opener, RunningServer
 from tests.support.packs import GBNF_SCHEMAS, RATING_SCHEMA
 from tests.support.smollm2_packs import smol_spec
@@ -55,6 +55,18 @@ def test_the_opening_is_the_first_required_name_without_its_closing_quote() -> N
     )
     for schema in (optional_first, *others):
         assert opening(schema) is None, schema
+
+
+def test_values_the_answer_already_holds_are_written_first() -> None:
+    """A quorum's settled fields (sure_fields): compact, in their order, before the name
+    of the first field asked for; the answer then parses with every field."""
+    city = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    written = opening(city, {"name": 'Zoë "Z"', "age": 7, "tags": ["a", None]})
+    assert written == '{"name":"Zoë \\"Z\\"","age":7,"tags":["a",null],"city'
+    assert json.loads(written + '":"Oslo"}') == {"name": 'Zoë "Z"', "age": 7, "tags": ["a", None], "city": "Oslo"}
+    assert opening(city, {}) == opening(city) == '{"city'
+    # No opening to write the rest after: nothing is written, given or not.
+    assert opening({"type": "object", "properties": {"city": {}}}, {"name": "ann"}) is None
 
 
 def test_the_opened_grammar_keeps_optional_properties_and_escaped_names() -> None:
@@ -117,6 +129,18 @@ def test_it_puts_the_opening_back_when_a_server_returns_only_the_rest(opened: Op
     assert (first.token, first.logprob, first.top) == ('{"mood', 0.0, [('{"mood', 0.0)])  # the grammar's only way
 
 
+def test_it_writes_the_given_values_ahead_and_grammars_the_rest(opened: Opener, fault: FaultServer) -> None:
+    stars = {"type": "object", "properties": {"stars": RATING_SCHEMA["properties"]["stars"]}, "required": ["stars"]}
+    fault.configure(answer=in_order('":2}', '{"stars":3}'))  # the first, only the continuation
+    reply = opened(fault.spec("grammar=gbnf;prefill=true")).complete(call(schema=stars, given={"mood": "sad"}))
+    body = fault.completions()[0].body
+    assert body["messages"] == [*MESSAGES, {"role": "assistant", "content": '{"mood":"sad","stars'}]
+    assert body["grammar"] == schema_to_gbnf(stars, compact=True, opened=True).text
+    assert json.loads(reply.text) == {"mood": "sad", "stars": 2}
+    opened(fault.spec("grammar=gbnf")).complete(call(schema=stars, given={"mood": "sad"}))
+    assert fault.completions()[1].body["messages"] == MESSAGES  # without prefill the values are not sent
+
+
 CONTINUATION = '":"sad","stars":2}'  # a server that returns only what it generated
 
 
@@ -154,6 +178,18 @@ def test_llama_server_holds_the_rest_of_the_answer_to_the_grammar(
         )
         assert reply.text.startswith(written + '"'), reply.text
         jsonschema.validate(json.loads(reply.text), schema)
+        assert reply.logprobs is not None and "".join(t.token for t in reply.logprobs) == reply.text
+
+
+def test_llama_server_writes_the_rest_after_the_given_values(llama_server: RunningServer, opened: Opener) -> None:
+    stars = {"type": "object", "properties": {"stars": RATING_SCHEMA["properties"]["stars"]}, "required": ["stars"]}
+    backend = opened(model_servers.spec(llama_server, "grammar=gbnf;prefill=true"))
+    for attempt, temperature in enumerate((0.0, 1.0), start=1):
+        reply = backend.complete(
+            call(schema=stars, attempt=attempt, temperature=temperature, logprobs=True, given={"mood": "calm"})
+        )
+        assert reply.text.startswith('{"mood":"calm","stars"'), reply.text
+        jsonschema.validate(json.loads(reply.text), RATING_SCHEMA)
         assert reply.logprobs is not None and "".join(t.token for t in reply.logprobs) == reply.text
 
 

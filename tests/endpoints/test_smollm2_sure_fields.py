@@ -42,13 +42,17 @@ def pack(root: Path, **node: Any) -> Path:
     return root
 
 
+@pytest.mark.parametrize("prefill", ["false", "true"])
 def test_later_draws_ask_llama_server_for_the_unsure_field_only(
-    smollm2_server: RunningServer, opened: Opener, tmp_path: Path
+    smollm2_server: RunningServer, opened: Opener, tmp_path: Path, prefill: str
 ) -> None:
-    backend = RecordingBackend(opened(smol_spec(smollm2_server, "concurrency=1;grammar=gbnf")))
+    """The field the first draw was surer of is settled, the other asked for again. With
+    `prefill=true` the settled value goes out as the answer's start and the model writes
+    the other field after it (ModelCall.given); without, the other field alone."""
+    backend = RecordingBackend(opened(smol_spec(smollm2_server, f"concurrency=1;grammar=gbnf;prefill={prefill}")))
     # A first greedy call per message, with logprobs (sure=1 asks for them and never settles).
     probe = load_pack(pack(tmp_path / "probe", sure=1.0, sure_fields=True))
-    chosen: tuple[str, float, dict[str, Any]] | None = None
+    chosen: tuple[str, float, dict[str, Any], str, str] | None = None
     for message in MESSAGES:
         backend.calls.clear()
         run_pack(probe, {"message": message}, backend=backend)
@@ -56,24 +60,30 @@ def test_later_draws_ask_llama_server_for_the_unsure_field_only(
         assert call.logprobs and reply.logprobs
         least = field_least_p(reply.text, reply.logprobs)
         assert least is not None and set(least) == {"department", "topic"}, reply.text
-        if least["department"] > 2 * least["topic"]:  # room for a P between them
-            chosen = (message, math.sqrt(least["department"] * least["topic"]), json.loads(reply.text))
+        sure, unsure = sorted(least, key=least.__getitem__, reverse=True)
+        if least[sure] > 2 * least[unsure]:  # room for a P between them
+            chosen = (message, math.sqrt(least[sure] * least[unsure]), json.loads(reply.text), sure, unsure)
             break
     if chosen is None:
-        pytest.fail(f"no message where SmolLM2 was surer of the department than of the topic: {least}")
-    message, p, first = chosen
+        pytest.fail(f"no message where SmolLM2 was twice as sure of one field as of the other: {least}")
+    message, p, first, sure, unsure = chosen
 
     backend.calls.clear()
     result = run_pack(load_pack(pack(tmp_path / "p", sure=p, sure_fields=True)), {"message": message}, backend=backend)
     assert result.status == "done", result.trace.steps[0].reason
     schemas = [call.schema for call, _ in backend.calls]
     assert schemas[0] is not None and set(schemas[0]["properties"]) == {"department", "topic"}
-    assert len(schemas) >= 2 and all(s is not None and set(s["properties"]) == {"topic"} for s in schemas[1:])
-    assert all('"department"' not in reply.text for _, reply in backend.calls[1:])  # only the topic decoded
-    assert result.output["department"] == first["department"]  # settled by the first draw
-    assert any(n.startswith("later draws ask for topic only: department settled") for n in result.trace.steps[0].notes)
+    assert len(schemas) >= 2 and all(s is not None and set(s["properties"]) == {unsure} for s in schemas[1:])
+    settled = "{" + json.dumps(sure) + ":" + json.dumps(first[sure], ensure_ascii=False) + "," + json.dumps(unsure)
+    for _, reply in backend.calls[1:]:  # only the unsure field decoded
+        assert reply.text.startswith(settled) if prefill == "true" else f'"{sure}"' not in reply.text, reply.text
+    assert result.output[sure] == first[sure]  # settled by the first draw
+    assert any(n.startswith(f"later draws ask for {unsure} only: {sure} settled") for n in result.trace.steps[0].notes)
     # The prompt of the later draws is the first's: the server read it from its cache.
+    # With prefill the written start of the answer is read too (no more tokens than it
+    # has characters), unless the first draw wrote the same start itself.
+    written = len(settled) if prefill == "true" else 0
     later = [reply for _, reply in backend.calls[1:]]
-    assert all(r.cached_tokens and r.cached_tokens >= r.prompt_tokens - 4 for r in later), [
-        (r.prompt_tokens, r.cached_tokens) for r in later
+    assert all(r.cached_tokens and r.prompt_tokens - r.cached_tokens <= 4 + written for r in later), [
+        (r.prompt_tokens, r.cached_tokens, written) for r in later
     ]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from runtime import load_pack, run_pack
+from runtime import load_pack, open_backend, run_pack
 from runtime.backends import Backend
 from runtime.nodes.sure_fields import field_least_p, partial_ask, value_spans
 from runtime.tiers import candidates
@@ -215,6 +215,26 @@ def test_a_rejected_later_draw_goes_down_its_ladder_with_the_partial_grammar(
         (True, None, {"name": "ann"}),
     ]
     assert result.trace.attempts[0].given is None  # the first draw was asked for everything
+
+
+def test_with_prefill_a_later_draw_writes_its_field_after_the_settled_values(
+    tmp_path: Path, chars: FaultServer
+) -> None:
+    """On a `prefill=true` endpoint the settled values go out as the answer's start, so
+    the model writes the unsure field after them, as it did in the first draw, instead
+    of an answer that opens with it."""
+    chars.configure(answer=in_order('{"name":"ann","city":"PARIS"}', '":"PARIS"}'))  # the rest only
+    backend = open_backend(chars.spec("backoff=0.01;grammar=gbnf;prefill=true"))
+    try:
+        result = run_pack(load_pack(detail_pack(tmp_path)), {"ticket": "t"}, backend=backend)
+    finally:
+        backend.close()
+    assert result.output == {"name": "ann", "city": "PARIS"} and len(chars.completions()) == 2
+    first, later = (c.body["messages"][-1] for c in chars.completions())
+    assert first == {"role": "assistant", "content": '{"name'}
+    assert later == {"role": "assistant", "content": '{"name":"ann","city'}
+    assert result.trace.attempts[1].text == '{"name":"ann","city":"PARIS"}'
+    assert result.trace.attempts[1].given == {"name": "ann"}
 
 
 def test_a_person_sees_later_draws_with_the_settled_values() -> None:

@@ -720,6 +720,12 @@ def main(argv: list[str] | None = None) -> int:
         help="with --grammar gbnf: the endpoint's prefill= (the answer's opening written ahead of the model; "
         "both grammar arms, one call too)",
     )
+    parser.add_argument(
+        "--shots",
+        type=int,
+        default=None,
+        help="few-shot examples of the one-call arms (default: the most any node of the pack takes)",
+    )
     parser.add_argument("--json", action="store_true", help="print the summaries as JSON too")
     parser.add_argument(
         "--rows", metavar="FILE", default=str(RESULTS), help=f"where the raw rows go (default {RESULTS.name})"
@@ -772,6 +778,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name in tasks:
             task = load_task(name)
+            if args.shots is not None:
+                task.shots = args.shots
             cases = spread(task.cases, args.limit)
             arm_rows: dict[str, list[Row]] = {arm: [] for arm in arms}
             skipped: dict[str, str] = {}
@@ -810,6 +818,7 @@ def main(argv: list[str] | None = None) -> int:
                     "grammar": args.grammar if r.arm in GRAMMAR_ARMS else None,
                     "slots": args.slots,
                     "prefill": args.prefill == "true" and args.grammar == "gbnf" and r.arm in GRAMMAR_ARMS,
+                    **({"shots": task.shots} if r.arm in ("one_call", "no_grammar") else {}),
                 }
                 for rows in arm_rows.values()
                 for r in rows

@@ -9,6 +9,7 @@ the node's `examples:` replaced by the variant's; the grammar is the node's enum
 sub-issue's: its department's labels). Variants:
 
   department  3 any        the department node as the pack has it
+  department  2 any        two nearest examples instead of three
   subissue    3 any        three nearest examples of any department (the pack until now)
   subissue    2 any / 2 same / 1 same / 3 same
                            N nearest, of any department or only of the gold department
@@ -24,7 +25,8 @@ per call (llama-server's `timings.prompt_n`; a node's first call, which reads th
 prompt, is left out). A fresh server per variant, so none finds another's prompts in
 its cache. Rows: benchmarks/results/routing_layouts.jsonl.
 
-    .venv/bin/python benchmarks/routing_layouts.py [--limit N] [--from-rows FILE]
+    .venv/bin/python benchmarks/routing_layouts.py [--limit N] [--variant NAME]... [--rows FILE]
+                                                   [--from-rows FILE]
 """
 
 from __future__ import annotations
@@ -69,6 +71,8 @@ def variants() -> dict[str, list[tuple[str, Build]]]:
     out: dict[str, list[tuple[str, Build]]] = {
         "department, 3 any": [("department", lambda case: build_messages(pack, department, {}, case["input"]).messages)]
     }
+    two = dataclasses.replace(department, examples=dataclasses.replace(department.examples, count=2))
+    out["department, 2 any"] = [("department", lambda case: build_messages(pack, two, {}, case["input"]).messages)]
     for count, match in ((3, ()), (2, ()), (2, ("department",)), (1, ("department",)), (3, ("department",))):
         node = dataclasses.replace(subissue, examples=dataclasses.replace(subissue.examples, count=count, match=match))
         name = f"subissue, {count} {'same' if match else 'any'}"
@@ -181,6 +185,10 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--limit", type=int, default=None, help="N cases, spread over the evalset")
+    parser.add_argument(
+        "--variant", action="append", default=[], metavar="NAME", help="only this variant (repeatable; names as printed)"
+    )
+    parser.add_argument("--rows", metavar="FILE", default=str(RESULTS), help=f"where the rows go (default {RESULTS.name})")
     parser.add_argument("--from-rows", metavar="FILE", help="re-print the table from a rows file; no model is called")
     args = parser.parse_args(argv)
     if args.from_rows:
@@ -189,11 +197,19 @@ def main(argv: list[str] | None = None) -> int:
     cases = real_models.spread(real_models.load_task(TASK).cases, args.limit)
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
+    chosen = variants()
+    if args.variant:
+        wanted = args.variant
+        unknown = [v for v in wanted if v not in chosen]
+        if unknown:
+            parser.error(f"unknown variant(s) {unknown}; known: {', '.join(chosen)}")
+        chosen = {name: chosen[name] for name in wanted}
+    out = Path(args.rows)
     with tempfile.TemporaryDirectory(prefix="routing-layouts-") as tmp:
-        for name, steps in variants().items():
+        for name, steps in chosen.items():
             rows += run_variant(name, steps, cases, Path(tmp))
-            write_rows(RESULTS, rows)
-    print(f"{TASK}: {len(cases)} cases, {time.perf_counter() - started:.0f} s; rows in {RESULTS}")
+            write_rows(out, rows)
+    print(f"{TASK}: {len(cases)} cases, {time.perf_counter() - started:.0f} s; rows in {out}")
     print_table(rows)
     return 0
 

@@ -28,8 +28,10 @@ Arms, on the same cases:
                   decided): what a user runs and pays for; its escalated cases go to a
                   person, so its exact counts them as misses and its auto tier is reported
   (b) one call    one model call with the pack's system prompt, the same few-shot
-                  examples (nearest by word-set Jaccard) and the union of the pack's node
-                  schemas as the grammar (benchmarks/one_call/<task>.txt)
+                  examples (nearest by word-set Jaccard, as many as the pack's hungriest
+                  node takes unless --shots N, shown as the runtime shows them: the
+                  nearest last) and the union of the pack's node schemas as the grammar
+                  (benchmarks/one_call/<task>.txt)
   (c) no grammar  the same call without a grammar; the reply's outermost {...} is parsed
 The grammar of arms (a) and (b) goes out in --grammar mode: gbnf by default, llama-server's
 compact grammar (no whitespace tokens; what `packforge endpoints check` suggests there),
@@ -37,6 +39,8 @@ on an endpoint with `prefill=true` unless --prefill false (the answer's opening,
 its first name, is read with the prompt instead of decoded; docs/endpoints.md "Prefill").
   (d) baseline    the trivial baseline: the most frequent expected value of each field in
                   the evalset, for every case
+  (e) nearest     no model either: the answer of the example nearest the case (the first
+                  example the one-call arm shows), copied; how far the examples alone go
 
 Scoring: every arm is scored here by one function over the committed values, with the
 pack's `fields:` rules (exact, loose, set, number, text as docs/pack-format.md defines
@@ -57,7 +61,7 @@ is judged there.
 
 --from-rows FILE re-summarises a committed raw-rows file without calling a model.
 
-    .venv/bin/python benchmarks/real_models.py [--tasks a,b] [--limit N] [--arms pack,written,one_call,no_grammar,baseline]
+    .venv/bin/python benchmarks/real_models.py [--tasks a,b] [--limit N] [--arms pack,written,one_call,no_grammar,baseline,nearest]
         [--model smollm2] [--url http://127.0.0.1:PORT/v1] [--grammar gbnf|json_schema]
         [--prefill true|false] [--target-auto-accuracy 0.95] [--json]
     .venv/bin/python benchmarks/real_models.py --from-rows benchmarks/results/real_models.jsonl
@@ -100,13 +104,15 @@ from runtime import (
     values_match,
     wilson_interval,
 )
+from runtime.fewshot import jaccard, words
 
 HERE = Path(__file__).resolve().parent
 PACKS = HERE / "packs"
 ONE_CALL = HERE / "one_call"
 RESULTS = HERE / "results" / "real_models.jsonl"
 TASKS = ("helpdesk_routing", "review_aspects", "shipping_details")
-ARMS = ("pack", "written", "one_call", "no_grammar", "baseline")
+ARMS = ("pack", "written", "one_call", "no_grammar", "baseline", "nearest")
+NO_MODEL_ARMS = ("baseline", "nearest")
 MODELS = ("smollm2",)
 MIN_AUTO_SHARE = 0.40  # the issue's bar: the auto tier keeps at least 40% of cases
 BAR_POINTS = 0.15  # ... at an accuracy at least 15 points above one call's
@@ -204,21 +210,11 @@ def canonical(task: Task, name: str, value: Any) -> str:
 # -- few-shot and the one-call prompt -------------------------------------------------------
 
 
-def _words(value: Any) -> set[str]:
-    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value
-    return set(re.findall(r"\w+", text.casefold()))
-
-
 def nearest_examples(task: Task, inp: dict[str, Any], count: int) -> list[dict[str, Any]]:
-    """The `count` examples nearest the input by word-set Jaccard; ties by file order."""
-    mine = _words(" ".join(str(v) for v in inp.values()))
-
-    def jaccard(ex: dict[str, Any]) -> float:
-        theirs = _words(" ".join(str(v) for v in ex["input"].values()))
-        union = mine | theirs
-        return len(mine & theirs) / len(union) if union else 0.0
-
-    ranked = sorted(enumerate(task.examples), key=lambda pair: (-jaccard(pair[1]), pair[0]))
+    """The `count` examples nearest the input, nearest first: word-set Jaccard as the
+    runtime's `strategy: nearest` measures it (runtime.fewshot), ties by file order."""
+    mine = words(inp)
+    ranked = sorted(enumerate(task.examples), key=lambda pair: (-jaccard(mine, words(pair[1]["input"])), pair[0]))
     return [ex for _, ex in ranked[:count]]
 
 
@@ -232,7 +228,9 @@ def render(template: str, inp: dict[str, Any]) -> str:
 
 def one_call_messages(task: Task, inp: dict[str, Any]) -> list[dict[str, str]]:
     messages = [{"role": "system", "content": task.system}] if task.system else []
-    for ex in nearest_examples(task, inp, task.shots):
+    # Shown as the runtime shows a pack's (runtime.fewshot.choose): the nearest last, next
+    # to the question. SmolLM2-135M mostly repeats the answer just before the question.
+    for ex in reversed(nearest_examples(task, inp, task.shots)):
         answer = {name: ex["expected"].get(name) for name in task.fields}
         messages.append({"role": "user", "content": render(task.one_call_prompt, ex["input"])})
         messages.append({"role": "assistant", "content": json.dumps(answer, ensure_ascii=False, separators=(",", ":"))})
@@ -345,6 +343,17 @@ def run_baseline(task: Task, cases: list[dict[str, Any]]) -> list[Row]:
     for case in cases:
         exact, share = score(task, case["expected"], mode)
         rows.append(Row(task.name, "baseline", case["id"], case["expected"], mode, exact, share))
+    return rows
+
+
+def run_nearest(task: Task, cases: list[dict[str, Any]]) -> list[Row]:
+    """The answer of the example nearest each case (word-set Jaccard), copied: no model."""
+    rows = []
+    for case in cases:
+        nearest = nearest_examples(task, case["input"], 1)
+        got = {name: nearest[0]["expected"].get(name) for name in task.fields} if nearest else None
+        exact, share = score(task, case["expected"], got)
+        rows.append(Row(task.name, "nearest", case["id"], case["expected"], got, exact, share, parsed=got is not None))
     return rows
 
 
@@ -787,7 +796,9 @@ def main(argv: list[str] | None = None) -> int:
                 # Every model arm has its own server, started at once; the arms take turns
                 # a block of cases at a time, so a machine that slows down or speeds up
                 # during the task weighs on every arm alike (the seconds ratios).
-                models = {arm: servers.enter_context(backend(arm != "no_grammar")) for arm in arms if arm != "baseline"}
+                models = {
+                    arm: servers.enter_context(backend(arm != "no_grammar")) for arm in arms if arm not in NO_MODEL_ARMS
+                }
                 blocks = [cases[i : i + BLOCK] for i in range(0, len(cases), BLOCK)]
                 for n, block in enumerate(blocks):
                     turn = arms[n % len(arms) :] + arms[: n % len(arms)]  # who goes first rotates
@@ -801,6 +812,8 @@ def main(argv: list[str] | None = None) -> int:
                                 continue
                         elif arm == "baseline":
                             rows = run_baseline(task, block)
+                        elif arm == "nearest":
+                            rows = run_nearest(task, block)
                         else:
                             rows = run_one_call(task, block, models[arm], grammar=arm == "one_call")
                         arm_rows[arm].extend(rows)

@@ -186,9 +186,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--limit", type=int, default=None, help="N cases, spread over the evalset")
     parser.add_argument(
-        "--variant", action="append", default=[], metavar="NAME", help="only this variant (repeatable; names as printed)"
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only this variant (repeatable; names as printed)",
     )
-    parser.add_argument("--rows", metavar="FILE", default=str(RESULTS), help=f"where the rows go (default {RESULTS.name})")
+    parser.add_argument(
+        "--rows", metavar="FILE", default=str(RESULTS), help=f"where the rows go (default {RESULTS.name})"
+    )
     parser.add_argument("--from-rows", metavar="FILE", help="re-print the table from a rows file; no model is called")
     args = parser.parse_args(argv)
     if args.from_rows:

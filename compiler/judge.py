@@ -29,7 +29,15 @@ from compiler.splits import Split, split_gold
 from compiler.target_cache import CachedBackend
 from compiler.tools import ToolSpec
 from compiler.trials import PROBE_MIN, TrialRunner, setting_dict
-from compiler.verdict import Arm, baseline_outcomes, choose_threshold, mcnemar, measure_auto, score_of
+from compiler.verdict import (
+    Arm,
+    baseline_outcomes,
+    choose_threshold,
+    mcnemar,
+    measure_auto,
+    nearest_outcomes,
+    score_of,
+)
 from compiler.workdir import write_json
 from runtime import Scorer, Tool, baseline_summary, load_pack, open_backend
 
@@ -288,7 +296,8 @@ def _arm(runner: TrialRunner, name: str, plan: Plan, result: SearchResult, split
 
 def decide(spec: Spec, split: Split, arms: dict[str, Arm], runner: TrialRunner) -> tuple[dict[str, Any], str | None]:
     """The verdict document and the arm whose pack is written (None: neither beats the
-    baseline). The pack wins only when it beats the baseline and one call on validation."""
+    baseline). The pack wins only when it beats the baseline and one call on validation;
+    the nearest known case copied is scored beside them and named when it does as well."""
     rules = _rules(runner)
     by_id = {c.id: c for c in spec.gold}
     # the trivial baseline learns from train (validation when there is none), never from test
@@ -299,6 +308,13 @@ def decide(spec: Spec, split: Split, arms: dict[str, Arm], runner: TrialRunner) 
         baseline_outcomes(rules, answers, [(i, by_id[i].expected) for i in split.validation]),
         baseline_outcomes(rules, answers, [(i, by_id[i].expected) for i in split.test]),
         {"answers": answers},
+    )
+    # ... and the nearest known case's answers copied, from the same cases (never the case itself)
+    known = [(i, by_id[i].input, by_id[i].expected) for i in split.train or split.validation]
+    near = Arm(
+        "nearest",
+        nearest_outcomes(rules, known, [(i, by_id[i].input, by_id[i].expected) for i in split.validation]),
+        nearest_outcomes(rules, known, [(i, by_id[i].input, by_id[i].expected) for i in split.test]),
     )
     pack, one = arms["pack"], arms.get("one_call")
     p, b = score_of(pack.validation).passed, score_of(base.validation).passed
@@ -319,6 +335,12 @@ def decide(spec: Spec, split: Split, arms: dict[str, Arm], runner: TrialRunner) 
             f"neither the pack ({p}/{n}) nor one call ({o if o is not None else 'n/a'}/{n}) beats the trivial "
             f"baseline ({b}/{n}) on validation: no pack is good enough to write"
         )
+    # Shown, not yet decided on (docs/decisions.md): where copying the nearest known case
+    # does as well as the arm chosen, the sentence says so.
+    k = score_of(near.validation).passed
+    best = p if chosen == "pack" else (o or 0) if chosen == "one_call" else max(p, o or 0)
+    if k >= best:
+        sentence += f"; copying the nearest known case's answers does as well or better ({k}/{n}), with no model"
     winner = arms.get(chosen or "pack", pack)
     tier = choose_threshold(winner.validation, spec.auto_accuracy)
     tier = measure_auto(tier, winner.test, one.test if one is not None else None)
@@ -333,6 +355,7 @@ def decide(spec: Spec, split: Split, arms: dict[str, Arm], runner: TrialRunner) 
             "pack": pack.to_dict(),
             "one_call": one.to_dict() if one is not None else None,
             "baseline": base.to_dict(),
+            "nearest": near.to_dict(),
         },
         "mcnemar": mcnemar(pack.test, one.test) if one is not None else None,
         "context": {

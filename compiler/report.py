@@ -7,7 +7,12 @@ from typing import Any
 
 from compiler.judge import Verdict
 
-ARM_NAMES = (("pack", "compiled pack"), ("one_call", "best one call"), ("baseline", "trivial baseline"))
+ARM_NAMES = (
+    ("pack", "compiled pack"),
+    ("one_call", "best one call"),
+    ("baseline", "trivial baseline"),
+    ("nearest", "nearest case"),
+)
 
 
 def _pct(x: Any) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 import runtime
 from compiler.trials import CaseOutcome
 from runtime import mcnemar_exact, paired_outcomes, wilson_interval
+from runtime.fewshot import jaccard, words
 
 MIN_AUTO_CASES = 10
 ALPHA = 0.05
@@ -221,24 +222,48 @@ def baseline_outcomes(
     rules: Mapping[str, Any], answers: Mapping[str, Any], cases: Sequence[tuple[str, Mapping[str, Any]]]
 ) -> list[CaseOutcome]:
     """The trivial baseline (train's most frequent value per field) on `cases`."""
+    return [_copied(rules, case_id, expected, answers) for case_id, expected in cases]
+
+
+def nearest_outcomes(
+    rules: Mapping[str, Any],
+    known: Sequence[tuple[str, Mapping[str, Any], Mapping[str, Any]]],
+    cases: Sequence[tuple[str, Mapping[str, Any], Mapping[str, Any]]],
+) -> list[CaseOutcome]:
+    """No model: each case gets the expected values of the known case (id, input,
+    expected) whose input shares the most words with its own (word-set Jaccard, as
+    `strategy: nearest` ranks examples; ties by order), never its own. Where the gold
+    cases sit close to each other this is the baseline to beat, not the most frequent
+    value (docs/compiler.md, "The verdict")."""
+    sets = [(case_id, words(dict(inp)), expected) for case_id, inp, expected in known]
     out = []
-    for case_id, expected in cases:
-        matches = runtime.field_matches(rules, expected, answers)
-        passed = all(matches.values())
-        out.append(
-            CaseOutcome(
-                id=case_id,
-                passed=passed,
-                score=runtime.case_score(matches, passed),
-                fields=matches,
-                confidence=None,
-                eligible=False,
-                calls=0,
-                tokens=0,
-                overflow=False,
-            )
-        )
+    for case_id, inp, expected in cases:
+        mine = words(dict(inp))
+        others = [
+            (jaccard(mine, theirs), -i, answers) for i, (other, theirs, answers) in enumerate(sets) if other != case_id
+        ]
+        answers = max(others, key=lambda t: (t[0], t[1]))[2] if others else {}
+        out.append(_copied(rules, case_id, expected, answers))
     return out
+
+
+def _copied(
+    rules: Mapping[str, Any], case_id: str, expected: Mapping[str, Any], answers: Mapping[str, Any]
+) -> CaseOutcome:
+    """A no-model arm's outcome on one case: `answers` scored against `expected`."""
+    matches = runtime.field_matches(rules, expected, answers)
+    passed = all(matches.values())
+    return CaseOutcome(
+        id=case_id,
+        passed=passed,
+        score=runtime.case_score(matches, passed),
+        fields=matches,
+        confidence=None,
+        eligible=False,
+        calls=0,
+        tokens=0,
+        overflow=False,
+    )
 
 
 __all__ = [
@@ -252,5 +277,6 @@ __all__ = [
     "field_scores",
     "mcnemar",
     "measure_auto",
+    "nearest_outcomes",
     "score_of",
 ]

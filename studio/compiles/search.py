@@ -37,7 +37,7 @@ NAME_CHARS = 120  # a field, node, label or coordinate name, cut
 FIELDS_SHOWN = 50  # per-field rows; unseen-label fields
 LABELS_SHOWN = 50  # unseen labels per field
 NODES_SHOWN = 20  # nodes of one trial's setting
-ARMS = (("pack", "pack"), ("one_call", "one call"), ("baseline", "trivial baseline"))
+ARMS = (("pack", "pack"), ("one_call", "one call"), ("baseline", "trivial baseline"), ("nearest", "nearest case"))
 # line_plot's x caption, written for the eval history's versions; the curve's x is trials.
 EVAL_X_CAPTION = "pack version (oldest → newest)"
 TRIALS_X_CAPTION = "trial (first → last)"

@@ -148,6 +148,12 @@ def test_the_verdict_exits_1_and_names_the_baseline_when_the_target_knows_only_t
     assert "trivial baseline" in verdict["sentence"] and "beats" in verdict["sentence"]
     assert "trivial baseline" in shown and "exit 1" in shown
     assert not (tmp_path / "out").exists()  # no pack: not the judged one (none won), not the offline stand-in
+    # The nearest known case copied is scored beside them, on the same splits, and shown.
+    nearest = verdict["arms"]["nearest"]
+    assert nearest["test"]["total"] == verdict["split"]["test"] and nearest["calls_per_case"] == 0
+    assert "nearest case" in shown
+    k, n = nearest["validation"]["passed"], verdict["split"]["validation"]
+    assert f"copying the nearest known case's answers does as well or better ({k}/{n})" in verdict["sentence"]
 
 
 def test_without_a_target_the_build_says_nothing_was_judged_and_exits_1(

@@ -153,6 +153,7 @@ def test_the_verdict_exits_1_and_names_the_baseline_when_the_target_knows_only_t
     assert nearest["test"]["total"] == verdict["split"]["test"] and nearest["calls_per_case"] == 0
     assert "nearest case" in shown
     k, n = nearest["validation"]["passed"], verdict["split"]["validation"]
+    assert k > 0  # the templated gold cases: a case's nearest neighbour often shares its labels
     assert f"copying the nearest known case's answers does as well or better ({k}/{n})" in verdict["sentence"]
 
 

@@ -39,8 +39,8 @@ on an endpoint with `prefill=true` unless --prefill false (the answer's opening,
 its first name, is read with the prompt instead of decoded; docs/endpoints.md "Prefill").
   (d) baseline    the trivial baseline: the most frequent expected value of each field in
                   the evalset, for every case
-  (e) nearest     no model either: the answer of the example nearest the case (the first
-                  example the one-call arm shows), copied; how far the examples alone go
+  (e) nearest     no model either: the answer of the example nearest the case (the one
+                  the one-call arm shows last), copied; how far the examples alone go
 
 Scoring: every arm is scored here by one function over the committed values, with the
 pack's `fields:` rules (exact, loose, set, number, text as docs/pack-format.md defines
@@ -788,6 +788,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in tasks:
             task = load_task(name)
             if args.shots is not None:
+                if args.shots < 0:
+                    parser.error("--shots: a count of 0 or more")
                 task.shots = args.shots
             cases = spread(task.cases, args.limit)
             arm_rows: dict[str, list[Row]] = {arm: [] for arm in arms}

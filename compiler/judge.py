@@ -338,7 +338,7 @@ def decide(spec: Spec, split: Split, arms: dict[str, Arm], runner: TrialRunner) 
     # Shown, not yet decided on (docs/decisions.md): where copying the nearest known case
     # does as well as the arm chosen, the sentence says so.
     k = score_of(near.validation).passed
-    best = p if chosen == "pack" else (o or 0) if chosen == "one_call" else max(p, o or 0)
+    best = p if chosen == "pack" else (o or 0) if chosen == "one_call" else max(p, o or 0, b)
     if k and k >= best:
         sentence += f"; copying the nearest known case's answers does as well or better ({k}/{n}), with no model"
     winner = arms.get(chosen or "pack", pack)

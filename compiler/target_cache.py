@@ -65,6 +65,8 @@ def call_key(spec: str, call: ModelCall) -> str:
         "draw": call.attempt,
         "node": call.node,  # an OpenAI-style endpoint sees it as the json_schema's name
     }
+    if call.given is not None:  # values written ahead of the model (prefill); absent keeps older keys
+        document["given"] = call.given
     if spec.startswith(SCRIPTED):  # a scripted model answers by case and input, not by prompt
         document["case"] = call.case_id
         document["input"] = call.input

@@ -63,6 +63,7 @@ from runtime.evaluate import (
     tool_metrics,
 )
 from runtime.expr import Expression, compile_expr
+from runtime.fewshot import similarity
 from runtime.logs import redact_data
 from runtime.mcp_server import McpEntry, ToolAnswer
 from runtime.mcp_server import answer_http as mcp_answer_http
@@ -221,6 +222,7 @@ __all__ = [
     "select_cases",
     "set_f1",
     "shown_path",
+    "similarity",
     "tool",
     "tool_def",
     "tool_metrics",

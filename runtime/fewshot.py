@@ -96,6 +96,12 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / union if union else 0.0
 
 
+def similarity(a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
+    """How alike two inputs are as `strategy: nearest` ranks examples: the Jaccard index
+    of their word sets (the compiler's no-model `nearest` arm ranks gold cases by it)."""
+    return jaccard(words(dict(a)), words(dict(b)))
+
+
 def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 

@@ -226,4 +226,5 @@ def _same(made: ModelCall, asked: ModelCall) -> bool:
         and made.max_tokens == asked.max_tokens
         and made.temperature == asked.temperature
         and made.logprobs == asked.logprobs
+        and made.given == asked.given
     )

@@ -427,7 +427,9 @@ def _with_opening(
 ) -> tuple[str, list[TokenLogprob] | None]:
     """The whole answer of a call whose opening was written ahead of the model: llama-server
     returns it with the opening, a server that returns only the continuation gets it put
-    back. The opening was the grammar's only choice, so its token has probability 1."""
+    back. Its token gets probability 1: the grammar left no choice there, and values
+    written with it (`ModelCall.given`) were settled by an earlier draw, whose own
+    probabilities are what `sure` read."""
     if not text.startswith(written):
         text = written + text
     if logprobs is not None and not "".join(t.token for t in logprobs).startswith(written):

@@ -38,3 +38,14 @@ def test_a_known_case_is_never_its_own_neighbour() -> None:
 
 def test_with_nothing_known_every_case_is_a_miss() -> None:
     assert [o.passed for o in nearest_outcomes({}, [], [KNOWN[0]])] == [False]
+
+
+def test_a_tie_goes_to_the_known_case_listed_first() -> None:
+    twins = [
+        ("a", {"message": "refund please"}, {"department": "billing"}),
+        ("b", {"message": "please refund"}, {"department": "shipping"}),
+    ]
+    got = nearest_outcomes({}, twins, [("c", {"message": "refund please now"}, {"department": "billing"})])
+    assert [o.passed for o in got] == [True]
+    got = nearest_outcomes({}, twins[::-1], [("c", {"message": "refund please now"}, {"department": "billing"})])
+    assert [o.passed for o in got] == [False]

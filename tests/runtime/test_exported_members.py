@@ -147,6 +147,7 @@ PINNED = [
     "tool",
     "tool_def",
     "tool_metrics",
+    "similarity",  # two inputs' word-set Jaccard, as `strategy: nearest` ranks (the verdict's nearest arm)
 ]
 
 

@@ -101,10 +101,10 @@ from runtime import (
     load_pack,
     open_backend,
     rule_for,
+    similarity,
     values_match,
     wilson_interval,
 )
-from runtime.fewshot import jaccard, words
 
 HERE = Path(__file__).resolve().parent
 PACKS = HERE / "packs"
@@ -213,8 +213,7 @@ def canonical(task: Task, name: str, value: Any) -> str:
 def nearest_examples(task: Task, inp: dict[str, Any], count: int) -> list[dict[str, Any]]:
     """The `count` examples nearest the input, nearest first: word-set Jaccard as the
     runtime's `strategy: nearest` measures it (runtime.fewshot), ties by file order."""
-    mine = words(inp)
-    ranked = sorted(enumerate(task.examples), key=lambda pair: (-jaccard(mine, words(pair[1]["input"])), pair[0]))
+    ranked = sorted(enumerate(task.examples), key=lambda pair: (-similarity(inp, pair[1]["input"]), pair[0]))
     return [ex for _, ex in ranked[:count]]
 
 

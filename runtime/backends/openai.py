@@ -182,7 +182,8 @@ class OpenAIBackend:
 
     # -- the request -------------------------------------------------------------------
 
-    def body(self, call: ModelCall) -> dict[str, Any]:
+    def body(self, call: ModelCall, written: str | None) -> dict[str, Any]:
+        """The request body; `written`: the answer's opening written ahead (`self.opening(call)`)."""
         cfg = self.config
         body: dict[str, Any] = {
             "model": cfg.model,
@@ -216,7 +217,6 @@ class OpenAIBackend:
         elif cfg.grammar == "guided_json":
             body["guided_json"] = schema
         elif cfg.grammar == "gbnf":
-            written = self.opening(call)
             if written is not None:
                 # llama-server continues a final assistant message: the opening is read with
                 # the prompt (one batch) instead of decoded a token at a time, and the
@@ -247,7 +247,8 @@ class OpenAIBackend:
     # -- one call ----------------------------------------------------------------------
 
     def complete(self, call: ModelCall) -> ModelReply:
-        body, headers, written = self.body(call), self.headers(call), self.opening(call)
+        written = self.opening(call)
+        body, headers = self.body(call, written), self.headers(call)
         log.debug(
             "backend.request",
             extra={

@@ -8,7 +8,9 @@ endpoint as real_models.py opens it: `grammar=gbnf;prefill=true`), on every case
 task, with 0 to 4 examples, a fresh llama-server per run, so the pack can be held
 against the strongest one call too, not only the one its own example count gives.
 
-The counts are compared on the same cases they are measured on: read the best count's
+"= nearest" / "= n-th nearest": answers equal to the nearest example's answer, and to
+the farthest shown one's (by the task's compare rules). The counts are compared on the
+same cases they are measured on: read the best count's
 figure as the one call's ceiling here, not as a held-out estimate. Rows (real_models.py's
 row format, with `shots`): benchmarks/results/one_call_shots.jsonl.
 
@@ -53,19 +55,39 @@ def sweep(tasks: list[str], shots: list[int], limit: int | None, out: Path) -> l
     return rows
 
 
+def copies(task: real_models.Task, rows: list[dict[str, Any]], n: int) -> tuple[int, int]:
+    """How many answers equal the nearest example's answer, and how many the n-th
+    nearest's (the farthest shown): SmolLM2-135M mostly repeats the example just before
+    the question, so where it copies tells which one was shown last."""
+    inputs = {c["id"]: c["input"] for c in task.cases}
+    near = far = 0
+    for r in rows:
+        shown = real_models.nearest_examples(task, inputs[r["case"]], n)
+        if not shown or r["got"] is None:
+            continue
+        near += real_models.score(task, {f: shown[0]["expected"].get(f) for f in task.fields}, r["got"])[0]
+        far += real_models.score(task, {f: shown[-1]["expected"].get(f) for f in task.fields}, r["got"])[0]
+    return near, far
+
+
 def print_table(rows: list[dict[str, Any]]) -> None:
-    print(f"{'task':<18} {'shots':>5}  {'exact [95% CI]':<22} {'score':>5} {'prompt read':>11} {'s/case':>6}")
+    print(
+        f"{'task':<18} {'shots':>5}  {'exact [95% CI]':<22} {'score':>5} {'prompt read':>11} {'s/case':>6}"
+        f"  {'= nearest':>9} {'= n-th nearest':>14}"
+    )
     for task in dict.fromkeys(r["task"] for r in rows):
         mine = [r for r in rows if r["task"] == task]
+        loaded = real_models.load_task(task)
         for n in sorted({r["shots"] for r in mine}):
             cell = [r for r in mine if r["shots"] == n]
             right = sum(r["exact"] for r in cell)
             low, high = wilson_interval(right, len(cell))
             read = statistics.fmean(r["prompt_tokens"] - r["cached_tokens"] for r in cell)
+            near, far = copies(loaded, cell, n)
             print(
                 f"{task:<18} {n:>5}  {right / len(cell):6.1%} [{low:.1%}-{high:.1%}]  "
                 f"{statistics.fmean(r['score'] for r in cell):5.2f} {read:11.0f} "
-                f"{statistics.fmean(r['seconds'] for r in cell):6.2f}"
+                f"{statistics.fmean(r['seconds'] for r in cell):6.2f}  {near:>9} {far:>14}"
             )
 
 

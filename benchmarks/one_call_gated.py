@@ -30,17 +30,19 @@ their seconds give what asking for logprobs costs. Rows:
 benchmarks/results/one_call_gated.jsonl.
 
     .venv/bin/python benchmarks/one_call_gated.py [--tasks a,b] [--limit N] [--pack-rows FILE]
-    .venv/bin/python benchmarks/one_call_gated.py --from-rows FILE [--pack-rows FILE]
+    .venv/bin/python benchmarks/one_call_gated.py --from-rows FILE [--pack-rows FILE] [--tasks a,b]
+
+(--from-rows takes helpdesk_routing_flat too: that pack's split beside routing's gated call.)
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -49,11 +51,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks import real_models
 from benchmarks._rows import read_rows, write_rows
 from benchmarks.real_models import Row, Task
-from runtime import ModelCall, open_backend
+from runtime import open_backend
 from runtime.backends.base import Backend, TokenLogprob
 from runtime.confidence import allowed_values, value_confidence
 
 RESULTS = Path(__file__).resolve().parent / "results" / "one_call_gated.jsonl"
+# A pack that lays out another task anew (helpdesk_routing_flat) has that task's one
+# call: it is run once, under the task's name, and shown beside both packs.
+TASKS = tuple(t for t in real_models.TASKS if t not in real_models.ONE_CALL_OF)
 ARMS = ("one_call", "one_call_gated")
 
 
@@ -72,57 +77,9 @@ def field_confidences(
     return out
 
 
-def least(confidences: dict[str, float | None]) -> float | None:
-    """A case's confidence: its least sure field's. None when any field has none (such a
-    case is never automatic: the gate cannot vouch for it)."""
-    values = list(confidences.values())
-    if not values or any(v is None for v in values):
-        return None
-    return min(v for v in values if v is not None)
-
-
 def run(task: Task, cases: list[dict[str, Any]], backend: Backend, gated: bool) -> list[Row]:
-    arm = "one_call_gated" if gated else "one_call"
-
-    def one(case: dict[str, Any]) -> Row:
-        call = ModelCall(
-            run_id=f"{arm}-{case['id']}",
-            node="one_call",
-            attempt=1,
-            messages=real_models.one_call_messages(task, case["input"]),
-            schema=task.union_schema,
-            max_tokens=max(task.max_tokens, 64),
-            temperature=0.0,
-            case_id=case["id"],
-            logprobs=gated,
-        )
-        started = time.monotonic()
-        reply = backend.complete(call)
-        seconds = time.monotonic() - started
-        got = real_models.lenient_parse(reply.text)
-        exact, share = real_models.score(task, case["expected"], got)
-        confidences = field_confidences(task, reply.text, reply.logprobs, got) if gated else {}
-        return Row(
-            task.name,
-            arm,
-            case["id"],
-            case["expected"],
-            got,
-            exact,
-            share,
-            tokens=reply.prompt_tokens + reply.completion_tokens,
-            prompt_tokens=reply.prompt_tokens,
-            cached_tokens=reply.cached_tokens or 0,
-            seconds=seconds,
-            confidence=least(confidences) if gated else None,
-            # A case whose confidence cannot be read is held, as a gate holds it.
-            auto_end=not gated or least(confidences) is not None,
-            parsed=got is not None,
-            extra={"confidences": confidences} if gated else {},
-        )
-
-    with ThreadPoolExecutor(max_workers=real_models.CONCURRENCY) as pool:
-        return list(pool.map(one, cases))
+    gate = functools.partial(field_confidences, task) if gated else None
+    return real_models.run_one_call(task, cases, backend, grammar=True, gate=gate)
 
 
 def halves(rows: list[Row], order: dict[str, int]) -> tuple[list[Row], list[Row]]:
@@ -207,7 +164,7 @@ def print_table(task: Task, by_arm: dict[str, list[Row]], pack: list[Row], targe
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tasks", default=",".join(real_models.TASKS))
+    parser.add_argument("--tasks", default=",".join(TASKS))
     parser.add_argument("--limit", type=int, default=None, help="N cases of each task, spread over its evalset")
     parser.add_argument("--target-auto-accuracy", type=float, default=0.95)
     parser.add_argument("--pack-rows", metavar="FILE", default=str(real_models.RESULTS), help="real_models.py rows")
@@ -222,9 +179,13 @@ def main(argv: list[str] | None = None) -> int:
         saved = [Row(**_row_fields(r)) for r in read_rows(Path(args.from_rows))]
         for name in tasks:
             task = real_models.load_task(name)
-            by_arm = {arm: [r for r in saved if r.task == name and r.arm == arm] for arm in ARMS}
+            one_call = real_models.ONE_CALL_OF.get(name, name)
+            by_arm = {arm: [r for r in saved if r.task == one_call and r.arm == arm] for arm in ARMS}
             print_table(task, by_arm, pack_rows(Path(args.pack_rows), name), args.target_auto_accuracy)
         return 0
+    layouts = [name for name in tasks if name in real_models.ONE_CALL_OF]
+    if layouts:
+        parser.error(f"{', '.join(layouts)}: its one call is {real_models.ONE_CALL_OF[layouts[0]]}'s; run that task")
     started, out = time.monotonic(), []
     with tempfile.TemporaryDirectory(prefix="one-call-gated-") as logs:
         for name in tasks:

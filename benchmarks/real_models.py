@@ -1,9 +1,13 @@
 """Real small models on realistic tasks: does a pack beat one constrained call?
 
-Three packs with gold cases written for this benchmark (benchmarks/packs/):
+Four packs of three tasks, gold cases written for this benchmark (benchmarks/packs/):
   helpdesk_routing   hierarchical single-label: customer message -> department -> sub-issue
                      (the sub-issue's choices come from labels/subissues.yaml per department),
                      a logprob `confidence` gate on both nodes
+  helpdesk_routing_flat
+                     the same task in one node: both labels in one answer, an `assert` that
+                     the sub-issue is its department's, a `confidence` gate on the sub-issue
+                     (its one call is helpdesk_routing's)
   review_aspects     multi-label: app review -> set of aspects (price, bugs, ui, performance,
                      support), three draws that must agree on the set
   shipping_details   extraction: short email -> name, street, city, postcode, country,
@@ -79,7 +83,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -110,7 +114,9 @@ HERE = Path(__file__).resolve().parent
 PACKS = HERE / "packs"
 ONE_CALL = HERE / "one_call"
 RESULTS = HERE / "results" / "real_models.jsonl"
-TASKS = ("helpdesk_routing", "review_aspects", "shipping_details")
+TASKS = ("helpdesk_routing", "helpdesk_routing_flat", "review_aspects", "shipping_details")
+# The flat routing pack is the same task in one node: its one call is routing's own.
+ONE_CALL_OF = {"helpdesk_routing_flat": "helpdesk_routing"}
 ARMS = ("pack", "written", "one_call", "no_grammar", "baseline", "nearest")
 NO_MODEL_ARMS = ("baseline", "nearest")
 MODELS = ("smollm2",)
@@ -170,7 +176,8 @@ def load_task(name: str) -> Task:
         "additionalProperties": False,
     }
     system = (root / manifest["system"]).read_text().strip() if manifest.get("system") else ""
-    own_system = ONE_CALL / f"{name}.system.txt"
+    one_call = ONE_CALL_OF.get(name, name)
+    own_system = ONE_CALL / f"{one_call}.system.txt"
     if own_system.exists():  # the pack spreads its instructions over node system prompts
         system = own_system.read_text().strip()
     return Task(
@@ -181,7 +188,7 @@ def load_task(name: str) -> Task:
         cases=read_rows(root / "evalset.jsonl"),
         examples=read_rows(root / "examples.jsonl") if (root / "examples.jsonl").exists() else [],
         system=system,
-        one_call_prompt=(ONE_CALL / f"{name}.txt").read_text(),
+        one_call_prompt=(ONE_CALL / f"{one_call}.txt").read_text(),
         union_schema=union,
         shots=shots,
         max_tokens=max_tokens,
@@ -290,8 +297,25 @@ class Row:
         }
 
 
-def run_one_call(task: Task, cases: list[dict[str, Any]], backend: Backend, grammar: bool) -> list[Row]:
-    arm = "one_call" if grammar else "no_grammar"
+# A gated one call's measure: (answer text, its logprobs, the parsed answer) -> each
+# field's confidence (benchmarks/one_call_gated.py).
+Confidences = Callable[[str, Any, "dict[str, Any] | None"], "dict[str, float | None]"]
+
+
+def least_sure(confidences: dict[str, float | None]) -> float | None:
+    """A case's confidence: its least sure field's; None when any field has none (such
+    a case is never automatic: nothing vouches for it)."""
+    known = [v for v in confidences.values() if v is not None]
+    return min(known) if known and len(known) == len(confidences) else None
+
+
+def run_one_call(
+    task: Task, cases: list[dict[str, Any]], backend: Backend, grammar: bool, gate: Confidences | None = None
+) -> list[Row]:
+    """The one-call arm (or no_grammar's). With `gate`, arm "one_call_gated": the call
+    asks for logprobs, the case's confidence is its least sure field's, and a case whose
+    confidence cannot be read is held (auto_end False), as a gate holds it."""
+    arm = ("one_call_gated" if gate else "one_call") if grammar else "no_grammar"
 
     def one(case: dict[str, Any]) -> Row:
         call = ModelCall(
@@ -303,12 +327,15 @@ def run_one_call(task: Task, cases: list[dict[str, Any]], backend: Backend, gram
             max_tokens=max(task.max_tokens, 64) if grammar else max(task.max_tokens, 128),
             temperature=0.0,
             case_id=case["id"],
+            logprobs=gate is not None,
         )
         started = time.monotonic()
         reply = backend.complete(call)
         seconds = time.monotonic() - started
         got = lenient_parse(reply.text)
         exact, share = score(task, case["expected"], got)
+        confidences = gate(reply.text, reply.logprobs, got) if gate else {}
+        least = least_sure(confidences)
         return Row(
             task.name,
             arm,
@@ -321,7 +348,10 @@ def run_one_call(task: Task, cases: list[dict[str, Any]], backend: Backend, gram
             prompt_tokens=reply.prompt_tokens,
             cached_tokens=reply.cached_tokens or 0,
             seconds=seconds,
+            confidence=least,
+            auto_end=gate is None or least is not None,
             parsed=got is not None,
+            extra={"confidences": confidences} if gate else {},
         )
 
     with ThreadPoolExecutor(max_workers=CONCURRENCY) as pool:

@@ -18,9 +18,9 @@ def _row(case: str, exact: bool, confidence: float | None) -> Row:
 
 
 def test_a_case_is_as_sure_as_its_least_sure_field_and_unknown_if_any_field_is() -> None:
-    assert one_call_gated.least({"department": 0.9, "subissue": 0.6}) == 0.6
-    assert one_call_gated.least({"department": 0.9, "subissue": None}) is None
-    assert one_call_gated.least({}) is None
+    assert real_models.least_sure({"department": 0.9, "subissue": 0.6}) == 0.6
+    assert real_models.least_sure({"department": 0.9, "subissue": None}) is None
+    assert real_models.least_sure({}) is None
 
 
 def test_an_enum_field_is_renormalised_over_its_labels_and_a_string_is_not() -> None:

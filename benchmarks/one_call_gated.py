@@ -24,8 +24,9 @@ and odd ones measure (real_models.py's halves); on the calibration half the thre
 is chosen (the lowest whose auto tier, of at least 10 cases, reaches the target
 accuracy; failing that the most accurate one keeping >= 40% automatic), and the
 measurement half gives the auto tier's share and accuracy. "most confident": accuracy
-of the most confident 25/50/75% of the measurement half (no threshold; ties by evalset
-order), the ranking alone, so the two splits are compared at equal shares. One call's and the gated call's exact should match (same greedy prompt);
+of the most confident 25/50/75% of the measurement half (no threshold: the ranking
+alone, so the two splits are compared at equal shares; cases tied at the cut count at
+their group's accuracy, since a quorum's agreement share ties most cases). One call's and the gated call's exact should match (same greedy prompt);
 their seconds give what asking for logprobs costs. Rows:
 benchmarks/results/one_call_gated.jsonl.
 
@@ -43,6 +44,7 @@ import statistics
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -91,12 +93,27 @@ def halves(rows: list[Row], order: dict[str, int]) -> tuple[list[Row], list[Row]
 SHARES = (0.25, 0.5, 0.75)
 
 
-def most_confident(rows: list[Row], order: dict[str, int], share: float) -> tuple[int, int]:
-    """(passed, n) among the most confident `share` of `rows` (no confidence ranks last;
-    ties by evalset order): the ranking alone, no threshold."""
-    ranked = sorted(rows, key=lambda r: (-(r.confidence if r.confidence is not None else -1.0), order[r.case]))
-    kept = ranked[: round(share * len(ranked))]
-    return sum(r.exact for r in kept), len(kept)
+def most_confident(rows: list[Row], share: float) -> tuple[float, int]:
+    """(expected passed, n) among the most confident `share` of `rows`: the ranking
+    alone, no threshold. A case without a confidence ranks last. Cases tied at the cut
+    share it: the tied group counts at its own accuracy for the places left (a quorum's
+    agreement takes only 1, 2/3 and 1/3, so most cases tie, and any order among them,
+    the evalset's included, would decide the figure)."""
+    n = round(share * len(rows))
+    levels = sorted({-1.0 if r.confidence is None else r.confidence for r in rows}, reverse=True)
+    passed, left = 0.0, n
+    for level in levels:
+        group = [r for r in rows if (-1.0 if r.confidence is None else r.confidence) == level]
+        take = min(left, len(group))
+        passed += take * sum(r.exact for r in group) / len(group)
+        left -= take
+        if not left:
+            break
+    return passed, n
+
+
+def _pct(passed: float, n: int) -> str:
+    return f"{100 * passed / n:5.1f}% of {n}" if n else "   -"
 
 
 def split(rows: list[Row], order: dict[str, int], target: float) -> dict[str, Any]:
@@ -113,7 +130,7 @@ def split(rows: list[Row], order: dict[str, int], target: float) -> dict[str, An
             "passed": sum(r.exact for r in auto),
             "share": len(auto) / len(measure) if measure else 0.0,
         }
-    out["most_confident"] = {share: most_confident(measure, order, share) for share in SHARES}
+    out["most_confident"] = {share: most_confident(measure, share) for share in SHARES}
     out["whole_half"] = (sum(r.exact for r in measure), len(measure))
     return out
 
@@ -158,7 +175,7 @@ def print_table(task: Task, by_arm: dict[str, list[Row]], pack: list[Row], targe
         s = split(rows, order, target)
         for part in ("calibrated", "at_share"):
             print("  " + _tier(name, s, part))
-        tops = "; ".join(f"{100 * share:.0f}% {real_models._ci(*s['most_confident'][share])}" for share in SHARES)
+        tops = "; ".join(f"{100 * share:.0f}%: {_pct(*s['most_confident'][share])}" for share in SHARES)
         print(f"  {name:<15} most confident of the measured half: {tops}; all {real_models._ci(*s['whole_half'])}")
 
 
@@ -192,25 +209,20 @@ def main(argv: list[str] | None = None) -> int:
             task = real_models.load_task(name)
             cases = real_models.spread(task.cases, args.limit)
             by_arm: dict[str, list[Row]] = {arm: [] for arm in ARMS}
-            servers = {arm: real_models.start_server("smollm2", Path(tempfile.mkdtemp(dir=logs))) for arm in ARMS}
-            backends: dict[str, Any] = {}
-            try:
-                backends |= {
-                    arm: open_backend(
-                        f"openai:{servers[arm].base_url}#smollm2;concurrency={real_models.CONCURRENCY};"
+            with ExitStack() as stack:  # every server started is stopped, a failed start included
+                backends = {}
+                for arm in ARMS:
+                    server = real_models.start_server("smollm2", Path(tempfile.mkdtemp(dir=logs)))
+                    stack.callback(server.stop)
+                    backends[arm] = open_backend(
+                        f"openai:{server.base_url}#smollm2;concurrency={real_models.CONCURRENCY};"
                         "grammar=gbnf;prefill=true"
                     )
-                    for arm in ARMS
-                }
+                    stack.callback(backends[arm].close)
                 for n, i in enumerate(range(0, len(cases), real_models.BLOCK)):
                     block = cases[i : i + real_models.BLOCK]
                     for arm in ARMS[n % 2 :] + ARMS[: n % 2]:  # who goes first alternates
                         by_arm[arm] += run(task, block, backends[arm], gated=arm == "one_call_gated")
-            finally:
-                for arm in ARMS:
-                    if arm in backends:
-                        backends[arm].close()
-                    servers[arm].stop()
             print_table(task, by_arm, pack_rows(Path(args.pack_rows), name), args.target_auto_accuracy)
             out += [{**r.to_dict(), "model": "smollm2", "shots": task.shots} for rows in by_arm.values() for r in rows]
             write_rows(Path(args.rows), out)

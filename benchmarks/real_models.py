@@ -504,6 +504,8 @@ def run_pack_arm(
                     "status": result.status,
                     "path": result.path,
                     "model_calls": len(result.trace.attempts),
+                    # why answers were turned down (runtime.verify's categories: "assert", "schema", ...)
+                    "rejected": [a.category for a in result.trace.attempts if not a.ok],
                 },
             )
         )

@@ -8,7 +8,8 @@ import math
 
 from benchmarks import one_call_gated, real_models
 from benchmarks.real_models import Row
-from runtime.backends.base import TokenLogprob
+from runtime import ModelCall
+from runtime.backends.base import ModelReply, TokenLogprob
 
 _DEPARTMENTS = [("zz", 0.5), ("billing", 0.3), ("technical", 0.1), ("shipping", 0.05), ("account", 0.05)]
 
@@ -70,8 +71,47 @@ def test_the_halves_are_real_models_halves_and_the_threshold_is_chosen_on_the_ca
 
 
 def test_the_most_confident_share_ranks_by_confidence_with_unknown_last() -> None:
-    order = {c: i for i, c in enumerate("abcd")}
-    rows = [_row("a", False, None), _row("b", True, 0.8), _row("c", False, 0.1), _row("d", True, 0.8)]
-    assert one_call_gated.most_confident(rows, order, 0.5) == (2, 2)
-    assert one_call_gated.most_confident(rows, order, 0.75) == (2, 3)
-    assert one_call_gated.most_confident(rows, order, 1.0) == (2, 4)
+    rows = [_row("a", False, None), _row("b", True, 0.8), _row("c", False, 0.1), _row("d", True, 0.9)]
+    assert one_call_gated.most_confident(rows, 0.5) == (2, 2)
+    assert one_call_gated.most_confident(rows, 0.75) == (2, 3)
+    assert one_call_gated.most_confident(rows, 1.0) == (2, 4)
+
+
+def test_cases_tied_at_the_cut_count_at_their_groups_accuracy_whatever_their_order() -> None:
+    # Agreement shares: four cases tie at 1.0, one right of four; the cut takes two of them.
+    tied = [_row("a", False, 1.0), _row("b", True, 1.0), _row("c", False, 1.0), _row("d", False, 1.0)]
+    rows = [*tied, _row("e", True, 2 / 3), _row("f", True, 1 / 3), _row("g", False, 1 / 3), _row("h", True, None)]
+    assert one_call_gated.most_confident(rows, 0.25) == (0.5, 2)
+    assert one_call_gated.most_confident(list(reversed(rows)), 0.25) == (0.5, 2)
+    assert one_call_gated.most_confident(rows, 0.75) == (2.5, 6)  # all four tied, e, and half of f and g
+
+
+class _Answers:
+    """Replies with one fixed answer and two tokens' logprobs when asked for them: the
+    harness's bookkeeping is under test here, not a model."""
+
+    spec = "fixed"
+
+    def __init__(self) -> None:
+        self.asked: list[bool] = []
+
+    def complete(self, call: ModelCall) -> ModelReply:
+        self.asked.append(call.logprobs)
+        text = '{"department":"billing","subissue":"double_charge"}'
+        tokens = [TokenLogprob(text[:15], 0.0), TokenLogprob(text[15:], math.log(0.5))] if call.logprobs else None
+        return ModelReply(text, prompt_tokens=10, completion_tokens=5, logprobs=tokens)
+
+
+def test_the_plain_arm_asks_no_logprobs_and_the_gated_arm_records_its_confidence() -> None:
+    task = real_models.load_task("helpdesk_routing")
+    cases = task.cases[:2]
+    backend = _Answers()
+    plain = one_call_gated.run(task, cases, backend, gated=False)  # type: ignore[arg-type]
+    assert backend.asked == [False, False]
+    assert all((r.arm, r.confidence, r.auto_end, r.extra) == ("one_call", None, True, {}) for r in plain)
+    gated = one_call_gated.run(task, cases, backend, gated=True)  # type: ignore[arg-type]
+    assert backend.asked[2:] == [True, True]
+    for row in gated:
+        assert row.arm == "one_call_gated" and set(row.extra["confidences"]) == {"department", "subissue"}
+        assert row.confidence == real_models.least_sure(row.extra["confidences"]) and row.auto_end
+    assert [r.exact for r in plain] == [r.exact for r in gated]

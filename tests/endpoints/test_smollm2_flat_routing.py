@@ -3,9 +3,9 @@
 `assert` holds back a sub-issue of another department: the pair is never committed and
 the message waits for a person at `review`.
 
-The messages are the benchmark cases whose one-call answer paired a sub-issue with the
-wrong department in the committed rows (benchmarks/results/real_models.jsonl), and two
-it routed. What must hold whatever the model answers: every committed pair is one the
+The messages are five cases the assert held in the benchmark's run of this pack
+(benchmarks/results/real_models_flat_held.jsonl, whose rows record why), and two it
+routed. What must hold whatever the model answers: every committed pair is one the
 label map allows, a held message reached `review` with nothing of the route committed,
 and the assert held back at least one of them, as in the benchmark run."""
 

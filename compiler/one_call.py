@@ -1,5 +1,6 @@
 """The one-call plan: one generate node that reads every input and writes every output,
-then an end. The verdict's yardstick (docs/compiler.md, "The verdict"): a pack is only
+checked against the spec's expression rules (an answer that breaks one goes to the
+spec's unsure end), then an end. The verdict's yardstick (docs/compiler.md, "The verdict"): a pack is only
 worth its extra steps when it beats this on the target. A spec with tools has no
 one-call plan (one call cannot call a tool). Arms are compared on their outputs (every
 expected field matches by its rule), since one call has none of the graph's ends."""
@@ -22,24 +23,42 @@ def one_call_plan(spec: Spec, catalogue: Mapping[str, ToolSpec] | None = None) -
     if spec.tools:
         return None
     fields = "\n".join(f"- {name}: {f.description.strip()}" for name, f in spec.outputs.items())
+    node: dict[str, object] = {
+        "id": NODE,
+        "kind": "generate",
+        "description": "Every output in one call.",
+        "reads": [f"input.{name}" for name in spec.inputs],
+        "writes": list(spec.outputs),
+        "instructions": f"{spec.task.strip()}\n\nFill in:\n{fields}",
+    }
+    nodes: list[dict[str, object]] = [node, {"id": END, "kind": "end", "output": list(spec.outputs)}]
+    edges: list[dict[str, object]] = [{"from": NODE, "to": END}]
+    check = rules_check(spec)
+    if check is not None:
+        node["assert"] = check
+        if spec.unsure_end:  # an answer that breaks a rule goes where an unsure one goes
+            nodes.append({"id": spec.unsure_end, "kind": "end", "description": "A person takes over."})
+            edges.append({"from": NODE, "on_fail": spec.unsure_end})
     document = {
         "name": spec.name,
         "summary": "One model call writes every output: the yardstick the planned pack must beat.",
         "entry": NODE,
-        "nodes": [
-            {
-                "id": NODE,
-                "kind": "generate",
-                "description": "Every output in one call.",
-                "reads": [f"input.{name}" for name in spec.inputs],
-                "writes": list(spec.outputs),
-                "instructions": f"{spec.task.strip()}\n\nFill in:\n{fields}",
-            },
-            {"id": END, "kind": "end", "output": list(spec.outputs)},
-        ],
-        "edges": [{"from": NODE, "to": END}],
+        "nodes": nodes,
+        "edges": edges,
     }
     return parse_plan(document, spec)
+
+
+def rules_check(spec: Spec) -> str | None:
+    """The spec's rules written as expressions, as one check on the answer (None when it
+    has none). One node writes every output and reads every input, so every rule's
+    fields are there; gold satisfies them (compiler.spec checks it), so the check holds
+    back only answers no gold case could expect, as the planned pack's asserts do: one
+    call is verified as the pack is, and only the graph's extra steps are on trial."""
+    exprs = [" ".join(rule.expr.split()) for rule in spec.rules if rule.expr is not None]
+    if not exprs:
+        return None
+    return exprs[0] if len(exprs) == 1 else " and ".join(f"({e})" for e in exprs)
 
 
 def outputs_only(spec: Spec) -> bytes:
@@ -55,4 +74,4 @@ def outputs_only(spec: Spec) -> bytes:
     return "".join(lines).encode("utf-8")
 
 
-__all__ = ["one_call_plan", "outputs_only"]
+__all__ = ["one_call_plan", "outputs_only", "rules_check"]

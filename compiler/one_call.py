@@ -11,8 +11,9 @@ import json
 from collections.abc import Mapping
 
 from compiler.plan import Plan, parse_plan
-from compiler.spec import Spec
+from compiler.spec import GoldCase, Spec
 from compiler.tools import ToolSpec
+from runtime import ExprError, Expression, compile_expr
 
 NODE = "answer"
 END = "done"
@@ -36,7 +37,11 @@ def one_call_plan(spec: Spec, catalogue: Mapping[str, ToolSpec] | None = None) -
     check = rules_check(spec)
     if check is not None:
         node["assert"] = check
-        if spec.unsure_end:  # an answer that breaks a rule goes where an unsure one goes
+        # An answer that breaks a rule goes where an unsure one goes; with no unsure end
+        # the run fails, as the planned pack's does (compiler.planners.rules).
+        if spec.unsure_end == END:
+            edges.append({"from": NODE, "on_fail": END})
+        elif spec.unsure_end and spec.unsure_end != NODE:
             nodes.append({"id": spec.unsure_end, "kind": "end", "description": "A person takes over."})
             edges.append({"from": NODE, "on_fail": spec.unsure_end})
     document = {
@@ -50,15 +55,31 @@ def one_call_plan(spec: Spec, catalogue: Mapping[str, ToolSpec] | None = None) -
 
 
 def rules_check(spec: Spec) -> str | None:
-    """The spec's rules written as expressions, as one check on the answer (None when it
-    has none). One node writes every output and reads every input, so every rule's
-    fields are there; gold satisfies them (compiler.spec checks it), so the check holds
-    back only answers no gold case could expect, as the planned pack's asserts do: one
-    call is verified as the pack is, and only the graph's extra steps are on trial."""
-    exprs = [" ".join(rule.expr.split()) for rule in spec.rules if rule.expr is not None]
+    """The spec's expression rules that every gold case bears out, as one check on the
+    answer (None when there are none). The one node writes every output, so a rule is
+    checked on fields gold may leave unscored; a rule is kept only when every gold case,
+    those at the unsure end included, sets every output it reads and satisfies it. Then
+    the check holds back only answers no gold case expects, as the planned pack's
+    asserts do: one call is verified as the pack is, and only the graph's extra steps
+    are on trial. A held answer commits nothing, so every field of it scores a miss."""
+    exprs = []
+    for rule in spec.rules:
+        if rule.expr is None:
+            continue
+        expression = compile_expr(rule.expr)
+        reads = {r.split(".", 1)[0] for r in expression.references if not r.startswith("input.")}
+        if all(reads <= set(case.expected) and _holds(expression, case) for case in spec.gold):
+            exprs.append(" ".join(rule.expr.split()))
     if not exprs:
         return None
     return exprs[0] if len(exprs) == 1 else " and ".join(f"({e})" for e in exprs)
+
+
+def _holds(expression: Expression, case: GoldCase) -> bool:
+    try:
+        return expression.truthy({**case.expected, "input": case.input})
+    except ExprError:
+        return False
 
 
 def outputs_only(spec: Spec) -> bytes:

@@ -151,7 +151,7 @@ def apply_setting(
     `proposal-<key>` prompt to its text), and a confidence gate on each node in `probes`
     (node -> field) at `floor` (PROBE_MIN while searching); with a floor above the probe's
     and a spec unsure end, an on_unsure edge to that end too (and the end itself, in a
-    plan that has none: the one-call plan)."""
+    plan that has none: the one-call plan of a spec none of whose rules it checks)."""
     chosen = dict(setting)
     nodes: list[PlanNode] = []
     edges = list(plan.edges)

@@ -5,13 +5,15 @@ check: a sub-issue of another department is held, every gold pair passes."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
+import pytest
 import yaml
 
 from compiler import induce, load_spec
 from compiler.emit import emit
-from compiler.one_call import END, NODE, one_call_plan, outputs_only
+from compiler.one_call import END, NODE, one_call_plan, outputs_only, rules_check
 from runtime import load_pack
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,3 +45,27 @@ def test_a_spec_without_expression_rules_gets_the_plain_one_call(tmp_path: Path)
     assert plan is not None
     assert next(n for n in plan.nodes if n.id == NODE).assert_ is None
     assert [(e.source, e.target) for e in plan.edges] == [(NODE, END)]
+
+
+def test_a_rule_some_gold_case_leaves_unscored_is_not_checked() -> None:
+    """moderation's gold cases at its unsure end leave fields its rules read unset: on
+    one node writing every output, the rule would hold answers gold never scored."""
+    spec = load_spec(ROOT / "specs" / "moderation")
+    assert any(rule.expr for rule in spec.rules)
+    assert rules_check(spec) is None
+    plan = one_call_plan(spec)
+    assert plan is not None and next(n for n in plan.nodes if n.id == NODE).assert_ is None
+
+
+@pytest.mark.parametrize(("unsure_end", "fails_to"), [(None, None), (END, END), (NODE, None), ("review", "review")])
+def test_the_check_routes_to_the_unsure_end_whatever_it_is_named(
+    tmp_path: Path, unsure_end: str | None, fails_to: str | None
+) -> None:
+    spec = dataclasses.replace(load_spec(ROOT / "benchmarks" / "specs" / "helpdesk_routing"), unsure_end=unsure_end)
+    plan = one_call_plan(spec)
+    assert plan is not None
+    assert next(n for n in plan.nodes if n.id == NODE).assert_ is not None
+    assert [e.on_fail for e in plan.edges if e.on_fail] == ([fails_to] if fails_to else [])
+    induction = induce([(c.input, c.expected) for c in spec.gold], list(spec.outputs), declared=spec.declared_values())
+    pack = load_pack(emit(plan, spec, tmp_path / "pack", induction=induction, evalset=outputs_only(spec)))
+    assert pack.nodes[NODE].check is not None

@@ -26,9 +26,10 @@ accuracy; failing that the most accurate one keeping >= 40% automatic), and the
 measurement half gives the auto tier's share and accuracy. "most confident": accuracy
 of the most confident 25/50/75% of the measurement half (no threshold: the ranking
 alone, so the two splits are compared at equal shares; cases tied at the cut count at
-their group's accuracy, since a quorum's agreement share ties most cases). One call's and the gated call's exact should match (same greedy prompt);
-their seconds give what asking for logprobs costs. Rows:
-benchmarks/results/one_call_gated.jsonl.
+their group's accuracy, since a quorum's agreement share ties most cases). One call's
+and the gated call's exact should match (same greedy prompt); their seconds give what
+asking for logprobs costs. The pack's halves are over the cases its rows hold: with
+--limit they may differ from the one call's. Rows: benchmarks/results/one_call_gated.jsonl.
 
     .venv/bin/python benchmarks/one_call_gated.py [--tasks a,b] [--limit N] [--pack-rows FILE]
     .venv/bin/python benchmarks/one_call_gated.py --from-rows FILE [--pack-rows FILE] [--tasks a,b]

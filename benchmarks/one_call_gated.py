@@ -137,14 +137,7 @@ def split(rows: list[Row], order: dict[str, int], target: float) -> dict[str, An
 
 
 def pack_rows(path: Path, task: str) -> list[Row]:
-    return [
-        real_models.Row(**_row_fields(r)) for r in read_rows(path) if r.get("task") == task and r.get("arm") == "pack"
-    ]
-
-
-def _row_fields(raw: dict[str, Any]) -> dict[str, Any]:
-    known = set(Row.__dataclass_fields__)
-    return {k: v for k, v in raw.items() if k in known} | {"extra": {k: v for k, v in raw.items() if k not in known}}
+    return [Row.from_dict(r) for r in read_rows(path) if r.get("task") == task and r.get("arm") == "pack"]
 
 
 def _tier(name: str, s: dict[str, Any], part: str) -> str:
@@ -194,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         if name not in real_models.TASKS:
             parser.error(f"unknown task {name!r}; known: {', '.join(real_models.TASKS)}")
     if args.from_rows:
-        saved = [Row(**_row_fields(r)) for r in read_rows(Path(args.from_rows))]
+        saved = [Row.from_dict(r) for r in read_rows(Path(args.from_rows))]
         for name in tasks:
             task = real_models.load_task(name)
             one_call = real_models.ONE_CALL_OF.get(name, name)

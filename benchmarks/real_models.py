@@ -277,6 +277,15 @@ class Row:
     parsed: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Row:
+        """A row as `to_dict` wrote it to a rows file (the run's own keys, model, grammar,
+        slots and prefill, left out of `extra`)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        run_keys = ("model", "grammar", "slots", "prefill")
+        extra = {k: v for k, v in raw.items() if k not in known and k not in run_keys}
+        return cls(**{k: v for k, v in raw.items() if k in known and k != "extra"}, extra=extra)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "task": self.task,
@@ -884,14 +893,12 @@ def main(argv: list[str] | None = None) -> int:
 def resummarise(path: Path, target: float, at: list[float] | None = None) -> int:
     """Print the tables again from a raw-rows file (as written by a run), no model; with
     `at`, the measurement half's auto tier at each of those thresholds too."""
-    known = {f.name for f in dataclasses.fields(Row)}
     by_task: dict[str, dict[str, list[Row]]] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         raw = json.loads(line)
         if "summary" in raw:
             continue
-        extra = {k: v for k, v in raw.items() if k not in known and k not in ("model", "grammar", "slots", "prefill")}
-        row = Row(**{k: v for k, v in raw.items() if k in known and k != "extra"}, extra=extra)
+        row = Row.from_dict(raw)
         by_task.setdefault(row.task, {}).setdefault(row.arm, []).append(row)
     for name, arm_rows in by_task.items():
         print_table(load_task(name), summarise(load_task(name), arm_rows, target), arm_rows, {})

@@ -1,7 +1,7 @@
 """The one-call plan: one generate node that reads every input and writes every output,
 checked against the spec's expression rules (an answer that breaks one goes to the
-spec's unsure end), then an end. The verdict's yardstick (docs/compiler.md, "The verdict"): a pack is only
-worth its extra steps when it beats this on the target. A spec with tools has no
+spec's unsure end), then an end. The verdict's yardstick (docs/compiler.md, "The
+verdict"): a pack is only worth its extra steps when it beats this on the target. A spec with tools has no
 one-call plan (one call cannot call a tool). Arms are compared on their outputs (every
 expected field matches by its rule), since one call has none of the graph's ends."""
 
@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from compiler.plan import Plan, parse_plan
-from compiler.spec import GoldCase, Spec
+from compiler.plan import Plan, all_of, parse_plan
+from compiler.spec import Spec
+from compiler.spec_gold import bears_out
 from compiler.tools import ToolSpec
-from runtime import ExprError, Expression, compile_expr
+from runtime import compile_expr
 
 NODE = "answer"
 END = "done"
@@ -62,24 +63,12 @@ def rules_check(spec: Spec) -> str | None:
     the check holds back only answers no gold case expects, as the planned pack's
     asserts do: one call is verified as the pack is, and only the graph's extra steps
     are on trial. A held answer commits nothing, so every field of it scores a miss."""
-    exprs = []
-    for rule in spec.rules:
-        if rule.expr is None:
-            continue
-        expression = compile_expr(rule.expr)
-        reads = {r.split(".", 1)[0] for r in expression.references if not r.startswith("input.")}
-        if all(reads <= set(case.expected) and _holds(expression, case) for case in spec.gold):
-            exprs.append(" ".join(rule.expr.split()))
-    if not exprs:
-        return None
-    return exprs[0] if len(exprs) == 1 else " and ".join(f"({e})" for e in exprs)
-
-
-def _holds(expression: Expression, case: GoldCase) -> bool:
-    try:
-        return expression.truthy({**case.expected, "input": case.input})
-    except ExprError:
-        return False
+    kept = [
+        rule.expr
+        for rule in spec.rules
+        if rule.expr is not None and all(bears_out(compile_expr(rule.expr), case) for case in spec.gold)
+    ]
+    return all_of(kept)
 
 
 def outputs_only(spec: Spec) -> bytes:

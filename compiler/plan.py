@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +26,7 @@ from compiler.plan_schema import NODE_KINDS, PLAN_SCHEMA, json_path, message, va
 if TYPE_CHECKING:
     from compiler.spec import Spec
 
-__all__ = ["NODE_KINDS", "PLAN_SCHEMA", "Plan", "PlanEdge", "PlanNode", "parse_plan"]
+__all__ = ["NODE_KINDS", "PLAN_SCHEMA", "Plan", "PlanEdge", "PlanNode", "all_of", "parse_plan"]
 
 
 @dataclass(frozen=True)
@@ -184,3 +184,12 @@ def _unique(problems: list[str]) -> list[str]:
     for p in problems:
         seen.setdefault(p, None)
     return list(seen)
+
+
+def all_of(exprs: Sequence[str]) -> str | None:
+    """Expressions as one check: each on one line, joined with `and` (parenthesised
+    when there are several); None for none."""
+    parts = [" ".join(e.split()) for e in exprs]
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else " and ".join(f"({p})" for p in parts)

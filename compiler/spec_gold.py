@@ -188,6 +188,17 @@ def check_rules(
                 )
 
 
+def bears_out(expression: Expression, case: GoldCase) -> bool:
+    """Whether `case` sets every field the rule reads and satisfies it (a rule that
+    cannot be evaluated on it is not borne out)."""
+    if not _applies(expression, case):
+        return False
+    try:
+        return expression.truthy({**case.expected, "input": case.input})
+    except ExprError:
+        return False
+
+
 def _applies(expression: Expression, case: GoldCase) -> bool:
     for ref in expression.references:
         root, _, rest = ref.partition(".")

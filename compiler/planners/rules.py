@@ -38,6 +38,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from compiler.induce import Induction
+from compiler.plan import all_of
 from compiler.planners.rules_base import GATE_AGREE, GATE_SAMPLES, ChainNode, state_schema
 from compiler.planners.rules_routes import Routing
 from compiler.planners.rules_tools import Tools
@@ -232,8 +233,7 @@ class _Builder(Tools, Routing):
                 doc["samples"] = GATE_SAMPLES
                 doc["agree"] = GATE_AGREE
             if n.asserts:
-                parts = [" ".join(a.split()) for a in n.asserts]
-                doc["assert"] = parts[0] if len(parts) == 1 else " and ".join(f"({p})" for p in parts)
+                doc["assert"] = all_of(n.asserts)
             if any(
                 set(self.induction.fields[f].types) & {"array", "object"}
                 for f in n.writes

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import re
 
+from compiler.plan import all_of
 from compiler.planners.rules_base import CHECK_WORDS, NODE_ID, ChainNode, Fields, similar
 from runtime import compile_expr
 
@@ -167,8 +168,7 @@ class Naming(Fields):
             elif holder in chain:
                 at -= 1 if chain.index(holder) < at else 0
                 chain.remove(holder)
-        expr = " and ".join(f"({' '.join(e.split())})" for e in exprs) if len(exprs) > 1 else None
-        expr = expr or (" ".join(exprs[0].split()) if exprs else "true")
+        expr = all_of(exprs) or "true"
         chain.insert(at, ChainNode(id=slot, kind="assert", expr=expr, rules=texts))
         return chain
 

@@ -4,7 +4,9 @@ A generate node with `confidence: {field, min}` records on its trace step the
 confidence of the value it chose (`Step.confidence`: field, value, p, margin, source),
 whether or not the gate let it through. Over an eval's runs that gives, per gated
 node, pairs (p, correct): `correct` is whether the chosen value equals the case's
-expected value for the field. From the pairs:
+expected value for the field. A gate on several fields (`{fields, min}`) records its
+least sure field's measure and every gated field's value (`values`): `correct` is
+whether all of them equal the expected ones. From the pairs:
 
 - a reliability table: 10 equal bins of p, each with its count, mean p and accuracy;
 - the curve as the threshold moves over the distinct p values: at threshold t the
@@ -233,19 +235,21 @@ def calibrate(
             if step.confidence is not None:
                 last[step.node] = step.confidence
         for node, conf in last.items():
-            name = str(conf.get("field", ""))
-            cal = out.setdefault(node, Calibration(node, name, minimums.get(node)))
-            if name not in expected:
+            # A gate on several fields records each one's value: right when all are.
+            chosen = conf.get("values") or {str(conf.get("field", "")): conf.get("value")}
+            cal = out.setdefault(node, Calibration(node, ", ".join(chosen), minimums.get(node)))
+            if any(name not in expected for name in chosen):
                 cal.skipped += 1
                 continue
+            right = all(_correct(rules or {}, name, expected[name], value) for name, value in chosen.items())
             p = conf.get("p")
             if conf.get("held") == "vote":
-                cal.held.append(_correct(rules or {}, name, expected[name], conf.get("value")))
+                cal.held.append(right)
                 continue
             if p is None:
                 cal.without_p += 1
                 continue
-            cal.pairs.append((float(p), _correct(rules or {}, name, expected[name], conf.get("value"))))
+            cal.pairs.append((float(p), right))
             cal.sources[str(conf.get("source", ""))] += 1
     for node, minimum in minimums.items():
         if node in out:

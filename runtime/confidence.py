@@ -1,5 +1,6 @@
-"""How sure the model was of a closed-choice value (an enum string, a boolean, a label
-from a `choices` list), for a generate node's `confidence:` gate.
+"""How sure the model was of a value it wrote, for a generate node's `confidence:` gate:
+renormalised over the allowed values for a closed-choice field (an enum string, a
+boolean, a label from a `choices` list), the model's own probability for an open one.
 
 Two sources, best first:
 - **logprobs**: the endpoint's per-token log probabilities. Servers (llama-server, vLLM,
@@ -24,8 +25,11 @@ Two sources, best first:
   value is not trusted because its rivals went unlisted. p = the chosen value's total; the runner-up is the other allowed value
   with the largest total; margin = p - runner-up. The totals over all values sum to 1
   (over the alternatives the server listed: ask for many, TOP_LOGPROBS in the openai
-  backend). Without an allowed set (`allowed` None) the plain product is returned,
-  `basis` "raw".
+  backend). Without an allowed set (`allowed` None: an open field, free text or a
+  number) the plain product of the tokens that spell the value is returned, `basis`
+  "raw": the grammar leaves such a value too many spellings to renormalise over; a gate
+  needs a ranking of answers, which the product gives (benchmarks/one_call_gated.py
+  measures how well on extraction).
 - **agreement**: without logprobs, when the node draws `samples` > 1 times, p = the
   share of draws whose value is the chosen one, margin = p minus the next value's share.
 With neither, there is no confidence (source "none", p None) and the gate cannot hold
@@ -58,11 +62,17 @@ SOURCES = ("logprobs", "agreement", "none")
 
 @dataclass(frozen=True)
 class ConfidenceGate:
-    """A generate node's `confidence: {field: NAME, min: P}`: below `min` on `field`,
-    the node is unsure (on_unsure, else on_fail)."""
+    """A generate node's `confidence: {field: NAME, min: P}` (or `{fields: [NAME, ...],
+    min: P}`): below `min` on its least sure field, the node is unsure (on_unsure, else
+    on_fail)."""
 
-    field: str
+    field: str  # the first gated field (the only one with `field:`)
     min: float
+    also: tuple[str, ...] = ()  # with `fields:`, the gated fields after the first
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        return (self.field, *self.also)
 
 
 @dataclass(frozen=True)

@@ -186,7 +186,7 @@ def _field(node: Node) -> str:
     closed-choice field."""
     if node.prior is not None:
         return node.prior.field
-    if node.confidence is not None:
+    if node.confidence is not None and _labels(node, node.confidence.field) is not None:
         return node.confidence.field
     for name in node.writes:
         if _labels(node, name) is not None:

@@ -12,9 +12,9 @@ a `confidence` gate, nor with `draw_all: true`; docs/pack-format.md, "Quorum dra
 with `sure: P`, a first draw whose every token had probability P or more (its call asks
 for logprobs) stands alone; with `sure_fields: true` too, the later draws ask only for
 the fields the first draw was not sure of (runtime.nodes.sure_fields).
-With `confidence: {field, min}`, the node's calls ask for logprobs and the node is also
-unsure when its confidence in that closed-choice field is below `min`
-(runtime.confidence); the confidence is on the step either way. With `prior: {field,
+With `confidence: {field, min}` (or `{fields, min}`), the node's calls ask for logprobs
+and the node is also unsure when its confidence in that field (the least sure of those
+fields) is below `min` (runtime.confidence); the confidence is on the step either way. With `prior: {field,
 values}`, the calls ask for logprobs too and a verified answer's closed-choice value is
 corrected for the model's label bias (runtime.prior). A request that does not fit the
 model's context is asked again with one few-shot example fewer (the farthest from the

@@ -18,7 +18,7 @@ TOOLS = ["lookup_order", "issue_refund", "add", "subtract", "multiply", "divide"
 EXAMPLES = sorted(p.name for p in (ROOT / "packs").iterdir() if (p / "manifest.yaml").is_file())
 # benchmarks/specs/<task>: one spec per benchmark task (compiled against the target). A
 # pack that lays out another pack's task differently shares that task's spec.
-LAYOUTS = {"helpdesk_routing_flat": "helpdesk_routing"}
+LAYOUTS = {"helpdesk_routing_flat": "helpdesk_routing", "shipping_details_gated": "shipping_details"}
 BENCHMARK_PACKS = sorted(p.name for p in (ROOT / "benchmarks" / "packs").iterdir() if (p / "manifest.yaml").is_file())
 BENCHMARKS = [name for name in BENCHMARK_PACKS if name not in LAYOUTS]
 

@@ -409,7 +409,11 @@ def test_it_gives_scripted_logprobs_only_when_asked(tmp_path: Path) -> None:
     [
         ({"field": "colour", "min": 0.8}, "confidence: grammars/classify.json has no field 'colour'"),
         ({"field": "note", "min": 0.8}, "confidence: node 'classify' does not write 'note'"),
-        ({"field": "summary", "min": 0.8}, "confidence: 'summary' is not a closed-choice field"),
+        ({"fields": ["category", "note"], "min": 0.8}, "confidence: node 'classify' does not write 'note'"),
+        ({"fields": ["category", "category"], "min": 0.8}, "confidence: fields names a field twice"),
+        ({"fields": [], "min": 0.8}, "confidence must be a mapping {field: NAME, min: P} or {fields: [NAME, ...]"),
+        ({"field": "category", "fields": ["summary"], "min": 0.8}, "confidence must be a mapping"),
+        ({"fields": ["category", "summary"], "min": 0.8, "max": 1}, "it takes fields and min"),
         ({"field": "category", "min": 0}, "confidence: min must be a number above 0 and at most 1"),
         ({"field": "category", "min": 1.2}, "confidence: min must be a number above 0 and at most 1"),
         ({"field": "category", "min": True}, "confidence: min must be a number above 0 and at most 1"),

@@ -425,7 +425,8 @@ def pack_copy(task: Task, case_ids: set[str], opened: bool) -> Iterator[Path]:
 
 
 def gates(task: Task) -> dict[str, dict[str, Any]]:
-    """node -> its gate as written: {"kind": "confidence"|"agreement", "field"/"fields", "min"}."""
+    """node -> its gate as written: {"kind": "confidence", "field": NAME or [NAME, ...]
+    (`confidence: {fields: [...]}`), "min"} or {"kind": "agreement", "fields", "min"}."""
     out: dict[str, dict[str, Any]] = {}
     for node_id, node in task.graph["nodes"].items():
         if node.get("kind") != "generate":
@@ -595,7 +596,9 @@ def _ci(k: int, n: int) -> str:
     return f"{100 * k / n:5.1f}% [{100 * lo:4.1f}-{100 * hi:4.1f}]" if n else "   -"
 
 
-def summarise(task: Task, arm_rows: dict[str, list[Row]], target: float) -> dict[str, Any]:
+def summarise(
+    task: Task, arm_rows: dict[str, list[Row]], target: float, declared: float | None = None
+) -> dict[str, Any]:
     out: dict[str, Any] = {"task": task.name, "arms": {}}
     for arm, rows in arm_rows.items():
         n = len(rows)
@@ -627,7 +630,8 @@ def summarise(task: Task, arm_rows: dict[str, list[Row]], target: float) -> dict
         auto = auto_at(measure, threshold)
         ids = {r.case for r in measure}
         one = [r for r in arm_rows.get("one_call", []) if r.case in ids]
-        declared = min((g["min"] for g in gates(task).values()), default=0.0)
+        if declared is None:  # the run's own gates: the pack as it is now
+            declared = min((g["min"] for g in gates(task).values()), default=0.0)
         as_written = auto_at(pack, declared)
         out["calibration"] = {
             "target_auto_accuracy": target,
@@ -898,14 +902,19 @@ def resummarise(path: Path, target: float, at: list[float] | None = None) -> int
     """Print the tables again from a raw-rows file (as written by a run), no model; with
     `at`, the measurement half's auto tier at each of those thresholds too."""
     by_task: dict[str, dict[str, list[Row]]] = {}
+    declared: dict[str, float] = {}  # the gates' floor the run was made with (the pack may have changed since)
     for line in path.read_text(encoding="utf-8").splitlines():
         raw = json.loads(line)
         if "summary" in raw:
+            written = ((raw["summary"].get("calibration") or {}).get("as_written")) or {}
+            if "min" in written:
+                declared[raw["summary"]["task"]] = float(written["min"])
             continue
         row = Row.from_dict(raw)
         by_task.setdefault(row.task, {}).setdefault(row.arm, []).append(row)
     for name, arm_rows in by_task.items():
-        print_table(load_task(name), summarise(load_task(name), arm_rows, target), arm_rows, {})
+        task = load_task(name)
+        print_table(task, summarise(task, arm_rows, target, declared.get(name)), arm_rows, {})
         measure = arm_rows.get("pack", [])[1::2]
         ids = {r.case for r in measure}
         one = [r for r in arm_rows.get("one_call", []) if r.case in ids]

@@ -190,8 +190,11 @@ def _examples(
 
 
 def _check_gates(plan: Plan, schemas: _Schemas) -> None:
-    """A confidence gate needs a closed-choice field (an enum, a const, a boolean): the
-    runtime refuses the pack otherwise, so the plan is refused here, naming the field."""
+    """A compiled pack gates only a closed-choice field (an enum, a const, a boolean): its
+    gate's floor is chosen on validation from a renormalised probability. The runtime
+    takes a gate on an open field too (a raw token product, docs/pack-format.md), but
+    the compiler does not plan one yet (docs/decisions.md), so the plan is refused here,
+    naming the field."""
     problems = []
     for i, node in enumerate(plan.nodes):
         gated = (node.confidence or {}).get("field") if node.kind == "generate" else None

@@ -288,6 +288,7 @@ class GenerateKind:
                 answer = parse_answer(reply.text, reply.finish_reason)
                 if ask is not None:
                     answer = ask.complete(answer)
+                written = answer  # as the model wrote it (a set field not yet sorted): what logprobs spell
                 answer, set_notes = as_sets(node, walk.pack.fields, answer)
                 if walk.verify:
                     writes = verify_answer(node, answer, walk.state, walk.input)
@@ -311,7 +312,7 @@ class GenerateKind:
             if node.prior is not None:
                 apply_prior(node, reply, answer, outcome, schema, walk.state, walk.input)
             if node.confidence is not None and outcome.confidence is None:
-                measure(node, reply, outcome, schema)
+                measure(node, reply, outcome, schema, written)
             return outcome
 
 

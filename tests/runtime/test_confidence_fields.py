@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from runtime import load_pack, open_backend, run_pack
+from runtime.backends.base import ModelCall, ModelReply, TokenLogprob
 from runtime.calibration import calibrate
 from runtime.trace import Step, Trace
 from tests.support.runtime_packs import Recorder, issues_of, write_pack
@@ -88,6 +89,94 @@ def test_without_logprobs_a_single_draw_gate_cannot_hold_and_says_why(tmp_path: 
     [step, _] = result.trace.steps
     assert step.status == "ok" and step.confidence is not None and step.confidence["source"] == "none"
     assert "no confidence on 'name': the endpoint returned no logprobs" in (step.reason or "")
+
+
+class PartlySpelled:
+    """A server whose logprobs spell the answer without its last field: the city."""
+
+    spec = "partly-spelled"
+
+    def complete(self, call: ModelCall) -> ModelReply:
+        text = '{"name": "Ann", "country": "UK", "city": "Leeds"}'
+        spelled = ['{"name": "', "Ann", '", "country": "', "UK", '"}']
+        tokens = [TokenLogprob(t, -0.01, []) for t in spelled]
+        return ModelReply(text, logprobs=tokens if call.logprobs else None)
+
+
+def test_a_field_the_logprobs_cannot_spell_holds_a_gate_on_several(tmp_path: Path) -> None:
+    pack = load_pack(address_pack(tmp_path, [], {"fields": WRITES, "min": 0.5}))
+    result = run_pack(pack, {"email": "Ann, Leeds"}, backend=Recorder(PartlySpelled()))
+    [step, _] = result.trace.steps
+    # name and country are sure (p 0.99), but the city cannot be read: not left out of the minimum
+    assert step.status == "unsure" and result.trace.path == ["extract", "review"]
+    assert step.reason == (
+        "no confidence on 'city': the returned logprobs do not spell the value of 'city'; a gate on several "
+        "fields holds an answer it cannot read in full"
+    )
+    assert step.confidence is not None and step.confidence["fields"]["city"] is None
+    assert step.confidence["fields"]["name"] == pytest.approx(0.99, abs=0.001)
+
+
+def test_a_set_field_is_measured_as_written_not_as_sorted(tmp_path: Path) -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "aspects": {"type": "array", "items": {"enum": ["bugs", "ui"]}, "uniqueItems": True},
+            "city": {"type": "string"},
+        },
+        "required": ["aspects", "city"],
+    }
+    answer = {"aspects": ["ui", "bugs"], "city": "Leeds", "$probs": {"aspects": 0.2, "city": 0.9}}
+    root = write_pack(
+        tmp_path / "p",
+        nodes={
+            "extract": {
+                "kind": "generate",
+                "reads": ["input.email"],
+                "writes": ["aspects", "city"],
+                "confidence": {"fields": ["aspects", "city"], "min": 0.5},
+            },
+            "ready": {"kind": "end"},
+            "review": {"kind": "end"},
+        },
+        edges=[{"from": "extract", "to": "ready"}, {"from": "extract", "on_unsure": "review"}],
+        manifest={"fields": {"aspects": {"compare": "set"}}},
+        grammars={"extract": schema},
+        script={"nodes": {"extract": answer}},
+    )
+    result, _ = run(root)
+    [step, _] = result.trace.steps
+    # Committed sorted, but the tokens spell ["ui", "bugs"]: the gate reads them and holds.
+    assert step.status == "unsure" and step.reason == "confidence 0.2 < 0.5 on 'aspects' (logprobs)"
+
+
+def test_agreement_counts_values_the_vote_counts_as_one(tmp_path: Path) -> None:
+    schema = {"type": "object", "properties": {"amount": {"type": "number"}}, "required": ["amount"]}
+    root = write_pack(
+        tmp_path / "p",
+        nodes={
+            "extract": {
+                "kind": "generate",
+                "reads": ["input.email"],
+                "writes": ["amount"],
+                "samples": 3,
+                "agree": 2,
+                "temperature": 0.3,
+                "confidence": {"field": "amount", "min": 0.6},
+            },
+            "ready": {"kind": "end"},
+            "review": {"kind": "end"},
+        },
+        edges=[{"from": "extract", "to": "ready"}, {"from": "extract", "on_unsure": "review"}],
+        manifest={"fields": {"amount": {"compare": "number", "tolerance": 1}}},
+        grammars={"extract": schema},
+        script={"nodes": {"extract": [{"amount": 10}, {"amount": 10.5}, {"amount": 11}]}},
+    )
+    result, _ = run(root)
+    [step, _] = result.trace.steps
+    # Within the tolerance of the first draw, all three are one vote, and one agreement.
+    assert step.status == "ok" and step.confidence is not None
+    assert step.confidence["source"] == "agreement" and step.confidence["p"] == pytest.approx(1.0)
 
 
 def test_without_logprobs_several_draws_agree_field_by_field(tmp_path: Path) -> None:

@@ -122,3 +122,36 @@ def test_a_passing_unanswered_case_is_drawn_as_a_warning_never_as_a_failure(
     root = css[":root"]
     assert warning["color"] == "var(--warn)" and failure["color"] == "var(--bad)"
     assert TIER_COLOURS["unanswered"] == root["--warn"] != root["--bad"]
+
+
+def test_a_gate_on_several_fields_is_calibrated_on_all_of_them(as_owner: Client, project: Project, owner: User) -> None:
+    """A `confidence: {fields: [...]}` step records each field's value: a run counts right
+    only when every one is, and the page names the fields together."""
+    report = run_example("support_triage")[1]
+    right_at: dict[float, bool] = {}  # each run's p (all distinct) -> whether both fields are right
+    for i, case in enumerate(sorted(report.cases, key=lambda c: c.case_id)):
+        expected = report.expected.get(case.case_id, {})
+        values = {"order_id": expected.get("order_id"), "amount_usd": expected.get("amount_usd")}
+        if i % 2:  # every other run has one field wrong: the whole run is wrong
+            values["amount_usd"] = 12345.0
+        p = 0.3 + i / 100
+        right_at[p] = not i % 2
+        conf = {"field": "amount_usd", "value": values["amount_usd"], "p": p, "source": "logprobs"}
+        for step in case.trace.steps:
+            if step.node == "extract":
+                step.confidence = {
+                    **conf,
+                    "margin": None,
+                    "fields": {"order_id": 0.99, "amount_usd": p},
+                    "values": values,
+                }
+    ev = make_eval(project, owner)
+    store_report(ev, report)
+    [(node, cal)] = calibration(ev, example_pack("support_triage")).items()
+    assert node == "extract" and cal.field == "order_id, amount_usd"
+    assert len(cal.pairs) >= 4 and all(ok == right_at[p] for p, ok in cal.pairs)
+    assert {ok for _, ok in cal.pairs} == {True, False}
+    assert {n: c.to_dict() for n, c in calibration(ev, example_pack("support_triage")).items()} == report.calibration()
+    text = as_owner.get(f"/p/{ev.project.slug}/evals/{ev.pk}/tiers").content.decode()
+    section = text[text.index('<section class="calibration" data-node="extract">') :]
+    assert "accuracy of order_id, amount_usd inside the auto tier" in section[: section.index("</section>")]

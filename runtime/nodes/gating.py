@@ -111,33 +111,28 @@ def apply_gate(
         outcome.confidence = {**measured, "held": "vote"}
         return outcome
     outcome.confidence = measured
-    p = measured["p"]
-    if p is None:
-        why = mine.reason or "none measured"
-        if gate.also and any(m is not None for m in (measured.get("fields") or {}).values()):
-            return Outcome(
-                "unsure",
-                attempt=outcome.attempt,
-                reason=f"no confidence on '{measured['field']}': {why}; a gate on several fields holds an answer "
-                "it cannot read in full",
-                prompt=outcome.prompt,
-                confidence=measured,
-                prior=outcome.prior,
-            )
-        outcome.reason = (
-            f"no confidence on '{measured['field']}': {why}, and with samples 1 there is no "
-            "agreement to fall back on; the gate did not hold the node"
-        )
-        return outcome
-    if p < gate.min:
+
+    def held(reason: str) -> Outcome:  # unsure: nothing committed, the measure kept
         return Outcome(
             "unsure",
             attempt=outcome.attempt,
-            reason=f"confidence {p:.3g} < {gate.min:g} on '{measured['field']}' ({measured['source']})",
+            reason=reason,
             prompt=outcome.prompt,
             confidence=measured,
             prior=outcome.prior,
         )
+
+    p = measured["p"]
+    if p is None:
+        why = f"no confidence on '{measured['field']}': {mine.reason or 'none measured'}"
+        if gate.also and any(m is not None for m in (measured.get("fields") or {}).values()):
+            return held(f"{why}; a gate on several fields holds an answer it cannot read in full")
+        outcome.reason = (
+            f"{why}, and with samples 1 there is no agreement to fall back on; the gate did not hold the node"
+        )
+        return outcome
+    if p < gate.min:
+        return held(f"confidence {p:.3g} < {gate.min:g} on '{measured['field']}' ({measured['source']})")
     return outcome
 
 

@@ -27,18 +27,32 @@ ADDRESS = {
 WRITES = ["name", "city", "country"]
 
 
-def address_pack(tmp_path: Path, answers: Any, gate: dict[str, Any], **node: Any) -> Path:
+def gated_pack(
+    tmp_path: Path,
+    schema: dict[str, Any],
+    answers: Any,
+    gate: dict[str, Any],
+    manifest: dict[str, Any] | None = None,
+    **node: Any,
+) -> Path:
+    """`extract` (writing every field of `schema`, gated by `gate`) -> ready, or review when unsure."""
+    writes = list(schema["properties"])
     return write_pack(
         tmp_path / "p",
         nodes={
-            "extract": {"kind": "generate", "reads": ["input.email"], "writes": WRITES, "confidence": gate, **node},
+            "extract": {"kind": "generate", "reads": ["input.email"], "writes": writes, "confidence": gate, **node},
             "ready": {"kind": "end"},
             "review": {"kind": "end"},
         },
         edges=[{"from": "extract", "to": "ready"}, {"from": "extract", "on_unsure": "review"}],
-        grammars={"extract": ADDRESS},
+        manifest=manifest,
+        grammars={"extract": schema},
         script={"nodes": {"extract": answers}},
     )
+
+
+def address_pack(tmp_path: Path, answers: Any, gate: dict[str, Any], **node: Any) -> Path:
+    return gated_pack(tmp_path, ADDRESS, answers, gate, **node)
 
 
 def run(root: Path) -> tuple[Any, Recorder]:
@@ -127,23 +141,8 @@ def test_a_set_field_is_measured_as_written_not_as_sorted(tmp_path: Path) -> Non
         "required": ["aspects", "city"],
     }
     answer = {"aspects": ["ui", "bugs"], "city": "Leeds", "$probs": {"aspects": 0.2, "city": 0.9}}
-    root = write_pack(
-        tmp_path / "p",
-        nodes={
-            "extract": {
-                "kind": "generate",
-                "reads": ["input.email"],
-                "writes": ["aspects", "city"],
-                "confidence": {"fields": ["aspects", "city"], "min": 0.5},
-            },
-            "ready": {"kind": "end"},
-            "review": {"kind": "end"},
-        },
-        edges=[{"from": "extract", "to": "ready"}, {"from": "extract", "on_unsure": "review"}],
-        manifest={"fields": {"aspects": {"compare": "set"}}},
-        grammars={"extract": schema},
-        script={"nodes": {"extract": answer}},
-    )
+    gate = {"fields": ["aspects", "city"], "min": 0.5}
+    root = gated_pack(tmp_path, schema, answer, gate, manifest={"fields": {"aspects": {"compare": "set"}}})
     result, _ = run(root)
     [step, _] = result.trace.steps
     # Committed sorted, but the tokens spell ["ui", "bugs"]: the gate reads them and holds.
@@ -152,25 +151,16 @@ def test_a_set_field_is_measured_as_written_not_as_sorted(tmp_path: Path) -> Non
 
 def test_agreement_counts_values_the_vote_counts_as_one(tmp_path: Path) -> None:
     schema = {"type": "object", "properties": {"amount": {"type": "number"}}, "required": ["amount"]}
-    root = write_pack(
-        tmp_path / "p",
-        nodes={
-            "extract": {
-                "kind": "generate",
-                "reads": ["input.email"],
-                "writes": ["amount"],
-                "samples": 3,
-                "agree": 2,
-                "temperature": 0.3,
-                "confidence": {"field": "amount", "min": 0.6},
-            },
-            "ready": {"kind": "end"},
-            "review": {"kind": "end"},
-        },
-        edges=[{"from": "extract", "to": "ready"}, {"from": "extract", "on_unsure": "review"}],
+    draws = [{"amount": 10}, {"amount": 10.5}, {"amount": 11}]
+    root = gated_pack(
+        tmp_path,
+        schema,
+        draws,
+        {"field": "amount", "min": 0.6},
         manifest={"fields": {"amount": {"compare": "number", "tolerance": 1}}},
-        grammars={"extract": schema},
-        script={"nodes": {"extract": [{"amount": 10}, {"amount": 10.5}, {"amount": 11}]}},
+        samples=3,
+        agree=2,
+        temperature=0.3,
     )
     result, _ = run(root)
     [step, _] = result.trace.steps
